@@ -4,7 +4,7 @@ The real dataset is large and cannot be shipped or downloaded in tests, so this 
 few short "videos" in exactly the release's on-disk layout. They are built only from photos that
 ship inside installed packages (matplotlib, scikit-image), animated by small deterministic camera
 moves so MediaPipe's video-mode tracking sees motion. One video shows no person at all, so the
-null-keypoint path gets exercised. The same bytes are written on every call, for any seed.
+null-keypoint path gets exercised. The same bytes are written on every call.
 
 Usage: ``build_sample(out_dir)`` or ``python -m extract.sample OUT_DIR`` (prints the root).
 """
@@ -108,14 +108,13 @@ def _crop(photo: np.ndarray, video: _Video, t: int) -> np.ndarray:
     return cv2.resize(window, (WIDTH, HEIGHT), interpolation=cv2.INTER_AREA)
 
 
-def build_sample(out_dir: pathlib.Path, *, seed: int = 0) -> pathlib.Path:
+def build_sample(out_dir: pathlib.Path) -> pathlib.Path:
     """Write a tiny dataset in the PHOENIX-2014-T layout; return its root.
 
     The root is ``out_dir / "PHOENIX-2014-T"`` (the folder holding annotations/ and features/).
-    ``seed`` is accepted for API stability; the camera moves are fixed, so output is identical
-    byte for byte on every call, which is what the tests and caches rely on.
+    The camera moves are fixed, so output is identical byte for byte on every call, which is what
+    the tests and caches rely on.
     """
-    del seed  # content is fully determined by VIDEOS
     root = pathlib.Path(out_dir) / "PHOENIX-2014-T"
     (root / ANNOTATIONS_DIR).mkdir(parents=True, exist_ok=True)
     photos: dict[Callable[[], np.ndarray], np.ndarray] = {}
@@ -175,9 +174,8 @@ def main(argv: list[str] | None = None) -> None:
     """CLI: ``python -m extract.sample OUT_DIR`` builds the sample and prints its root."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("out_dir", type=pathlib.Path)
-    parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
-    print(build_sample(args.out_dir, seed=args.seed))
+    print(build_sample(args.out_dir))
 
 
 if __name__ == "__main__":

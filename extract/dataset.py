@@ -1,0 +1,299 @@
+"""Find the videos of a PHOENIX tree: corpus csv files, their splits, and each video's frame files.
+
+Two releases are understood and told apart by their corpus files:
+- PHOENIX-2014-T: `annotations/manual/PHOENIX-2014-T.<split>.corpus.csv`,
+  header `name|video|start|end|speaker|orth|translation`; the csv says `<name>/1/*.png` but frames
+  lie in `features/fullFrame-210x260px/<split>/<name>/images0001.png` (no `1/`).
+- PHOENIX-2014: `annotations/manual/<split>.corpus.csv`, header `id|folder|signer|annotation`;
+  frames really are in `features/fullFrame-210x260px/<split>/<id>/1/<rec>.avi_pid0_fn000000-0.png`.
+
+Everything the csv says is checked before it is trusted: a bad file is refused with its path, line
+and what to do, never half-read. A listed video with no folder or no frames is kept, with its
+problem, so that plan, status and the end of a run can report it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+
+SPLITS: tuple[str, ...] = ("train", "dev", "test")
+FRAMES_DIR = "features/fullFrame-210x260px"
+
+LAYOUT_T = "phoenix-2014-T"
+LAYOUT_2014 = "phoenix-2014"
+
+# layout -> (csv name pattern, required columns, (name col, folder col, speaker, gloss, translation))
+_LAYOUTS: dict[str, tuple[str, tuple[str, ...], tuple[str, str, str, str, str | None]]] = {
+    LAYOUT_T: (
+        "PHOENIX-2014-T.{split}.corpus.csv",
+        ("name", "video", "start", "end", "speaker", "orth", "translation"),
+        ("name", "video", "speaker", "orth", "translation"),
+    ),
+    LAYOUT_2014: (
+        "{split}.corpus.csv",
+        ("id", "folder", "signer", "annotation"),
+        ("id", "folder", "signer", "annotation", None),
+    ),
+}
+
+
+class DatasetError(Exception):
+    """The dataset cannot be used as given; the message says what, where and what to do."""
+
+
+@dataclass(frozen=True)
+class Video:
+    """One listed video: where its frames are and what the corpus says of it."""
+
+    split: str
+    name: str
+    folder: str  # relative to the dataset root, posix separators
+    files: tuple[str, ...]  # frame file names in folder, in frame order
+    speaker: str = ""
+    gloss: str = ""
+    translation: str = ""
+    problem: str = ""  # "" when frames were found, else why the video cannot be processed
+
+    @property
+    def num_frames(self) -> int:
+        return len(self.files)
+
+
+@dataclass
+class Dataset:
+    root: Path
+    layout: str
+    videos: list[Video]
+    unlisted: list[str] = field(default_factory=list)  # "<split>/<folder>" on disk, in no csv
+    corpus_sha256: str = ""
+
+    @property
+    def num_frames(self) -> int:
+        return sum(v.num_frames for v in self.videos)
+
+    def fingerprint(self) -> str:
+        """A digest of everything that decides the output: corpus text and every frame path."""
+        h = hashlib.sha256()
+        h.update(self.layout.encode())
+        h.update(self.corpus_sha256.encode())
+        for v in self.videos:
+            h.update(f"\0{v.split}\0{v.name}\0{v.folder}\0".encode())
+            h.update("\0".join(v.files).encode())
+        return h.hexdigest()
+
+
+def detect_layout(root: Path) -> str:
+    """Which release `root` is, from its corpus files; a clear refusal when it is neither."""
+    manual = root / "annotations" / "manual"
+    for layout, (pattern, _, _) in _LAYOUTS.items():
+        if any((manual / pattern.format(split=s)).is_file() for s in SPLITS):
+            return layout
+    hint = ""
+    if root.is_dir():
+        inner = [p.name for p in root.iterdir() if (p / "annotations" / "manual").is_dir()]
+        if inner:
+            hint = f" It has {inner[0]}/ inside: pass --dataset {root / inner[0]}."
+    what = "does not exist" if not root.exists() else "is not a PHOENIX-2014-T or PHOENIX-2014 tree"
+    raise DatasetError(
+        f"--dataset {root} {what}: expected annotations/manual/PHOENIX-2014-T.train.corpus.csv "
+        f"(or train.corpus.csv for PHOENIX-2014) and {FRAMES_DIR}/.{hint} Pass the folder that "
+        "holds annotations/ and features/."
+    )
+
+
+@dataclass(frozen=True)
+class CorpusRow:
+    split: str
+    name: str
+    folder: str  # csv's folder field, relative posix, without the trailing glob
+    speaker: str
+    gloss: str
+    translation: str
+    source: str  # "file:line", for messages
+
+
+def _safe_component(value: str, what: str, where: str) -> str:
+    if not value or value in (".", "..") or "/" in value or "\\" in value or "\0" in value:
+        raise DatasetError(
+            f"{where}: {what} {value!r} is not a plain folder name (no '/', '..' or empty). "
+            "Fix or remove that line of the corpus file."
+        )
+    return value
+
+
+def _safe_relative(value: str, where: str) -> str:
+    p = PurePosixPath(value.replace("\\", "/"))
+    if value.startswith(("/", "\\")) or re.match(r"^[A-Za-z]:", value) or ".." in p.parts:
+        raise DatasetError(
+            f"{where}: video path {value!r} points outside the dataset root (absolute or '..'). "
+            "Fix or remove that line of the corpus file."
+        )
+    return str(p)
+
+
+def read_corpus(path: Path, split: str, layout: str) -> list[CorpusRow]:
+    """Parse one corpus csv, refusing anything that does not have the release's exact shape."""
+    _, columns, (c_name, c_folder, c_speaker, c_gloss, c_trans) = _LAYOUTS[layout]
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as e:
+        raise DatasetError(f"{path}: not UTF-8 ({e}). Save it as UTF-8.") from None
+    except OSError as e:
+        raise DatasetError(f"{path}: cannot read ({e.strerror}).") from None
+    lines = text.splitlines()
+    if not lines:
+        raise DatasetError(f"{path}:1: empty corpus file; expected the header {'|'.join(columns)}.")
+    header = lines[0].lstrip("\ufeff").split("|")
+    if len(header) == 1:
+        sep = next((s for s in (",", ";", "\t") if s in lines[0]), None)
+        said = f"it looks {sep!r}-separated" if sep else "it has one column"
+        raise DatasetError(
+            f"{path}:1: corpus files are '|'-separated, but {said}. Expected the header "
+            f"{'|'.join(columns)}."
+        )
+    missing = [c for c in columns if c not in header]
+    if missing:
+        raise DatasetError(
+            f"{path}:1: header lacks column(s) {', '.join(missing)}; expected {'|'.join(columns)}."
+        )
+    col = {c: header.index(c) for c in header}
+    rows: list[CorpusRow] = []
+    for lineno, line in enumerate(lines[1:], start=2):
+        if not line.strip():
+            continue
+        where = f"{path}:{lineno}"
+        fields = line.split("|")
+        if len(fields) != len(header):
+            raise DatasetError(
+                f"{where}: {len(fields)} fields where the header has {len(header)} "
+                "('|' inside a field, or a broken line). Fix that line."
+            )
+        name = _safe_component(fields[col[c_name]].strip(), c_name, where)
+        folder_field = _safe_relative(fields[col[c_folder]].strip(), where)
+        folder = str(PurePosixPath(folder_field).parent) if "*" in folder_field else folder_field
+        rows.append(
+            CorpusRow(
+                split=split,
+                name=name,
+                folder=folder,
+                speaker=fields[col[c_speaker]].strip(),
+                gloss=fields[col[c_gloss]].strip(),
+                translation=fields[col[c_trans]].strip() if c_trans else "",
+                source=where,
+            )
+        )
+    return rows
+
+
+_DIGITS = re.compile(r"(\d+)")
+
+
+def frame_sort_key(name: str) -> tuple:
+    """Natural order: images0002 before images0010; 2014's fn000009-0 before fn000010-0."""
+    return tuple(int(t) if t.isdigit() else t for t in _DIGITS.split(name))
+
+
+def list_frames(folder: Path) -> list[str] | None:
+    """PNG file names of one video in frame order; None when the folder is missing."""
+    try:
+        with os.scandir(folder) as it:
+            names = [e.name for e in it if e.name.lower().endswith(".png") and e.is_file()]
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    names.sort(key=frame_sort_key)
+    return names
+
+
+def _frames_folder(root: Path, row: CorpusRow, layout: str) -> str:
+    """Where a row's frames are, relative to root: the T release drops the csv's trailing `1/`."""
+    base = PurePosixPath(FRAMES_DIR) / row.split
+    if layout == LAYOUT_T:
+        return str(base / row.name)
+    return str(base / row.folder)
+
+
+def discover(
+    root: Path,
+    splits: Sequence[str] = SPLITS,
+    videos: Iterable[str] | None = None,
+    limit_videos: int | None = None,
+) -> Dataset:
+    """Read the corpus, select videos (splits, names, first N per split) and list their frames."""
+    root = Path(root)
+    layout = detect_layout(root)
+    pattern = _LAYOUTS[layout][0]
+    for s in splits:
+        if s not in SPLITS:
+            raise DatasetError(f"--splits: unknown split {s!r}; use some of {','.join(SPLITS)}.")
+    digest = hashlib.sha256()
+    rows: list[CorpusRow] = []
+    seen: dict[str, str] = {}
+    for split in SPLITS:
+        path = root / "annotations" / "manual" / pattern.format(split=split)
+        if not path.is_file():
+            if split in splits:
+                raise DatasetError(
+                    f"{path}: missing, but split {split!r} was asked for. Restore it or pass "
+                    f"--splits without {split}."
+                )
+            continue
+        split_rows = read_corpus(path, split, layout)
+        for r in split_rows:  # names are unique across the whole release, not just per split
+            if r.name in seen:
+                raise DatasetError(
+                    f"{r.source}: video {r.name!r} is listed twice (first at {seen[r.name]}). "
+                    "Remove one of the lines."
+                )
+            seen[r.name] = r.source
+        if split in splits:
+            digest.update(path.read_bytes())
+            rows.extend(split_rows)
+    if videos is not None:
+        wanted = list(dict.fromkeys(videos))
+        unknown = [n for n in wanted if n not in seen]
+        if unknown:
+            raise DatasetError(
+                f"--videos: {', '.join(unknown[:5])} not listed in the corpus of split(s) "
+                f"{','.join(splits)}."
+            )
+        keep = set(wanted)
+        rows = [r for r in rows if r.name in keep]
+    if limit_videos is not None:
+        per_split: dict[str, int] = {}
+        kept = []
+        for r in rows:
+            per_split[r.split] = per_split.get(r.split, 0) + 1
+            if per_split[r.split] <= limit_videos:
+                kept.append(r)
+        rows = kept
+
+    out: list[Video] = []
+    for r in rows:
+        folder = _frames_folder(root, r, layout)
+        files = list_frames(root / folder)
+        problem = "no folder" if files is None else ("no frames" if not files else "")
+        out.append(
+            Video(r.split, r.name, folder, tuple(files or ()), r.speaker, r.gloss,
+                  r.translation, problem)
+        )
+    listed_dirs = {v.folder for v in out}
+    unlisted = []
+    if videos is None and limit_videos is None:
+        for split in splits:
+            split_dir = root / FRAMES_DIR / split
+            if not split_dir.is_dir():
+                continue
+            with os.scandir(split_dir) as it:
+                for e in it:
+                    rel = f"{FRAMES_DIR}/{split}/{e.name}"
+                    candidates = {rel, rel + "/1"}
+                    if e.is_dir() and not candidates & listed_dirs:
+                        unlisted.append(f"{split}/{e.name}")
+    # Output order is (split, video) ascending, the order of keypoints.parquet.
+    out.sort(key=lambda v: (v.split, v.name))
+    return Dataset(root, layout, out, sorted(unlisted), digest.hexdigest())

@@ -1,0 +1,152 @@
+"""MediaPipe Holistic for batch work: one graph per process, threads capped, reset between videos.
+
+Facts this module is built on (../shared/docs/mediapipe-notes.md):
+- mediapipe 0.10.21's wheel ships only the model_complexity=1 pose model; 0 and 2 would be
+  downloaded at graph construction, which fails offline and races between workers.
+- The graph's scheduler starts one thread per core of the machine whatever the affinity; its
+  CalculatorGraphConfig has a `num_threads` field that caps it.
+- Tracking state carries from one `process` call to the next: a new video needs `reset()`, which
+  restarts the graph run and gives the same numbers as a fresh graph.
+- A graph must be built in the process that uses it (never inherited through fork) and closed.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import numpy as np
+
+from extract.schema import PARTS
+
+_POSE_MODELS = {0: "pose_landmark_lite.tflite", 1: "pose_landmark_full.tflite",
+                2: "pose_landmark_heavy.tflite"}
+_GRAPH = "mediapipe/modules/holistic_landmark/holistic_landmark_cpu.binarypb"
+
+
+class ModelError(Exception):
+    """The requested Holistic options cannot run offline here; the message says what to do."""
+
+
+@dataclass(frozen=True)
+class HolisticOptions:
+    """The options that decide the numbers; recorded in run.json and part metadata."""
+
+    model_complexity: int = 1
+    smooth_landmarks: bool = True
+    min_detection_confidence: float = 0.5
+    min_tracking_confidence: float = 0.5
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _mediapipe_root() -> str:
+    import mediapipe  # noqa: PLC0415  (imported late: never in a process that forks workers)
+
+    return os.path.dirname(os.path.dirname(mediapipe.__file__))
+
+
+def check_model(options: HolisticOptions) -> None:
+    """Refuse, before any graph is built, a model that would have to be downloaded."""
+    if options.model_complexity not in _POSE_MODELS:
+        raise ModelError(f"--model-complexity must be 0, 1 or 2, not {options.model_complexity}.")
+    model = _POSE_MODELS[options.model_complexity]
+    path = os.path.join(_mediapipe_root(), "mediapipe", "modules", "pose_landmark", model)
+    if not os.path.isfile(path):
+        raise ModelError(
+            f"model_complexity={options.model_complexity} needs {model}, which mediapipe 0.10.21 "
+            f"does not ship and would download at start (impossible offline, racy with many "
+            f"workers). Use --model-complexity 1, or place the file at {path} first."
+        )
+
+
+def _capped_holistic_class(num_threads: int) -> type:
+    """A Holistic whose graph config is loaded, capped to num_threads, then built as usual.
+
+    Holistic.__init__ passes its binary graph path to SolutionBase.__init__; a class placed between
+    them in the MRO swaps that path for the edited config, so every side input, calculator option
+    and output stays exactly Holistic's own.
+    """
+    from mediapipe.framework import calculator_pb2
+    from mediapipe.python.solution_base import SolutionBase
+    from mediapipe.python.solutions.holistic import Holistic
+
+    class _CappedBase(SolutionBase):
+        def __init__(self, binary_graph_path: str | None = None, **kwargs: Any) -> None:
+            config = calculator_pb2.CalculatorGraphConfig()
+            with open(os.path.join(_mediapipe_root(), binary_graph_path or _GRAPH), "rb") as f:
+                config.ParseFromString(f.read())
+            config.num_threads = num_threads
+            super().__init__(graph_config=config, **kwargs)
+
+    class CappedHolistic(Holistic, _CappedBase):
+        pass
+
+    return CappedHolistic
+
+
+def new_holistic(options: HolisticOptions, num_threads: int | None = 1) -> Any:
+    """A Holistic graph in video mode; num_threads=None leaves MediaPipe's default (one per core)."""
+    check_model(options)
+    kwargs = dict(
+        static_image_mode=False,
+        model_complexity=options.model_complexity,
+        smooth_landmarks=options.smooth_landmarks,
+        enable_segmentation=False,
+        refine_face_landmarks=False,
+        min_detection_confidence=options.min_detection_confidence,
+        min_tracking_confidence=options.min_tracking_confidence,
+    )
+    if num_threads is None:
+        from mediapipe.python.solutions.holistic import Holistic
+
+        return Holistic(**kwargs)
+    return _capped_holistic_class(num_threads)(**kwargs)
+
+
+def landmarks_to_arrays(results: Any) -> dict[str, np.ndarray | None]:
+    """MediaPipe results -> {part: float32 [points * values] or None}, values exactly as returned."""
+    out: dict[str, np.ndarray | None] = {}
+    for part, (n, c) in PARTS.items():
+        lm = getattr(results, f"{part}_landmarks")
+        if lm is None:
+            out[part] = None
+        elif c == 4:
+            out[part] = np.array(
+                [(p.x, p.y, p.z, p.visibility) for p in lm.landmark], np.float32).reshape(-1)
+        else:
+            out[part] = np.array([(p.x, p.y, p.z) for p in lm.landmark], np.float32).reshape(-1)
+        if out[part] is not None and out[part].size != n * c:
+            raise ValueError(f"{part}: {out[part].size // c} points, expected {n}")
+    return out
+
+
+class Extractor:
+    """One graph for a process's lifetime; `start_video` resets tracking so videos are independent."""
+
+    def __init__(self, options: HolisticOptions, num_threads: int | None = 1) -> None:
+        self.options = options
+        self._graph = new_holistic(options, num_threads)
+        self._dirty = False
+
+    def start_video(self) -> None:
+        if self._dirty:
+            self._graph.reset()
+            self._dirty = False
+
+    def process(self, rgb: np.ndarray) -> dict[str, np.ndarray | None]:
+        self._dirty = True
+        return landmarks_to_arrays(self._graph.process(rgb))
+
+    def close(self) -> None:
+        if self._graph is not None:
+            self._graph.close()
+            self._graph = None
+
+    def __enter__(self) -> Extractor:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -1,0 +1,45 @@
+"""Fault injection for tests and the soak script: off unless PHOENIX_KEYPOINTS_FAULTS is set.
+
+The value is a comma-separated list of:
+- `kill-video=NAME`: a worker SIGKILLs itself when it starts video NAME, every time (a frame that
+  crashes MediaPipe, as far as the coordinator can tell).
+- `enospc-chunk=N`: writing the part of chunk N fails with ENOSPC (disk full).
+- `frame-delay=SECONDS`: sleep that long after each frame, so that tests can kill mid-chunk.
+Real processes still get real signals: only the trigger is planted.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import signal
+import time
+from functools import cache
+from pathlib import Path
+
+ENV = "PHOENIX_KEYPOINTS_FAULTS"
+
+
+@cache
+def _faults() -> dict[str, str]:
+    out = {}
+    for item in filter(None, (s.strip() for s in os.environ.get(ENV, "").split(","))):
+        key, _, value = item.partition("=")
+        out[key] = value
+    return out
+
+
+def on_video_start(video: str) -> None:
+    if _faults().get("kill-video") == video:
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+def before_write(chunk: int, path: Path) -> None:
+    if _faults().get("enospc-chunk") == str(chunk):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(path))
+
+
+def after_frame() -> None:
+    delay = _faults().get("frame-delay")
+    if delay:
+        time.sleep(float(delay))

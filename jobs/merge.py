@@ -1,0 +1,141 @@
+"""Merge committed parts into ONE keypoints.parquet, then write the model-input tensors.
+
+Chunks are contiguous in output order, so the merged file is the parts appended in chunk order:
+a stream with one part in memory at a time, whatever the dataset's size. Every page is read with
+its checksum verified; a part that fails is moved aside and named, and `run` redoes it.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from extract.schema import SCHEMA
+from extract.tensors import write_tensors
+from jobs.parts import PartInfo, check_part, reject
+from jobs.rundir import RunDir, RunError, fsync_dir
+
+
+class CorruptPart(RunError):
+    """A committed part failed its checksums while merging; it was moved aside."""
+
+    def __init__(self, message: str, chunk: int) -> None:
+        super().__init__(message)
+        self.chunk = chunk
+
+
+@dataclass
+class PartsState:
+    """Which chunks of the plan have a trusted part, and what is missing or failed."""
+
+    chunks: dict[int, dict[str, int]]  # chunk -> {video: frames}
+    done: dict[int, PartInfo] = field(default_factory=dict)
+    rejected: dict[int, str] = field(default_factory=dict)  # chunk -> why its part was refused
+
+    @property
+    def missing(self) -> list[int]:
+        return sorted(set(self.chunks) - set(self.done))
+
+    @property
+    def failed(self) -> dict[str, str]:
+        return {v: why for info in self.done.values() for v, why in info.failed.items()}
+
+    @property
+    def frames_done(self) -> int:
+        return sum(info.rows for info in self.done.values())
+
+
+def plan_chunks(plan: pa.Table) -> dict[int, dict[str, int]]:
+    out: dict[int, dict[str, int]] = {}
+    for c, v, n in zip(plan["chunk"].to_pylist(), plan["video"].to_pylist(),
+                       plan["num_frames"].to_pylist(), strict=True):
+        if c >= 0:
+            out.setdefault(c, {})[v] = n
+    return out
+
+
+def scan_parts(rd: RunDir, meta: dict[str, Any], plan: pa.Table,
+               only: set[int] | None = None, move_bad: bool = True) -> PartsState:
+    """Check every committed part against the plan (footer, fingerprint, rows).
+
+    Parts that fail are moved to parts/rejected/ with a .why file (move_bad) and counted missing.
+    """
+    state = PartsState(plan_chunks(plan))
+    for chunk, videos in state.chunks.items():
+        if only is not None and chunk not in only:
+            continue
+        path = rd.part_path(chunk)
+        if not path.exists():
+            continue
+        info, why = check_part(path, chunk, meta["fingerprint"], videos)
+        if info is None:
+            state.rejected[chunk] = why
+            if move_bad:
+                reject(rd, path, why)
+        else:
+            state.done[chunk] = info
+    return state
+
+
+def merge(rd: RunDir, allow_partial: bool = False) -> dict[str, Any]:
+    """Write keypoints.parquet and tensors/ from the parts; refuse gaps unless allow_partial."""
+    meta = rd.load()
+    plan = rd.load_plan()
+    state = scan_parts(rd, meta, plan)
+    missing, failed = state.missing, state.failed
+    if (missing or failed) and not allow_partial:
+        bits = []
+        if missing:
+            shown = ", ".join(map(str, missing[:10])) + (" ..." if len(missing) > 10 else "")
+            bits.append(f"{len(missing)} chunk(s) not done ({shown})")
+        if failed:
+            bits.append(f"{len(failed)} video(s) failed ({', '.join(sorted(failed)[:5])})")
+        raise RunError(
+            f"cannot merge {rd.path}: {'; '.join(bits)}. Run `phoenix-keypoints run --out "
+            f"{rd.path}` to finish it, or merge with --allow-partial to write what there is "
+            "(run.json then lists what is missing)."
+        )
+    t0 = time.monotonic()
+    tmp = rd.keypoints_path.with_name(".keypoints.parquet.tmp")
+    rows = 0
+    try:
+        with pq.ParquetWriter(tmp, SCHEMA, compression="zstd", write_page_checksum=True) as w:
+            for chunk in sorted(state.done):
+                path = rd.part_path(chunk)
+                try:
+                    table = pq.ParquetFile(path, page_checksum_verification=True).read()
+                    table = table.replace_schema_metadata(None)
+                except (OSError, pa.ArrowException) as e:
+                    dest = reject(rd, path, f"unreadable while merging: {e}")
+                    raise CorruptPart(
+                        f"part of chunk {chunk} is corrupt ({e}); moved to {dest}. Run "
+                        f"`phoenix-keypoints run --out {rd.path}` to redo it.", chunk) from None
+                w.write_table(table, row_group_size=max(1, table.num_rows))
+                rows += table.num_rows
+        with open(tmp, "rb") as f:
+            os.fsync(f.fileno())
+        os.replace(tmp, rd.keypoints_path)
+        fsync_dir(rd.path)
+    finally:
+        Path(tmp).unlink(missing_ok=True)
+    corpus = {v: {"speaker": s, "gloss": g, "translation": t} for v, s, g, t in zip(
+        *(plan[c].to_pylist() for c in ("video", "speaker", "gloss", "translation")), strict=True)}
+    per_split = write_tensors(rd.keypoints_path, rd.tensors_dir, corpus)
+    result = {
+        "time": time.time(),
+        "seconds": round(time.monotonic() - t0, 3),
+        "rows": rows,
+        "frames_per_split": per_split,
+        "partial": bool(missing or failed),
+        "missing_chunks": missing,
+        "missing_videos": sorted(v for c in missing for v in state.chunks[c]),
+        "failed_videos": failed,
+    }
+    rd.update(merge=result)
+    return result

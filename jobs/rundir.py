@@ -1,0 +1,156 @@
+"""The run folder: what a run is (run.json, plan.parquet) and where its pieces go.
+
+Everything needed to resume lives here and nowhere else, so any process on any node that sees the
+folder (a resumed run, `status` from another shell, a SLURM shard, the merge job) gets the same
+view. Files are replaced atomically (write a temp, fsync, rename) so a crash leaves either the old
+or the new version, never half of one.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+RUN_FORMAT = 1
+
+
+class RunError(Exception):
+    """The run folder cannot be used as asked; the message says what to do."""
+
+
+def atomic_write_bytes(path: Path, data: bytes) -> None:
+    """Write data to path so that readers see the old file or the whole new one."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        os.fchmod(fd, 0o644)  # mkstemp's 0600 would hide run files from a cluster group
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    fsync_dir(path.parent)
+
+
+def fsync_dir(path: Path) -> None:
+    """Make a rename durable: on power loss a renamed file is only there once its folder is synced."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def write_json(path: Path, obj: Any) -> None:
+    atomic_write_bytes(path, (json.dumps(obj, indent=2, sort_keys=True) + "\n").encode())
+
+
+def versions() -> dict[str, str]:
+    """Versions the numbers depend on, recorded with every run."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    out = {"python": sys.version.split()[0]}
+    for dist in ("phoenix-keypoints", "mediapipe", "numpy", "opencv-contrib-python", "pyarrow"):
+        try:
+            out[dist] = version(dist)
+        except PackageNotFoundError:
+            out[dist] = "not installed"
+    return out
+
+
+@dataclass
+class RunDir:
+    path: Path
+
+    def __post_init__(self) -> None:
+        self.path = Path(self.path)
+
+    # --- files -------------------------------------------------------------------------------
+    @property
+    def run_json(self) -> Path:
+        return self.path / "run.json"
+
+    @property
+    def plan_path(self) -> Path:
+        return self.path / "plan.parquet"
+
+    @property
+    def parts_dir(self) -> Path:
+        return self.path / "parts"
+
+    @property
+    def rejected_dir(self) -> Path:
+        return self.path / "parts" / "rejected"
+
+    @property
+    def progress_path(self) -> Path:
+        return self.path / "progress.json"
+
+    @property
+    def keypoints_path(self) -> Path:
+        return self.path / "keypoints.parquet"
+
+    @property
+    def tensors_dir(self) -> Path:
+        return self.path / "tensors"
+
+    def part_path(self, chunk: int) -> Path:
+        return self.parts_dir / f"chunk-{chunk:06d}.parquet"
+
+    def exists(self) -> bool:
+        return self.run_json.is_file()
+
+    # --- run.json ----------------------------------------------------------------------------
+    def load(self) -> dict[str, Any]:
+        try:
+            meta = json.loads(self.run_json.read_text())
+        except FileNotFoundError:
+            raise RunError(
+                f"{self.path} holds no run (no run.json). Start one with "
+                f"`phoenix-keypoints run --dataset PHOENIX_ROOT --out {self.path}`."
+            ) from None
+        except (OSError, ValueError) as e:
+            raise RunError(f"{self.run_json}: unreadable ({e}). Start afresh with --fresh.") from None
+        if meta.get("format") != RUN_FORMAT:
+            raise RunError(
+                f"{self.run_json}: written by another version of phoenix-keypoints (format "
+                f"{meta.get('format')}, this one reads {RUN_FORMAT}). Use --fresh or another --out."
+            )
+        return meta
+
+    def save(self, meta: dict[str, Any]) -> None:
+        write_json(self.run_json, meta)
+
+    def update(self, **fields: Any) -> dict[str, Any]:
+        meta = self.load()
+        meta.update(fields)
+        self.save(meta)
+        return meta
+
+    # --- plan --------------------------------------------------------------------------------
+    def save_plan(self, plan: pa.Table) -> None:
+        sink = pa.BufferOutputStream()
+        pq.write_table(plan, sink, compression="zstd")
+        atomic_write_bytes(self.plan_path, sink.getvalue().to_pybytes())
+
+    def load_plan(self) -> pa.Table:
+        try:
+            return pq.read_table(self.plan_path)
+        except (OSError, pa.ArrowException) as e:
+            raise RunError(f"{self.plan_path}: unreadable ({e}). Start afresh with --fresh.") from None
