@@ -106,6 +106,41 @@ def new_holistic(options: HolisticOptions, num_threads: int | None = 1) -> Any:
     return _capped_holistic_class(num_threads)(**kwargs)
 
 
+# A NormalizedLandmark as MediaPipe serialises it: key 0x0A and size of the embedded message, then
+# x, y, z (and visibility for pose) as fixed32 fields 1-4, each a tag byte and a float32.
+_FIELD_TAGS = (0x0D, 0x15, 0x1D, 0x25)
+_RECORDS = {
+    c: np.dtype([("key", "u1"), ("size", "u1")]
+                + [f for i in range(c) for f in ((f"t{i}", "u1"), (f"v{i}", "<f4"))])
+    for c in (3, 4)
+}
+
+
+def _points_from_bytes(lm: Any, n: int, c: int) -> np.ndarray | None:
+    """A landmark list's values read from its serialised bytes in one numpy view, or None.
+
+    ~10x faster than reading 1,662 protobuf attributes in Python (0.04 vs 0.4 ms a frame). The
+    bytes are used only when every record has exactly the expected layout; anything else (a
+    field missing or added, another count) returns None and the caller reads the attributes.
+    """
+    data = lm.SerializeToString()
+    dt = _RECORDS[c]
+    if len(data) != n * dt.itemsize:
+        return None
+    rec = np.frombuffer(data, dt)
+    if not ((rec["key"] == 0x0A).all() and (rec["size"] == dt.itemsize - 2).all()
+            and all((rec[f"t{i}"] == _FIELD_TAGS[i]).all() for i in range(c))):
+        return None
+    return np.stack([rec[f"v{i}"] for i in range(c)], axis=1).astype(np.float32).reshape(-1)
+
+
+def _points_from_attributes(lm: Any, c: int) -> np.ndarray:
+    if c == 4:
+        return np.array([(p.x, p.y, p.z, p.visibility) for p in lm.landmark],
+                        np.float32).reshape(-1)
+    return np.array([(p.x, p.y, p.z) for p in lm.landmark], np.float32).reshape(-1)
+
+
 def landmarks_to_arrays(results: Any) -> dict[str, np.ndarray | None]:
     """MediaPipe results -> {part: float32 [points * values] or None}, values exactly as returned."""
     out: dict[str, np.ndarray | None] = {}
@@ -113,13 +148,13 @@ def landmarks_to_arrays(results: Any) -> dict[str, np.ndarray | None]:
         lm = getattr(results, f"{part}_landmarks")
         if lm is None:
             out[part] = None
-        elif c == 4:
-            out[part] = np.array(
-                [(p.x, p.y, p.z, p.visibility) for p in lm.landmark], np.float32).reshape(-1)
-        else:
-            out[part] = np.array([(p.x, p.y, p.z) for p in lm.landmark], np.float32).reshape(-1)
-        if out[part] is not None and out[part].size != n * c:
-            raise ValueError(f"{part}: {out[part].size // c} points, expected {n}")
+            continue
+        arr = _points_from_bytes(lm, n, c)
+        if arr is None:
+            arr = _points_from_attributes(lm, c)
+        if arr.size != n * c:
+            raise ValueError(f"{part}: {arr.size // c} points, expected {n}")
+        out[part] = arr
     return out
 
 

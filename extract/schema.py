@@ -67,3 +67,19 @@ def column_block(col: pa.ChunkedArray | pa.Array, width: int) -> tuple[np.ndarra
                          f"expected {width}")
     block[present] = flat.reshape(-1, width)
     return block, present
+
+
+def parquet_write_options() -> dict:
+    """How parts and keypoints.parquet are encoded (pyarrow.parquet writer keywords).
+
+    Dictionary encoding only for the string columns: on landmark floats it never pays (the values
+    hardly repeat), yet the writer tries it on every page and falls back, which halved the merge's
+    write speed and left files ~15% larger. Floats use BYTE_STREAM_SPLIT, which lets zstd find the
+    repeated exponent bytes: smaller and faster to read. Page checksums let readers catch damage.
+    """
+    return {
+        "compression": "zstd",
+        "write_page_checksum": True,
+        "use_dictionary": [f.name for f in SCHEMA if f.type == pa.string()],
+        "use_byte_stream_split": [f"{p}.list.element" for p in PARTS],
+    }

@@ -18,7 +18,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from extract.schema import SCHEMA
+from extract.schema import SCHEMA, parquet_write_options
 from jobs import faults
 from jobs.rundir import RunDir, fsync_dir
 
@@ -42,8 +42,8 @@ def write_part(path: Path, table: pa.Table, info: PartInfo, fingerprint: str) ->
     try:
         faults.before_write(info.chunk, tmp)
         with open(tmp, "wb") as f:
-            pq.write_table(table, f, compression="zstd", write_page_checksum=True,
-                           row_group_size=max(1, table.num_rows))
+            pq.write_table(table, f, row_group_size=max(1, table.num_rows),
+                           **parquet_write_options())
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)

@@ -1,0 +1,94 @@
+#!/usr/bin/env python3
+"""A worker's memory over 10,000 frames: the real worker loop, RSS sampled every 500 frames.
+
+Plans a run on the benchmark workload (scripts/workload.py), then, in this process pinned to one
+core like a worker, builds one Extractor and calls jobs.worker.process_chunk on the plan's chunks
+over and over (each commits a real part) until --frames frames are done, reading VmRSS from /proc
+each time another 500 frames are reported. Flat RSS means no leak per frame, video or part.
+
+    .venv/bin/python scripts/bench_worker_rss.py --frames 10000      # ~9 min on one core
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from benchutil import loadavg, machine, rss_mib, save_json  # noqa: E402
+from workload import build_workload  # noqa: E402
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[1])
+    p.add_argument("--frames", type=int, default=10_000)
+    p.add_argument("--every", type=int, default=500)
+    p.add_argument("--copies", type=int, default=4)
+    p.add_argument("--chunk-frames", type=int, default=276)
+    p.add_argument("--cpu", type=int, default=sorted(os.sched_getaffinity(0))[-1])
+    p.add_argument("--work", type=Path, default=Path("/tmp/phoenix-bench-rss"))
+    p.add_argument("--json", default="worker_rss.json")
+    args = p.parse_args()
+    os.sched_setaffinity(0, [args.cpu])
+    import cv2
+
+    from extract.holistic import Extractor, HolisticOptions
+    from jobs.rundir import RunDir
+    from jobs.runner import RunOptions, prepare
+    from jobs.worker import load_chunks, process_chunk
+
+    cv2.setNumThreads(1)
+    shutil.rmtree(args.work, ignore_errors=True)
+    args.work.mkdir(parents=True)
+    wl = build_workload(args.work / "PHOENIX-2014-T", args.copies)
+    rd = RunDir(args.work / "run")
+    meta = prepare(rd, RunOptions(dataset=Path(wl["root"]), chunk_frames=args.chunk_frames))
+    rd.parts_dir.mkdir(exist_ok=True)
+    chunks = load_chunks(rd)
+    root = Path(meta["dataset"]["root"])
+    pid = os.getpid()
+    done = 0
+    series: list[dict] = []
+    t0 = time.monotonic()
+    next_mark = 0
+
+    def send(msg: tuple) -> None:
+        nonlocal done, next_mark
+        if msg[0] == "frames":
+            done += msg[1]
+        while done >= next_mark:
+            series.append({"frames": done, "rss_mib": round(rss_mib(pid) or 0, 1),
+                           "s": round(time.monotonic() - t0, 1)})
+            print(f"{done:6d} frames  RSS {series[-1]['rss_mib']:7.1f} MiB", file=sys.stderr)
+            next_mark += args.every
+
+    load0 = loadavg()
+    with Extractor(HolisticOptions(**meta["options"]["holistic"]), num_threads=1) as ex:
+        send(("start",))
+        while done < args.frames:
+            for c in sorted(chunks):
+                process_chunk(ex, rd, root, meta["fingerprint"], c, chunks[c], {}, send)
+                if done >= args.frames:
+                    break
+    rss = [s["rss_mib"] for s in series]
+    after_first = [s["rss_mib"] for s in series if s["frames"] >= 1000]
+    out = {"command": " ".join(sys.argv), "machine": machine(), "workload": wl,
+           "frames": done, "seconds": round(time.monotonic() - t0, 1),
+           "load_before": load0, "load_after": loadavg(), "series": series,
+           "rss_min_mib": min(rss), "rss_max_mib": max(rss),
+           "rss_growth_after_1000_frames_mib": round(max(after_first) - min(after_first), 1)
+           if after_first else None}
+    print(f"{done} frames in {out['seconds']} s; RSS {min(rss)}-{max(rss)} MiB; growth after the "
+          f"first 1,000 frames: {out['rss_growth_after_1000_frames_mib']} MiB")
+    path = save_json(args.json, out)
+    print(f"wrote {path}", file=sys.stderr)
+    shutil.rmtree(args.work, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

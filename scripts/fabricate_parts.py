@@ -1,0 +1,131 @@
+#!/usr/bin/env python3
+"""Fabricate a finished run folder for the whole PHOENIX-2014-T release, without any pixels.
+
+From the release index (corpus csv + frame counts per video, ../shared/data/phoenix-2014-T-index)
+this writes run.json, plan.parquet and one committed part per chunk, through the project's own
+plan, schema and part code, so `phoenix-keypoints merge --out DIR` accepts them as a real run.
+Values are random float32 with the real shapes; parts are null at realistic rates (a face is
+missed in ~2% of frames, a hand in ~20-40%), so merge and tensors do the same work as on real data.
+
+    .venv/bin/python scripts/fabricate_parts.py --out /tmp/fab100            # 8,257 videos
+    .venv/bin/python scripts/fabricate_parts.py --out /tmp/fab10 --fraction 0.1
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+
+from extract.dataset import FRAMES_DIR, SPLITS, Dataset, Video
+from extract.holistic import HolisticOptions
+from extract.schema import PARTS, SCHEMA, part_column
+from jobs.parts import PartInfo, write_part
+from jobs.plan import make_plan
+from jobs.rundir import RUN_FORMAT, RunDir, versions
+from jobs.runner import DEFAULT_CHUNK_FRAMES, _dataset_summary, run_fingerprint
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from benchutil import SHARED_INDEX  # noqa: E402
+
+# Chance that MediaPipe finds nothing for a part in a frame (PHOENIX: the face is nearly always
+# found, hands often leave the frame or are lost by the tracker).
+NULL_RATE = {"pose": 0.005, "face": 0.02, "left_hand": 0.40, "right_hand": 0.20}
+
+
+def index_dataset(index: Path, fraction: float = 1.0) -> Dataset:
+    """A Dataset as discover() would return it for the real release, from the index files."""
+    videos: list[Video] = []
+    for split in SPLITS:
+        counts = {}
+        with open(index / f"PHOENIX-2014-T.{split}.frame_counts.tsv", newline="") as f:
+            for row in csv.DictReader(f, delimiter="\t"):
+                counts[row["name"]] = int(row["num_frames"])
+        with open(index / f"PHOENIX-2014-T.{split}.corpus.csv", encoding="utf-8", newline="") as f:
+            rows = list(csv.DictReader(f, delimiter="|", quoting=csv.QUOTE_NONE))
+        step = max(1, round(1 / fraction))
+        for row in rows[::step]:
+            n = counts[row["name"]]
+            videos.append(Video(
+                split, row["name"], f"{FRAMES_DIR}/{split}/{row['name']}",
+                tuple(f"images{i:04d}.png" for i in range(1, n + 1)),
+                row["speaker"], row["orth"], row["translation"]))
+    videos.sort(key=lambda v: (v.split, v.name))
+    return Dataset(index, "phoenix-2014-T", videos, [], f"fabricated-from-index-{fraction}")
+
+
+def fake_table(rng: np.random.Generator, videos: list[dict]) -> pa.Table:
+    """A part's rows for these plan rows: real shapes, random values, realistic nulls."""
+    split = [v["split"] for v in videos for _ in range(v["num_frames"])]
+    video = [v["video"] for v in videos for _ in range(v["num_frames"])]
+    frame = [i for v in videos for i in range(v["num_frames"])]
+    image = [f"{v['folder']}/{name}" for v in videos for name in v["files"]]
+    n = len(frame)
+    cols = {
+        "split": pa.array(split, pa.string()), "video": pa.array(video, pa.string()),
+        "frame": pa.array(frame, pa.int32()), "image": pa.array(image, pa.string()),
+        "width": pa.array(np.full(n, 210, np.int32)), "height": pa.array(np.full(n, 260, np.int32)),
+        "status": pa.array(["ok"] * n, pa.string()), "note": pa.nulls(n, pa.string()),
+    }
+    for part, (k, c) in PARTS.items():
+        present = rng.random(n) >= NULL_RATE[part]
+        block = rng.random((n, k * c), dtype=np.float32)
+        cols[part] = part_column(block, present, k * c)
+    return pa.table(cols, schema=SCHEMA)
+
+
+def fabricate(out: Path, fraction: float = 1.0, index: Path = SHARED_INDEX,
+              chunk_frames: int = DEFAULT_CHUNK_FRAMES, seed: int = 0) -> dict:
+    """Write the run folder; returns a summary (videos, frames, chunks, seconds)."""
+    t0 = time.monotonic()
+    ds = index_dataset(index, fraction)
+    options = {"splits": list(SPLITS), "videos": None, "limit_videos": None,
+               "chunk_frames": chunk_frames, "holistic": HolisticOptions().as_dict()}
+    plan = make_plan(ds, chunk_frames)
+    summary = _dataset_summary(ds)
+    meta = {
+        "format": RUN_FORMAT, "created": time.time(), "dataset": summary, "options": options,
+        "fingerprint": run_fingerprint(summary["fingerprint"], options), "num_shards": 1,
+        "versions": versions(), "fabricated": True,
+        "plan": {"chunks": int(max(plan["chunk"].to_pylist()) + 1), "videos": len(ds.videos),
+                 "frames": ds.num_frames, "seconds": 0.0},
+    }
+    rd = RunDir(out)
+    rd.path.mkdir(parents=True, exist_ok=True)
+    rd.parts_dir.mkdir(exist_ok=True)
+    rd.save_plan(plan)
+    rd.save(meta)
+    rng = np.random.default_rng(seed)
+    by_chunk: dict[int, list[dict]] = {}
+    for row in plan.select(["chunk", "split", "video", "folder", "files", "num_frames"]).to_pylist():
+        by_chunk.setdefault(row["chunk"], []).append(row)
+    for i, (chunk, videos) in enumerate(sorted(by_chunk.items())):
+        table = fake_table(rng, videos)
+        write_part(rd.part_path(chunk), table, PartInfo(chunk, table.num_rows), meta["fingerprint"])
+        if i % 100 == 0:
+            print(f"  part {i}/{len(by_chunk)}", file=sys.stderr, flush=True)
+    return {"videos": len(ds.videos), "frames": ds.num_frames, "chunks": len(by_chunk),
+            "seconds": round(time.monotonic() - t0, 1)}
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[1])
+    p.add_argument("--out", type=Path, required=True)
+    p.add_argument("--fraction", type=float, default=1.0, help="every 1/F-th video (default 1)")
+    p.add_argument("--index", type=Path, default=SHARED_INDEX)
+    p.add_argument("--chunk-frames", type=int, default=DEFAULT_CHUNK_FRAMES)
+    args = p.parse_args()
+    if not (args.index / "PHOENIX-2014-T.train.frame_counts.tsv").is_file():
+        print(f"error: release index not found at {args.index}", file=sys.stderr)
+        return 2
+    print(fabricate(args.out, args.fraction, args.index, args.chunk_frames))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
