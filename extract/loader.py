@@ -63,6 +63,16 @@ class SplitData(Sequence):
     keypoints: np.ndarray  # [frames, K, 3], memory-mapped
     mask: np.ndarray  # [frames, K] bool, memory-mapped
     index: dict[str, list]  # column -> values, one per video
+    mmap: bool = True  # False: items are read from the files, not through the mappings
+
+    def _rows(self, arr: np.ndarray, s: int, n: int) -> np.ndarray:
+        if self.mmap:
+            return np.array(arr[s : s + n])  # a copy: writable, independent of the file
+        assert isinstance(arr, np.memmap) and arr.filename is not None
+        row = int(np.prod(arr.shape[1:]))
+        out = np.fromfile(arr.filename, arr.dtype, count=n * row,
+                          offset=arr.offset + s * row * arr.dtype.itemsize)
+        return out.reshape(n, *arr.shape[1:])
 
     def __len__(self) -> int:
         return len(self.index["video"])
@@ -74,8 +84,8 @@ class SplitData(Sequence):
         s, n = self.index["start"][i], self.index["length"][i]
         out = {c: v[i] for c, v in self.index.items()}
         out["split"] = self.split
-        out["keypoints"] = np.array(self.keypoints[s : s + n])  # a copy: writable, file closed
-        out["mask"] = np.array(self.mask[s : s + n])
+        out["keypoints"] = self._rows(self.keypoints, s, n)
+        out["mask"] = self._rows(self.mask, s, n)
         return out
 
     def __iter__(self) -> Iterator[dict[str, Any]]:
@@ -100,6 +110,11 @@ class SplitData(Sequence):
 def load_split(run_dir: Path, split: str, tag: str | None = None, mmap: bool = True) -> SplitData:
     """Open split `split` of tensor set `tag` ("" or None: the default holistic-543 set).
 
+    Items are copies of one video's rows. mmap=True reads them through memory maps (fast random
+    access; the pages read count in the process's resident memory, as page cache the kernel can
+    drop); mmap=False reads each one with a plain file read, for one pass over everything
+    (an export) without the resident size growing.
+
     Warns when keypoints.parquet changed after the set was written (it is then stale: write it
     again with `phoenix-keypoints tensors`).
     """
@@ -109,10 +124,9 @@ def load_split(run_dir: Path, split: str, tag: str | None = None, mmap: bool = T
     if split not in meta["splits"]:
         raise TensorsError(f"tensor set {tag or 'default'!r} has no split {split!r} "
                            f"(it has {', '.join(meta['splits']) or 'none'})")
-    mode = "r" if mmap else None
     try:
-        arr = np.load(d / f"{split}.npy", mmap_mode=mode)
-        mask = np.load(d / f"{split}.mask.npy", mmap_mode=mode)
+        arr = np.load(d / f"{split}.npy", mmap_mode="r")
+        mask = np.load(d / f"{split}.mask.npy", mmap_mode="r")
         table = pq.read_table(d / f"{split}.index.parquet")
     except (OSError, ValueError) as e:
         raise TensorsError(f"{d}: split {split} unreadable ({e}); write the set again.") from None
@@ -125,4 +139,4 @@ def load_split(run_dir: Path, split: str, tag: str | None = None, mmap: bool = T
         warnings.warn(f"{src} changed after tensor set {tag or 'default'!r} was written; "
                       "it may be stale (write it again with `phoenix-keypoints tensors`)",
                       stacklevel=2)
-    return SplitData(split, tag or "", meta, arr, mask, table.to_pydict())
+    return SplitData(split, tag or "", meta, arr, mask, table.to_pydict(), mmap)

@@ -7,8 +7,8 @@ A tensor set (a "tag") is one choice of points, normalisation, gap filling and d
 of each video when there is one), and one `points.json` naming the K points and the options.
 
 The default set (holistic-543, no normalisation, zeros, float32) lives directly in tensors/, the
-layout `run` has always written; every other tag in tensors/<tag>/. Arrays are .npy files written
-through np.lib.format.open_memmap: readers open them with np.load(mmap_mode="r") (extract.loader).
+layout `run` has always written; every other tag in tensors/<tag>/. Arrays are plain .npy files,
+written sequentially: readers open them with np.load(mmap_mode="r") (extract.loader).
 """
 
 from __future__ import annotations
@@ -96,6 +96,34 @@ class TensorSpec:
         return {"points": self.points.name, "normalize": self.normalize, "fill": self.fill,
                 "max_gap": self.max_gap if self.fill == "interpolate" else None,
                 "dtype": self.dtype}
+
+
+class NpyWriter:
+    """Write a .npy of known shape row block by row block, in order, through plain file writes.
+
+    Unlike a writable memmap, written pages are not counted in the process's memory: the writer
+    stays at one video's worth however large the file grows.
+    """
+
+    def __init__(self, path: Path, dtype: np.dtype, shape: tuple[int, ...]) -> None:
+        self.path, self.dtype, self.shape = path, np.dtype(dtype), shape
+        self.rows = 0
+        self.f = open(path, "wb")  # noqa: SIM115 (held across appends; close() closes it)
+        np.lib.format.write_array_header_1_0(self.f, {
+            "descr": np.lib.format.dtype_to_descr(self.dtype), "fortran_order": False,
+            "shape": shape})
+
+    def append(self, block: np.ndarray) -> None:
+        if block.shape[1:] != self.shape[1:] or self.rows + len(block) > self.shape[0]:
+            raise ValueError(f"{self.path}: block {block.shape} does not fit {self.shape}")
+        self.f.write(np.ascontiguousarray(block, self.dtype).tobytes())
+        self.rows += len(block)
+
+    def close(self) -> None:
+        self.f.close()
+        if self.rows != self.shape[0]:
+            raise TensorsError(f"{self.path}: wrote {self.rows} of {self.shape[0]} rows; the "
+                               "keypoints file changed while tensors were written. Run again.")
 
 
 def tag_dir(tensors_root: Path, tag: str | None) -> Path:
@@ -275,8 +303,8 @@ def write_tensors(
     arrays, masks, pos, nth = {}, {}, {}, {}
     for split, idx in index.items():
         rows = int(np.sum(idx["length"].to_numpy())) if idx.num_rows else 0
-        arrays[split] = np.lib.format.open_memmap(tmp / f"{split}.npy", "w+", dtype, (rows, k, 3))
-        masks[split] = np.lib.format.open_memmap(tmp / f"{split}.mask.npy", "w+", np.bool_, (rows, k))
+        arrays[split] = NpyWriter(tmp / f"{split}.npy", dtype, (rows, k, 3))
+        masks[split] = NpyWriter(tmp / f"{split}.mask.npy", np.dtype(np.bool_), (rows, k))
         pos[split], nth[split] = 0, 0
     frames: dict[str, list[ShoulderFrame | None]] = {s: [] for s in index}
     columns = [*needed_parts(spec)] + (["width", "height"] if spec.normalize != "none" else [])
@@ -287,15 +315,14 @@ def write_tensors(
             raise TensorsError(f"{keypoints}: video {video} is not where the index expects it; "
                                "the file changed while tensors were written. Run again.")
         vals, det, frame = video_tensor(table, spec)
-        p = pos[split]
-        arrays[split][p : p + len(vals)] = vals
-        masks[split][p : p + len(vals)] = det
-        pos[split], nth[split] = p + len(vals), i + 1
+        arrays[split].append(vals)
+        masks[split].append(det)
+        pos[split], nth[split] = pos[split] + len(vals), i + 1
         frames[split].append(frame)
     not_normalized: list[str] = []
     for split, idx in index.items():
-        arrays[split].flush()
-        masks[split].flush()
+        arrays[split].close()
+        masks[split].close()
         idx = _corpus_columns(idx, corpus)
         if spec.normalize != "none":
             fs = frames[split]
@@ -306,7 +333,6 @@ def write_tensors(
             not_normalized += [v for v, f in zip(idx["video"].to_pylist(), fs, strict=True)
                                if not f.normalized]
         pq.write_table(idx, tmp / f"{split}.index.parquet")
-    del arrays, masks
     meta = points_meta(spec, pos, {s: t.num_rows for s, t in index.items()}, not_normalized, keypoints)
     (tmp / POINTS_JSON).write_text(json.dumps(meta, indent=2) + "\n")
     _install(tmp, tag_dir(out_dir, tag), is_root=not tag)

@@ -53,7 +53,7 @@ def export_pkl(rd: RunDir, to: Path, tag: str = "") -> int:
 
     rd.load()
     meta = load_meta(rd.path, tag)
-    return write_pkl((load_split(rd.path, s, tag) for s in meta["splits"]), to)
+    return write_pkl((load_split(rd.path, s, tag, mmap=False) for s in meta["splits"]), to)
 
 
 def export_pose(rd: RunDir, to: Path) -> int:
