@@ -140,6 +140,7 @@ def _tensors(args: argparse.Namespace) -> int:
         args.preset or DEFAULT_PRESET)
     spec = TensorSpec(points, args.normalize, args.fill, args.max_gap, args.dtype, args.name)
     rd = RunDir(args.out)
+    rd.load()  # not a run folder: say so before creating anything in it
     with locked(rd):
         info = write_set(rd, spec)
     per_split = ", ".join(f"{s} {n}" for s, n in sorted(info["frames_per_split"].items()))
