@@ -1,4 +1,4 @@
-"""The speed-ups keep the numbers: landmark bytes read in one view, tensors streamed to disk.
+"""The speed-ups keep the numbers: landmark bytes read in one view, floats stored without dictionaries.
 
 Speed itself is shown by scripts/bench*.py, not asserted here.
 """
@@ -15,8 +15,7 @@ from mediapipe.framework.formats import landmark_pb2
 from extract.dataset import discover
 from extract.frames import read_frame
 from extract.holistic import Extractor, HolisticOptions, _points_from_attributes, _points_from_bytes
-from extract.schema import NUM_POINTS, PARTS, parquet_write_options
-from extract.tensors import frames_to_points, split_index, write_tensors
+from extract.schema import PARTS
 
 
 def _compare_parts(root: Path) -> dict[str, int]:
@@ -69,37 +68,6 @@ def test_landmark_bytes_refuse_other_layouts() -> None:
         pose.landmark.add(x=0.5, y=0.5, z=0.0, visibility=0.9, presence=0.8)
     assert _points_from_bytes(pose, 33, 4) is None
     assert _points_from_bytes(pose, 32, 4) is None  # another count is never guessed at
-
-
-def test_streamed_tensors_equal_whole_table(clean_run: Path, tmp_path: Path) -> None:
-    """Tiny batches (videos cut across batches) give the same files as one big batch, and both
-    equal the tensors computed from the whole table in memory."""
-    kp = clean_run / "keypoints.parquet"
-    # A copy with tiny row groups, so batches and row groups both cut through videos.
-    small = tmp_path / "small.parquet"
-    pq.write_table(pq.read_table(kp), small, row_group_size=5, **parquet_write_options())
-    a = write_tensors(small, tmp_path / "a", batch_size=3)
-    b = write_tensors(kp, tmp_path / "b", batch_size=100_000)
-    assert a == b
-    table = pq.read_table(kp)
-    xyz, mask = frames_to_points(table)
-    splits = np.asarray(table["split"].to_pylist())
-    for split, n in a.items():
-        for d in ("a", "b"):
-            arr = np.load(tmp_path / d / f"{split}.npy", mmap_mode="r")
-            m = np.load(tmp_path / d / f"{split}.mask.npy", mmap_mode="r")
-            assert arr.shape == (n, NUM_POINTS, 3) and m.shape == (n, NUM_POINTS)
-            assert np.array_equal(arr, xyz[splits == split])
-            assert np.array_equal(m, mask[splits == split])
-        ia = pq.read_table(tmp_path / "a" / f"{split}.index.parquet")
-        assert ia.equals(pq.read_table(tmp_path / "b" / f"{split}.index.parquet"))
-    idx_small, idx_big = split_index(small, batch_size=2), split_index(kp)
-    assert idx_small.keys() == idx_big.keys()
-    for split in idx_big:
-        assert idx_small[split].equals(idx_big[split])
-        vids = table.filter(np.asarray(splits == split))["video"].to_pylist()
-        assert idx_big[split]["length"].to_pylist() == [vids.count(v) for v in
-                                                          idx_big[split]["video"].to_pylist()]
 
 
 @pytest.mark.parametrize("column", ["pose", "face"])
