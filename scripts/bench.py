@@ -16,6 +16,7 @@ shared machine than wall time is.
 
     .venv/bin/python scripts/bench.py                 # ~7 min on 2 cores
     .venv/bin/python scripts/bench.py --repeat 3      # medians of 3, spread shown
+    .venv/bin/python scripts/bench.py --paired        # + comparisons that share the outside load
 """
 
 from __future__ import annotations
@@ -66,8 +67,10 @@ def bare_main(mode: str, root: Path, cpu: int, result: Path) -> None:
                 h.process(rgb)
                 frames += 1
     t_end = time.monotonic()
+    ru = resource.getrusage(resource.RUSAGE_SELF)
     result.write_text(json.dumps({"frames": frames, "loop_s": t_end - t_loop,
-                                  "startup_s": t_loop - t_start}))
+                                  "startup_s": t_loop - t_start,
+                                  "cpu_s": ru.ru_utime + ru.ru_stime}))
 
 
 # --- the parent -----------------------------------------------------------------------------
@@ -76,42 +79,85 @@ def _children_cpu() -> float:
     return ru.ru_utime + ru.ru_stime
 
 
-def run_bare(mode: str, root: Path, cpu: int, work: Path) -> dict:
-    result = work / f"bare-{mode}.json"
-    cpu0, load0, t0 = _children_cpu(), loadavg(), time.monotonic()
-    proc = subprocess.run([sys.executable, __file__, "--bare", mode, "--root", str(root),
-                           "--cpu", str(cpu), "--result", str(result)],
-                          cwd=REPO, capture_output=True, text=True)
-    wall = time.monotonic() - t0
-    if proc.returncode:
-        raise SystemExit(f"bare {mode} failed:\n{proc.stderr[-3000:]}")
-    r = json.loads(result.read_text())
+def start_bare(mode: str, root: Path, cpu: int, work: Path) -> dict:
+    result = work / f"bare-{mode}-{cpu}.json"
+    proc = subprocess.Popen([sys.executable, __file__, "--bare", mode, "--root", str(root),
+                             "--cpu", str(cpu), "--result", str(result)],
+                            cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    return {"proc": proc, "result": result, "t0": time.monotonic(), "load0": loadavg(),
+            "what": f"bare {mode}"}
+
+
+def finish_bare(h: dict) -> dict:
+    _, err = h["proc"].communicate()
+    wall = time.monotonic() - h["t0"]
+    if h["proc"].returncode:
+        raise SystemExit(f"{h['what']} failed:\n{err[-3000:]}")
+    r = json.loads(h["result"].read_text())
     return {"frames": r["frames"], "wall_s": round(wall, 2), "loop_s": round(r["loop_s"], 2),
-            "startup_s": round(r["startup_s"], 2),
-            "fps": r["frames"] / r["loop_s"],
-            "cpu_ms_per_frame": 1000 * (_children_cpu() - cpu0) / r["frames"],
-            "load": [load0[0], loadavg()[0]]}
+            "startup_s": round(r["startup_s"], 2), "fps": r["frames"] / r["loop_s"],
+            "cpu_ms_per_frame": 1000 * r["cpu_s"] / r["frames"],
+            "cpu_share": r["cpu_s"] / wall, "load": [h["load0"][0], loadavg()[0]]}
 
 
-def run_job(root: Path, out: Path, workers: int, chunk_frames: int, frames: int) -> dict:
+def run_bare(mode: str, root: Path, cpu: int, work: Path) -> dict:
+    return finish_bare(start_bare(mode, root, cpu, work))
+
+
+def start_job(root: Path, out: Path, workers: int, chunk_frames: int, frames: int) -> dict:
     """`phoenix-keypoints run` as a user runs it; wall time from start to merged output."""
     shutil.rmtree(out, ignore_errors=True)
     cmd = [sys.executable, "-m", "jobs.cli", "run", "--dataset", str(root), "--out", str(out),
            "--num-gpus", "0", "--workers-per-gpu", str(workers), "--chunk-frames",
            str(chunk_frames)]
     env = {**os.environ, "PHOENIX_KEYPOINTS_FAULTS": ""}
-    cpu0, load0, t0 = _children_cpu(), loadavg(), time.monotonic()
-    proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, env=env)
-    wall = time.monotonic() - t0
-    if proc.returncode:
-        raise SystemExit(f"job failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
-    meta = json.loads((out / "run.json").read_text())
+    proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                            text=True, env=env)
+    return {"proc": proc, "out": out, "workers": workers, "frames": frames,
+            "t0": time.monotonic(), "load0": loadavg(), "cpu0": _children_cpu()}
+
+
+def finish_job(h: dict, other_cpu_s: float = 0.0) -> dict:
+    """other_cpu_s: CPU of other children reaped meanwhile (a bare run beside this one)."""
+    _, err = h["proc"].communicate()
+    wall = time.monotonic() - h["t0"]
+    if h["proc"].returncode:
+        raise SystemExit(f"job failed ({h['proc'].returncode}):\n{err[-3000:]}")
+    meta = json.loads((h["out"] / "run.json").read_text())
+    frames = h["frames"]
     if meta["merge"]["rows"] != frames:
         raise SystemExit(f"job wrote {meta['merge']['rows']} rows, expected {frames}")
-    return {"workers": workers, "frames": frames, "wall_s": round(wall, 2), "fps": frames / wall,
-            "cpu_ms_per_frame": 1000 * (_children_cpu() - cpu0) / frames,
-            "plan_s": meta["plan"]["seconds"], "merge_s": meta["merge"]["seconds"],
-            "load": [load0[0], loadavg()[0]]}
+    cpu = _children_cpu() - h["cpu0"] - other_cpu_s
+    return {"workers": h["workers"], "frames": frames, "wall_s": round(wall, 2),
+            "fps": frames / wall, "cpu_ms_per_frame": 1000 * cpu / frames,
+            "cpu_share": cpu / wall, "plan_s": meta["plan"]["seconds"],
+            "merge_s": meta["merge"]["seconds"], "load": [h["load0"][0], loadavg()[0]]}
+
+
+def run_job(root: Path, out: Path, workers: int, chunk_frames: int, frames: int) -> dict:
+    return finish_job(start_job(root, out, workers, chunk_frames, frames))
+
+
+def run_pair(root: Path, work: Path, chunk: int, frames: int) -> tuple[dict, dict]:
+    """bare and job(1) at the same time, each on its own core, so both see the same outside load
+    (job(1)'s worker is pinned to the first usable core, bare to the second)."""
+    cpus = sorted(os.sched_getaffinity(0))
+    hj = start_job(root, work / "run-pair", 1, chunk, frames)
+    hb = start_bare("default", root, cpus[1], work)
+    bare = finish_bare(hb)
+    bare_cpu = bare["cpu_ms_per_frame"] * bare["frames"] / 1000
+    return bare, finish_job(hj, other_cpu_s=bare_cpu)
+
+
+def run_bare_all_cores(root: Path, work: Path) -> dict:
+    """N bare loops at once, one pinned to each core: what the machine can do with no job."""
+    hs = [start_bare("default", root, c, work) for c in sorted(os.sched_getaffinity(0))]
+    rs = [finish_bare(h) for h in hs]
+    return {"frames": sum(r["frames"] for r in rs), "wall_s": max(r["wall_s"] for r in rs),
+            "fps": sum(r["fps"] for r in rs),
+            "cpu_ms_per_frame": statistics.mean(r["cpu_ms_per_frame"] for r in rs),
+            "cpu_share": sum(r["cpu_share"] for r in rs),
+            "load": [rs[0]["load"][0], rs[-1]["load"][1]]}
 
 
 def summarise(runs: list[dict], key: str) -> dict:
@@ -129,6 +175,9 @@ def main() -> int:
                    help="default: workload / (4 N), so every worker gets the same number of chunks")
     p.add_argument("--repeat", type=int, default=1)
     p.add_argument("--skip", default="", help="comma-separated: bare,capped,job1,jobN")
+    p.add_argument("--paired", action="store_true",
+                   help="also: bare and job(1) at the same time on two cores, and N bare loops "
+                        "at once (one per core): comparisons that share the outside load")
     p.add_argument("--work", type=Path, default=Path("/tmp/phoenix-bench"))
     p.add_argument("--json", default="bench.json", help="file name under bench/")
     p.add_argument("--bare", help=argparse.SUPPRESS)
@@ -149,7 +198,8 @@ def main() -> int:
     skip = set(filter(None, args.skip.split(",")))
     print(f"workload: {wl['videos']} videos, {frames} frames ({wl['origin']}); chunk {chunk}; "
           f"N = {n}", file=sys.stderr)
-    runs: dict[str, list[dict]] = {k: [] for k in ("bare", "capped", "startup", "job1", "jobN")}
+    keys = ("bare", "capped", "startup", "job1", "jobN", "pair_bare", "pair_job1", "bareN")
+    runs: dict[str, list[dict]] = {k: [] for k in keys}
     for rep in range(args.repeat):
         if "bare" not in skip:
             runs["bare"].append(run_bare("default", root, cpu, args.work))
@@ -165,6 +215,13 @@ def main() -> int:
         if "jobN" not in skip:
             runs["jobN"].append(run_job(root, args.work / f"run-{n}", n, chunk, frames))
             print(f"[{rep}] job({n}): {runs['jobN'][-1]}", file=sys.stderr)
+        if args.paired:
+            pb, pj = run_pair(root, args.work, chunk, frames)
+            runs["pair_bare"].append(pb)
+            runs["pair_job1"].append(pj)
+            print(f"[{rep}] paired bare: {pb}\n[{rep}] paired job(1): {pj}", file=sys.stderr)
+            runs["bareN"].append(run_bare_all_cores(root, args.work))
+            print(f"[{rep}] {n} x bare at once: {runs['bareN'][-1]}", file=sys.stderr)
 
     def fps(k: str) -> float | None:
         return summarise(runs[k], "fps")["median"] if runs[k] else None
@@ -182,20 +239,33 @@ def main() -> int:
         "jobN_over_N_bare": jobn / (n * bare) if jobn and bare else None,
         "job1_over_bare_capped": job1 / fps("capped") if job1 and fps("capped") else None,
         "jobN_over_N_job1": jobn / (n * job1) if jobn and job1 else None,
+        "paired_job1_over_bare": (fps("pair_job1") / fps("pair_bare")
+                                  if runs["pair_job1"] else None),
+        "jobN_over_bareN_at_once": jobn / fps("bareN") if jobn and runs["bareN"] else None,
+        # CPU seconds per frame: what a core costs per frame, whatever share of it we were given
+        "cpu_job1_over_bare": (summarise(runs["bare"], "cpu_ms_per_frame")["median"]
+                               / summarise(runs["job1"], "cpu_ms_per_frame")["median"]
+                               if runs["bare"] and runs["job1"] else None),
+        "cpu_jobN_over_job1": (summarise(runs["job1"], "cpu_ms_per_frame")["median"]
+                               / summarise(runs["jobN"], "cpu_ms_per_frame")["median"]
+                               if runs["jobN"] and runs["job1"] else None),
     }
     label = {"bare": "bare (MediaPipe default threads, 1 core)",
              "capped": "bare capped (num_threads=1, 1 core)",
              "startup": "start-up: `run` on 1 frame, 1 worker",
-             "job1": "job(1): `run`, 1 worker", "jobN": f"job({n}): `run`, {n} workers"}
+             "job1": "job(1): `run`, 1 worker", "jobN": f"job({n}): `run`, {n} workers",
+             "pair_bare": "paired: bare, beside job(1)", "pair_job1": "paired: job(1), beside bare",
+             "bareN": f"{n} x bare at once, one per core"}
     rows = []
-    for k in ("bare", "capped", "startup", "job1", "jobN"):
+    for k in keys:
         if runs[k]:
             rows.append([label[k], runs[k][0]["frames"], cell(k, "wall_s"),
                          cell(k, "fps") if k != "startup" else "-",
                          cell(k, "cpu_ms_per_frame") if k != "startup" else "-",
+                         cell(k, "cpu_share", "{:.2f}") if "cpu_share" in runs[k][0] else "-",
                          " ".join(f"{r['load'][0]}/{r['load'][1]}" for r in runs[k])])
     print(table(rows, ["measurement", "frames", "wall s", "frames/s", "CPU ms/frame",
-                       "load 1-min before/after"]))
+                       "cores got", "load 1-min before/after"]))
     for k, v in ratios.items():
         if v is not None:
             print(f"{k}: {v:.3f}")

@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
+import statistics
 import sys
 import time
 from pathlib import Path
@@ -76,14 +77,20 @@ def main() -> int:
                     break
     rss = [s["rss_mib"] for s in series]
     after_first = [s["rss_mib"] for s in series if s["frames"] >= 1000]
+    # Least-squares slope after the first 1,000 frames (models loaded, buffers warm): a leak
+    # shows as a steady climb, while the band around the line is the allocator's noise.
+    xs = [s["frames"] for s in series if s["frames"] >= 1000]
+    slope = statistics.linear_regression(xs, after_first).slope * 1000 if len(xs) > 1 else None
     out = {"command": " ".join(sys.argv), "machine": machine(), "workload": wl,
            "frames": done, "seconds": round(time.monotonic() - t0, 1),
            "load_before": load0, "load_after": loadavg(), "series": series,
            "rss_min_mib": min(rss), "rss_max_mib": max(rss),
-           "rss_growth_after_1000_frames_mib": round(max(after_first) - min(after_first), 1)
-           if after_first else None}
-    print(f"{done} frames in {out['seconds']} s; RSS {min(rss)}-{max(rss)} MiB; growth after the "
-          f"first 1,000 frames: {out['rss_growth_after_1000_frames_mib']} MiB")
+           "rss_band_after_1000_frames_mib": round(max(after_first) - min(after_first), 1)
+           if after_first else None,
+           "rss_slope_mib_per_1000_frames": round(slope, 2) if slope is not None else None}
+    print(f"{done} frames in {out['seconds']} s; RSS {min(rss)}-{max(rss)} MiB; after the first "
+          f"1,000 frames: band {out['rss_band_after_1000_frames_mib']} MiB, trend "
+          f"{out['rss_slope_mib_per_1000_frames']} MiB per 1,000 frames")
     path = save_json(args.json, out)
     print(f"wrote {path}", file=sys.stderr)
     shutil.rmtree(args.work, ignore_errors=True)
