@@ -7,6 +7,7 @@ one-paragraph message and an exit status, never a traceback.
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
 from pathlib import Path
 
@@ -58,6 +59,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="delete the run in --out (if any) and start again")
     r.add_argument("--allow-partial", action="store_true",
                    help="merge even if videos failed (run.json lists what is missing)")
+    r.add_argument("--retry-failed", action="store_true",
+                   help="redo the chunks of videos that failed before (after fixing their frames)")
 
     s = sub.add_parser("status", help="progress of a run folder (safe beside a live run)")
     s.add_argument("--out", type=Path, required=True)
@@ -78,7 +81,7 @@ def _run(args: argparse.Namespace) -> int:
     opts = RunOptions(args.dataset, args.splits, args.videos, args.limit_videos,
                       args.chunk_frames, args.model_complexity)
     return run(RunDir(args.out), opts, args.num_gpus, args.workers_per_gpu, fresh=args.fresh,
-               allow_partial=args.allow_partial)
+               allow_partial=args.allow_partial, retry_failed=args.retry_failed)
 
 
 def _status(args: argparse.Namespace) -> int:
@@ -110,16 +113,31 @@ def _sample(args: argparse.Namespace) -> int:
 COMMANDS = {"run": _run, "status": _status, "merge": _merge, "sample": _sample}
 
 
+class Terminated(BaseException):
+    """SIGTERM outside the extraction loop (planning, merging): unwind like Ctrl-C, exit 143."""
+
+
+def _on_sigterm(signum: int, frame: object) -> None:
+    raise Terminated()
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    signal.signal(signal.SIGTERM, _on_sigterm)  # so temp files are removed on the way out
     try:
         return COMMANDS[args.command](args)
     except (DatasetError, RunError, ModelError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
+    except OSError as e:  # an unexpected disk or permission problem: say what, not a traceback
+        print(f"error: {e}. Fix it and run the same command again: it resumes.", file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
+        print("interrupted; run the same command again to resume", file=sys.stderr)
         return 130
+    except Terminated:
+        print("terminated; run the same command again to resume", file=sys.stderr)
+        return 143
     except BrokenPipeError:
         return 141
 

@@ -96,10 +96,16 @@ def merge(rd: RunDir, allow_partial: bool = False) -> dict[str, Any]:
             bits.append(f"{len(missing)} chunk(s) not done ({shown})")
         if failed:
             bits.append(f"{len(failed)} video(s) failed ({', '.join(sorted(failed)[:5])})")
+        todo = []
+        if missing:
+            todo.append(f"`phoenix-keypoints run --out {rd.path}` finishes the missing chunks")
+        if failed:
+            todo.append("fix the failed videos' frames, then `phoenix-keypoints run --out "
+                        f"{rd.path} --retry-failed` redoes them")
         raise RunError(
-            f"cannot merge {rd.path}: {'; '.join(bits)}. Run `phoenix-keypoints run --out "
-            f"{rd.path}` to finish it, or merge with --allow-partial to write what there is "
-            "(run.json then lists what is missing)."
+            f"cannot merge {rd.path}: {'; '.join(bits)}. To finish: {'; '.join(todo)}. Or "
+            "merge with --allow-partial to write what there is (run.json's merge section then "
+            "lists what is missing)."
         )
     t0 = time.monotonic()
     tmp = rd.keypoints_path.with_name(".keypoints.parquet.tmp")
@@ -120,13 +126,21 @@ def merge(rd: RunDir, allow_partial: bool = False) -> dict[str, Any]:
                 rows += table.num_rows
         with open(tmp, "rb") as f:
             os.fsync(f.fileno())
+        if "merge" in meta:  # the record describes the old outputs: gone until this one is done
+            rd.update(merge=None)
         os.replace(tmp, rd.keypoints_path)
         fsync_dir(rd.path)
+        corpus = {v: {"speaker": s, "gloss": g, "translation": t} for v, s, g, t in zip(
+            *(plan[c].to_pylist() for c in ("video", "speaker", "gloss", "translation")),
+            strict=True)}
+        per_split = write_tensors(rd.keypoints_path, rd.tensors_dir, corpus)
+    except OSError as e:  # disk full, quota, permissions: nothing half-written is left as done
+        raise RunError(
+            f"cannot write the merged outputs in {rd.path} ({e}). Free space or fix permissions, "
+            f"then run `phoenix-keypoints merge --out {rd.path}` (or the same `run`) again."
+        ) from None
     finally:
         Path(tmp).unlink(missing_ok=True)
-    corpus = {v: {"speaker": s, "gloss": g, "translation": t} for v, s, g, t in zip(
-        *(plan[c].to_pylist() for c in ("video", "speaker", "gloss", "translation")), strict=True)}
-    per_split = write_tensors(rd.keypoints_path, rd.tensors_dir, corpus)
     result = {
         "time": time.time(),
         "seconds": round(time.monotonic() - t0, 3),

@@ -164,8 +164,13 @@ def shard_chunks(chunks: list[int], num_shards: int, shard: int) -> list[int]:
 
 
 def extract_missing(rd: RunDir, meta: dict[str, Any], num_gpus: int | None,
-                    workers_per_gpu: int | None, shard: int | None = None) -> tuple[int, dict]:
-    """Run every chunk (of this shard) that has no trusted part. Returns (exit code, info)."""
+                    workers_per_gpu: int | None, shard: int | None = None,
+                    retry_failed: bool = False) -> tuple[int, dict]:
+    """Run every chunk (of this shard) that has no trusted part. Returns (exit code, info).
+
+    retry_failed: also redo chunks whose part lists failed videos (after the user fixed their
+    frames); the old part stays until the new one replaces it, so a crash loses nothing.
+    """
     plan = rd.load_plan()
     num_shards = meta.get("num_shards", 1)
     state = scan_parts(rd, meta, plan)
@@ -179,10 +184,15 @@ def extract_missing(rd: RunDir, meta: dict[str, Any], num_gpus: int | None,
                   file=sys.stderr)
     rd.parts_dir.mkdir(exist_ok=True)
     remove_stale_temps(rd, mine_set)
-    todo = [c for c in mine if c not in state.done]
+    retry = {c for c in mine if c in state.done and state.done[c].failed} if retry_failed else set()
+    if retry:
+        names = sorted(v for c in retry for v in state.done[c].failed)
+        print(f"--retry-failed: redoing {len(retry)} chunk(s) with failed video(s): "
+              f"{', '.join(names[:10])}{' ...' if len(names) > 10 else ''}", file=sys.stderr)
+    todo = [c for c in mine if c not in state.done or c in retry]
     frames = {c: sum(state.chunks[c].values()) for c in mine}
     total = sum(frames.values())
-    done_frames = sum(state.done[c].rows for c in mine if c in state.done)
+    done_frames = sum(state.done[c].rows for c in mine if c in state.done and c not in retry)
     slots = worker_slots(num_gpus, workers_per_gpu)
     label = f"shard {shard}/{num_shards}" if shard is not None else ""
     ex = LocalExecutor(rd, slots, label=label)
@@ -199,19 +209,37 @@ def extract_missing(rd: RunDir, meta: dict[str, Any], num_gpus: int | None,
     return 0, info
 
 
+def failed_message(failed: dict[str, str]) -> str:
+    """What to tell the user about videos that kept killing their worker, and what to do."""
+    shown = "; ".join(f"{v} ({why})" for v, why in sorted(failed.items())[:10])
+    return (
+        f"{len(failed)} video(s) failed and have no rows: {shown}"
+        f"{' ...' if len(failed) > 10 else ''}. Check their frames (the worker logs in logs/ "
+        "show MediaPipe's last words), fix or remove the bad frames, then run the same command "
+        "with --retry-failed; or add --allow-partial to merge without them (run.json's merge "
+        "section then lists them)."
+    )
+
+
 def run(rd: RunDir, opts: RunOptions, num_gpus: int | None, workers_per_gpu: int | None,
-        fresh: bool = False, allow_partial: bool = False) -> int:
+        fresh: bool = False, allow_partial: bool = False, retry_failed: bool = False) -> int:
     """The `run` command on one node: plan, extract, merge; returns the exit status."""
     with locked(rd):
         meta = prepare(rd, opts, fresh)
         _report_problems(meta)
-        for _attempt in range(3):  # a part found corrupt while merging is redone, then merged
-            code, info = extract_missing(rd, meta, num_gpus, workers_per_gpu)
+        for attempt in range(3):  # a part found corrupt while merging is redone, then merged
+            code, info = extract_missing(rd, meta, num_gpus, workers_per_gpu,
+                                         retry_failed=retry_failed and attempt == 0)
             if code:
                 if code in (130, 143):
                     print(f"stopped; run the same command to resume ({info['done']} chunk(s) "
                           "committed this time).", file=sys.stderr)
                 return code
+            if not allow_partial:
+                failed = scan_parts(rd, meta, rd.load_plan(), move_bad=False).failed
+                if failed:
+                    print(f"error: {failed_message(failed)}", file=sys.stderr)
+                    return 1
             try:
                 result = merge(rd, allow_partial=allow_partial)
             except CorruptPart as e:

@@ -73,7 +73,9 @@ def render(rd: RunDir) -> str:
     if state.rejected:
         lines.append(f"untrusted parts (redone on the next run): {sorted(state.rejected)[:10]}")
     merged = meta.get("merge")
-    if merged:
+    if merged is None and "merge" in meta:
+        lines.append("merged:   interrupted (merge again)")
+    elif merged:
         lines.append(f"merged:   {merged['rows']} rows in {rd.keypoints_path.name}"
                      + (" (partial)" if merged["partial"] else ""))
     else:
