@@ -13,6 +13,7 @@ import multiprocessing as mp
 import os
 import signal
 import socket
+import sys
 import time
 from collections import Counter, deque
 from dataclasses import dataclass, field
@@ -180,7 +181,7 @@ class LocalExecutor:
                 n = crashes[(chunk, where)]
                 tqdm.write(f"worker {w.slot.index} (pid {w.pid}) died ({how}) in chunk {chunk}, "
                            f"{'video ' + where if w.video else where}; attempt {n}/"
-                           f"{self.max_attempts}")
+                           f"{self.max_attempts}", file=sys.stderr)
                 if n >= self.max_attempts:
                     if w.video is None:
                         fatal(f"writing the part of chunk {chunk} killed its worker {n} times "
@@ -188,7 +189,7 @@ class LocalExecutor:
                     else:
                         out.failed[chunk][w.video] = f"worker died {n} times on it ({how})"
                         tqdm.write(f"giving up on video {w.video}: marked failed; the rest of "
-                                   f"chunk {chunk} is redone without it")
+                                   f"chunk {chunk} is redone without it", file=sys.stderr)
                 pending.appendleft(chunk)
             if not self._stop:
                 workers[i] = self._start(w.slot)

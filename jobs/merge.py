@@ -96,6 +96,9 @@ def merge(rd: RunDir, allow_partial: bool = False) -> dict[str, Any]:
             bits.append(f"{len(missing)} chunk(s) not done ({shown})")
         if failed:
             bits.append(f"{len(failed)} video(s) failed ({', '.join(sorted(failed)[:5])})")
+        if state.rejected:
+            bits.append("untrusted part(s) moved to parts/rejected/: " + ", ".join(
+                f"chunk {c} ({why})" for c, why in sorted(state.rejected.items())[:5]))
         todo = []
         if missing:
             todo.append(f"`phoenix-keypoints run --out {rd.path}` finishes the missing chunks")
