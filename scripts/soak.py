@@ -137,22 +137,32 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--frame-delay", type=float, default=0.0,
                     help="seconds of sleep per frame in the soaked run (fault hook), to stretch a "
                          "small workload; 0 for real speed")
+    ap.add_argument("--reference", type=Path,
+                    help="an undisturbed run folder to compare with (its dataset and options are "
+                         "used; --frames and --chunk-frames are then ignored)")
     a = ap.parse_args(argv)
     rng = random.Random(a.seed)
     a.out.mkdir(parents=True, exist_ok=True)
-    root = build_workload(a.out, a.frames)
-    opts = ["--dataset", root, "--chunk-frames", a.chunk_frames, "--workers-per-gpu", a.workers]
-
-    ref_dir, soak_dir = a.out / "reference", a.out / "soak"
-    for d in (ref_dir, soak_dir):
-        shutil.rmtree(d, ignore_errors=True)
-    t0 = time.monotonic()
-    with open(a.out / "reference.log", "w") as log:
-        ref = start(["run", "--out", ref_dir, *opts], log)
-        if ref.wait() != 0:
-            print(f"reference run failed: see {a.out / 'reference.log'}", file=sys.stderr)
-            return 1
-    ref_s = time.monotonic() - t0
+    soak_dir = a.out / "soak"
+    shutil.rmtree(soak_dir, ignore_errors=True)
+    ref_s = 0.0
+    if a.reference:
+        ref_dir = a.reference
+        meta = json.loads((ref_dir / "run.json").read_text())
+        root, chunk_frames = meta["dataset"]["root"], meta["options"]["chunk_frames"]
+    else:
+        root, chunk_frames = build_workload(a.out, a.frames), a.chunk_frames
+        ref_dir = a.out / "reference"
+        shutil.rmtree(ref_dir, ignore_errors=True)
+    opts = ["--dataset", root, "--chunk-frames", chunk_frames, "--workers-per-gpu", a.workers]
+    if not a.reference:
+        t0 = time.monotonic()
+        with open(a.out / "reference.log", "w") as log:
+            ref = start(["run", "--out", ref_dir, *opts], log)
+            if ref.wait() != 0:
+                print(f"reference run failed: see {a.out / 'reference.log'}", file=sys.stderr)
+                return 1
+        ref_s = time.monotonic() - t0
     frames = json.loads((ref_dir / "run.json").read_text())["plan"]["frames"]
     print(f"workload: {frames} frames; reference run {ref_s:.1f} s", flush=True)
 

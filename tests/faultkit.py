@@ -135,7 +135,7 @@ def build_2014_layout(t_root: Path, dest: Path) -> Path:
     return dest
 
 
-def session_members(sid: int) -> list[int]:
+def session_members(sid: int) -> list[str]:
     """Live processes of session sid (the run was started with start_new_session): after the
     coordinator is gone, any one left is an orphan still working."""
     out = []
@@ -147,5 +147,9 @@ def session_members(sid: int) -> list[int]:
         except OSError:
             continue
         if fields[0] not in ("Z", "X") and int(fields[3]) == sid:
-            out.append(int(d.name))
+            try:
+                cmd = (d / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            except OSError:
+                cmd = "?"
+            out.append(f"{d.name} (ppid {fields[1]}, {fields[0]}): {cmd[:200]}")
     return out
