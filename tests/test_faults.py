@@ -96,13 +96,15 @@ def test_whole_job_sigkill_then_resume(clean_run: Path, sample_root: Path, tmp_p
     """Node reboot: coordinator and workers SIGKILLed at once; `run` again finishes, no frame
     twice, none missing, committed parts kept as they were."""
     out = tmp_path / "run"
-    proc = start(sample_root, out)
-    wait_for(lambda: list((out / "parts").glob("chunk-*.parquet")) and busy_workers(out), 90,
-             "a committed part and a worker inside a video", proc)
+    # Parts wait 2 s between temp file and rename, so the kill can land mid-commit.
+    proc = start(sample_root, out, env={"PHOENIX_KEYPOINTS_FAULTS": "write-delay=2"})
+    wait_for(lambda: list((out / "parts").glob("chunk-*.parquet")) and temps(out), 120,
+             "a committed part and a part being committed", proc)
     os.killpg(proc.pid, signal.SIGKILL)
     proc.communicate(timeout=30)
     committed = {p.name: p.stat().st_mtime_ns for p in (out / "parts").glob("chunk-*.parquet")}
     assert 1 <= len(committed) < 5
+    assert temps(out), "SIGKILL mid-commit leaves a stale temp part behind"
     again = resume(out)
     assert again.returncode == 0, again.stderr
     for name, mtime in committed.items():
@@ -136,6 +138,23 @@ def test_stop_signal_clean_exit(sig: int, target: str, code: int, clean_run: Pat
         again = resume(out)
         assert again.returncode == 0, again.stderr
         assert_same_output(out, clean_run)
+
+
+def test_stop_while_committing_a_part(clean_run: Path, sample_root: Path, tmp_path: Path):
+    """SIGTERM lands while a worker holds a written temp part not yet renamed: it removes the temp
+    and stops; that chunk is not committed; resumable."""
+    out = tmp_path / "run"
+    proc = start(sample_root, out, env={"PHOENIX_KEYPOINTS_FAULTS": "write-delay=5"})
+    temp = wait_for(lambda: temps(out), 120, "a part being committed", proc)[0]
+    chunk = int(temp.name.split(".")[1].removeprefix("chunk-"))
+    os.killpg(proc.pid, signal.SIGTERM)
+    err = finished(proc, timeout=60)
+    assert proc.returncode == 143, err
+    assert not temps(out)
+    assert not (out / "parts" / f"chunk-{chunk:06d}.parquet").exists()
+    again = resume(out)
+    assert again.returncode == 0, again.stderr
+    assert_same_output(out, clean_run)
 
 
 # --- damaged parts on disk -----------------------------------------------------------------------
@@ -236,6 +255,12 @@ def test_enospc_while_writing_part(clean_run: Path, sample_root: Path, tmp_path:
     assert "run the same command again to resume" in proc.stderr
     assert not (out / "parts" / "chunk-000002.parquet").exists()
     assert not temps(out)
+    partial = run_cli(["merge", "--out", out, "--allow-partial"])  # what there is, and what not
+    assert partial.returncode == 0, partial.stderr
+    merged = json.loads((out / "run.json").read_text())["merge"]
+    assert merged["partial"] is True and 2 in merged["missing_chunks"]
+    assert "hopper-2" in merged["missing_videos"] and merged["failed_videos"] == {}
+    assert "hopper-2" not in set(read_keypoints(out)["video"].to_pylist())
     again = resume(out)
     assert again.returncode == 0, again.stderr
     assert_same_output(out, clean_run)
