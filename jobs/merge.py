@@ -20,6 +20,7 @@ from extract.schema import SCHEMA
 from extract.tensors import write_tensors
 from jobs.parts import PartInfo, check_part, reject
 from jobs.rundir import RunDir, RunError, fsync_dir
+from jobs.shards import array_expr, shard_state
 
 
 class CorruptPart(RunError):
@@ -91,15 +92,25 @@ def merge(rd: RunDir, allow_partial: bool = False) -> dict[str, Any]:
     missing, failed = state.missing, state.failed
     if (missing or failed) and not allow_partial:
         bits = []
-        if missing:
+        num_shards = meta.get("num_shards", 1)
+        todo = f"Run `phoenix-keypoints run --out {rd.path}` to finish it"
+        if missing and num_shards > 1:
+            shards = shard_state(state.chunks, state.done, num_shards)
+            ids = sorted(shards.missing)
+            bits.append(f"{len(ids)} of {num_shards} shard(s) not complete: "
+                        f"{', '.join(map(str, ids[:20]))}{' ...' if len(ids) > 20 else ''} "
+                        f"({len(missing)} chunk(s) missing)")
+            todo = (f"Resubmit them (sbatch --array={array_expr(ids)}): `phoenix-keypoints slurm "
+                    f"--out {rd.path} --num-shards {num_shards} --submit`, or finish on one node "
+                    f"with `phoenix-keypoints run --out {rd.path}`")
+        elif missing:
             shown = ", ".join(map(str, missing[:10])) + (" ..." if len(missing) > 10 else "")
             bits.append(f"{len(missing)} chunk(s) not done ({shown})")
         if failed:
             bits.append(f"{len(failed)} video(s) failed ({', '.join(sorted(failed)[:5])})")
         raise RunError(
-            f"cannot merge {rd.path}: {'; '.join(bits)}. Run `phoenix-keypoints run --out "
-            f"{rd.path}` to finish it, or merge with --allow-partial to write what there is "
-            "(run.json then lists what is missing)."
+            f"cannot merge {rd.path}: {'; '.join(bits)}. {todo}, or merge with --allow-partial "
+            "to write what there is (run.json then lists what is missing)."
         )
     t0 = time.monotonic()
     tmp = rd.keypoints_path.with_name(".keypoints.parquet.tmp")
