@@ -108,8 +108,16 @@ class _Slot:
     chunk: int | None = None
 
 
-def _short(e: BaseException) -> str:
+def _how(e: BaseException) -> str:
+    """A short why for a failed chunk call (Ray's own messages run to a paragraph)."""
     lines = [ln.strip() for ln in str(e).splitlines() if ln.strip()]
+    if "creation task" in str(e) and lines:  # the actor's __init__ raised: its last line says why
+        return f"its start failed: {lines[-1]}"[:300]
+    if type(e).__name__ in ("ActorDiedError", "RayActorError", "ActorUnavailableError"):
+        return "its process died"
+    cause = getattr(e, "cause", None)
+    if isinstance(cause, BaseException):
+        return f"{type(cause).__name__}: {str(cause).splitlines()[0] if str(cause) else ''}"[:300]
     return f"{type(e).__name__}: {lines[-1] if lines else ''}"[:300]
 
 
@@ -290,7 +298,7 @@ class RayExecutor:
                     try:
                         res = ray.get(s.ref)
                     except (RayActorError, RayTaskError) as e:
-                        on_failure(s, _short(e))
+                        on_failure(s, _how(e))
                         continue
                     if res[0] == "done":
                         out.done.append(res[1])
