@@ -9,10 +9,14 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from extract.dataset import SPLITS, DatasetError
 from extract.holistic import ModelError
 from jobs.rundir import RunDir, RunError
+
+if TYPE_CHECKING:
+    from jobs.runner import RunOptions
 
 
 def _csv(value: str) -> tuple[str, ...]:
@@ -106,7 +110,7 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def _options(args: argparse.Namespace):
+def _options(args: argparse.Namespace) -> RunOptions:
     from jobs.runner import RunOptions
 
     return RunOptions(args.dataset, args.splits, args.videos, args.limit_videos,
