@@ -18,6 +18,7 @@ import pyarrow.parquet as pq
 
 from extract.schema import SCHEMA
 from extract.tensors import write_tensors
+from jobs.outputs import corpus_from_plan
 from jobs.parts import PartInfo, check_part, reject
 from jobs.rundir import RunDir, RunError, fsync_dir
 from jobs.shards import array_expr, shard_state
@@ -135,9 +136,7 @@ def merge(rd: RunDir, allow_partial: bool = False) -> dict[str, Any]:
         fsync_dir(rd.path)
     finally:
         Path(tmp).unlink(missing_ok=True)
-    corpus = {v: {"speaker": s, "gloss": g, "translation": t} for v, s, g, t in zip(
-        *(plan[c].to_pylist() for c in ("video", "speaker", "gloss", "translation")), strict=True)}
-    per_split = write_tensors(rd.keypoints_path, rd.tensors_dir, corpus)
+    per_split = write_tensors(rd.keypoints_path, rd.tensors_dir, corpus_from_plan(plan))
     result = {
         "time": time.time(),
         "seconds": round(time.monotonic() - t0, 3),
