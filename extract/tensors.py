@@ -1,23 +1,147 @@
-"""Model-input tensors from keypoints.parquet, streamed so memory stays flat at full scale.
+"""Model-input tensors from keypoints.parquet, streamed one video at a time (memory stays flat).
 
-Per split: `<split>.npy` float32 [frames, 543, 3] (x, y, z; pose, face, left hand, right hand;
-0 where MediaPipe found nothing), `<split>.mask.npy` bool [frames, 543] (True where a point was
-detected), `<split>.index.parquet` (video, start, length and corpus fields) to slice one video.
-Arrays are written with np.lib.format.open_memmap: readers open them with np.load(mmap_mode="r").
+A tensor set (a "tag") is one choice of points, normalisation, gap filling and dtype. Per split:
+`<split>.npy` [frames, K, 3] (x, y, z; 0 where nothing was detected nor filled),
+`<split>.mask.npy` bool [frames, K] (True only where MediaPipe detected the point),
+`<split>.index.parquet` (video, start, length, speaker, gloss, translation, and the normalisation
+of each video when there is one), and one `points.json` naming the K points and the options.
+
+The default set (holistic-543, no normalisation, zeros, float32) lives directly in tensors/, the
+layout `run` has always written; every other tag in tensors/<tag>/. Arrays are plain .npy files,
+written sequentially: readers open them with np.load(mmap_mode="r") (extract.loader).
 """
 
 from __future__ import annotations
 
+import json
+import os
+import re
 import shutil
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from extract.normalize import (
+    FILL_MODES,
+    NORMALIZE_MODES,
+    ShoulderFrame,
+    interpolate_gaps,
+    normalize_shoulders,
+    to_pixels,
+)
+from extract.points import DEFAULT_PRESET, SHOULDERS, PointSet, part_of
 from extract.schema import NUM_POINTS, OFFSETS, PARTS, column_block
+
+TENSORS_FORMAT = 1
+POINTS_JSON = "points.json"
+DTYPES = ("float32", "float16")
+_TAG = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+
+
+class TensorsError(Exception):
+    """Tensors cannot be written or read as asked; the message says what to do."""
+
+
+@dataclass(frozen=True)
+class TensorSpec:
+    """What one tensor set holds; its tag names the folder (the default set has tag "")."""
+
+    points: PointSet = field(default_factory=lambda: PointSet.preset(DEFAULT_PRESET))
+    normalize: str = "none"
+    fill: str = "zero"
+    max_gap: int = 3
+    dtype: str = "float32"
+    name: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.normalize not in NORMALIZE_MODES:
+            raise TensorsError(f"--normalize must be one of {', '.join(NORMALIZE_MODES)}")
+        if self.fill not in FILL_MODES:
+            raise TensorsError(f"--fill must be one of {', '.join(FILL_MODES)}")
+        if self.dtype not in DTYPES:
+            raise TensorsError(f"--dtype must be one of {', '.join(DTYPES)}")
+        if self.max_gap < 0:
+            raise TensorsError(f"--max-gap must be >= 0, not {self.max_gap}")
+        if self.name is not None and not _TAG.match(self.name):
+            raise TensorsError(f"--name '{self.name}': use letters, digits, '.', '_' or '-' "
+                               "(at most 64, not starting with a dot)")
+
+    @property
+    def is_default(self) -> bool:
+        return (self.points.name == DEFAULT_PRESET and self.normalize == "none"
+                and self.fill == "zero" and self.dtype == "float32")
+
+    @property
+    def tag(self) -> str:
+        if self.name is not None:
+            return self.name
+        if self.is_default:
+            return ""
+        bits = [self.points.name]
+        if self.normalize != "none":
+            bits.append(self.normalize)
+        if self.fill == "interpolate":
+            bits.append(f"interp{self.max_gap}")
+        if self.dtype != "float32":
+            bits.append("f16")
+        return "-".join(bits)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"points": self.points.name, "normalize": self.normalize, "fill": self.fill,
+                "max_gap": self.max_gap if self.fill == "interpolate" else None,
+                "dtype": self.dtype}
+
+
+class NpyWriter:
+    """Write a .npy of known shape row block by row block, in order, through plain file writes.
+
+    Unlike a writable memmap, written pages are not counted in the process's memory: the writer
+    stays at one video's worth however large the file grows.
+    """
+
+    def __init__(self, path: Path, dtype: np.dtype, shape: tuple[int, ...]) -> None:
+        self.path, self.dtype, self.shape = path, np.dtype(dtype), shape
+        self.rows = 0
+        self.f = open(path, "wb")  # noqa: SIM115 (held across appends; close() closes it)
+        np.lib.format.write_array_header_1_0(self.f, {
+            "descr": np.lib.format.dtype_to_descr(self.dtype), "fortran_order": False,
+            "shape": shape})
+
+    def append(self, block: np.ndarray) -> None:
+        if block.shape[1:] != self.shape[1:] or self.rows + len(block) > self.shape[0]:
+            raise ValueError(f"{self.path}: block {block.shape} does not fit {self.shape}")
+        self.f.write(np.ascontiguousarray(block, self.dtype).tobytes())
+        self.rows += len(block)
+
+    def close(self) -> None:
+        self.f.close()
+        if self.rows != self.shape[0]:
+            raise TensorsError(f"{self.path}: wrote {self.rows} of {self.shape[0]} rows; the "
+                               "keypoints file changed while tensors were written. Run again.")
+
+
+def tag_dir(tensors_root: Path, tag: str | None) -> Path:
+    """Where a tag's files live: tensors/ itself for the default set, tensors/<tag>/ otherwise."""
+    return Path(tensors_root) / tag if tag else Path(tensors_root)
+
+
+# --- reading keypoints.parquet ---------------------------------------------------------------
+
+def part_blocks(table: pa.Table | pa.RecordBatch, parts: Sequence[str]) -> dict[str, tuple]:
+    """part -> (float32 [rows, points, values], bool [rows] present) for the parts asked."""
+    out = {}
+    n = table.num_rows
+    for part in parts:
+        k, c = PARTS[part]
+        block, present = column_block(table.column(part), k * c)
+        out[part] = (block.reshape(n, k, c), present)
+    return out
 
 
 def frames_to_points(batch: pa.RecordBatch | pa.Table) -> tuple[np.ndarray, np.ndarray]:
@@ -25,12 +149,35 @@ def frames_to_points(batch: pa.RecordBatch | pa.Table) -> tuple[np.ndarray, np.n
     n = batch.num_rows
     xyz = np.zeros((n, NUM_POINTS, 3), np.float32)
     mask = np.zeros((n, NUM_POINTS), bool)
-    for part, (k, c) in PARTS.items():
-        block, present = column_block(batch.column(part), k * c)
-        o = OFFSETS[part]
-        xyz[:, o : o + k] = block.reshape(n, k, c)[:, :, :3]
+    for part, (block, present) in part_blocks(batch, list(PARTS)).items():
+        o, k = OFFSETS[part], PARTS[part][0]
+        xyz[:, o : o + k] = block[:, :, :3]
         mask[:, o : o + k] = present[:, None]
     return xyz, mask
+
+
+def iter_videos(keypoints: Path, columns: Sequence[str],
+                batch_size: int = 4096) -> Iterator[tuple[str, str, pa.Table]]:
+    """(split, video, its rows) in file order, whole videos, one batch plus one video in memory.
+
+    A video may straddle two batches (or row groups); its slices are gathered before it is yielded.
+    """
+    cols = list(dict.fromkeys(["split", "video", *columns]))
+    pending: list[pa.RecordBatch] = []
+    key: tuple[str, str] | None = None
+    for batch in pq.ParquetFile(keypoints).iter_batches(batch_size=batch_size, columns=cols):
+        splits = batch.column("split").to_numpy(zero_copy_only=False)
+        vids = batch.column("video").to_numpy(zero_copy_only=False)
+        change = np.flatnonzero(np.r_[True, (vids[1:] != vids[:-1]) | (splits[1:] != splits[:-1])])
+        for a, b in zip(change, np.r_[change[1:], len(vids)], strict=True):
+            k = (str(splits[a]), str(vids[a]))
+            if k != key:
+                if pending and key is not None:
+                    yield key[0], key[1], pa.Table.from_batches(pending)
+                pending, key = [], k
+            pending.append(batch.slice(int(a), int(b - a)))
+    if pending and key is not None:
+        yield key[0], key[1], pa.Table.from_batches(pending)
 
 
 def split_index(keypoints: Path) -> dict[str, pa.Table]:
@@ -47,49 +194,178 @@ def split_index(keypoints: Path) -> dict[str, pa.Table]:
     return out
 
 
+# --- one video -------------------------------------------------------------------------------
+
+def needed_parts(spec: TensorSpec) -> list[str]:
+    """Parts to read: those the points come from, plus pose when normalising by the shoulders."""
+    parts = {part_of(i)[0] for i in spec.points.indices}
+    if spec.normalize != "none":
+        parts.add("pose")
+    return [p for p in PARTS if p in parts]
+
+
+def video_tensor(table: pa.Table,
+                 spec: TensorSpec) -> tuple[np.ndarray, np.ndarray, ShoulderFrame | None]:
+    """One video's rows -> ([T, K, 3] float64 values, [T, K] detected, its shoulder frame or None)."""
+    n = table.num_rows
+    blocks = part_blocks(table, needed_parts(spec))
+    xyz = np.zeros((n, NUM_POINTS, 3), np.float32)
+    mask = np.zeros((n, NUM_POINTS), bool)
+    for part, (block, present) in blocks.items():
+        o, k = OFFSETS[part], PARTS[part][0]
+        xyz[:, o : o + k] = block[:, :, :3]
+        mask[:, o : o + k] = present[:, None]
+    idx = spec.points.array
+    vals: np.ndarray = xyz[:, idx]
+    det = mask[:, idx]
+    if spec.normalize == "none":
+        if spec.fill == "interpolate":
+            vals, _ = interpolate_gaps(vals.astype(np.float64), det, spec.max_gap)
+        return vals, det, None
+    width = table.column("width").to_numpy(zero_copy_only=False).astype(np.float64)
+    height = table.column("height").to_numpy(zero_copy_only=False).astype(np.float64)
+    px = to_pixels(vals, width, height)
+    valid = det
+    if spec.fill == "interpolate":
+        px, filled = interpolate_gaps(px, det, spec.max_gap)
+        valid = det | filled
+    pose_block, pose_present = blocks["pose"]
+    shoulders = to_pixels(pose_block[:, list(SHOULDERS), :3], width, height)
+    out, frame = normalize_shoulders(px, valid, shoulders, pose_present,
+                                     per_frame=spec.normalize == "shoulders-per-frame")
+    if not frame.normalized:  # no pose anywhere: keep the values as keypoints.parquet has them
+        out = np.zeros_like(px)
+        raw = vals.astype(np.float64)
+        if spec.fill == "interpolate":
+            raw, _ = interpolate_gaps(raw, det, spec.max_gap)
+        out[valid] = raw[valid]
+    return out, det, frame
+
+
+# --- writing a set ---------------------------------------------------------------------------
+
+def _corpus_columns(idx: pa.Table, corpus: Mapping[str, Mapping[str, str]] | None) -> pa.Table:
+    if corpus is None:
+        return idx
+    vids = idx["video"].to_pylist()
+    for key in ("speaker", "gloss", "translation"):
+        idx = idx.append_column(key, pa.array([corpus.get(v, {}).get(key, "") for v in vids],
+                                              pa.string()))
+    return idx
+
+
+def _install(tmp: Path, dest: Path, is_root: bool) -> None:
+    """Move a finished set into place. A tag folder is swapped whole; the default set's files are
+    replaced one by one (tensors/ also holds the other tags), points.json last."""
+    if not is_root:
+        old = dest.with_name(f".old-{dest.name}")
+        shutil.rmtree(old, ignore_errors=True)
+        if dest.exists():
+            dest.rename(old)
+        tmp.rename(dest)
+        shutil.rmtree(old, ignore_errors=True)
+        return
+    dest.mkdir(parents=True, exist_ok=True)
+    new = {p.name for p in tmp.iterdir()}
+    for p in dest.iterdir():  # a split that is gone from the new set must not linger
+        if p.is_file() and p.name not in new and (p.name.endswith((".npy", ".index.parquet"))
+                                                  or p.name == POINTS_JSON):
+            p.unlink()
+    (dest / POINTS_JSON).unlink(missing_ok=True)  # absent while files are swapped: not a set yet
+    for name in sorted(new - {POINTS_JSON}):
+        os.replace(tmp / name, dest / name)
+    os.replace(tmp / POINTS_JSON, dest / POINTS_JSON)
+    tmp.rmdir()
+
+
 def write_tensors(
     keypoints: Path,
     out_dir: Path,
     corpus: Mapping[str, Mapping[str, str]] | None = None,
+    spec: TensorSpec | None = None,
+    batch_size: int = 4096,
 ) -> dict[str, int]:
-    """Write the per-split tensors for keypoints.parquet; returns frames per split.
+    """Write one tensor set for keypoints.parquet under out_dir (tensors/); returns frames per split.
 
-    corpus: video -> {"speaker", "gloss", "translation"}, copied into the index.
-    Written in a temp folder that replaces out_dir at the end, so readers never see half a set.
+    corpus: video -> {"speaker", "gloss", "translation"}, copied into the index. The set is built
+    in a hidden temp folder and moved into place at the end, so a crash never leaves half of it
+    under the real names. Memory: one read batch plus one video, whatever the dataset's size.
     """
+    spec = spec or TensorSpec()
+    keypoints, out_dir = Path(keypoints), Path(out_dir)
     index = split_index(keypoints)
-    tmp = out_dir.with_name(out_dir.name + ".tmp")
+    tag = spec.tag
+    tmp = out_dir / f".tmp-{tag or 'default'}"
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
-    arrays, masks, pos = {}, {}, {}
+    dtype = np.dtype(spec.dtype)
+    k = len(spec.points.indices)
+    arrays, masks, pos, nth = {}, {}, {}, {}
     for split, idx in index.items():
         rows = int(np.sum(idx["length"].to_numpy())) if idx.num_rows else 0
-        arrays[split] = np.lib.format.open_memmap(tmp / f"{split}.npy", "w+", np.float32,
-                                                  (rows, NUM_POINTS, 3))
-        masks[split] = np.lib.format.open_memmap(tmp / f"{split}.mask.npy", "w+", np.bool_,
-                                                 (rows, NUM_POINTS))
-        pos[split] = 0
-        if corpus is not None:
-            vids = idx["video"].to_pylist()
-            for key in ("speaker", "gloss", "translation"):
-                idx = idx.append_column(key, pa.array([corpus.get(v, {}).get(key, "")
-                                                       for v in vids], pa.string()))
+        arrays[split] = NpyWriter(tmp / f"{split}.npy", dtype, (rows, k, 3))
+        masks[split] = NpyWriter(tmp / f"{split}.mask.npy", np.dtype(np.bool_), (rows, k))
+        pos[split], nth[split] = 0, 0
+    frames: dict[str, list[ShoulderFrame | None]] = {s: [] for s in index}
+    columns = [*needed_parts(spec)] + (["width", "height"] if spec.normalize != "none" else [])
+    for split, video, table in iter_videos(keypoints, columns, batch_size):
+        idx = index[split]
+        i = nth[split]
+        if i >= idx.num_rows or idx["video"][i].as_py() != video:
+            raise TensorsError(f"{keypoints}: video {video} is not where the index expects it; "
+                               "the file changed while tensors were written. Run again.")
+        vals, det, frame = video_tensor(table, spec)
+        arrays[split].append(vals)
+        masks[split].append(det)
+        pos[split], nth[split] = pos[split] + len(vals), i + 1
+        frames[split].append(frame)
+    not_normalized: list[str] = []
+    for split, idx in index.items():
+        arrays[split].close()
+        masks[split].close()
+        idx = _corpus_columns(idx, corpus)
+        if spec.normalize != "none":
+            fs = frames[split]
+            idx = idx.append_column("normalized", pa.array([f.normalized for f in fs], pa.bool_()))
+            for col in ("origin_x", "origin_y", "scale"):
+                idx = idx.append_column(col, pa.array([getattr(f, col) for f in fs], pa.float64()))
+            idx = idx.append_column("pose_frames", pa.array([f.pose_frames for f in fs], pa.int32()))
+            not_normalized += [v for v, f in zip(idx["video"].to_pylist(), fs, strict=True)
+                               if not f.normalized]
         pq.write_table(idx, tmp / f"{split}.index.parquet")
-    pf = pq.ParquetFile(keypoints)
-    for batch in pf.iter_batches(batch_size=4096, columns=["split", *PARTS]):
-        splits = batch.column("split").to_numpy(zero_copy_only=False)
-        xyz, mask = frames_to_points(batch)
-        cut = np.flatnonzero(np.r_[True, splits[1:] != splits[:-1]])
-        for a, b in zip(cut, np.r_[cut[1:], len(splits)], strict=True):
-            s = splits[a]
-            p = pos[s]
-            arrays[s][p : p + b - a] = xyz[a:b]
-            masks[s][p : p + b - a] = mask[a:b]
-            pos[s] = int(p + b - a)
-    for s in arrays:
-        arrays[s].flush()
-        masks[s].flush()
-    del arrays, masks
-    shutil.rmtree(out_dir, ignore_errors=True)
-    tmp.rename(out_dir)
+    meta = points_meta(spec, pos, {s: t.num_rows for s, t in index.items()}, not_normalized, keypoints)
+    (tmp / POINTS_JSON).write_text(json.dumps(meta, indent=2) + "\n")
+    _install(tmp, tag_dir(out_dir, tag), is_root=not tag)
     return pos
+
+
+UNITS = {
+    "none": "x, y: MediaPipe's normalised image coordinates (x / frame width, y / frame height); "
+            "z: MediaPipe's relative depth, as in keypoints.parquet",
+    "shoulders": "pixels (x*width, y*height, z*width), minus the video's mean shoulder midpoint "
+                 "(x, y only), divided by the video's mean shoulder width in pixels",
+    "shoulders-per-frame": "pixels (x*width, y*height, z*width), minus the frame's shoulder "
+                           "midpoint (x, y only), divided by the frame's shoulder width in pixels; "
+                           "frames without a pose use the video's means",
+}
+
+
+def points_meta(spec: TensorSpec, frames: Mapping[str, int], videos: Mapping[str, int],
+                not_normalized: list[str], keypoints: Path) -> dict[str, Any]:
+    """The set's points.json: what each of the K points is and how the values were made."""
+    st = keypoints.stat()
+    return {
+        "format": TENSORS_FORMAT,
+        "tag": spec.tag,
+        **spec.as_dict(),
+        "indices": list(spec.points.indices),
+        "points": spec.points.describe(),
+        "channels": ["x", "y", "z"],
+        "units": UNITS[spec.normalize],
+        "mask": "True where MediaPipe detected the point; filled or missing points are False",
+        "files": {"array": "<split>.npy", "mask": "<split>.mask.npy", "index": "<split>.index.parquet"},
+        "splits": {s: {"frames": int(frames[s]), "videos": int(videos[s])} for s in frames},
+        "not_normalized": not_normalized,
+        "source": {"file": keypoints.name, "bytes": st.st_size,
+                   "rows": pq.ParquetFile(keypoints).metadata.num_rows},
+    }

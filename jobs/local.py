@@ -67,11 +67,12 @@ class LocalExecutor:
     """Runs chunks on worker processes of this machine."""
 
     def __init__(self, rd: RunDir, slots: list[Slot], max_attempts: int = 3,
-                 label: str = "") -> None:
+                 label: str = "", tag: str = "") -> None:
         self.rd = rd
         self.slots = slots
         self.max_attempts = max_attempts
         self.label = label
+        self.tag = tag  # "shard-I": own heartbeat file and worker logs beside other shards
         self._ctx = mp.get_context("spawn")
         self._stop = 0
 
@@ -82,7 +83,8 @@ class LocalExecutor:
         os.environ["CUDA_VISIBLE_DEVICES"] = slot.gpu  # inherited by the spawned interpreter
         try:
             proc = self._ctx.Process(
-                target=worker_main, args=(slot.index, child, str(self.rd.path), list(slot.cpus)),
+                target=worker_main, args=(slot.index, child, str(self.rd.path), list(slot.cpus),
+                                         f"{self.tag}-" if self.tag else ""),
                 name=f"phoenix-keypoints-worker-{slot.index}", daemon=True,
             )
             proc.start()
@@ -118,7 +120,7 @@ class LocalExecutor:
             nonlocal rate_mark
             now = time.monotonic()
             rate = (bar.n - rate_mark[1]) / max(1e-9, now - rate_mark[0])
-            write_json(self.rd.progress_path, {
+            write_json(self.rd.progress_file(self.tag), {
                 "pid": os.getpid(), "host": socket.gethostname(), "label": self.label,
                 "started": started, "updated": time.time(), "running": not final,
                 "frames_total": frames_total, "frames_done": bar.n, "frames_per_s": rate,

@@ -18,8 +18,10 @@ import pyarrow.parquet as pq
 
 from extract.schema import SCHEMA
 from extract.tensors import write_tensors
+from jobs.outputs import corpus_from_plan
 from jobs.parts import PartInfo, check_part, reject
 from jobs.rundir import RunDir, RunError, fsync_dir
+from jobs.shards import array_expr, shard_state
 
 
 class CorruptPart(RunError):
@@ -91,7 +93,18 @@ def merge(rd: RunDir, allow_partial: bool = False) -> dict[str, Any]:
     missing, failed = state.missing, state.failed
     if (missing or failed) and not allow_partial:
         bits = []
-        if missing:
+        num_shards = meta.get("num_shards", 1)
+        todo = f"Run `phoenix-keypoints run --out {rd.path}` to finish it"
+        if missing and num_shards > 1:
+            shards = shard_state(state.chunks, state.done, num_shards)
+            ids = sorted(shards.missing)
+            bits.append(f"{len(ids)} of {num_shards} shard(s) not complete: "
+                        f"{', '.join(map(str, ids[:20]))}{' ...' if len(ids) > 20 else ''} "
+                        f"({len(missing)} chunk(s) missing)")
+            todo = (f"Resubmit them (sbatch --array={array_expr(ids)}): `phoenix-keypoints slurm "
+                    f"--out {rd.path} --num-shards {num_shards} --submit`, or finish on one node "
+                    f"with `phoenix-keypoints run --out {rd.path}`")
+        elif missing:
             shown = ", ".join(map(str, missing[:10])) + (" ..." if len(missing) > 10 else "")
             bits.append(f"{len(missing)} chunk(s) not done ({shown})")
         if failed:
@@ -99,16 +112,14 @@ def merge(rd: RunDir, allow_partial: bool = False) -> dict[str, Any]:
         if state.rejected:
             bits.append("untrusted part(s) moved to parts/rejected/: " + ", ".join(
                 f"chunk {c} ({why})" for c, why in sorted(state.rejected.items())[:5]))
-        todo = []
-        if missing:
-            todo.append(f"`phoenix-keypoints run --out {rd.path}` finishes the missing chunks")
+        steps = [todo] if missing else []
         if failed:
-            todo.append("fix the failed videos' frames, then `phoenix-keypoints run --out "
-                        f"{rd.path} --retry-failed` redoes them")
+            steps.append("fix the failed videos' frames, then `phoenix-keypoints run --out "
+                         f"{rd.path} --retry-failed` redoes them")
         raise RunError(
-            f"cannot merge {rd.path}: {'; '.join(bits)}. To finish: {'; '.join(todo)}. Or "
-            "merge with --allow-partial to write what there is (run.json's merge section then "
-            "lists what is missing)."
+            f"cannot merge {rd.path}: {'; '.join(bits)}. {'; '.join(steps)}. Or merge with "
+            "--allow-partial to write what there is (run.json's merge section then lists what "
+            "is missing)."
         )
     t0 = time.monotonic()
     tmp = rd.keypoints_path.with_name(".keypoints.parquet.tmp")
@@ -133,10 +144,7 @@ def merge(rd: RunDir, allow_partial: bool = False) -> dict[str, Any]:
             rd.update(merge=None)
         os.replace(tmp, rd.keypoints_path)
         fsync_dir(rd.path)
-        corpus = {v: {"speaker": s, "gloss": g, "translation": t} for v, s, g, t in zip(
-            *(plan[c].to_pylist() for c in ("video", "speaker", "gloss", "translation")),
-            strict=True)}
-        per_split = write_tensors(rd.keypoints_path, rd.tensors_dir, corpus)
+        per_split = write_tensors(rd.keypoints_path, rd.tensors_dir, corpus_from_plan(plan))
     except OSError as e:  # disk full, quota, permissions: nothing half-written is left as done
         raise RunError(
             f"cannot write the merged outputs in {rd.path} ({e}). Free space or fix permissions, "

@@ -20,8 +20,11 @@ if [ ! -f "$stamp" ]; then
   if [ ! -x .venv/bin/python ]; then
     "$(pick_python)" -m venv .venv
   fi
-  .venv/bin/python -m pip install -q --upgrade pip
-  .venv/bin/python -m pip install -q -c constraints.txt -e ".[${extras}]"
+  echo "setting up .venv (once; log in .venv/install.log) ..." >&2
+  {
+    .venv/bin/python -m pip install --upgrade pip &&
+    .venv/bin/python -m pip install -c constraints.txt -e ".[${extras}]"
+  } > .venv/install.log 2>&1 || { tail -40 .venv/install.log >&2; exit 1; }
   .venv/bin/python -m pip check
   rm -f .venv/.installed-*
   touch "$stamp"

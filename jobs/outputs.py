@@ -1,0 +1,64 @@
+"""Glue between a run folder and extract/'s tensors and exports (`tensors`, `export`, --output_path).
+
+The arithmetic lives in extract/; this only knows where a run keeps things: keypoints.parquet, the
+corpus fields in plan.parquet, the tensors/ folder, and run.json's record of the sets written.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+
+from extract.loader import load_meta, load_split
+from extract.tensors import TensorSpec, tag_dir, write_tensors
+from jobs.rundir import RunDir, RunError
+
+
+def corpus_from_plan(plan: pa.Table) -> dict[str, dict[str, str]]:
+    """video -> {speaker, gloss, translation} from the plan (the corpus files, as discovered)."""
+    cols = (plan[c].to_pylist() for c in ("video", "speaker", "gloss", "translation"))
+    return {v: {"speaker": s, "gloss": g, "translation": t} for v, s, g, t in zip(*cols, strict=True)}
+
+
+def _need_keypoints(rd: RunDir) -> Path:
+    if not rd.keypoints_path.is_file():
+        raise RunError(f"{rd.path} has no keypoints.parquet yet: finish the run first "
+                       f"(`phoenix-keypoints run --out {rd.path}`).")
+    return rd.keypoints_path
+
+
+def write_set(rd: RunDir, spec: TensorSpec) -> dict[str, Any]:
+    """Write one tensor set of a finished run and note it in run.json under `tensors`."""
+    rd.load()  # a clear error for a folder that is not a run
+    keypoints = _need_keypoints(rd)
+    t0 = time.monotonic()
+    frames = write_tensors(keypoints, rd.tensors_dir, corpus_from_plan(rd.load_plan()), spec)
+    meta = load_meta(rd.path, spec.tag)
+    info = {"time": time.time(), "seconds": round(time.monotonic() - t0, 3),
+            "dir": str(tag_dir(rd.tensors_dir, spec.tag).relative_to(rd.path)),
+            **spec.as_dict(), "frames_per_split": frames,
+            "not_normalized": len(meta["not_normalized"])}
+    sets = dict(rd.load().get("tensors", {}))
+    sets[spec.tag or "default"] = info
+    rd.update(tensors=sets)
+    return info
+
+
+def export_pkl(rd: RunDir, to: Path, tag: str = "") -> int:
+    """The pkl export of tensor set `tag` (default: the holistic-543 set `run` writes)."""
+    from extract.export import write_pkl
+
+    rd.load()
+    meta = load_meta(rd.path, tag)
+    return write_pkl((load_split(rd.path, s, tag, mmap=False) for s in meta["splits"]), to)
+
+
+def export_pose(rd: RunDir, to: Path) -> int:
+    """One .pose file per video (pose-format's holistic layout) from keypoints.parquet."""
+    from extract.export import write_pose_files
+
+    rd.load()
+    return write_pose_files(_need_keypoints(rd), to)
