@@ -44,6 +44,11 @@ def test_same_outputs_as_the_t_layout(root_2014: Path, clean_run: Path, tmp_path
     for f in sorted((clean_run / "tensors").iterdir()):
         if f.suffix == ".npy":
             np.testing.assert_array_equal(np.load(out / "tensors" / f.name), np.load(f))
+        elif f.suffix == ".json":  # the same but for the source file's size (longer paths)
+            got_json, ref_json = (json.loads(p.read_text()) for p in (out / "tensors" / f.name, f))
+            for j in (got_json, ref_json):
+                j.get("source", {}).pop("bytes", None)
+            assert got_json == ref_json
         else:  # PHOENIX-2014 has glosses but no German translation
             index = pq.read_table(out / "tensors" / f.name)
             assert set(index["translation"].to_pylist()) == {""}
