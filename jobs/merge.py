@@ -27,9 +27,10 @@ from jobs.shards import array_expr, shard_state
 class CorruptPart(RunError):
     """A committed part failed its checksums while merging; it was moved aside."""
 
-    def __init__(self, message: str, chunk: int) -> None:
+    def __init__(self, message: str, chunk: int, why: str = "") -> None:
         super().__init__(message)
         self.chunk = chunk
+        self.why = why or message
 
 
 @dataclass
@@ -135,7 +136,8 @@ def merge(rd: RunDir, allow_partial: bool = False) -> dict[str, Any]:
                     dest = reject(rd, path, f"unreadable while merging: {e}")
                     raise CorruptPart(
                         f"part of chunk {chunk} is corrupt ({e}); moved to {dest}. Run "
-                        f"`phoenix-keypoints run --out {rd.path}` to redo it.", chunk) from None
+                        f"`phoenix-keypoints run --out {rd.path}` to redo it.", chunk,
+                        f"part of chunk {chunk} is corrupt ({e}); moved to {dest}") from None
                 w.write_table(table, row_group_size=max(1, table.num_rows))
                 rows += table.num_rows
         with open(tmp, "rb") as f:

@@ -142,9 +142,9 @@ def prepare(rd: RunDir, opts: RunOptions, fresh: bool = False,
     if rd.path.exists() and any(rd.path.glob("parts/*.parquet")):
         raise RunError(f"{rd.path} has parts but no run.json; use --fresh or another --out.")
     options = opts.resolved()
-    check_model(HolisticOptions(**options["holistic"]))
     t0 = time.monotonic()
     ds = discover(opts.dataset, options["splits"], options["videos"], options["limit_videos"])
+    check_model(HolisticOptions(**options["holistic"]))  # after the csv checks: imports mediapipe
     plan = make_plan(ds, options["chunk_frames"])
     summary = _dataset_summary(ds)
     chunks = [c for c in plan["chunk"].to_pylist() if c >= 0]
@@ -260,7 +260,7 @@ def run(rd: RunDir, opts: RunOptions, num_gpus: int | None, workers_per_gpu: int
             try:
                 result = merge(rd, allow_partial=allow_partial)
             except CorruptPart as e:
-                print(f"warning: {e}", file=sys.stderr)
+                print(f"warning: {e.why}; redoing chunk {e.chunk}", file=sys.stderr)
                 continue
             except RunError as e:
                 print(f"error: {e}", file=sys.stderr)
