@@ -1,4 +1,4 @@
-"""The `phoenix-keypoints` command line: run, status, merge, tensors, export, sample.
+"""The `phoenix-keypoints` command line: run, slurm, status, merge, tensors, export, sample.
 
 Every expected problem (bad dataset, foreign run folder, missing model, interrupted run) ends in a
 one-paragraph message and an exit status, never a traceback.
@@ -7,8 +7,10 @@ one-paragraph message and an exit status, never a traceback.
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from extract.dataset import SPLITS, DatasetError
 from extract.holistic import ModelError
@@ -16,6 +18,9 @@ from extract.normalize import FILL_MODES, NORMALIZE_MODES
 from extract.points import DEFAULT_PRESET, PRESETS, PointsError
 from extract.tensors import DTYPES, TensorsError
 from jobs.rundir import RunDir, RunError
+
+if TYPE_CHECKING:
+    from jobs.runner import RunOptions
 
 
 def _csv(value: str) -> tuple[str, ...]:
@@ -36,6 +41,17 @@ def _non_negative(value: str) -> int:
     return n
 
 
+def _plan_args(p: argparse.ArgumentParser) -> None:
+    """What the plan is made of: used when a run folder is planned, checked when it is resumed."""
+    p.add_argument("--splits", type=_csv, help=f"comma-separated, default {','.join(SPLITS)}")
+    p.add_argument("--limit-videos", type=_positive, help="first N videos of each split")
+    p.add_argument("--videos", type=_csv, help="comma-separated video names")
+    p.add_argument("--chunk-frames", type=_positive,
+                   help="target frames per chunk (default 1000; whole videos)")
+    p.add_argument("--model-complexity", type=int, choices=(0, 1, 2),
+                   help="Holistic pose model (default 1, the only one mediapipe 0.10.21 ships)")
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="phoenix-keypoints",
@@ -54,17 +70,42 @@ def build_parser() -> argparse.ArgumentParser:
                    help="GPUs to pin workers to (default: visible GPUs, 0 when none)")
     r.add_argument("--workers-per-gpu", "--num_workers_per_gpu", type=_positive,
                    help="workers per GPU, or CPU workers with 0 GPUs (default: usable CPUs)")
-    r.add_argument("--splits", type=_csv, help=f"comma-separated, default {','.join(SPLITS)}")
-    r.add_argument("--limit-videos", type=_positive, help="first N videos of each split")
-    r.add_argument("--videos", type=_csv, help="comma-separated video names")
-    r.add_argument("--chunk-frames", type=_positive,
-                   help="target frames per chunk (default 1000; whole videos)")
-    r.add_argument("--model-complexity", type=int, choices=(0, 1, 2),
-                   help="Holistic pose model (default 1, the only one mediapipe 0.10.21 ships)")
+    _plan_args(r)
     r.add_argument("--fresh", action="store_true",
                    help="delete the run in --out (if any) and start again")
     r.add_argument("--allow-partial", action="store_true",
                    help="merge even if videos failed (run.json lists what is missing)")
+    r.add_argument("--retry-failed", action="store_true",
+                   help="redo the chunks of videos that failed before (after fixing their frames)")
+    r.add_argument("--num-shards", type=_positive,
+                   help="this node does one shard of S (fixed when planned); no merge")
+    r.add_argument("--shard-index", type=_non_negative,
+                   help="which shard, 0..S-1 (default: $SLURM_ARRAY_TASK_ID)")
+    r.add_argument("--backend", choices=("local", "ray"), default="local",
+                   help="local worker processes (default), or actors on Ray (extra [ray])")
+    r.add_argument("--address",
+                   help="with --backend ray: the cluster to join ('auto': the one started with "
+                        "`ray start`); default: start a local Ray")
+
+    sl = sub.add_parser("slurm", help="plan, then an sbatch array over the missing shards + merge job")
+    sl.add_argument("--dataset", type=Path, help="folder holding annotations/ and features/")
+    sl.add_argument("--out", type=Path, required=True,
+                    help="run folder on a filesystem every node sees")
+    sl.add_argument("--num-shards", type=_positive, required=True,
+                    help="array size S, fixed in run.json when planned")
+    _plan_args(sl)
+    sl.add_argument("--max-parallel", type=_positive, help="at most K shards at once (--array=...%%K)")
+    sl.add_argument("--time", help="time limit per shard and for the merge (sbatch --time)")
+    sl.add_argument("--cpus-per-task", type=_positive,
+                    help="CPUs per shard: one worker per CPU (per GPU: C/G)")
+    sl.add_argument("--gpus-per-task", type=_positive, help="GPUs per shard")
+    sl.add_argument("--partition", help="sbatch --partition")
+    sl.add_argument("--account", help="sbatch --account")
+    sl.add_argument("--sbatch-arg", action="append", default=[], metavar="ARG",
+                    help="another sbatch option for both jobs, e.g. --sbatch-arg=--qos=long "
+                         "(repeatable)")
+    sl.add_argument("--submit", action="store_true",
+                    help="submit with sbatch (default: print the scripts and the command)")
 
     s = sub.add_parser("status", help="progress of a run folder (safe beside a live run)")
     s.add_argument("--out", type=Path, required=True)
@@ -99,24 +140,40 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def _options(args: argparse.Namespace) -> RunOptions:
+    from jobs.runner import RunOptions
+
+    return RunOptions(args.dataset, args.splits, args.videos, args.limit_videos,
+                      args.chunk_frames, args.model_complexity)
+
+
 def _run(args: argparse.Namespace) -> int:
     import time
 
-    from jobs.runner import RunOptions, run
+    from jobs.runner import run
 
+    if args.backend == "ray":
+        from jobs.ray_backend import require_ray
+
+        require_ray()
+    elif args.address:
+        raise RunError("--address is for --backend ray.")
     pkl, out = args.output_path, args.out
     if pkl is not None:
+        if args.num_shards is not None:
+            raise RunError("--output_path exports after the merge, which a shard does not do: "
+                           "run `phoenix-keypoints export --format pkl` once the merge job is done.")
         if pkl.is_dir():
             raise RunError(f"--output_path {pkl} is a folder; give the .pkl file to write.")
         out = out or pkl.with_name(f"{pkl.stem}_run")
     if out is None:
         raise RunError("run needs --out RUN_DIR (or the older --output_path FILE.pkl).")
-    opts = RunOptions(args.dataset, args.splits, args.videos, args.limit_videos,
-                      args.chunk_frames, args.model_complexity)
     t0 = time.time()
     rd = RunDir(out)
-    code = run(rd, opts, args.num_gpus, args.workers_per_gpu, fresh=args.fresh,
-               allow_partial=args.allow_partial)
+    code = run(rd, _options(args), args.num_gpus, args.workers_per_gpu, fresh=args.fresh,
+               allow_partial=args.allow_partial, retry_failed=args.retry_failed,
+               num_shards=args.num_shards,
+               shard_index=args.shard_index, backend=args.backend, address=args.address)
     if pkl is not None:
         merged = rd.exists() and rd.load().get("merge", {}).get("time", 0) >= t0
         if code == 0 or (code == 1 and args.allow_partial and merged):
@@ -128,6 +185,18 @@ def _run(args: argparse.Namespace) -> int:
             print(f"pkl not written ({pkl}): the run did not finish; run the same command again.",
                   file=sys.stderr)
     return code
+
+
+def _slurm(args: argparse.Namespace) -> int:
+    from jobs.runner import locked, prepare
+    from jobs.slurm import SlurmOptions, slurm_command
+
+    rd = RunDir(args.out)
+    so = SlurmOptions(args.max_parallel, args.time, args.cpus_per_task, args.gpus_per_task,
+                      args.partition, args.account, args.sbatch_arg)
+    with locked(rd, "plan", wait=True):  # plan here, before any array task starts
+        meta = prepare(rd, _options(args), num_shards=args.num_shards)
+    return slurm_command(rd, meta, so, submit=args.submit)
 
 
 def _tensors(args: argparse.Namespace) -> int:
@@ -193,20 +262,35 @@ def _sample(args: argparse.Namespace) -> int:
     return 0
 
 
-COMMANDS = {"run": _run, "status": _status, "merge": _merge, "tensors": _tensors,
+COMMANDS = {"run": _run, "slurm": _slurm, "status": _status, "merge": _merge, "tensors": _tensors,
             "export": _export, "sample": _sample}
+
+
+class Terminated(BaseException):
+    """SIGTERM outside the extraction loop (planning, merging): unwind like Ctrl-C, exit 143."""
+
+
+def _on_sigterm(signum: int, frame: object) -> None:
+    raise Terminated()
 
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    signal.signal(signal.SIGTERM, _on_sigterm)  # so temp files are removed on the way out
     try:
         return COMMANDS[args.command](args)
     except (DatasetError, RunError, ModelError, TensorsError, PointsError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
+    except OSError as e:  # an unexpected disk or permission problem: say what, not a traceback
+        print(f"error: {e}. Fix it and run the same command again: it resumes.", file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
+        print("interrupted; run the same command again to resume", file=sys.stderr)
         return 130
+    except Terminated:
+        print("terminated; run the same command again to resume", file=sys.stderr)
+        return 143
     except BrokenPipeError:
         return 141
 

@@ -5,6 +5,8 @@ The value is a comma-separated list of:
   crashes MediaPipe, as far as the coordinator can tell).
 - `enospc-chunk=N`: writing the part of chunk N fails with ENOSPC (disk full).
 - `frame-delay=SECONDS`: sleep that long after each frame, so that tests can kill mid-chunk.
+- `write-delay=SECONDS`: sleep that long with a part's temp file written but not yet renamed, so
+  that tests can kill or stop a worker while it commits.
 Real processes still get real signals: only the trigger is planted.
 """
 
@@ -37,6 +39,12 @@ def on_video_start(video: str) -> None:
 def before_write(chunk: int, path: Path) -> None:
     if _faults().get("enospc-chunk") == str(chunk):
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(path))
+
+
+def before_commit() -> None:
+    delay = _faults().get("write-delay")
+    if delay:
+        time.sleep(float(delay))
 
 
 def after_frame() -> None:

@@ -13,6 +13,7 @@ import multiprocessing as mp
 import os
 import signal
 import socket
+import sys
 import time
 from collections import Counter, deque
 from dataclasses import dataclass, field
@@ -66,11 +67,12 @@ class LocalExecutor:
     """Runs chunks on worker processes of this machine."""
 
     def __init__(self, rd: RunDir, slots: list[Slot], max_attempts: int = 3,
-                 label: str = "") -> None:
+                 label: str = "", tag: str = "") -> None:
         self.rd = rd
         self.slots = slots
         self.max_attempts = max_attempts
         self.label = label
+        self.tag = tag  # "shard-I": own heartbeat file and worker logs beside other shards
         self._ctx = mp.get_context("spawn")
         self._stop = 0
 
@@ -81,7 +83,8 @@ class LocalExecutor:
         os.environ["CUDA_VISIBLE_DEVICES"] = slot.gpu  # inherited by the spawned interpreter
         try:
             proc = self._ctx.Process(
-                target=worker_main, args=(slot.index, child, str(self.rd.path), list(slot.cpus)),
+                target=worker_main, args=(slot.index, child, str(self.rd.path), list(slot.cpus),
+                                         f"{self.tag}-" if self.tag else ""),
                 name=f"phoenix-keypoints-worker-{slot.index}", daemon=True,
             )
             proc.start()
@@ -117,7 +120,7 @@ class LocalExecutor:
             nonlocal rate_mark
             now = time.monotonic()
             rate = (bar.n - rate_mark[1]) / max(1e-9, now - rate_mark[0])
-            write_json(self.rd.progress_path, {
+            write_json(self.rd.progress_file(self.tag), {
                 "pid": os.getpid(), "host": socket.gethostname(), "label": self.label,
                 "started": started, "updated": time.time(), "running": not final,
                 "frames_total": frames_total, "frames_done": bar.n, "frames_per_s": rate,
@@ -180,7 +183,7 @@ class LocalExecutor:
                 n = crashes[(chunk, where)]
                 tqdm.write(f"worker {w.slot.index} (pid {w.pid}) died ({how}) in chunk {chunk}, "
                            f"{'video ' + where if w.video else where}; attempt {n}/"
-                           f"{self.max_attempts}")
+                           f"{self.max_attempts}", file=sys.stderr)
                 if n >= self.max_attempts:
                     if w.video is None:
                         fatal(f"writing the part of chunk {chunk} killed its worker {n} times "
@@ -188,7 +191,7 @@ class LocalExecutor:
                     else:
                         out.failed[chunk][w.video] = f"worker died {n} times on it ({how})"
                         tqdm.write(f"giving up on video {w.video}: marked failed; the rest of "
-                                   f"chunk {chunk} is redone without it")
+                                   f"chunk {chunk} is redone without it", file=sys.stderr)
                 pending.appendleft(chunk)
             if not self._stop:
                 workers[i] = self._start(w.slot)

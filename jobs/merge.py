@@ -22,14 +22,16 @@ from extract.tensors import write_tensors
 from jobs.outputs import corpus_from_plan
 from jobs.parts import PartInfo, check_part, reject
 from jobs.rundir import RunDir, RunError, fsync_dir
+from jobs.shards import array_expr, shard_state
 
 
 class CorruptPart(RunError):
     """A committed part failed its checksums while merging; it was moved aside."""
 
-    def __init__(self, message: str, chunk: int) -> None:
+    def __init__(self, message: str, chunk: int, why: str = "") -> None:
         super().__init__(message)
         self.chunk = chunk
+        self.why = why or message
 
 
 @dataclass
@@ -99,15 +101,33 @@ def merge(rd: RunDir, allow_partial: bool = False) -> dict[str, Any]:
     missing, failed = state.missing, state.failed
     if (missing or failed) and not allow_partial:
         bits = []
-        if missing:
+        num_shards = meta.get("num_shards", 1)
+        todo = f"Run `phoenix-keypoints run --out {rd.path}` to finish it"
+        if missing and num_shards > 1:
+            shards = shard_state(state.chunks, state.done, num_shards)
+            ids = sorted(shards.missing)
+            bits.append(f"{len(ids)} of {num_shards} shard(s) not complete: "
+                        f"{', '.join(map(str, ids[:20]))}{' ...' if len(ids) > 20 else ''} "
+                        f"({len(missing)} chunk(s) missing)")
+            todo = (f"Resubmit them (sbatch --array={array_expr(ids)}): `phoenix-keypoints slurm "
+                    f"--out {rd.path} --num-shards {num_shards} --submit`, or finish on one node "
+                    f"with `phoenix-keypoints run --out {rd.path}`")
+        elif missing:
             shown = ", ".join(map(str, missing[:10])) + (" ..." if len(missing) > 10 else "")
             bits.append(f"{len(missing)} chunk(s) not done ({shown})")
         if failed:
             bits.append(f"{len(failed)} video(s) failed ({', '.join(sorted(failed)[:5])})")
+        if state.rejected:
+            bits.append("untrusted part(s) moved to parts/rejected/: " + ", ".join(
+                f"chunk {c} ({why})" for c, why in sorted(state.rejected.items())[:5]))
+        steps = [todo] if missing else []
+        if failed:
+            steps.append("fix the failed videos' frames, then `phoenix-keypoints run --out "
+                         f"{rd.path} --retry-failed` redoes them")
         raise RunError(
-            f"cannot merge {rd.path}: {'; '.join(bits)}. Run `phoenix-keypoints run --out "
-            f"{rd.path}` to finish it, or merge with --allow-partial to write what there is "
-            "(run.json then lists what is missing)."
+            f"cannot merge {rd.path}: {'; '.join(bits)}. {'; '.join(steps)}. Or merge with "
+            "--allow-partial to write what there is (run.json's merge section then lists what "
+            "is missing)."
         )
     t0 = time.monotonic()
     tmp = rd.keypoints_path.with_name(".keypoints.parquet.tmp")
@@ -127,7 +147,8 @@ def merge(rd: RunDir, allow_partial: bool = False) -> dict[str, Any]:
                     dest = reject(rd, path, f"unreadable while merging: {e}")
                     raise CorruptPart(
                         f"part of chunk {chunk} is corrupt ({e}); moved to {dest}. Run "
-                        f"`phoenix-keypoints run --out {rd.path}` to redo it.", chunk) from None
+                        f"`phoenix-keypoints run --out {rd.path}` to redo it.", chunk,
+                        f"part of chunk {chunk} is corrupt ({e}); moved to {dest}") from None
                 if i + 1 < len(chunks):
                     ahead = pool.submit(_read_part, rd.part_path(chunks[i + 1]))
                 w.write_table(table, row_group_size=max(1, table.num_rows))
@@ -135,11 +156,18 @@ def merge(rd: RunDir, allow_partial: bool = False) -> dict[str, Any]:
                 del table
         with open(tmp, "rb") as f:
             os.fsync(f.fileno())
+        if "merge" in meta:  # the record describes the old outputs: gone until this one is done
+            rd.update(merge=None)
         os.replace(tmp, rd.keypoints_path)
         fsync_dir(rd.path)
+        per_split = write_tensors(rd.keypoints_path, rd.tensors_dir, corpus_from_plan(plan))
+    except OSError as e:  # disk full, quota, permissions: nothing half-written is left as done
+        raise RunError(
+            f"cannot write the merged outputs in {rd.path} ({e}). Free space or fix permissions, "
+            f"then run `phoenix-keypoints merge --out {rd.path}` (or the same `run`) again."
+        ) from None
     finally:
         Path(tmp).unlink(missing_ok=True)
-    per_split = write_tensors(rd.keypoints_path, rd.tensors_dir, corpus_from_plan(plan))
     result = {
         "time": time.time(),
         "seconds": round(time.monotonic() - t0, 3),

@@ -46,6 +46,7 @@ def write_part(path: Path, table: pa.Table, info: PartInfo, fingerprint: str) ->
                            **parquet_write_options())
             f.flush()
             os.fsync(f.fileno())
+        faults.before_commit()
         os.replace(tmp, path)
     except BaseException:
         tmp.unlink(missing_ok=True)

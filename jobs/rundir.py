@@ -102,6 +102,13 @@ class RunDir:
     def progress_path(self) -> Path:
         return self.path / "progress.json"
 
+    def progress_file(self, tag: str = "") -> Path:
+        """The heartbeat of one coordinator: progress.json, or progress-shard-I.json per shard."""
+        return self.path / f"progress-{tag}.json" if tag else self.progress_path
+
+    def shard_progress_files(self) -> list[Path]:
+        return sorted(self.path.glob("progress-shard-*.json"))
+
     @property
     def keypoints_path(self) -> Path:
         return self.path / "keypoints.parquet"

@@ -23,10 +23,11 @@ from extract.dataset import SPLITS, Dataset, discover
 from extract.holistic import HolisticOptions, check_model
 from jobs.devices import worker_slots
 from jobs.local import LocalExecutor
-from jobs.merge import CorruptPart, merge, scan_parts
+from jobs.merge import CorruptPart, merge, plan_chunks, scan_parts
 from jobs.parts import remove_stale_temps
 from jobs.plan import make_plan
 from jobs.rundir import RUN_FORMAT, RunDir, RunError, versions
+from jobs.shards import resolve_shard, shard_chunks
 
 DEFAULT_CHUNK_FRAMES = 1000
 
@@ -58,12 +59,18 @@ def run_fingerprint(dataset_fp: str, options: dict[str, Any]) -> str:
 
 
 @contextmanager
-def locked(rd: RunDir, name: str = "run") -> Iterator[None]:
-    """One coordinator per run folder (per shard): a second one is refused, not interleaved."""
+def locked(rd: RunDir, name: str = "run", shared: bool = False, wait: bool = False) -> Iterator[None]:
+    """One coordinator per run folder (per shard): a second one is refused, not interleaved.
+
+    Shards take the "run" lock shared and their own "shard-I" lock exclusive: shards on other nodes
+    do not block each other, two copies of one shard do, and a whole-run `run` (exclusive) waits
+    for none of them but is refused while any runs. `wait` blocks instead of refusing (planning).
+    """
     rd.path.mkdir(parents=True, exist_ok=True)
-    with open(rd.path / f".{name}.lock", "w") as f:
+    with open(rd.path / f".{name}.lock", "a+") as f:  # readable too: NFS emulates LOCK_SH with it
         try:
-            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            fcntl.flock(f, (fcntl.LOCK_SH if shared else fcntl.LOCK_EX)
+                        | (0 if wait else fcntl.LOCK_NB))
         except OSError:
             raise RunError(
                 f"another phoenix-keypoints process is running on {rd.path} ({name}); wait for "
@@ -135,9 +142,9 @@ def prepare(rd: RunDir, opts: RunOptions, fresh: bool = False,
     if rd.path.exists() and any(rd.path.glob("parts/*.parquet")):
         raise RunError(f"{rd.path} has parts but no run.json; use --fresh or another --out.")
     options = opts.resolved()
-    check_model(HolisticOptions(**options["holistic"]))
     t0 = time.monotonic()
     ds = discover(opts.dataset, options["splits"], options["videos"], options["limit_videos"])
+    check_model(HolisticOptions(**options["holistic"]))  # after the csv checks: imports mediapipe
     plan = make_plan(ds, options["chunk_frames"])
     summary = _dataset_summary(ds)
     chunks = [c for c in plan["chunk"].to_pylist() if c >= 0]
@@ -158,20 +165,22 @@ def prepare(rd: RunDir, opts: RunOptions, fresh: bool = False,
     return meta
 
 
-def shard_chunks(chunks: list[int], num_shards: int, shard: int) -> list[int]:
-    """Shard i gets every num_shards-th chunk from i: a fixed split, balanced, never overlapping."""
-    return [c for c in chunks if c % num_shards == shard]
-
-
 def extract_missing(rd: RunDir, meta: dict[str, Any], num_gpus: int | None,
-                    workers_per_gpu: int | None, shard: int | None = None) -> tuple[int, dict]:
-    """Run every chunk (of this shard) that has no trusted part. Returns (exit code, info)."""
+                    workers_per_gpu: int | None, shard: int | None = None,
+                    backend: str = "local", address: str | None = None,
+                    retry_failed: bool = False) -> tuple[int, dict]:
+    """Run every chunk (of this shard) that has no trusted part. Returns (exit code, info).
+
+    retry_failed: also redo chunks whose part lists failed videos (after the user fixed their
+    frames); the old part stays until the new one replaces it, so a crash loses nothing.
+    """
     plan = rd.load_plan()
     num_shards = meta.get("num_shards", 1)
-    state = scan_parts(rd, meta, plan)
-    mine = sorted(state.chunks)
-    if shard is not None:
-        mine = shard_chunks(mine, num_shards, shard)
+    only = None
+    if shard is not None:  # read only this shard's parts: the others may be being written
+        only = set(shard_chunks(plan_chunks(plan), num_shards, shard))
+    state = scan_parts(rd, meta, plan, only=only)
+    mine = sorted(state.chunks if only is None else only)
     mine_set = set(mine)
     for chunk, why in state.rejected.items():
         if chunk in mine_set:
@@ -179,16 +188,28 @@ def extract_missing(rd: RunDir, meta: dict[str, Any], num_gpus: int | None,
                   file=sys.stderr)
     rd.parts_dir.mkdir(exist_ok=True)
     remove_stale_temps(rd, mine_set)
-    todo = [c for c in mine if c not in state.done]
+    retry = {c for c in mine if c in state.done and state.done[c].failed} if retry_failed else set()
+    if retry:
+        names = sorted(v for c in retry for v in state.done[c].failed)
+        print(f"--retry-failed: redoing {len(retry)} chunk(s) with failed video(s): "
+              f"{', '.join(names[:10])}{' ...' if len(names) > 10 else ''}", file=sys.stderr)
+    todo = [c for c in mine if c not in state.done or c in retry]
     frames = {c: sum(state.chunks[c].values()) for c in mine}
     total = sum(frames.values())
-    done_frames = sum(state.done[c].rows for c in mine if c in state.done)
-    slots = worker_slots(num_gpus, workers_per_gpu)
+    done_frames = sum(state.done[c].rows for c in mine if c in state.done and c not in retry)
     label = f"shard {shard}/{num_shards}" if shard is not None else ""
-    ex = LocalExecutor(rd, slots, label=label)
+    tag = f"shard-{shard}" if shard is not None else ""
+    ex: Any
+    if backend == "ray":
+        from jobs.ray_backend import RayExecutor
+
+        ex = RayExecutor(rd, num_gpus, workers_per_gpu, address, label=label, tag=tag)
+    else:
+        ex = LocalExecutor(rd, worker_slots(num_gpus, workers_per_gpu), label=label, tag=tag)
     t0 = time.monotonic()
     out = ex.run(todo, frames, {}, total, done_frames)
-    info = {"todo": len(todo), "done": len(out.done), "workers": len(slots),
+    info = {"todo": len(todo), "done": len(out.done),
+            "workers": ex.workers if backend == "ray" else len(ex.slots),
             "seconds": time.monotonic() - t0, "failed": {v: w for f in out.failed.values()
                                                          for v, w in f.items()}}
     if out.signal:
@@ -199,23 +220,47 @@ def extract_missing(rd: RunDir, meta: dict[str, Any], num_gpus: int | None,
     return 0, info
 
 
+def failed_message(failed: dict[str, str]) -> str:
+    """What to tell the user about videos that kept killing their worker, and what to do."""
+    shown = "; ".join(f"{v} ({why})" for v, why in sorted(failed.items())[:10])
+    return (
+        f"{len(failed)} video(s) failed and have no rows: {shown}"
+        f"{' ...' if len(failed) > 10 else ''}. Check their frames (the worker logs in logs/ "
+        "show MediaPipe's last words), fix or remove the bad frames, then run the same command "
+        "with --retry-failed; or add --allow-partial to merge without them (run.json's merge "
+        "section then lists them)."
+    )
+
+
 def run(rd: RunDir, opts: RunOptions, num_gpus: int | None, workers_per_gpu: int | None,
-        fresh: bool = False, allow_partial: bool = False) -> int:
-    """The `run` command on one node: plan, extract, merge; returns the exit status."""
+        fresh: bool = False, allow_partial: bool = False, retry_failed: bool = False,
+        num_shards: int | None = None,
+        shard_index: int | None = None, backend: str = "local", address: str | None = None) -> int:
+    """The `run` command: plan, extract, merge on this node (or Ray); one shard only with shards."""
+    sharded = resolve_shard(num_shards, shard_index)
+    if sharded:
+        return run_shard(rd, opts, *sharded, num_gpus, workers_per_gpu, fresh, backend, address)
     with locked(rd):
         meta = prepare(rd, opts, fresh)
         _report_problems(meta)
-        for _attempt in range(3):  # a part found corrupt while merging is redone, then merged
-            code, info = extract_missing(rd, meta, num_gpus, workers_per_gpu)
+        for attempt in range(3):  # a part found corrupt while merging is redone, then merged
+            code, info = extract_missing(rd, meta, num_gpus, workers_per_gpu, backend=backend,
+                                         address=address,
+                                         retry_failed=retry_failed and attempt == 0)
             if code:
                 if code in (130, 143):
                     print(f"stopped; run the same command to resume ({info['done']} chunk(s) "
                           "committed this time).", file=sys.stderr)
                 return code
+            if not allow_partial:
+                failed = scan_parts(rd, meta, rd.load_plan(), move_bad=False).failed
+                if failed:
+                    print(f"error: {failed_message(failed)}", file=sys.stderr)
+                    return 1
             try:
                 result = merge(rd, allow_partial=allow_partial)
             except CorruptPart as e:
-                print(f"warning: {e}", file=sys.stderr)
+                print(f"warning: {e.why}; redoing chunk {e.chunk}", file=sys.stderr)
                 continue
             except RunError as e:
                 print(f"error: {e}", file=sys.stderr)
@@ -224,6 +269,57 @@ def run(rd: RunDir, opts: RunOptions, num_gpus: int | None, workers_per_gpu: int
             return 1 if result["failed_videos"] else 0
         print("error: parts keep failing their checksums; check the disk.", file=sys.stderr)
         return 1
+
+
+def plan_shared(rd: RunDir, opts: RunOptions, num_shards: int) -> dict[str, Any]:
+    """Load the run, or plan it once for num_shards shards when --dataset says what to plan.
+
+    The `slurm` command plans before it submits, so array tasks normally only load. A task started
+    by hand with --dataset before any plan exists plans under a blocking lock; should the shared
+    filesystem not honour the lock, two planners write the same deterministic plan and run.json
+    (same fingerprint), so either one's parts are trusted by the other.
+    """
+    if rd.exists():
+        return prepare(rd, opts, num_shards=num_shards)
+    if opts.dataset is None:
+        raise RunError(
+            f"{rd.path} holds no plan yet. Make it before the shards start: `phoenix-keypoints "
+            f"slurm --dataset PHOENIX_ROOT --out {rd.path} --num-shards {num_shards}` (plans, "
+            "then writes or submits the array), or pass --dataset to this shard."
+        )
+    with locked(rd, "plan", wait=True):
+        return prepare(rd, opts, num_shards=num_shards)
+
+
+def run_shard(rd: RunDir, opts: RunOptions, num_shards: int, shard: int, num_gpus: int | None,
+              workers_per_gpu: int | None, fresh: bool = False, backend: str = "local",
+              address: str | None = None) -> int:
+    """`run --num-shards S --shard-index I`: extract shard I's chunks into the shared run folder.
+
+    No merge here: the merge job (or `merge` on a login node) does it once every shard is complete.
+    """
+    if fresh:
+        raise RunError(
+            "--fresh cannot be used with --num-shards: one shard would delete what the others "
+            f"wrote. Delete {rd.path} (or use another --out) before submitting the array."
+        )
+    with locked(rd, "run", shared=True), locked(rd, f"shard-{shard}"):
+        meta = plan_shared(rd, opts, num_shards)
+        if shard == 0:
+            _report_problems(meta)
+        code, info = extract_missing(rd, meta, num_gpus, workers_per_gpu, shard=shard,
+                                     backend=backend, address=address)
+    if code:
+        if code in (130, 143):
+            print(f"shard {shard}/{num_shards} stopped; run it again to resume ({info['done']} "
+                  "chunk(s) committed this time).", file=sys.stderr)
+        return code
+    if info["failed"]:
+        print(f"warning: shard {shard}: {len(info['failed'])} video(s) failed: "
+              f"{', '.join(sorted(info['failed'])[:5])}", file=sys.stderr)
+    print(f"shard {shard}/{num_shards} complete ({info['done']} chunk(s) done now). Once every "
+          f"shard is: `phoenix-keypoints merge --out {rd.path}`.")
+    return 0
 
 
 def _report_problems(meta: dict[str, Any]) -> None:

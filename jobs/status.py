@@ -6,11 +6,13 @@ Reads only: run.json, plan.parquet, part footers (not their pages) and the coord
 
 from __future__ import annotations
 
+import json
 import time
 from typing import Any
 
 from jobs.merge import scan_parts
 from jobs.rundir import RunDir
+from jobs.shards import array_expr, shard_state
 
 STALE_AFTER_S = 30.0
 
@@ -27,17 +29,46 @@ def collect(rd: RunDir) -> dict[str, Any]:
     plan = rd.load_plan()
     state = scan_parts(rd, meta, plan, move_bad=False)
     frames_total = sum(sum(v.values()) for v in state.chunks.values())
-    progress = None
-    try:
-        import json
-
-        progress = json.loads(rd.progress_path.read_text())
-    except (OSError, ValueError):
-        pass
-    live = bool(progress and progress.get("running")
-                and time.time() - progress.get("updated", 0) < STALE_AFTER_S)
+    progress = _read_json(rd.progress_path)
+    live = _live(progress)
+    shard_beats = [p for p in map(_read_json, rd.shard_progress_files()) if p]
     return {"meta": meta, "state": state, "frames_total": frames_total,
-            "progress": progress, "live": live}
+            "progress": progress, "live": live, "shard_beats": shard_beats}
+
+
+def _read_json(path: Any) -> dict[str, Any] | None:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def _live(progress: dict[str, Any] | None) -> bool:
+    return bool(progress and progress.get("running")
+                and time.time() - progress.get("updated", 0) < STALE_AFTER_S)
+
+
+def _shard_lines(rd: RunDir, info: dict[str, Any]) -> list[str]:
+    """Shards complete/missing, the --array= that resubmits the missing, live shard heartbeats."""
+    num_shards = info["meta"].get("num_shards", 1)
+    state = info["state"]
+    shards = shard_state(state.chunks, state.done, num_shards)
+    missing = sorted(shards.missing)
+    line = f"shards:   {len(shards.complete)}/{num_shards} complete"
+    if missing:
+        line += (f"; missing {len(missing)}: {', '.join(map(str, missing[:20]))}"
+                 f"{' ...' if len(missing) > 20 else ''}")
+    lines = [line]
+    if missing:
+        lines.append(f"resubmit: --array={array_expr(missing)}  (`phoenix-keypoints slurm --out "
+                     f"{rd.path} --num-shards {num_shards} --submit` submits exactly these)")
+    for beat in info["shard_beats"]:
+        if _live(beat):
+            rate = beat.get("frames_per_s") or 0.0
+            lines.append(f"running:  {beat.get('label')}: pid {beat['pid']} on {beat['host']}, "
+                         f"{len(beat['workers'])} workers, {rate:.1f} frames/s, "
+                         f"{beat['frames_done']}/{beat['frames_total']} frames")
+    return lines
 
 
 def render(rd: RunDir) -> str:
@@ -63,6 +94,8 @@ def render(rd: RunDir) -> str:
                      " ago: the run died; `run --out` again resumes it)")
     elif progress:
         lines.append("running:  no")
+    if meta.get("num_shards", 1) > 1:
+        lines += _shard_lines(rd, info)
     failed = state.failed
     lines.append(f"failed:   {len(failed)} video(s)" + (": " + ", ".join(
         f"{v} ({w})" for v, w in sorted(failed.items())[:10]) if failed else ""))
@@ -73,7 +106,9 @@ def render(rd: RunDir) -> str:
     if state.rejected:
         lines.append(f"untrusted parts (redone on the next run): {sorted(state.rejected)[:10]}")
     merged = meta.get("merge")
-    if merged:
+    if merged is None and "merge" in meta:
+        lines.append("merged:   interrupted (merge again)")
+    elif merged:
         lines.append(f"merged:   {merged['rows']} rows in {rd.keypoints_path.name}"
                      + (" (partial)" if merged["partial"] else ""))
     else:

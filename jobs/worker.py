@@ -104,7 +104,45 @@ def _log_to_file(path: Path) -> None:
     os.close(fd)
 
 
-def worker_main(slot: int, conn: Connection, run_dir: str, cpus: list[int] | None) -> None:
+class ChunkWorker:
+    """One Holistic graph bound to a run folder, doing one chunk per call.
+
+    What a local worker process and a Ray actor share: both build it once and call `run` per chunk,
+    so the parts they write are the same and a run can move between the two.
+    """
+
+    def __init__(self, run_dir: Path) -> None:
+        import cv2
+
+        cv2.setNumThreads(1)
+        self.rd = RunDir(Path(run_dir))
+        self.meta = self.rd.load()
+        self.root = Path(self.meta["dataset"]["root"])
+        self.chunks = load_chunks(self.rd)
+        self.extractor = Extractor(HolisticOptions(**self.meta["options"]["holistic"]),
+                                   num_threads=1)
+
+    def run(self, chunk: int, failed: dict[str, str], send: Any) -> tuple:
+        """("done", chunk, rows), or ("error", chunk, why) when the part could not be written."""
+        try:
+            info = process_chunk(self.extractor, self.rd, self.root, self.meta["fingerprint"],
+                                 chunk, self.chunks[chunk], failed, send)
+        except OSError as e:  # the part could not be written: not the chunk's fault
+            return ("error", chunk, f"cannot write {e.filename or 'part'}: {e.strerror or e}")
+        return ("done", chunk, info.rows)
+
+    def close(self) -> None:
+        self.extractor.close()
+
+    def __enter__(self) -> ChunkWorker:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def worker_main(slot: int, conn: Connection, run_dir: str, cpus: list[int] | None,
+                log_name: str = "") -> None:
     """Entry point of a worker process (spawned)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, _on_sigterm)
@@ -113,32 +151,17 @@ def worker_main(slot: int, conn: Connection, run_dir: str, cpus: list[int] | Non
     if parent is not None and os.getppid() != parent.pid:  # it died before the line above
         return
     try:
-        _log_to_file(Path(run_dir) / "logs" / f"worker-{slot}.log")
+        _log_to_file(Path(run_dir) / "logs" / f"{log_name}worker-{slot}.log")
         if cpus:
             os.sched_setaffinity(0, cpus)
-        import cv2
-
-        cv2.setNumThreads(1)
-        rd = RunDir(Path(run_dir))
-        meta = rd.load()
-        root = Path(meta["dataset"]["root"])
-        options = HolisticOptions(**meta["options"]["holistic"])
-        chunks = load_chunks(rd)
-        with Extractor(options, num_threads=1) as extractor:
+        with ChunkWorker(Path(run_dir)) as worker:
             conn.send(("ready", os.getpid()))
             while True:
                 msg = conn.recv()
                 if msg is None:
                     return
                 _, chunk, failed = msg
-                try:
-                    info = process_chunk(extractor, rd, root, meta["fingerprint"], chunk,
-                                         chunks[chunk], failed, conn.send)
-                except OSError as e:  # the part could not be written: not the chunk's fault
-                    conn.send(("error", chunk, f"cannot write {e.filename or 'part'}: "
-                                               f"{e.strerror or e}"))
-                    continue
-                conn.send(("done", chunk, info.rows))
+                conn.send(worker.run(chunk, failed, conn.send))
     except Stop:
         return
     except (EOFError, BrokenPipeError):  # the coordinator is gone: nothing left to do

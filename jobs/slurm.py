@@ -1,0 +1,182 @@
+"""`slurm`: plan once, then an sbatch array over the shards not yet complete and a merge job after it.
+
+SLURM is the scheduler; this only writes its scripts (and, with --submit, calls sbatch). Planning
+happens here, on the login node, before any task starts, so the array tasks only load the plan and
+never race to make it. Completion is read from the run folder (a shard is complete when all its
+chunks have trusted parts), so running the same command after a failure submits only the shards
+that are still missing, and the merge job waits for them with --dependency=afterok.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+import shutil
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from jobs.merge import scan_parts
+from jobs.rundir import RunDir, RunError
+from jobs.shards import array_expr, shard_state
+
+
+@dataclass
+class SlurmOptions:
+    """What the sbatch scripts ask of the cluster (None: the cluster's default)."""
+
+    max_parallel: int | None = None
+    time: str | None = None
+    cpus_per_task: int | None = None
+    gpus_per_task: int | None = None
+    partition: str | None = None
+    account: str | None = None
+    sbatch_args: list[str] = field(default_factory=list)
+
+
+def _python() -> str:
+    """The interpreter running now: the tasks use the same environment (on the shared filesystem)."""
+    return shlex.quote(sys.executable)
+
+
+def _common(rd: RunDir, so: SlurmOptions) -> list[str]:
+    lines = []
+    if so.time:
+        lines.append(f"--time={so.time}")
+    if so.partition:
+        lines.append(f"--partition={so.partition}")
+    if so.account:
+        lines.append(f"--account={so.account}")
+    for arg in so.sbatch_args:
+        if "\n" in arg or not arg.startswith("-"):
+            raise RunError(f"--sbatch-arg {arg!r}: give one sbatch option, e.g. --sbatch-arg=--qos=long")
+    return lines + list(so.sbatch_args)
+
+
+def worker_args(so: SlurmOptions) -> list[str]:
+    """How a shard's `run` uses its allocation: C CPUs, G GPUs -> G GPUs x C/G workers each.
+
+    Without GPUs the run already starts one worker per CPU the allocation lets it use (affinity).
+    """
+    if not so.gpus_per_task:
+        return []
+    args = ["--num-gpus", str(so.gpus_per_task)]
+    if so.cpus_per_task:
+        args += ["--workers-per-gpu", str(max(1, so.cpus_per_task // so.gpus_per_task))]
+    return args
+
+
+def render_array(rd: RunDir, num_shards: int, shards: list[int], so: SlurmOptions) -> str:
+    """The array script: one task per shard index, each a `run --num-shards S --shard-index I`."""
+    out = shlex.quote(str(rd.path))
+    directives = [
+        "--job-name=phoenix-keypoints",
+        f"--array={array_expr(shards, so.max_parallel)}",
+        f"--output={rd.path / 'logs' / 'slurm-%A_%a.out'}",
+        "--ntasks=1",
+    ]
+    if so.cpus_per_task:
+        directives.append(f"--cpus-per-task={so.cpus_per_task}")
+    if so.gpus_per_task:
+        directives.append(f"--gpus-per-task={so.gpus_per_task}")
+    directives += _common(rd, so)
+    cmd = [_python(), "-m", "jobs.cli", "run", "--out", out, "--num-shards", str(num_shards),
+           "--shard-index", '"$SLURM_ARRAY_TASK_ID"', *worker_args(so)]
+    return "\n".join([
+        "#!/bin/bash",
+        f"# phoenix-keypoints: shards {array_expr(shards)} of {num_shards} for {rd.path}.",
+        "# Written by `phoenix-keypoints slurm`; run that again to resubmit what is still missing.",
+        *(f"#SBATCH {d}" for d in directives),
+        "set -euo pipefail",
+        "exec " + " ".join(cmd),
+        "",
+    ])
+
+
+def render_merge(rd: RunDir, so: SlurmOptions) -> str:
+    """The merge job: one process, after the array; it refuses (and names shards) if any is missing."""
+    directives = [
+        "--job-name=phoenix-keypoints-merge",
+        f"--output={rd.path / 'logs' / 'slurm-merge-%j.out'}",
+        "--ntasks=1",
+        "--kill-on-invalid-dep=yes",  # a failed shard: leave the queue instead of pending forever
+        *_common(rd, so),
+    ]
+    return "\n".join([
+        "#!/bin/bash",
+        f"# phoenix-keypoints: merge the parts of {rd.path} once every shard is complete.",
+        *(f"#SBATCH {d}" for d in directives),
+        "set -euo pipefail",
+        f"exec {_python()} -m jobs.cli merge --out {shlex.quote(str(rd.path))}",
+        "",
+    ])
+
+
+def sbatch(script: Path, dependency: str | None = None) -> str:
+    """Submit a script; returns the job id (sbatch --parsable prints `id` or `id;cluster`)."""
+    exe = shutil.which("sbatch")
+    if exe is None:
+        raise RunError("sbatch is not on PATH: run this on a SLURM login node, or leave out "
+                       "--submit to get the scripts and the command to submit them.")
+    cmd = [exe, "--parsable"] + ([f"--dependency={dependency}"] if dependency else []) + [str(script)]
+    try:
+        res = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    except (OSError, subprocess.SubprocessError) as e:
+        raise RunError(f"sbatch {script} failed to run ({e}).") from None
+    job = res.stdout.strip().split(";")[0]
+    if res.returncode != 0 or not job:
+        raise RunError(f"sbatch {script} failed (exit status {res.returncode}): "
+                       f"{(res.stderr or res.stdout).strip()[:500]}")
+    return job
+
+
+def slurm_command(rd: RunDir, meta: dict, so: SlurmOptions, submit: bool) -> int:
+    """Write (and maybe submit) the array over the missing shards and the merge job after it."""
+    num_shards = meta.get("num_shards", 1)
+    state = scan_parts(rd, meta, rd.load_plan(), move_bad=False)
+    shards = shard_state(state.chunks, state.done, num_shards)
+    missing = sorted(shards.missing)
+    merged = meta.get("merge")
+    if not missing and merged and not merged["partial"]:
+        print(f"all {num_shards} shard(s) complete and merged: {rd.keypoints_path}")
+        return 0
+    folder = rd.path / "slurm"
+    folder.mkdir(parents=True, exist_ok=True)
+    (rd.path / "logs").mkdir(exist_ok=True)  # sbatch does not create the --output folder
+    merge_script = folder / "merge.sbatch"
+    merge_script.write_text(render_merge(rd, so))
+    array_script = folder / "shards.sbatch"
+    if missing:
+        array_script.write_text(render_array(rd, num_shards, missing, so))
+        print(f"{len(shards.complete)}/{num_shards} shard(s) complete; to submit: "
+              f"{len(missing)} (--array={array_expr(missing)})", file=sys.stderr)
+    else:
+        print(f"all {num_shards} shard(s) complete; only the merge is left", file=sys.stderr)
+    if not submit:
+        if missing:
+            print(f"# {array_script}\n{array_script.read_text()}")
+        print(f"# {merge_script}\n{merge_script.read_text()}")
+        q_array, q_merge = shlex.quote(str(array_script)), shlex.quote(str(merge_script))
+        print("# submit both (or run this command again with --submit):")
+        if missing:
+            print(f"jid=$(sbatch --parsable {q_array}) && "
+                  f"sbatch --dependency=afterok:${{jid%%;*}} {q_merge}")
+        else:
+            print(f"sbatch {q_merge}")
+        return 0
+    record: dict = {"time": time.time(), "array": array_expr(missing) if missing else None}
+    if missing:
+        record["array_job"] = sbatch(array_script)
+        print(f"submitted shards {array_expr(missing)}: job {record['array_job']}")
+        record["merge_job"] = sbatch(merge_script, dependency=f"afterok:{record['array_job']}")
+        print(f"submitted merge: job {record['merge_job']} (after job {record['array_job']} "
+              "succeeds)")
+    else:
+        record["merge_job"] = sbatch(merge_script)
+        print(f"submitted merge: job {record['merge_job']}")
+    with open(folder / "submissions.jsonl", "a") as f:
+        f.write(json.dumps(record) + "\n")
+    print(f"follow it with: phoenix-keypoints status --out {rd.path}")
+    return 0

@@ -1,0 +1,155 @@
+"""Helpers for the fault-injection tests: find live worker pids, wait for a state, compare outputs.
+
+Faults are real: signals go to real processes found through the run's own heartbeat
+(progress.json), damaged files are written to disk. Nothing here mocks the job.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import subprocess
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+RUN_ARGS = ["--chunk-frames", "20", "--workers-per-gpu", "2"]
+
+
+def sha256(path: Path) -> str:
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
+def wait_for(pred: Callable[[], Any], timeout: float, what: str,
+             proc: subprocess.Popen | None = None) -> Any:
+    """Poll pred until it returns something truthy; fail with `what` (and the run's stderr)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = pred()
+        if value:
+            return value
+        if proc is not None and proc.poll() is not None:
+            out, err = proc.communicate()
+            raise AssertionError(f"run ended (rc {proc.returncode}) before: {what}\n{err}")
+        time.sleep(0.05)
+    raise AssertionError(f"timed out waiting for: {what}")
+
+
+def progress(run_dir: Path) -> dict[str, Any]:
+    try:
+        return json.loads((Path(run_dir) / "progress.json").read_text())
+    except (OSError, ValueError):
+        return {}
+
+
+def busy_workers(run_dir: Path) -> list[dict[str, Any]]:
+    """Workers the heartbeat shows inside a video (so a kill lands mid-chunk)."""
+    p = progress(run_dir)
+    if not p.get("running"):
+        return []
+    return [w for w in p.get("workers", []) if w.get("pid") and w.get("video")]
+
+
+def alive(pid: int) -> bool:
+    """True while pid runs (a zombie waiting to be reaped counts as dead)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+
+
+def temps(run_dir: Path) -> list[Path]:
+    parts = Path(run_dir) / "parts"
+    return sorted(parts.glob(".*.tmp")) if parts.is_dir() else []
+
+
+def frame_keys(table: pa.Table) -> list[tuple[str, int]]:
+    return list(zip(table["video"].to_pylist(), table["frame"].to_pylist(), strict=True))
+
+
+def assert_same_output(run_dir: Path, ref_dir: Path) -> None:
+    """Merged keypoints byte-identical to the reference and the tensors equal too."""
+    got = pq.read_table(Path(run_dir) / "keypoints.parquet")
+    keys = frame_keys(got)
+    assert len(keys) == len(set(keys)), "a frame appears twice"
+    assert set(keys) == set(frame_keys(pq.read_table(Path(ref_dir) / "keypoints.parquet"))), \
+        "frames missing or extra"
+    assert sha256(Path(run_dir) / "keypoints.parquet") == sha256(Path(ref_dir) / "keypoints.parquet")
+    for ref in sorted((Path(ref_dir) / "tensors").glob("*.npy")):
+        np.testing.assert_array_equal(np.load(Path(run_dir) / "tensors" / ref.name), np.load(ref))
+
+
+def video_rows(table: pa.Table, video: str) -> pa.Table:
+    import pyarrow.compute as pc
+
+    return table.filter(pc.equal(table["video"], video))
+
+
+KEYPOINT_COLUMNS = ["frame", "status", "pose", "face", "left_hand", "right_hand"]
+
+
+def same_keypoints(a: pa.Table, b: pa.Table, video: str) -> bool:
+    """One video's rows, keypoints and statuses, equal in both tables (paths may differ)."""
+    return video_rows(a, video).select(KEYPOINT_COLUMNS).equals(
+        video_rows(b, video).select(KEYPOINT_COLUMNS))
+
+
+def copy_dataset(src: Path, dest: Path) -> Path:
+    """A private copy of a dataset tree that a test may damage (frames are copied, not linked)."""
+    import shutil
+
+    shutil.copytree(src, dest)
+    return dest
+
+
+def build_2014_layout(t_root: Path, dest: Path) -> Path:
+    """The same frames in the original PHOENIX-2014 layout: `<split>.corpus.csv` with header
+    id|folder|signer|annotation, frames in `<split>/<id>/1/<rec>.avi_pid0_fn000000-0.png`."""
+    import csv
+    import shutil
+
+    from extract.dataset import FRAMES_DIR, SPLITS, discover
+
+    ds = discover(t_root)
+    manual = dest / "annotations" / "manual"
+    manual.mkdir(parents=True)
+    for split in SPLITS:
+        with (manual / f"{split}.corpus.csv").open("w", encoding="utf-8", newline="") as f:
+            w = csv.writer(f, delimiter="|", lineterminator="\n")
+            w.writerow(["id", "folder", "signer", "annotation"])
+            for v in ds.videos:
+                if v.split != split:
+                    continue
+                w.writerow([v.name, f"{v.name}/1/*.png", v.speaker, v.gloss])
+                folder = dest / FRAMES_DIR / split / v.name / "1"
+                folder.mkdir(parents=True)
+                for i, name in enumerate(v.files):
+                    shutil.copyfile(t_root / v.folder / name,
+                                    folder / f"{v.name}-rec.avi_pid0_fn{i:06d}-0.png")
+    return dest
+
+
+def session_members(sid: int) -> list[str]:
+    """Live processes of session sid (the run was started with start_new_session): after the
+    coordinator is gone, any one left is an orphan still working."""
+    out = []
+    for d in Path("/proc").iterdir():
+        if not d.name.isdigit():
+            continue
+        try:
+            fields = (d / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if fields[0] not in ("Z", "X") and int(fields[3]) == sid:
+            try:
+                cmd = (d / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            except OSError:
+                cmd = "?"
+            out.append(f"{d.name} (ppid {fields[1]}, {fields[0]}): {cmd[:200]}")
+    return out

@@ -1,0 +1,125 @@
+"""`run --backend ray` on a local Ray (ray.init(num_cpus=2) in the driver, two actors).
+
+An actor is SIGKILLed mid-chunk: it is replaced, its chunk retried, and the output equals the local
+reference run. A Ray run stopped half-way is finished by a local run that keeps Ray's parts.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import signal
+import time
+from pathlib import Path
+
+import pytest
+from conftest import REPO, assert_no_traceback, popen_cli, read_keypoints, run_cli
+
+needs_ray = pytest.mark.skipif(
+    importlib.util.find_spec("ray") is None,
+    reason="Ray is not installed (the [ray] extra): pip install -c constraints.txt -e '.[dev,ray]'")
+
+SLOW = {"PHOENIX_KEYPOINTS_FAULTS": "frame-delay=0.15"}
+
+
+def _wait_for(cond, proc, timeout: float, what: str):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        got = cond()
+        if got:
+            return got
+        if proc.poll() is not None:
+            out, err = proc.communicate()
+            raise AssertionError(f"run ended ({proc.returncode}) before {what}:\n{err[-3000:]}")
+        time.sleep(0.1)
+    proc.kill()
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def _actor_in_video(out: Path):
+    """(pid, chunk) of an actor that is inside a video, from the driver's heartbeat."""
+    try:
+        beat = json.loads((out / "progress.json").read_text())
+    except (OSError, ValueError):
+        return None
+    for w in beat["workers"]:
+        if w["pid"] and w["chunk"] is not None and w["video"]:
+            return w["pid"], w["chunk"]
+    return None
+
+
+@needs_ray
+def test_ray_actor_killed_mid_run(sample_root: Path, clean_run: Path, tmp_path: Path) -> None:
+    out = tmp_path / "ray"
+    proc = popen_cli(["run", "--dataset", sample_root, "--out", out, "--chunk-frames", "20",
+                      "--backend", "ray", "--workers-per-gpu", "2"], env=SLOW)
+    pid, chunk = _wait_for(lambda: _actor_in_video(out), proc, 120, "an actor in a video")
+    os.kill(pid, signal.SIGKILL)
+    said, err = proc.communicate(timeout=240)
+    assert proc.returncode == 0, err[-3000:]
+    assert f"(pid {pid}) failed" in said and f"in chunk {chunk}" in said, said
+    assert "attempt 1/3" in said
+    assert "Traceback" not in err + said
+    assert read_keypoints(out).equals(read_keypoints(clean_run))
+
+
+@needs_ray
+def test_ray_run_resumed_locally(sample_root: Path, clean_run: Path, tmp_path: Path) -> None:
+    out = tmp_path / "ray"
+    proc = popen_cli(["run", "--dataset", sample_root, "--out", out, "--chunk-frames", "20",
+                      "--backend", "ray", "--workers-per-gpu", "2"], env=SLOW)
+    _wait_for(lambda: list((out / "parts").glob("chunk-*.parquet")), proc, 120, "a committed part")
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 143, err[-3000:]
+    assert "stopped; run the same command to resume" in err
+    ray_parts = {p.name: p.stat().st_mtime_ns for p in (out / "parts").glob("chunk-*.parquet")}
+    assert 0 < len(ray_parts) < 5
+    assert not (out / "keypoints.parquet").exists()
+
+    local = run_cli(["run", "--out", out, "--workers-per-gpu", "2"])
+    assert local.returncode == 0, local.stderr
+    assert_no_traceback(local)
+    for name, mtime in ray_parts.items():  # Ray's parts were trusted, not redone
+        assert (out / "parts" / name).stat().st_mtime_ns == mtime
+    assert read_keypoints(out).equals(read_keypoints(clean_run))
+
+
+def test_without_the_extra_says_how_to_install(sample_root: Path, tmp_path: Path) -> None:
+    """A Python where `import ray` fails (as without the extra): one line saying what to install."""
+    hide = tmp_path / "no-ray" / "ray"
+    hide.mkdir(parents=True)
+    (hide / "__init__.py").write_text("raise ImportError(\"No module named 'ray'\")\n")
+    proc = run_cli(["run", "--dataset", sample_root, "--out", tmp_path / "run", "--backend", "ray"],
+                   env={"PYTHONPATH": f"{hide.parent}{os.pathsep}{REPO}"})
+    assert proc.returncode == 2
+    assert "pip install 'phoenix-keypoints[ray]'" in proc.stderr
+    assert_no_traceback(proc)
+    assert not (tmp_path / "run" / "run.json").exists()  # refused before planning anything
+
+
+class _Cluster:
+    """What actor_options reads from Ray: the cluster's resources (as ray.cluster_resources())."""
+
+    def __init__(self, **res: float) -> None:
+        self.res = res
+
+    def cluster_resources(self) -> dict[str, float]:
+        return self.res
+
+
+def test_actor_resources_follow_gpus_and_workers(tmp_path: Path) -> None:
+    from jobs.ray_backend import RayExecutor
+    from jobs.rundir import RunDir
+
+    def opts(num_gpus, workers_per_gpu, **res):
+        ex = RayExecutor(RunDir(tmp_path), num_gpus, workers_per_gpu)
+        return ex.actor_options(_Cluster(**res))
+
+    gpu = opts(None, None, CPU=32, GPU=4)  # defaults: every GPU, CPUs shared out: 8 per GPU
+    assert len(gpu) == 32 and gpu[0] == {"num_cpus": 1, "num_gpus": 1 / 8}
+    assert opts(2, 3, CPU=32, GPU=4) == [{"num_cpus": 1, "num_gpus": 1 / 3}] * 6
+    assert opts(None, None, CPU=6) == [{"num_cpus": 1, "num_gpus": 0}] * 6
+    assert len(opts(0, 2, CPU=6, GPU=1)) == 2  # --num-gpus 0: CPU actors only
+    assert len(opts(None, 16, CPU=4)) == 4  # never more actors than CPUs: they would wait forever
