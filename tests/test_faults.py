@@ -378,10 +378,12 @@ def test_video_that_always_crashes(clean_run: Path, sample_root: Path, tmp_path:
 
 def test_soak_small(clean_run: Path, tmp_path: Path):
     """A tiny scripts/soak.py: random SIGKILLs of workers and of the whole job, resumed each time;
-    the result equals the undisturbed run (the README reports the 1,000+ frame run)."""
+    the result equals the undisturbed run (the README reports the 1,000+ frame run).
+    The frame delay keeps each resumed run longer than the random wait before a kill (up to 3 s):
+    at 0.05 s the run could finish first on a quiet machine, and the test saw one kill, not two."""
     proc = subprocess.run(
         [sys.executable, REPO / "scripts" / "soak.py", "--reference", clean_run, "--kills", "2",
-         "--seed", "3", "--max-wait", "3", "--frame-delay", "0.05", "--out", tmp_path],
+         "--seed", "3", "--max-wait", "3", "--frame-delay", "0.1", "--out", tmp_path],
         env=cli_env(), capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     result = json.loads((tmp_path / "soak.json").read_text())
