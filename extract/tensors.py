@@ -35,7 +35,7 @@ from extract.normalize import (
     normalize_shoulders,
     to_pixels,
 )
-from extract.points import DEFAULT_PRESET, SHOULDERS, PointSet, part_of
+from extract.points import DEFAULT_PRESET, SHOULDERS, PointSet
 from extract.schema import NUM_POINTS, OFFSETS, PARTS, column_block
 
 TENSORS_FORMAT = 1
@@ -198,7 +198,10 @@ def split_index(keypoints: Path) -> dict[str, pa.Table]:
 
 def needed_parts(spec: TensorSpec) -> list[str]:
     """Parts to read: those the points come from, plus pose when normalising by the shoulders."""
-    parts = {part_of(i)[0] for i in spec.points.indices}
+    names = list(PARTS)
+    starts = np.array([OFFSETS[p] for p in names])
+    # Vectorised part lookup: called once per video, and 543 part_of() calls were ~16% of its time.
+    parts = {names[i] for i in np.unique(np.searchsorted(starts, spec.points.array, "right") - 1)}
     if spec.normalize != "none":
         parts.add("pose")
     return [p for p in PARTS if p in parts]
