@@ -4,6 +4,7 @@ helper that runs the real command line in a subprocess, as a user would."""
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -80,4 +81,15 @@ def clean_run(sample_root: Path, tmp_path_factory: pytest.TempPathFactory) -> Pa
     proc = run_cli(["run", "--dataset", sample_root, "--out", out, "--chunk-frames", "20",
                     "--workers-per-gpu", "2"])
     assert proc.returncode == 0, proc.stderr
+    return out
+
+
+@pytest.fixture(scope="module")
+def run_copy(clean_run: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The reference run's run.json, plan, keypoints and tensors in a folder a test may add to."""
+    out = tmp_path_factory.mktemp("runcopy") / "run"
+    out.mkdir()
+    for name in ("run.json", "plan.parquet", "keypoints.parquet"):
+        shutil.copy2(clean_run / name, out / name)
+    shutil.copytree(clean_run / "tensors", out / "tensors")
     return out

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import pickle
 import pickletools
-import shutil
 from pathlib import Path
 
 import numpy as np
@@ -13,16 +12,6 @@ import pytest
 from conftest import assert_no_traceback, run_cli
 
 from extract.loader import load_split
-
-
-@pytest.fixture(scope="module")
-def run_copy(clean_run: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    out = tmp_path_factory.mktemp("export") / "run"
-    out.mkdir()
-    for name in ("run.json", "plan.parquet", "keypoints.parquet"):
-        shutil.copy2(clean_run / name, out / name)
-    shutil.copytree(clean_run / "tensors", out / "tensors")
-    return out
 
 
 def rows_by_video(run: Path) -> dict[str, dict[str, list]]:

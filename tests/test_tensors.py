@@ -7,7 +7,6 @@ with the package's own column helpers, so a bug there cannot hide itself.
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 
 import numpy as np
@@ -47,17 +46,6 @@ def videos_of(table: pa.Table) -> dict[str, pa.Table]:
         rows = [i for i, x in enumerate(vids) if x == v]
         out[v] = table.slice(rows[0], len(rows))
         assert rows == list(range(rows[0], rows[0] + len(rows)))  # videos are contiguous
-    return out
-
-
-@pytest.fixture(scope="module")
-def run_copy(clean_run: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The reference run's run.json, plan and keypoints in a folder of our own to add tags to."""
-    out = tmp_path_factory.mktemp("tensors") / "run"
-    out.mkdir()
-    for name in ("run.json", "plan.parquet", "keypoints.parquet"):
-        shutil.copy2(clean_run / name, out / name)
-    shutil.copytree(clean_run / "tensors", out / "tensors")
     return out
 
 
