@@ -179,7 +179,7 @@ def main() -> int:
                    help="also: bare and job(1) at the same time on two cores, and N bare loops "
                         "at once (one per core): comparisons that share the outside load")
     p.add_argument("--work", type=Path, default=Path("/tmp/phoenix-bench"))
-    p.add_argument("--json", default="bench.json", help="file name under bench/")
+    p.add_argument("--json", default="bench.json", help="file name under docs/results/")
     p.add_argument("--bare", help=argparse.SUPPRESS)
     p.add_argument("--root", type=Path, help=argparse.SUPPRESS)
     p.add_argument("--cpu", type=int, default=0, help=argparse.SUPPRESS)

@@ -72,7 +72,7 @@ def main() -> int:
     p.add_argument("--fractions", default="0.1,1", help="comma-separated dataset fractions")
     p.add_argument("--work", type=Path, default=Path("/tmp/phoenix-bench-merge"))
     p.add_argument("--keep", action="store_true", help="keep the run folders")
-    p.add_argument("--json", default="merge.json", help="file name under bench/")
+    p.add_argument("--json", default="merge.json", help="file name under docs/results/")
     args = p.parse_args()
     if not (SHARED_INDEX / "PHOENIX-2014-T.train.frame_counts.tsv").is_file():
         print(f"error: release index not found at {SHARED_INDEX}", file=sys.stderr)

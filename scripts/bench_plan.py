@@ -60,7 +60,7 @@ def main() -> int:
     p.add_argument("--repeat", type=int, default=5)
     p.add_argument("--work", type=Path, default=Path("/tmp/phoenix-bench-plan"))
     p.add_argument("--keep", action="store_true")
-    p.add_argument("--json", default="plan.json")
+    p.add_argument("--json", default="plan.json", help="file name under docs/results/")
     args = p.parse_args()
     if not (SHARED_INDEX / "PHOENIX-2014-T.train.frame_counts.tsv").is_file():
         print(f"error: release index not found at {SHARED_INDEX}", file=sys.stderr)

@@ -32,7 +32,7 @@ def main() -> int:
     p.add_argument("--chunk-frames", type=int, default=276)
     p.add_argument("--cpu", type=int, default=sorted(os.sched_getaffinity(0))[-1])
     p.add_argument("--work", type=Path, default=Path("/tmp/phoenix-bench-rss"))
-    p.add_argument("--json", default="worker_rss.json")
+    p.add_argument("--json", default="worker_rss.json", help="file name under docs/results/")
     args = p.parse_args()
     os.sched_setaffinity(0, [args.cpu])
     import cv2

@@ -18,7 +18,7 @@ REPO = Path(__file__).resolve().parents[1]
 SHARED_DATA = REPO.parent / "shared" / "data"
 SHARED_SAMPLE = SHARED_DATA / "phoenix-sample" / "PHOENIX-2014-T"
 SHARED_INDEX = SHARED_DATA / "phoenix-2014-T-index"
-BENCH_DIR = REPO / "bench"
+RESULTS_DIR = REPO / "docs" / "results"
 
 
 def machine() -> dict[str, Any]:
@@ -126,14 +126,15 @@ class RssSampler:
 
 
 def save_json(name: str, obj: Any) -> Path:
-    BENCH_DIR.mkdir(exist_ok=True)
-    path = BENCH_DIR / name
+    """Write a result under docs/results/, where docs/performance.md links each figure to its file."""
+    RESULTS_DIR.mkdir(parents=True, exist_ok=True)
+    path = RESULTS_DIR / name
     path.write_text(json.dumps(obj, indent=2) + "\n")
     return path
 
 
 def table(rows: list[list[Any]], header: list[str]) -> str:
-    """A Markdown table (pasted as is into the README)."""
+    """A Markdown table (pasted as is into docs/performance.md)."""
     cells = [[str(c) for c in r] for r in [header, *rows]]
     lines = ["| " + " | ".join(r) + " |" for r in cells]
     lines.insert(1, "|" + "|".join("---" for _ in header) + "|")
