@@ -1,0 +1,96 @@
+"""The docs a newcomer reads: a short README that starts with the two commands, and no dead links.
+
+Links rot silently when a file, a test or a heading is renamed; these checks are cheap and
+catch it at once.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+README = REPO / "README.md"
+DOCS = sorted((REPO / "docs").glob("*.md"))
+PAGES = [README, *DOCS]
+
+_FENCE = re.compile(r"^```.*?^```", re.S | re.M)
+_CODE = re.compile(r"`[^`\n]*`")
+_LINK = re.compile(r"!?\[[^\]]*\]\(([^)\s]+)\)")
+_HEADING = re.compile(r"^#{1,6}\s+(.+?)\s*#*\s*$", re.M)
+
+
+def _prose(text: str) -> str:
+    """The text without code blocks and inline code, where brackets are not links."""
+    return _CODE.sub("", _FENCE.sub("", text))
+
+
+def _slug(heading: str) -> str:
+    """GitHub's anchor for a heading: markup dropped, lower case, punctuation gone, spaces to '-'."""
+    text = re.sub(r"\[([^\]]*)\]\([^)]*\)", r"\1", heading).replace("`", "").lower()
+    text = "".join(c for c in text if c.isalnum() or c in " -_")
+    return text.replace(" ", "-")
+
+
+def anchors(page: Path) -> set[str]:
+    """Every anchor a page offers, numbered as GitHub numbers repeated headings."""
+    seen: dict[str, int] = {}
+    out = set()
+    for heading in _HEADING.findall(_FENCE.sub("", page.read_text())):
+        slug = _slug(heading)
+        n = seen.get(slug, 0)
+        seen[slug] = n + 1
+        out.add(slug if n == 0 else f"{slug}-{n}")
+    return out
+
+
+def links(page: Path) -> list[str]:
+    """Relative link targets of a page (web addresses left out)."""
+    found = _LINK.findall(_prose(page.read_text()))
+    return [t for t in found if not re.match(r"^[a-z][a-z0-9+.-]*:", t)]
+
+
+def broken(page: Path, target: str) -> str | None:
+    """Why a link from page does not resolve inside the repository, or None when it does."""
+    path, _, anchor = target.partition("#")
+    dest = (page.parent / path).resolve() if path else page
+    if not dest.is_relative_to(REPO):
+        return f"{target} leaves the repository"
+    if not dest.exists():
+        return f"{target}: no {dest.relative_to(REPO)}"
+    if anchor and dest.suffix == ".md" and anchor not in anchors(dest):
+        return f"{target}: no heading #{anchor} in {dest.relative_to(REPO)}"
+    return None
+
+
+def test_readme_is_short_and_opens_with_the_two_commands():
+    text = README.read_text()
+    size = len(text.encode())
+    assert size <= 12_000, f"README.md is {size} bytes; move reference to docs/"
+    head = [line.split("#")[0].strip() for line in text.splitlines()[:8]]
+    assert "./scripts/demo.sh" in head and "./scripts/test.sh" in head, head
+    assert head.index("./scripts/demo.sh") < head.index("./scripts/test.sh")
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: str(p.relative_to(REPO)))
+def test_relative_links_resolve(page: Path):
+    problems = [why for t in links(page) if (why := broken(page, t))]
+    assert not problems, f"{page.relative_to(REPO)}: " + "; ".join(problems)
+
+
+def test_every_docs_page_is_linked_from_the_readme():
+    linked = {(README.parent / t.partition("#")[0]).resolve() for t in links(README)}
+    assert DOCS, "docs/*.md missing"
+    assert not [p.name for p in DOCS if p not in linked]
+
+
+def test_link_checker_finds_dead_links():
+    """The checker itself: a missing file and a missing heading are reported, good ones are not."""
+    page = REPO / "docs" / "cluster.md"
+    assert broken(page, "no-such-page.md")
+    assert broken(page, "options.md#no-such-heading")
+    assert broken(page, "../../outside.md")
+    assert broken(page, "options.md#run") is None
+    assert _slug("Loading: `load_split`") == "loading-load_split"
