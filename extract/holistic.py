@@ -12,6 +12,7 @@ Facts this module is built on (../shared/docs/mediapipe-notes.md):
 
 from __future__ import annotations
 
+import importlib.util
 import os
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -43,9 +44,12 @@ class HolisticOptions:
 
 
 def _mediapipe_root() -> str:
-    import mediapipe  # noqa: PLC0415  (imported late: never in a process that forks workers)
-
-    return os.path.dirname(os.path.dirname(mediapipe.__file__))
+    """Where the mediapipe package lies, found without importing it (an import takes seconds)."""
+    spec = importlib.util.find_spec("mediapipe")
+    if spec is None or not spec.submodule_search_locations:
+        raise ModelError("mediapipe is not installed in this Python: run ./scripts/setup.sh, or "
+                         "pip install -c constraints.txt -e . in your environment.")
+    return os.path.dirname(list(spec.submodule_search_locations)[0])
 
 
 def check_model(options: HolisticOptions) -> None:

@@ -28,8 +28,6 @@ for _name, (_n, _) in PARTS.items():
     _o += _n
 del _o, _name, _n
 
-STATUS_OK = "ok"
-
 SCHEMA = pa.schema(
     [
         pa.field("split", pa.string(), nullable=False),

@@ -144,18 +144,6 @@ def part_blocks(table: pa.Table | pa.RecordBatch, parts: Sequence[str]) -> dict[
     return out
 
 
-def frames_to_points(batch: pa.RecordBatch | pa.Table) -> tuple[np.ndarray, np.ndarray]:
-    """Keypoint rows -> (float32 [rows, 543, 3], bool [rows, 543]) in the tensors' point order."""
-    n = batch.num_rows
-    xyz = np.zeros((n, NUM_POINTS, 3), np.float32)
-    mask = np.zeros((n, NUM_POINTS), bool)
-    for part, (block, present) in part_blocks(batch, list(PARTS)).items():
-        o, k = OFFSETS[part], PARTS[part][0]
-        xyz[:, o : o + k] = block[:, :, :3]
-        mask[:, o : o + k] = present[:, None]
-    return xyz, mask
-
-
 def iter_videos(keypoints: Path, columns: Sequence[str],
                 batch_size: int = 4096) -> Iterator[tuple[str, str, pa.Table]]:
     """(split, video, its rows) in file order, whole videos, one batch plus one video in memory.

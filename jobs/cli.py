@@ -17,10 +17,11 @@ from extract.holistic import ModelError
 from extract.normalize import FILL_MODES, NORMALIZE_MODES
 from extract.points import DEFAULT_PRESET, PRESETS, PointsError
 from extract.tensors import DTYPES, TensorsError
-from jobs.rundir import RunDir, RunError
+from jobs import messages
+from jobs.rundir import JobFailed, RunDir, RunError
 
 if TYPE_CHECKING:
-    from jobs.runner import RunOptions
+    from jobs.options import RunOptions
 
 
 def _csv(value: str) -> tuple[str, ...]:
@@ -52,13 +53,7 @@ def _plan_args(p: argparse.ArgumentParser) -> None:
                    help="Holistic pose model (default 1, the only one mediapipe 0.10.21 ships)")
 
 
-def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        prog="phoenix-keypoints",
-        description="RWTH-PHOENIX-Weather 2014 T frames to MediaPipe Holistic keypoints.",
-    )
-    sub = p.add_subparsers(dest="command", required=True)
-
+def _add_run(sub: argparse._SubParsersAction) -> None:
     r = sub.add_parser("run", help="plan, extract what is not done yet, merge (resumes)")
     r.add_argument("--dataset", "--dataset_path", type=Path,
                    help="folder holding annotations/ and features/")
@@ -86,7 +81,10 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--address",
                    help="with --backend ray: the cluster to join ('auto': the one started with "
                         "`ray start`); default: start a local Ray")
+    r.set_defaults(handler=_run)
 
+
+def _add_slurm(sub: argparse._SubParsersAction) -> None:
     sl = sub.add_parser("slurm", help="plan, then an sbatch array over the missing shards + merge job")
     sl.add_argument("--dataset", type=Path, help="folder holding annotations/ and features/")
     sl.add_argument("--out", type=Path, required=True,
@@ -106,15 +104,10 @@ def build_parser() -> argparse.ArgumentParser:
                          "(repeatable)")
     sl.add_argument("--submit", action="store_true",
                     help="submit with sbatch (default: print the scripts and the command)")
+    sl.set_defaults(handler=_slurm)
 
-    s = sub.add_parser("status", help="progress of a run folder (safe beside a live run)")
-    s.add_argument("--out", type=Path, required=True)
 
-    m = sub.add_parser("merge", help="merge committed parts into keypoints.parquet + tensors")
-    m.add_argument("--out", type=Path, required=True)
-    m.add_argument("--allow-partial", action="store_true",
-                   help="merge although chunks are missing or videos failed")
-
+def _add_tensors(sub: argparse._SubParsersAction) -> None:
     t = sub.add_parser("tensors", help="write a tensor set (points, normalisation, gap filling)")
     t.add_argument("--out", type=Path, required=True, help="a run folder with keypoints.parquet")
     which = t.add_mutually_exclusive_group()
@@ -127,6 +120,20 @@ def build_parser() -> argparse.ArgumentParser:
                    help="with --fill interpolate: longest gap (frames) filled, default 3")
     t.add_argument("--dtype", choices=DTYPES, default="float32")
     t.add_argument("--name", help="tag (folder under tensors/); default: made from the options")
+    t.set_defaults(handler=_tensors)
+
+
+def _add_small(sub: argparse._SubParsersAction) -> None:
+    """The commands with a handful of options: status, merge, export, sample."""
+    s = sub.add_parser("status", help="progress of a run folder (safe beside a live run)")
+    s.add_argument("--out", type=Path, required=True)
+    s.set_defaults(handler=_status)
+
+    m = sub.add_parser("merge", help="merge committed parts into keypoints.parquet + tensors")
+    m.add_argument("--out", type=Path, required=True)
+    m.add_argument("--allow-partial", action="store_true",
+                   help="merge although chunks are missing or videos failed")
+    m.set_defaults(handler=_merge)
 
     e = sub.add_parser("export", help="export keypoints for existing code (pkl dict, .pose files)")
     e.add_argument("--out", type=Path, required=True, help="a finished run folder")
@@ -134,23 +141,33 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--to", type=Path, required=True,
                    help="pkl: the file to write; pose: a folder (one <split>/<video>.pose each)")
     e.add_argument("--tag", default="", help="pkl: tensor set to export (default: the run's own)")
+    e.set_defaults(handler=_export)
 
     sa = sub.add_parser("sample", help="write a tiny demo dataset (PHOENIX-2014-T layout)")
     sa.add_argument("--out", type=Path, required=True)
+    sa.set_defaults(handler=_sample)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="phoenix-keypoints",
+        description="RWTH-PHOENIX-Weather 2014 T frames to MediaPipe Holistic keypoints.",
+    )
+    sub = p.add_subparsers(dest="command", required=True)
+    for add in (_add_run, _add_slurm, _add_small, _add_tensors):
+        add(sub)
     return p
 
 
 def _options(args: argparse.Namespace) -> RunOptions:
-    from jobs.runner import RunOptions
+    from jobs.options import RunOptions
 
     return RunOptions(args.dataset, args.splits, args.videos, args.limit_videos,
                       args.chunk_frames, args.model_complexity)
 
 
 def _run(args: argparse.Namespace) -> int:
-    import time
-
-    from jobs.runner import run
+    from jobs.runner import RunRequest, run
 
     if args.backend == "ray":
         from jobs.ray_backend import require_ray
@@ -160,110 +177,61 @@ def _run(args: argparse.Namespace) -> int:
         raise RunError("--address is for --backend ray.")
     pkl, out = args.output_path, args.out
     if pkl is not None:
-        if args.num_shards is not None:
-            raise RunError("--output_path exports after the merge, which a shard does not do: "
-                           "run `phoenix-keypoints export --format pkl` once the merge job is done.")
         if pkl.is_dir():
             raise RunError(f"--output_path {pkl} is a folder; give the .pkl file to write.")
         out = out or pkl.with_name(f"{pkl.stem}_run")
     if out is None:
         raise RunError("run needs --out RUN_DIR (or the older --output_path FILE.pkl).")
-    t0 = time.time()
-    rd = RunDir(out)
-    code = run(rd, _options(args), args.num_gpus, args.workers_per_gpu, fresh=args.fresh,
-               allow_partial=args.allow_partial, retry_failed=args.retry_failed,
-               num_shards=args.num_shards,
-               shard_index=args.shard_index, backend=args.backend, address=args.address)
-    if pkl is not None:
-        merged = rd.exists() and rd.load().get("merge", {}).get("time", 0) >= t0
-        if code == 0 or (code == 1 and args.allow_partial and merged):
-            from jobs.outputs import export_pkl
-
-            n = export_pkl(rd, pkl)
-            print(f"pkl:       {pkl} ({n} videos)")
-        else:
-            print(f"pkl not written ({pkl}): the run did not finish; run the same command again.",
-                  file=sys.stderr)
-    return code
+    return run(RunRequest(out, _options(args), args.num_gpus, args.workers_per_gpu, args.fresh,
+                          args.allow_partial, args.retry_failed, args.num_shards, args.shard_index,
+                          args.backend, args.address, pkl))
 
 
 def _slurm(args: argparse.Namespace) -> int:
-    from jobs.runner import locked, prepare
-    from jobs.slurm import SlurmOptions, slurm_command
+    from jobs.slurm import SlurmOptions, plan_for_array, slurm_command
 
-    rd = RunDir(args.out)
     so = SlurmOptions(args.max_parallel, args.time, args.cpus_per_task, args.gpus_per_task,
                       args.partition, args.account, args.sbatch_arg)
-    with locked(rd, "plan", wait=True):  # plan here, before any array task starts
-        meta = prepare(rd, _options(args), num_shards=args.num_shards)
-    return slurm_command(rd, meta, so, submit=args.submit)
+    rd = RunDir(args.out)
+    return slurm_command(rd, plan_for_array(rd, _options(args), args.num_shards, so), so,
+                         submit=args.submit)
 
 
 def _tensors(args: argparse.Namespace) -> int:
     from extract.points import PointSet
     from extract.tensors import TensorSpec
-    from jobs.outputs import write_set
-    from jobs.runner import locked
+    from jobs.outputs import write_set_command
 
     points = PointSet.from_list(args.points) if args.points else PointSet.preset(
         args.preset or DEFAULT_PRESET)
     spec = TensorSpec(points, args.normalize, args.fill, args.max_gap, args.dtype, args.name)
-    rd = RunDir(args.out)
-    rd.load()  # not a run folder: say so before creating anything in it
-    with locked(rd):
-        info = write_set(rd, spec)
-    per_split = ", ".join(f"{s} {n}" for s, n in sorted(info["frames_per_split"].items()))
-    print(f"tensors:   {rd.path / info['dir']}/ ({len(points.indices)} points; {per_split} frames)")
-    if info["not_normalized"]:
-        print(f"note: {info['not_normalized']} video(s) have no pose in any frame and were left "
-              "unnormalised (index column `normalized`, points.json `not_normalized`)",
-              file=sys.stderr)
-    return 0
+    return write_set_command(RunDir(args.out), spec)
 
 
 def _export(args: argparse.Namespace) -> int:
-    from jobs.outputs import export_pkl, export_pose
+    from jobs.outputs import export_command
 
-    rd = RunDir(args.out)
-    if args.format == "pkl":
-        n = export_pkl(rd, args.to, args.tag)
-    else:
-        if args.tag:
-            raise RunError("--tag applies to --format pkl: .pose files always hold all 543 points "
-                           "in pixels, read from keypoints.parquet.")
-        n = export_pose(rd, args.to)
-    print(f"{args.format}: {args.to} ({n} videos)")
-    return 0
+    return export_command(RunDir(args.out), args.format, args.to, args.tag)
 
 
 def _status(args: argparse.Namespace) -> int:
     from jobs.status import render
 
-    print(render(RunDir(args.out)))
+    messages.result(render(RunDir(args.out)))
     return 0
 
 
 def _merge(args: argparse.Namespace) -> int:
-    from jobs.merge import merge
-    from jobs.runner import _summary, locked
+    from jobs.runner import merge_command
 
-    rd = RunDir(args.out)
-    with locked(rd, "merge"):
-        result = merge(rd, allow_partial=args.allow_partial)
-    _summary(rd, result)
-    return 0
+    return merge_command(RunDir(args.out), args.allow_partial)
 
 
 def _sample(args: argparse.Namespace) -> int:
     from extract.sample import build_sample
 
-    root = build_sample(args.out)
-    print(root)
+    messages.result(str(build_sample(args.out)))
     return 0
-
-
-COMMANDS = {"run": _run, "slurm": _slurm, "status": _status, "merge": _merge, "tensors": _tensors,
-            "export": _export, "sample": _sample}
 
 
 class Terminated(BaseException):
@@ -278,18 +246,21 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     signal.signal(signal.SIGTERM, _on_sigterm)  # so temp files are removed on the way out
     try:
-        return COMMANDS[args.command](args)
+        return args.handler(args)
     except (DatasetError, RunError, ModelError, TensorsError, PointsError) as e:
-        print(f"error: {e}", file=sys.stderr)
+        messages.error(str(e))
         return 2
+    except JobFailed as e:
+        messages.error(str(e))
+        return 1
     except OSError as e:  # an unexpected disk or permission problem: say what, not a traceback
-        print(f"error: {e}. Fix it and run the same command again: it resumes.", file=sys.stderr)
+        messages.error(f"{e}. Fix it and {messages.RESUME}.")
         return 1
     except KeyboardInterrupt:
-        print("interrupted; run the same command again to resume", file=sys.stderr)
+        messages.say(f"interrupted; {messages.RESUME}")
         return 130
     except Terminated:
-        print("terminated; run the same command again to resume", file=sys.stderr)
+        messages.say(f"terminated; {messages.RESUME}")
         return 143
     except BrokenPipeError:
         return 141

@@ -14,6 +14,8 @@ import pyarrow as pa
 
 from extract.loader import load_meta, load_split
 from extract.tensors import TensorSpec, tag_dir, write_tensors
+from jobs import messages
+from jobs.locks import locked
 from jobs.rundir import RunDir, RunError
 
 
@@ -41,10 +43,13 @@ def write_set(rd: RunDir, spec: TensorSpec) -> dict[str, Any]:
             "dir": str(tag_dir(rd.tensors_dir, spec.tag).relative_to(rd.path)),
             **spec.as_dict(), "frames_per_split": frames,
             "not_normalized": len(meta["not_normalized"])}
-    sets = dict(rd.load().get("tensors", {}))
-    sets[spec.tag or "default"] = info
-    rd.update(tensors=sets)
+    rd.update(lambda run: run.tensors.__setitem__(spec.tag or "default", info))
     return info
+
+
+def write_default_tensors(rd: RunDir, plan: pa.Table) -> dict[str, int]:
+    """The tensor set `run` writes (holistic-543, as extracted) from keypoints.parquet."""
+    return write_tensors(_need_keypoints(rd), rd.tensors_dir, corpus_from_plan(plan))
 
 
 def export_pkl(rd: RunDir, to: Path, tag: str = "") -> int:
@@ -62,3 +67,30 @@ def export_pose(rd: RunDir, to: Path) -> int:
 
     rd.load()
     return write_pose_files(_need_keypoints(rd), to)
+
+
+def write_set_command(rd: RunDir, spec: TensorSpec) -> int:
+    """`tensors`: one more tensor set of a finished run (under the run's lock)."""
+    rd.load()  # not a run folder: say so before creating anything in it
+    with locked(rd):
+        info = write_set(rd, spec)
+    per_split = ", ".join(f"{s} {n}" for s, n in sorted(info["frames_per_split"].items()))
+    messages.result(f"tensors:   {rd.path / info['dir']}/ ({len(spec.points.indices)} points; "
+                    f"{per_split} frames)")
+    if info["not_normalized"]:
+        messages.note(f"{info['not_normalized']} video(s) have no pose in any frame and were left "
+                      "unnormalised (index column `normalized`, points.json `not_normalized`)")
+    return 0
+
+
+def export_command(rd: RunDir, fmt: str, to: Path, tag: str = "") -> int:
+    """`export`: the keypoints as a pkl dict (of a tensor set) or as .pose files."""
+    if fmt == "pkl":
+        n = export_pkl(rd, to, tag)
+    else:
+        if tag:
+            raise RunError("--tag applies to --format pkl: .pose files always hold all 543 points "
+                           "in pixels, read from keypoints.parquet.")
+        n = export_pose(rd, to)
+    messages.result(f"{fmt}: {to} ({n} videos)")
+    return 0

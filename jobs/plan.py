@@ -1,18 +1,28 @@
-"""Cut the selected videos into chunks: whole videos, contiguous in output order, balanced by frames.
+"""Cut the selected videos into chunks: whole videos, contiguous in output order.
 
-Contiguous chunks mean the merged file is the parts concatenated in chunk order, with no sort. The
-cut depends only on the dataset and --chunk-frames, never on the worker count, so a run can resume
-with another number of workers (or on another node) and still find its parts.
+Contiguous chunks mean the merged file is the parts concatenated in chunk order, with no sort.
+Chunks are handed out in plan order, so their sizes decide how busy the workers stay:
+- guided (default): each chunk takes a share of the frames still to come, remaining / (2 x workers),
+  capped at MAX_CHUNK_FRAMES (about 50 s of one core: the most a crash can cost) and never less than
+  one video. Large chunks first keep the per-chunk cost low; ever smaller chunks toward the end let
+  every worker finish within about one video of the others.
+- balanced (--chunk-frames N): ceil(total / N) chunks of near-equal frame totals.
+The plan is made once and stored in the run folder; a resume with another worker count or on other
+nodes uses it as it is, so it finds its parts.
 """
 
 from __future__ import annotations
 
+import hashlib
 import math
 from collections.abc import Sequence
 
 import pyarrow as pa
 
 from extract.dataset import Dataset
+
+MAX_CHUNK_FRAMES = 1000
+GUIDED_SHARE = 2  # each chunk takes remaining / (GUIDED_SHARE x workers) frames
 
 PLAN_SCHEMA = pa.schema(
     [
@@ -30,6 +40,16 @@ PLAN_SCHEMA = pa.schema(
 )
 
 
+def _dense(cuts: list[int]) -> list[int]:
+    """Renumber chunk ids 0, 1, 2, ... in order (a long video can swallow a whole slot)."""
+    dense, last, cur = [], None, -1
+    for c in cuts:
+        if c != last:
+            cur, last = cur + 1, c
+        dense.append(cur)
+    return dense
+
+
 def balanced_cuts(frames: Sequence[int], target: int) -> list[int]:
     """Chunk index per video: ceil(total/target) contiguous chunks of near-equal frame totals.
 
@@ -45,20 +65,31 @@ def balanced_cuts(frames: Sequence[int], target: int) -> list[int]:
     for n in frames:
         out.append(min(k - 1, int((seen + n / 2) // size)))
         seen += n
-    # Renumber so chunk ids are dense (a long video can swallow a whole slot).
-    dense, last, cur = [], None, -1
-    for c in out:
-        if c != last:
-            cur, last = cur + 1, c
-        dense.append(cur)
-    return dense
+    return _dense(out)
 
 
-def make_plan(dataset: Dataset, chunk_frames: int) -> pa.Table:
+def guided_cuts(frames: Sequence[int], workers: int, cap: int = MAX_CHUNK_FRAMES) -> list[int]:
+    """Chunk index per video, chunk sizes shrinking from `cap` to one video as the end nears."""
+    remaining = sum(frames)
+    out: list[int] = []
+    chunk, size, target = 0, 0, 0.0
+    for n in frames:
+        if size and size + n / 2 > target:  # the video's midpoint would overshoot: next chunk
+            chunk, size = chunk + 1, 0
+        if size == 0:
+            target = min(cap, remaining / (GUIDED_SHARE * max(1, workers)))
+        out.append(chunk)
+        size += n
+        remaining -= n
+    return out
+
+
+def make_plan(dataset: Dataset, workers: int, chunk_frames: int | None = None) -> pa.Table:
     """One row per selected video, in output order, with its chunk (or -1 and the problem)."""
     ok = [v for v in dataset.videos if not v.problem]
-    cuts = iter(balanced_cuts([v.num_frames for v in ok], chunk_frames))
-    rows = {name: [] for name in PLAN_SCHEMA.names}
+    sizes = [v.num_frames for v in ok]
+    cuts = iter(balanced_cuts(sizes, chunk_frames) if chunk_frames else guided_cuts(sizes, workers))
+    rows: dict[str, list] = {name: [] for name in PLAN_SCHEMA.names}
     for v in dataset.videos:
         rows["chunk"].append(-1 if v.problem else next(cuts))
         rows["split"].append(v.split)
@@ -71,3 +102,11 @@ def make_plan(dataset: Dataset, chunk_frames: int) -> pa.Table:
         rows["translation"].append(v.translation)
         rows["problem"].append(v.problem)
     return pa.table(rows, schema=PLAN_SCHEMA)
+
+
+def cuts_digest(plan: pa.Table) -> str:
+    """Which video is in which chunk, as a digest: part of the run's fingerprint."""
+    h = hashlib.sha256()
+    for c, v in zip(plan["chunk"].to_pylist(), plan["video"].to_pylist(), strict=True):
+        h.update(f"{c}\0{v}\0".encode())
+    return h.hexdigest()

@@ -1,38 +1,27 @@
-"""`run --backend ray`: the same chunks and parts as the local path, on the actors of a Ray cluster.
+"""The Ray backend (`run --backend ray`): one long-lived actor per worker slot on a Ray cluster.
 
-One long-lived actor per worker slot builds the MediaPipe graph once (jobs.worker.ChunkWorker, the
-class a local worker process uses) and is fed one chunk per call, so the parts, their completion
-records and the resume rules are exactly those of a local run: a run started on Ray can be resumed
-locally and the other way round. GPU pinning is Ray's: an actor asks for 1/workers_per_gpu of a GPU
-and Ray sets CUDA_VISIBLE_DEVICES for it.
-
-A small progress actor hears from every chunk actor which video it is in (a blocking call at each
-video start, so that a crash is pinned on the right video) and how many frames it did; the driver
-polls it for the one progress bar and the heartbeat. A chunk actor that dies (or raises) is replaced
-and its chunk retried; a video that kills its actor `max_attempts` times is marked failed and the
-rest of its chunk redone without it, as on the local path.
+Each actor builds a jobs.worker.ChunkWorker once and is fed one chunk per call, so parts and their
+completion records are those of a local run: a run started on Ray resumes locally and the other way
+round. GPU pinning is Ray's: an actor asks for 1/workers_per_gpu of a GPU and Ray sets its
+CUDA_VISIBLE_DEVICES. Actors report video starts, frames and part writes to a small event-log actor
+(a video start is waited for, so a crash right after it is pinned on that video); this adapter turns
+that log, the chunk calls' results and actor deaths into the scheduler's events.
 
 Ray is imported only here and only when asked for: it is the optional extra `[ray]`.
 """
 
 from __future__ import annotations
 
-import os
-import signal
-import socket
-import time
-from collections import Counter, deque
 from contextlib import suppress
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tqdm import tqdm
-
+from extract.holistic import HolisticOptions
+from jobs import messages
 from jobs.devices import usable_cpus, visible_gpus
-from jobs.local import HEARTBEAT_S, MAX_START_FAILURES, Outcome
-from jobs.rundir import RunDir, RunError, write_json
-from jobs.worker import ChunkWorker, _log_to_file
+from jobs.events import ChunkTask, Died, Event, FramesDone
+from jobs.rundir import RunError
+from jobs.worker import ChunkWorker, log_to_file
 
 INSTALL_HINT = "pip install 'phoenix-keypoints[ray]'"
 
@@ -46,70 +35,45 @@ def require_ray() -> Any:
     return ray
 
 
-class _Progress:
-    """Where each slot's actor is (chunk, video, frames so far): the driver's view of the actors."""
+class _EventLog:
+    """An actor that keeps what chunk actors report until the driver collects it."""
 
     def __init__(self) -> None:
-        self.slots: dict[int, dict[str, Any]] = {}
+        self.events: list[Event] = []
 
-    def _slot(self, slot: int) -> dict[str, Any]:
-        return self.slots.setdefault(slot, {"pid": None, "host": None, "chunk": None,
-                                            "video": None, "frames": 0, "writing": False})
+    def report(self, ev: Event) -> None:
+        self.events.append(ev)
 
-    def hello(self, slot: int, pid: int, host: str) -> None:
-        self._slot(slot).update(pid=pid, host=host)
-
-    def start(self, slot: int, chunk: int | None) -> None:
-        self._slot(slot).update(chunk=chunk, video=None, frames=0, writing=False)
-
-    def video(self, slot: int, chunk: int, video: str) -> None:
-        self._slot(slot).update(chunk=chunk, video=video)
-
-    def frames(self, slot: int, n: int) -> None:
-        self._slot(slot)["frames"] += n
-
-    def writing(self, slot: int, chunk: int) -> None:
-        self._slot(slot).update(chunk=chunk, video=None, writing=True)
-
-    def snapshot(self) -> dict[int, dict[str, Any]]:
-        return {k: dict(v) for k, v in self.slots.items()}
+    def drain(self) -> list[Event]:
+        out, self.events = self.events, []
+        return out
 
 
 class _ChunkActor:
     """One slot: a ChunkWorker for the actor's lifetime, one chunk per `run` call."""
 
-    def __init__(self, run_dir: str, slot: int, progress: Any, log_name: str) -> None:
+    def __init__(self, run_dir: str, slot: int, holistic: dict, log: Any, log_path: str) -> None:
         import ray
 
-        _log_to_file(Path(run_dir) / "logs" / f"{log_name}ray-worker-{slot}.log")
-        self.slot, self.progress, self.ray = slot, progress, ray
-        self.worker = ChunkWorker(Path(run_dir))
-        ray.get(progress.hello.remote(slot, os.getpid(), socket.gethostname()))
+        log_to_file(Path(log_path))
+        self.ray, self.log = ray, log
+        self.worker = ChunkWorker(slot, Path(run_dir), HolisticOptions(**holistic))
 
-    def run(self, chunk: int, failed: dict[str, str]) -> tuple:
-        ray, progress, slot = self.ray, self.progress, self.slot
+    def ready(self) -> Event:
+        return self.worker.ready()
 
-        def send(msg: tuple) -> None:
-            if msg[0] == "video":  # waited for: a crash right after must be pinned on this video
-                ray.get(progress.video.remote(slot, chunk, msg[2]))
-            elif msg[0] == "frames":
-                progress.frames.remote(slot, msg[1])
-            elif msg[0] == "writing":
-                ray.get(progress.writing.remote(slot, chunk))
+    def run(self, task: ChunkTask) -> Event:
+        def send(ev: Event) -> None:
+            if isinstance(ev, FramesDone):
+                self.log.report.remote(ev)
+            else:  # waited for: a crash right after must be pinned on this video (or the write)
+                self.ray.get(self.log.report.remote(ev))
 
-        return self.worker.run(chunk, failed, send)
+        return self.worker.run(task, send)
 
 
-@dataclass
-class _Slot:
-    index: int
-    actor: Any
-    ref: Any = None
-    chunk: int | None = None
-
-
-def _how(e: BaseException) -> str:
-    """A short why for a failed chunk call (Ray's own messages run to a paragraph)."""
+def short_reason(e: BaseException) -> str:
+    """A short why for a failed actor call (Ray's own messages run to a paragraph)."""
     lines = [ln.strip() for ln in str(e).splitlines() if ln.strip()]
     if "creation task" in str(e) and lines:  # the actor's __init__ raised: its last line says why
         return f"its start failed: {lines[-1]}"[:300]
@@ -121,200 +85,109 @@ def _how(e: BaseException) -> str:
     return f"{type(e).__name__}: {lines[-1] if lines else ''}"[:300]
 
 
-class RayExecutor:
-    """Runs chunks on Ray actors; the interface of jobs.local.LocalExecutor."""
+def actor_options(cluster: Any, num_gpus: int | None,
+                  workers_per_gpu: int | None) -> list[dict[str, float]]:
+    """Resources per actor: one CPU each, 1/workers_per_gpu of a GPU when there are GPUs."""
+    res = cluster.cluster_resources()
+    cpus = max(1, int(res.get("CPU", 1)))
+    gpus = int(res.get("GPU", 0)) if num_gpus is None else num_gpus
+    if gpus:
+        per = workers_per_gpu or max(1, cpus // gpus)
+        n = gpus * per
+        opts = {"num_cpus": 1, "num_gpus": 1 / per}
+    else:
+        n = workers_per_gpu or cpus
+        opts = {"num_cpus": 1, "num_gpus": 0}
+    if n > cpus:
+        messages.note(f"{n} workers asked, the Ray cluster has {cpus} CPUs: using {cpus}")
+        n = cpus
+    return [dict(opts) for _ in range(n)]
 
-    def __init__(self, rd: RunDir, num_gpus: int | None, workers_per_gpu: int | None,
-                 address: str | None = None, max_attempts: int = 3, label: str = "",
-                 tag: str = "") -> None:
-        self.rd = rd
-        self.num_gpus = num_gpus
-        self.workers_per_gpu = workers_per_gpu
-        self.address = address
-        self.max_attempts = max_attempts
-        self.label = label
-        self.tag = tag
-        self._stop = 0
-        self.workers = 0
 
-    def _on_signal(self, signum: int, frame: Any) -> None:
-        self._stop = signum
+class RayBackend:
+    """Actors on a Ray cluster (the one at `address`, or a local one sized like a local run)."""
 
-    def _connect(self, ray: Any) -> bool:
-        """Join the cluster at --address, or start a local one sized like a local run."""
+    name = "ray"
+
+    def __init__(self, run_dir: Path, holistic: dict, num_gpus: int | None,
+                 workers_per_gpu: int | None, address: str | None = None, log_prefix: str = "") -> None:
+        self.ray = require_ray()
+        self.run_dir, self.holistic, self.log_prefix = Path(run_dir), holistic, log_prefix
+        self._started_here = self._connect(address, num_gpus)
+        self.options = actor_options(self.ray, num_gpus, workers_per_gpu)
+        self._actor_cls = self.ray.remote(_ChunkActor)
+        self._log = self.ray.remote(_EventLog).options(num_cpus=0).remote()
+        self._actors: dict[int, Any] = {}
+        self._calls: dict[Any, int] = {}  # pending ready()/run() ref -> slot
+
+    def _connect(self, address: str | None, num_gpus: int | None) -> bool:
+        """Join the cluster at address, or start a local one; True when this process started it."""
+        ray = self.ray
         if ray.is_initialized():
             return False
         common = {"include_dashboard": False, "log_to_driver": False, "logging_level": "WARNING"}
-        if self.address:
+        if address:
             try:
-                ray.init(address=self.address, **common)
+                ray.init(address=address, **common)
             except ConnectionError as e:
-                raise RunError(f"cannot reach the Ray cluster at --address {self.address} ({e}). "
-                               "Start it with `ray start --head` (and `ray start --address HEAD:6379` "
-                               "on the other nodes), or leave out --address for a local one.") from None
+                raise RunError(f"cannot reach the Ray cluster at --address {address} ({e}). Start it "
+                               "with `ray start --head` (and `ray start --address HEAD:6379` on the "
+                               "other nodes), or leave out --address for a local one.") from None
             return True
-        gpus = len(visible_gpus()) if self.num_gpus is None else self.num_gpus
+        gpus = len(visible_gpus()) if num_gpus is None else num_gpus
         ray.init(num_cpus=len(usable_cpus()), num_gpus=gpus, **common)
         return True
 
-    def actor_options(self, ray: Any) -> list[dict[str, float]]:
-        """Resources per actor: one CPU each, 1/workers_per_gpu of a GPU when there are GPUs."""
-        res = ray.cluster_resources()
-        cpus = max(1, int(res.get("CPU", 1)))
-        gpus = int(res.get("GPU", 0)) if self.num_gpus is None else self.num_gpus
-        if gpus:
-            per = self.workers_per_gpu or max(1, cpus // gpus)
-            n = gpus * per
-            opts = {"num_cpus": 1, "num_gpus": 1 / per}
-        else:
-            n = self.workers_per_gpu or cpus
-            opts = {"num_cpus": 1, "num_gpus": 0}
-        if n > cpus:
-            tqdm.write(f"note: {n} workers asked, the Ray cluster has {cpus} CPUs: using {cpus}")
-            n = cpus
-        return [dict(opts) for _ in range(n)]
+    def slot_count(self) -> int:
+        return len(self.options)
 
-    def run(self, todo: list[int], chunk_frames: dict[int, int],
-            failed: dict[int, dict[str, str]], frames_total: int, frames_done: int) -> Outcome:
-        ray = require_ray()
-        out = Outcome(failed={c: dict(failed.get(c, {})) for c in todo})
-        if not todo:
-            return out
-        started_here = self._connect(ray)
-        old = {s: signal.signal(s, self._on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
-        bar = tqdm(total=frames_total, initial=frames_done, unit="frame", dynamic_ncols=True,
-                   desc=self.label or "frames (ray)", smoothing=0.05,
-                   mininterval=0.5 if os.isatty(2) else 30)
-        slots: list[_Slot] = []
-        try:
-            self._loop(ray, todo, out, bar, slots, frames_total, frames_done)
-        finally:
-            for s in slots:
-                with suppress(Exception):  # already gone
-                    ray.kill(s.actor)
-            for s, h in old.items():
-                signal.signal(s, h)
-            bar.close()
-            if started_here:
-                ray.shutdown()
-        if self._stop > 0:
-            out.signal = self._stop
-        return out
+    def started(self) -> set[int]:
+        return set(self._actors)
 
-    def _loop(self, ray: Any, todo: list[int], out: Outcome, bar: tqdm, slots: list[_Slot],
-              frames_total: int, frames_done: int) -> None:
+    def start(self, slot: int) -> None:
+        log = self.run_dir / "logs" / f"{self.log_prefix}ray-worker-{slot}.log"
+        actor = self._actor_cls.options(**self.options[slot], max_restarts=0).remote(
+            str(self.run_dir), slot, self.holistic, self._log, str(log))
+        self._actors[slot] = actor
+        self._calls[actor.ready.remote()] = slot
+
+    def assign(self, slot: int, task: ChunkTask) -> None:
+        self._calls[self._actors[slot].run.remote(task)] = slot
+
+    def wait(self, timeout: float) -> list[Event]:
         from ray.exceptions import RayActorError, RayTaskError
 
-        actor_cls = ray.remote(_ChunkActor)
-        progress = ray.remote(_Progress).options(num_cpus=0).remote()
-        options = self.actor_options(ray)
-        log_name = f"{self.tag}-" if self.tag else ""
+        refs = list(self._calls)
+        done = []
+        if refs:
+            done, _ = self.ray.wait(refs, num_returns=1, timeout=timeout)
+            if done:
+                done, _ = self.ray.wait(refs, num_returns=len(refs), timeout=0)
+        events: list[Event] = list(self.ray.get(self._log.drain.remote()))
+        for ref in done:
+            slot = self._calls.pop(ref)
+            try:
+                events.append(self.ray.get(ref))
+            except (RayActorError, RayTaskError) as e:
+                events += self.ray.get(self._log.drain.remote())  # its last words first
+                self._kill(slot)
+                events.append(Died(slot, short_reason(e)))
+        return events
 
-        def new_actor(i: int) -> Any:
-            return actor_cls.options(**options[i], max_restarts=0).remote(
-                str(self.rd.path), i, progress, log_name)
-
-        slots.extend(_Slot(i, new_actor(i)) for i in range(min(len(options), len(todo))))
-        self.workers = len(slots)
-        pending = deque(todo)
-        crashes: Counter[tuple[int, str]] = Counter()
-        start_failures = 0
-        committed = frames_done
-        started, last_beat = time.time(), 0.0
-        rate_mark = (time.monotonic(), frames_done)
-        snap: dict[int, dict[str, Any]] = {}
-
-        def fatal(msg: str) -> None:
-            if not out.error:
-                out.error = msg
-            self._stop = self._stop or -1
-
-        def on_failure(s: _Slot, how: str) -> None:
-            nonlocal start_failures
-            chunk = s.chunk
-            where = ray.get(progress.snapshot.remote()).get(s.index, {})
-            video = where.get("video") if where.get("chunk") == chunk else None
-            began = where.get("chunk") == chunk and (video is not None or where.get("writing"))
-            pending.appendleft(chunk)
-            if not began:
-                start_failures += 1
-                if start_failures >= MAX_START_FAILURES:
-                    fatal(f"Ray actors die while starting ({how}); see {self.rd.path}/logs/ and "
-                          "Ray's logs (/tmp/ray/session_latest/logs), and check that mediapipe "
-                          "imports on every node.")
-            else:
-                start_failures = 0
-                where_s = video or "<writing part>"
-                crashes[(chunk, where_s)] += 1
-                n = crashes[(chunk, where_s)]
-                tqdm.write(f"ray actor {s.index} (pid {where.get('pid')}) failed ({how}) in chunk "
-                           f"{chunk}, {'video ' + video if video else where_s}; attempt {n}/"
-                           f"{self.max_attempts}")
-                if n >= self.max_attempts:
-                    if video is None:
-                        fatal(f"writing the part of chunk {chunk} killed its actor {n} times "
-                              f"({how}).")
-                    else:
-                        out.failed[chunk][video] = f"worker died {n} times on it ({how})"
-                        tqdm.write(f"giving up on video {video}: marked failed; the rest of "
-                                   f"chunk {chunk} is redone without it")
+    def _kill(self, slot: int) -> None:
+        actor = self._actors.pop(slot, None)
+        for ref in [r for r, s in self._calls.items() if s == slot]:
+            del self._calls[ref]
+        if actor is not None:
             with suppress(Exception):  # already gone
-                ray.kill(s.actor)
-            s.ref, s.chunk = None, None
-            if not self._stop:
-                s.actor = new_actor(s.index)
+                self.ray.kill(actor)
 
-        def beat(final: bool = False) -> None:
-            now = time.monotonic()
-            rate = (bar.n - rate_mark[1]) / max(1e-9, now - rate_mark[0])
-            write_json(self.rd.progress_file(self.tag), {
-                "pid": os.getpid(), "host": socket.gethostname(), "label": self.label,
-                "backend": "ray", "started": started, "updated": time.time(),
-                "running": not final, "frames_total": frames_total, "frames_done": bar.n,
-                "frames_per_s": rate, "chunks_todo": len(todo), "chunks_done": len(out.done),
-                "workers": [{"slot": s.index, "pid": snap.get(s.index, {}).get("pid"),
-                             "host": snap.get(s.index, {}).get("host"), "gpu": "ray",
-                             "cpus": [], "chunk": s.chunk,
-                             "video": snap.get(s.index, {}).get("video") if s.chunk is not None
-                             else None} for s in slots],
-            })
+    def stop(self, slot: int) -> None:
+        self._kill(slot)
 
-        try:
-            while not self._stop:
-                for s in slots:
-                    if s.ref is None and pending:
-                        s.chunk = pending.popleft()
-                        ray.get(progress.start.remote(s.index, s.chunk))
-                        s.ref = s.actor.run.remote(s.chunk, out.failed[s.chunk])
-                busy = [s for s in slots if s.ref is not None]
-                if not busy and not pending:
-                    break
-                ready, _ = ray.wait([s.ref for s in busy], num_returns=1, timeout=0.5)
-                if ready:
-                    ready, _ = ray.wait([s.ref for s in busy], num_returns=len(busy), timeout=0)
-                for s in busy:
-                    if s.ref not in ready:
-                        continue
-                    try:
-                        res = ray.get(s.ref)
-                    except (RayActorError, RayTaskError) as e:
-                        on_failure(s, _how(e))
-                        continue
-                    if res[0] == "done":
-                        out.done.append(res[1])
-                        committed += res[2]
-                        start_failures = 0
-                    else:  # ("error", chunk, why): the part could not be written
-                        fatal(f"chunk {res[1]}: {res[2]}. Free space or fix permissions, then run "
-                              "the same command again to resume.")
-                    s.ref, s.chunk = None, None
-                    ray.get(progress.start.remote(s.index, None))
-                snap = ray.get(progress.snapshot.remote())
-                flying = sum(snap.get(s.index, {}).get("frames", 0) for s in slots
-                             if s.chunk is not None and snap.get(s.index, {}).get("chunk") == s.chunk)
-                bar.update(committed + flying - bar.n)
-                if time.monotonic() - last_beat > HEARTBEAT_S:
-                    beat()
-                    last_beat = time.monotonic()
-        finally:
-            beat(final=True)
+    def close(self, grace: float) -> None:
+        for slot in list(self._actors):
+            self._kill(slot)
+        if self._started_here:
+            self.ray.shutdown()
+

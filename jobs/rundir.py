@@ -12,6 +12,7 @@ import json
 import os
 import sys
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -19,11 +20,15 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-RUN_FORMAT = 1
+from jobs.runinfo import RUN_FORMAT, RunInfo, RunInfoError
 
 
 class RunError(Exception):
-    """The run folder cannot be used as asked; the message says what to do."""
+    """The run folder cannot be used as asked (refused input, exit 2); the message says what to do."""
+
+
+class JobFailed(Exception):
+    """The job could not finish for a reason outside its input (disk full): exit 1, resumable."""
 
 
 def atomic_write_bytes(path: Path, data: bytes) -> None:
@@ -102,9 +107,9 @@ class RunDir:
     def progress_path(self) -> Path:
         return self.path / "progress.json"
 
-    def progress_file(self, tag: str = "") -> Path:
+    def progress_file(self, shard: int | None = None) -> Path:
         """The heartbeat of one coordinator: progress.json, or progress-shard-I.json per shard."""
-        return self.path / f"progress-{tag}.json" if tag else self.progress_path
+        return self.path / f"progress-shard-{shard}.json" if shard is not None else self.progress_path
 
     def shard_progress_files(self) -> list[Path]:
         return sorted(self.path.glob("progress-shard-*.json"))
@@ -124,9 +129,9 @@ class RunDir:
         return self.run_json.is_file()
 
     # --- run.json ----------------------------------------------------------------------------
-    def load(self) -> dict[str, Any]:
+    def load(self) -> RunInfo:
         try:
-            meta = json.loads(self.run_json.read_text())
+            raw = json.loads(self.run_json.read_text())
         except FileNotFoundError:
             raise RunError(
                 f"{self.path} holds no run (no run.json). Start one with "
@@ -134,21 +139,26 @@ class RunDir:
             ) from None
         except (OSError, ValueError) as e:
             raise RunError(f"{self.run_json}: unreadable ({e}). Start afresh with --fresh.") from None
-        if meta.get("format") != RUN_FORMAT:
-            raise RunError(
-                f"{self.run_json}: written by another version of phoenix-keypoints (format "
-                f"{meta.get('format')}, this one reads {RUN_FORMAT}). Use --fresh or another --out."
-            )
-        return meta
+        try:
+            return RunInfo.from_json(raw)
+        except RunInfoError as e:
+            if isinstance(raw, dict) and raw.get("format") != RUN_FORMAT:
+                raise RunError(
+                    f"{self.run_json}: written by another version of phoenix-keypoints (format "
+                    f"{raw.get('format')}, this one reads {RUN_FORMAT}). Use --fresh or another --out."
+                ) from None
+            raise RunError(f"{self.run_json}: not a valid run record ({e}). Start afresh with "
+                           "--fresh.") from None
 
-    def save(self, meta: dict[str, Any]) -> None:
-        write_json(self.run_json, meta)
+    def save(self, info: RunInfo) -> None:
+        atomic_write_bytes(self.run_json, info.dumps().encode())
 
-    def update(self, **fields: Any) -> dict[str, Any]:
-        meta = self.load()
-        meta.update(fields)
-        self.save(meta)
-        return meta
+    def update(self, change: Callable[[RunInfo], None]) -> RunInfo:
+        """Load run.json, apply change, save it (callers hold the run's lock)."""
+        info = self.load()
+        change(info)
+        self.save(info)
+        return info
 
     # --- plan --------------------------------------------------------------------------------
     def save_plan(self, plan: pa.Table) -> None:

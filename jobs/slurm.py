@@ -18,8 +18,14 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from jobs.merge import scan_parts
+from jobs import messages
+from jobs.devices import worker_slots
+from jobs.locks import locked
+from jobs.options import RunOptions
+from jobs.prepare import load_or_plan
+from jobs.resume import scan_parts
 from jobs.rundir import RunDir, RunError
+from jobs.runinfo import RunInfo
 from jobs.shards import array_expr, shard_state
 
 
@@ -132,51 +138,69 @@ def sbatch(script: Path, dependency: str | None = None) -> str:
     return job
 
 
-def slurm_command(rd: RunDir, meta: dict, so: SlurmOptions, submit: bool) -> int:
+def _show(array_script: Path | None, merge_script: Path) -> None:
+    """Without --submit: the scripts and the one line that submits both."""
+    if array_script is not None:
+        messages.result(f"# {array_script}\n{array_script.read_text()}")
+    messages.result(f"# {merge_script}\n{merge_script.read_text()}")
+    messages.result("# submit both (or run this command again with --submit):")
+    q_merge = shlex.quote(str(merge_script))
+    if array_script is not None:
+        messages.result(f"jid=$(sbatch --parsable {shlex.quote(str(array_script))}) && "
+                        f"sbatch --dependency=afterok:${{jid%%;*}} {q_merge}")
+    else:
+        messages.result(f"sbatch {q_merge}")
+
+
+def _submit(rd: RunDir, array_script: Path | None, merge_script: Path, shards: list[int]) -> None:
+    """sbatch the array (if any) and the merge job after it; note both in slurm/submissions.jsonl."""
+    record: dict = {"time": time.time(), "array": array_expr(shards) if shards else None}
+    if array_script is not None:
+        record["array_job"] = sbatch(array_script)
+        messages.result(f"submitted shards {array_expr(shards)}: job {record['array_job']}")
+        record["merge_job"] = sbatch(merge_script, dependency=f"afterok:{record['array_job']}")
+        messages.result(f"submitted merge: job {record['merge_job']} (after job "
+                        f"{record['array_job']} succeeds)")
+    else:
+        record["merge_job"] = sbatch(merge_script)
+        messages.result(f"submitted merge: job {record['merge_job']}")
+    with open(rd.path / "slurm" / "submissions.jsonl", "a") as f:
+        f.write(json.dumps(record) + "\n")
+    messages.result(f"follow it with: phoenix-keypoints status --out {rd.path}")
+
+
+def plan_for_array(rd: RunDir, opts: RunOptions, num_shards: int, so: SlurmOptions) -> RunInfo:
+    """Plan here, before any array task starts, for the workers the array will have."""
+    per_task = so.cpus_per_task or len(worker_slots(None, None))
+    rd.path.mkdir(parents=True, exist_ok=True)
+    with locked(rd, "plan", wait=True):
+        return load_or_plan(rd, opts, num_shards * per_task, num_shards=num_shards)
+
+
+def slurm_command(rd: RunDir, info: RunInfo, so: SlurmOptions, submit: bool) -> int:
     """Write (and maybe submit) the array over the missing shards and the merge job after it."""
-    num_shards = meta.get("num_shards", 1)
-    state = scan_parts(rd, meta, rd.load_plan(), move_bad=False)
+    num_shards = info.num_shards
+    state = scan_parts(rd, info, rd.load_plan(), move_bad=False)
     shards = shard_state(state.chunks, state.done, num_shards)
     missing = sorted(shards.missing)
-    merged = meta.get("merge")
-    if not missing and merged and not merged["partial"]:
-        print(f"all {num_shards} shard(s) complete and merged: {rd.keypoints_path}")
+    if not missing and info.merge is not None and not info.merge.partial:
+        messages.result(f"all {num_shards} shard(s) complete and merged: {rd.keypoints_path}")
         return 0
     folder = rd.path / "slurm"
     folder.mkdir(parents=True, exist_ok=True)
     (rd.path / "logs").mkdir(exist_ok=True)  # sbatch does not create the --output folder
     merge_script = folder / "merge.sbatch"
     merge_script.write_text(render_merge(rd, so))
-    array_script = folder / "shards.sbatch"
+    array_script = None
     if missing:
+        array_script = folder / "shards.sbatch"
         array_script.write_text(render_array(rd, num_shards, missing, so))
-        print(f"{len(shards.complete)}/{num_shards} shard(s) complete; to submit: "
-              f"{len(missing)} (--array={array_expr(missing)})", file=sys.stderr)
+        messages.say(f"{len(shards.complete)}/{num_shards} shard(s) complete; to submit: "
+                     f"{len(missing)} (--array={array_expr(missing)})")
     else:
-        print(f"all {num_shards} shard(s) complete; only the merge is left", file=sys.stderr)
-    if not submit:
-        if missing:
-            print(f"# {array_script}\n{array_script.read_text()}")
-        print(f"# {merge_script}\n{merge_script.read_text()}")
-        q_array, q_merge = shlex.quote(str(array_script)), shlex.quote(str(merge_script))
-        print("# submit both (or run this command again with --submit):")
-        if missing:
-            print(f"jid=$(sbatch --parsable {q_array}) && "
-                  f"sbatch --dependency=afterok:${{jid%%;*}} {q_merge}")
-        else:
-            print(f"sbatch {q_merge}")
-        return 0
-    record: dict = {"time": time.time(), "array": array_expr(missing) if missing else None}
-    if missing:
-        record["array_job"] = sbatch(array_script)
-        print(f"submitted shards {array_expr(missing)}: job {record['array_job']}")
-        record["merge_job"] = sbatch(merge_script, dependency=f"afterok:{record['array_job']}")
-        print(f"submitted merge: job {record['merge_job']} (after job {record['array_job']} "
-              "succeeds)")
+        messages.say(f"all {num_shards} shard(s) complete; only the merge is left")
+    if submit:
+        _submit(rd, array_script, merge_script, missing)
     else:
-        record["merge_job"] = sbatch(merge_script)
-        print(f"submitted merge: job {record['merge_job']}")
-    with open(folder / "submissions.jsonl", "a") as f:
-        f.write(json.dumps(record) + "\n")
-    print(f"follow it with: phoenix-keypoints status --out {rd.path}")
+        _show(array_script, merge_script)
     return 0

@@ -1,20 +1,21 @@
 """`status`: what a run folder holds, from any shell, while a run goes on or after it died.
 
-Reads only: run.json, plan.parquet, part footers (not their pages) and the coordinator's heartbeat
-(progress.json), so it is cheap and safe beside a live run.
+Reads only: run.json, plan.parquet, part footers (not their pages) and the coordinators' heartbeats
+(progress*.json), so it is cheap and safe beside a live run.
 """
 
 from __future__ import annotations
 
-import json
 import time
-from typing import Any
+from dataclasses import dataclass
 
-from jobs.merge import scan_parts
+from jobs import heartbeat
+from jobs.heartbeat import Heartbeat
+from jobs.messages import listing
+from jobs.resume import PartsState, scan_parts
 from jobs.rundir import RunDir
+from jobs.runinfo import RunInfo
 from jobs.shards import array_expr, shard_state
-
-STALE_AFTER_S = 30.0
 
 
 def _duration(seconds: float) -> str:
@@ -24,93 +25,86 @@ def _duration(seconds: float) -> str:
     return f"{h}h{m:02d}m" if h else f"{m}m{s:02d}s"
 
 
-def collect(rd: RunDir) -> dict[str, Any]:
-    meta = rd.load()
-    plan = rd.load_plan()
-    state = scan_parts(rd, meta, plan, move_bad=False)
-    frames_total = sum(sum(v.values()) for v in state.chunks.values())
-    progress = _read_json(rd.progress_path)
-    live = _live(progress)
-    shard_beats = [p for p in map(_read_json, rd.shard_progress_files()) if p]
-    return {"meta": meta, "state": state, "frames_total": frames_total,
-            "progress": progress, "live": live, "shard_beats": shard_beats}
+@dataclass
+class Snapshot:
+    info: RunInfo
+    state: PartsState
+    beat: Heartbeat | None
+    shard_beats: list[Heartbeat]
 
 
-def _read_json(path: Any) -> dict[str, Any] | None:
-    try:
-        return json.loads(path.read_text())
-    except (OSError, ValueError):
-        return None
+def collect(rd: RunDir) -> Snapshot:
+    info = rd.load()
+    state = scan_parts(rd, info, rd.load_plan(), move_bad=False)
+    beats = [b for b in map(heartbeat.read, rd.shard_progress_files()) if b]
+    return Snapshot(info, state, heartbeat.read(rd.progress_path), beats)
 
 
-def _live(progress: dict[str, Any] | None) -> bool:
-    return bool(progress and progress.get("running")
-                and time.time() - progress.get("updated", 0) < STALE_AFTER_S)
+def _running_line(beat: Heartbeat, label: str = "") -> str:
+    rate = beat.frames_per_s or 0.0
+    left = max(0, beat.frames_total - beat.frames_done)
+    eta = _duration(left / rate) if rate > 0 else "unknown"
+    return (f"running:  {label}pid {beat.pid} on {beat.host}, {len(beat.workers)} workers, "
+            f"{rate:.1f} frames/s, {beat.frames_done}/{beat.frames_total} frames incl. chunks in "
+            f"flight, ETA {eta}")
 
 
-def _shard_lines(rd: RunDir, info: dict[str, Any]) -> list[str]:
+def _coordinator_lines(rd: RunDir, beat: Heartbeat | None) -> list[str]:
+    if beat is None:
+        return []
+    if heartbeat.is_live(beat):
+        return [_running_line(beat)]
+    if beat.running:
+        return [f"running:  no (pid {beat.pid} on {beat.host} stopped without finishing; last "
+                f"heartbeat {_duration(time.time() - beat.updated)} ago). Resume with "
+                f"`phoenix-keypoints run --out {rd.path}`"]
+    return ["running:  no"]
+
+
+def _shard_lines(rd: RunDir, snap: Snapshot) -> list[str]:
     """Shards complete/missing, the --array= that resubmits the missing, live shard heartbeats."""
-    num_shards = info["meta"].get("num_shards", 1)
-    state = info["state"]
-    shards = shard_state(state.chunks, state.done, num_shards)
+    num_shards = snap.info.num_shards
+    shards = shard_state(snap.state.chunks, snap.state.done, num_shards)
     missing = sorted(shards.missing)
     line = f"shards:   {len(shards.complete)}/{num_shards} complete"
     if missing:
-        line += (f"; missing {len(missing)}: {', '.join(map(str, missing[:20]))}"
-                 f"{' ...' if len(missing) > 20 else ''}")
+        line += f"; missing {len(missing)}: {listing([str(i) for i in missing], 20)}"
     lines = [line]
     if missing:
         lines.append(f"resubmit: --array={array_expr(missing)}  (`phoenix-keypoints slurm --out "
                      f"{rd.path} --num-shards {num_shards} --submit` submits exactly these)")
-    for beat in info["shard_beats"]:
-        if _live(beat):
-            rate = beat.get("frames_per_s") or 0.0
-            lines.append(f"running:  {beat.get('label')}: pid {beat['pid']} on {beat['host']}, "
-                         f"{len(beat['workers'])} workers, {rate:.1f} frames/s, "
-                         f"{beat['frames_done']}/{beat['frames_total']} frames")
+    for beat in snap.shard_beats:
+        if heartbeat.is_live(beat):
+            lines.append(_running_line(beat, f"{beat.label}: "))
     return lines
 
 
+def _merge_line(rd: RunDir, info: RunInfo) -> str:
+    if info.merge_interrupted:
+        return "merged:   interrupted (merge again)"
+    if info.merge is not None:
+        return (f"merged:   {info.merge.rows} rows in {rd.keypoints_path.name}"
+                + (" (partial)" if info.merge.partial else ""))
+    return "merged:   not yet"
+
+
 def render(rd: RunDir) -> str:
-    info = collect(rd)
-    meta, state, progress = info["meta"], info["state"], info["progress"]
-    n_chunks = len(state.chunks)
-    lines = [f"run:      {rd.path}", f"dataset:  {meta['dataset']['root']} "
-             f"({meta['dataset']['layout']}, {meta['dataset']['videos']} videos)"]
-    frames_done = state.frames_done
-    lines.append(f"chunks:   {len(state.done)}/{n_chunks} committed")
-    lines.append(f"frames:   {frames_done}/{info['frames_total']} in committed parts")
-    if info["live"]:
-        rate = progress.get("frames_per_s") or 0.0
-        in_flight = progress["frames_done"]
-        left = max(0, progress["frames_total"] - in_flight)
-        eta = _duration(left / rate) if rate > 0 else "unknown"
-        lines.append(f"running:  pid {progress['pid']} on {progress['host']}, "
-                     f"{len(progress['workers'])} workers, {rate:.1f} frames/s, "
-                     f"{in_flight}/{progress['frames_total']} frames incl. chunks in flight, "
-                     f"ETA {eta}")
-    elif progress and progress.get("running"):
-        lines.append(f"running:  no (last heartbeat {_duration(time.time() - progress['updated'])}"
-                     " ago: the run died; `run --out` again resumes it)")
-    elif progress:
-        lines.append("running:  no")
-    if meta.get("num_shards", 1) > 1:
-        lines += _shard_lines(rd, info)
+    snap = collect(rd)
+    info, state = snap.info, snap.state
+    lines = [f"run:      {rd.path}",
+             f"dataset:  {info.dataset.root} ({info.dataset.layout}, {info.dataset.videos} videos)",
+             f"chunks:   {len(state.done)}/{len(state.chunks)} committed",
+             f"frames:   {state.frames_done}/{state.frames_total} in committed parts"]
+    lines += _coordinator_lines(rd, snap.beat)
+    if info.num_shards > 1:
+        lines += _shard_lines(rd, snap)
     failed = state.failed
-    lines.append(f"failed:   {len(failed)} video(s)" + (": " + ", ".join(
-        f"{v} ({w})" for v, w in sorted(failed.items())[:10]) if failed else ""))
-    problems = meta["dataset"]["problems"]
+    lines.append(f"failed:   {len(failed)} video(s)" + (": " + listing(
+        [f"{v} ({w})" for v, w in sorted(failed.items())]) if failed else ""))
+    problems = info.dataset.problems
     lines.append(f"missing:  {len(problems)} listed video(s) missing on disk or without frames"
-                 + (": " + ", ".join(f"{v} ({p})" for v, p in list(problems.items())[:10])
-                    if problems else ""))
+                 + (": " + listing([f"{v} ({p})" for v, p in problems.items()]) if problems else ""))
     if state.rejected:
         lines.append(f"untrusted parts (redone on the next run): {sorted(state.rejected)[:10]}")
-    merged = meta.get("merge")
-    if merged is None and "merge" in meta:
-        lines.append("merged:   interrupted (merge again)")
-    elif merged:
-        lines.append(f"merged:   {merged['rows']} rows in {rd.keypoints_path.name}"
-                     + (" (partial)" if merged["partial"] else ""))
-    else:
-        lines.append("merged:   not yet")
+    lines.append(_merge_line(rd, info))
     return "\n".join(lines)

@@ -1,12 +1,14 @@
-"""A worker process: one Holistic graph, chunks in, committed parts out.
+"""A worker: one Holistic graph, chunks in, committed parts out, events to its coordinator.
 
-Started with the spawn method (a graph inherited through fork crashes), pinned to its CPU(s) before
-MediaPipe starts a thread, with CUDA_VISIBLE_DEVICES already set by the coordinator. It talks to the
-coordinator over one pipe: it says which video it is in (so a crash can be pinned on a video),
-how many frames it did, and when a part is committed.
+ChunkWorker is what a local worker process and a Ray actor share: both build it once and call `run`
+per chunk, so the parts they write are the same and a run can move between backends. It needs no
+plan: each ChunkTask carries its videos' frame files, so workers start (import mediapipe, build the
+graph) while the coordinator is still planning.
 
-SIGINT is ignored (Ctrl-C reaches the whole process group; the coordinator decides). SIGTERM makes
-the worker stop at the next frame boundary: the chunk in flight is dropped, its temp file removed.
+A local worker process is started with the spawn method (a graph inherited through fork crashes),
+pinned to its CPU before MediaPipe starts a thread, with CUDA_VISIBLE_DEVICES already set by the
+coordinator. SIGINT is ignored (Ctrl-C reaches the whole process group; the coordinator decides);
+SIGTERM makes it stop at the next frame boundary: the chunk in flight is dropped, its temp removed.
 """
 
 from __future__ import annotations
@@ -14,8 +16,10 @@ from __future__ import annotations
 import multiprocessing
 import os
 import signal
+import socket
 import time
-from collections import defaultdict
+from collections.abc import Callable
+from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
@@ -23,10 +27,28 @@ from typing import Any
 from extract.holistic import Extractor, HolisticOptions
 from extract.video import Block, extract_video
 from jobs import faults
+from jobs.events import (
+    ChunkTask,
+    Committed,
+    Event,
+    FramesDone,
+    Ready,
+    VideoStarted,
+    WriteFailed,
+    Writing,
+)
 from jobs.parts import PartInfo, write_part
 from jobs.rundir import RunDir
 
 PROGRESS_EVERY_S = 0.5
+
+
+@dataclass(frozen=True)
+class WorkerError:
+    """A local worker's last words before it exits like a crash (a bug, a frame Python chokes on)."""
+
+    slot: int
+    text: str
 
 
 class Stop(BaseException):
@@ -37,52 +59,71 @@ def _on_sigterm(signum: int, frame: Any) -> None:
     raise Stop()
 
 
-def load_chunks(rd: RunDir) -> dict[int, list[dict[str, Any]]]:
-    """chunk -> its videos (plan rows) in output order."""
-    chunks: dict[int, list[dict[str, Any]]] = defaultdict(list)
-    for row in rd.load_plan().select(["chunk", "split", "video", "folder", "files"]).to_pylist():
-        if row["chunk"] >= 0:
-            chunks[row["chunk"]].append(row)
-    return chunks
+class _FrameCounter:
+    """Reports frames done: the first at once (start-up ends there), then every PROGRESS_EVERY_S."""
 
+    def __init__(self, slot: int, send: Callable[[Event], None]) -> None:
+        self.slot, self.send = slot, send
+        self.pending, self.last, self.first = 0, time.monotonic(), True
 
-def process_chunk(
-    extractor: Extractor,
-    rd: RunDir,
-    root: Path,
-    fingerprint: str,
-    chunk: int,
-    videos: list[dict[str, Any]],
-    failed: dict[str, str],
-    send: Any,
-) -> PartInfo:
-    """Extract a chunk's videos (minus those already failed) and commit its part."""
-    out = Block()
-    pending = 0
-    last = time.monotonic()
-
-    def on_frame() -> None:
-        nonlocal pending, last
-        pending += 1
+    def __call__(self) -> None:
+        self.pending += 1
         faults.after_frame()
         now = time.monotonic()
-        if now - last >= PROGRESS_EVERY_S:
-            send(("frames", pending))
-            pending, last = 0, now
+        if self.first or now - self.last >= PROGRESS_EVERY_S:
+            self.flush()
+            self.last, self.first = now, False
 
-    for v in videos:
-        if v["video"] in failed:
-            continue
-        send(("video", chunk, v["video"]))
-        faults.on_video_start(v["video"])
-        extract_video(extractor, root, v["split"], v["video"], v["folder"], v["files"], out,
-                      on_frame)
-    if pending:
-        send(("frames", pending))
-    send(("writing", chunk))
-    info = PartInfo(chunk, len(out), dict(failed))
-    write_part(rd.part_path(chunk), out.to_table(), info, fingerprint)
-    return info
+    def flush(self) -> None:
+        if self.pending:
+            self.send(FramesDone(self.slot, self.pending))
+            self.pending = 0
+
+
+class ChunkWorker:
+    """One Holistic graph bound to a run folder's parts/, doing one chunk per call."""
+
+    def __init__(self, slot: int, run_dir: Path, options: HolisticOptions) -> None:
+        import cv2
+
+        cv2.setNumThreads(1)
+        self.slot = slot
+        self.rd = RunDir(Path(run_dir))
+        self.extractor = Extractor(options, num_threads=1)
+
+    def run(self, task: ChunkTask, send: Callable[[Event], None]) -> Committed | WriteFailed:
+        """Extract the chunk's videos (minus task.skip) and commit its part."""
+        out = Block()
+        counter = _FrameCounter(self.slot, send)
+        root = Path(task.root)
+        for v in task.videos:
+            if v.name in task.skip:
+                continue
+            send(VideoStarted(self.slot, task.chunk, v.name))
+            faults.on_video_start(v.name)
+            extract_video(self.extractor, root, v.split, v.name, v.folder, v.files, out, counter)
+        counter.flush()
+        send(Writing(self.slot, task.chunk))
+        info = PartInfo(task.chunk, len(out), dict(task.skip))
+        try:
+            write_part(self.rd.part_path(task.chunk), out.to_table(), info, task.fingerprint)
+        except OSError as e:  # the part could not be written: not the chunk's fault
+            return WriteFailed(self.slot, task.chunk,
+                               f"cannot write {e.filename or 'part'}: {e.strerror or e}")
+        return Committed(self.slot, task.chunk, info.rows)
+
+    def ready(self) -> Ready:
+        return Ready(self.slot, os.getpid(), socket.gethostname(),
+                     os.environ.get("CUDA_VISIBLE_DEVICES", ""), tuple(sorted(os.sched_getaffinity(0))))
+
+    def close(self) -> None:
+        self.extractor.close()
+
+    def __enter__(self) -> ChunkWorker:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
 
 def _die_with_parent() -> None:
@@ -95,7 +136,7 @@ def _die_with_parent() -> None:
         pass
 
 
-def _log_to_file(path: Path) -> None:
+def log_to_file(path: Path) -> None:
     """MediaPipe's C++ logs go to fd 2; send them to a per-slot log, keeping the terminal's bar clean."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
@@ -104,46 +145,9 @@ def _log_to_file(path: Path) -> None:
     os.close(fd)
 
 
-class ChunkWorker:
-    """One Holistic graph bound to a run folder, doing one chunk per call.
-
-    What a local worker process and a Ray actor share: both build it once and call `run` per chunk,
-    so the parts they write are the same and a run can move between the two.
-    """
-
-    def __init__(self, run_dir: Path) -> None:
-        import cv2
-
-        cv2.setNumThreads(1)
-        self.rd = RunDir(Path(run_dir))
-        self.meta = self.rd.load()
-        self.root = Path(self.meta["dataset"]["root"])
-        self.chunks = load_chunks(self.rd)
-        self.extractor = Extractor(HolisticOptions(**self.meta["options"]["holistic"]),
-                                   num_threads=1)
-
-    def run(self, chunk: int, failed: dict[str, str], send: Any) -> tuple:
-        """("done", chunk, rows), or ("error", chunk, why) when the part could not be written."""
-        try:
-            info = process_chunk(self.extractor, self.rd, self.root, self.meta["fingerprint"],
-                                 chunk, self.chunks[chunk], failed, send)
-        except OSError as e:  # the part could not be written: not the chunk's fault
-            return ("error", chunk, f"cannot write {e.filename or 'part'}: {e.strerror or e}")
-        return ("done", chunk, info.rows)
-
-    def close(self) -> None:
-        self.extractor.close()
-
-    def __enter__(self) -> ChunkWorker:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-
-def worker_main(slot: int, conn: Connection, run_dir: str, cpus: list[int] | None,
-                log_name: str = "") -> None:
-    """Entry point of a worker process (spawned)."""
+def worker_main(slot: int, conn: Connection, run_dir: str, cpus: list[int], options: dict,
+                log_path: str) -> None:
+    """Entry point of a local worker process (spawned)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, _on_sigterm)
     _die_with_parent()
@@ -151,23 +155,19 @@ def worker_main(slot: int, conn: Connection, run_dir: str, cpus: list[int] | Non
     if parent is not None and os.getppid() != parent.pid:  # it died before the line above
         return
     try:
-        _log_to_file(Path(run_dir) / "logs" / f"{log_name}worker-{slot}.log")
+        log_to_file(Path(log_path))
         if cpus:
             os.sched_setaffinity(0, cpus)
-        with ChunkWorker(Path(run_dir)) as worker:
-            conn.send(("ready", os.getpid()))
-            while True:
-                msg = conn.recv()
-                if msg is None:
-                    return
-                _, chunk, failed = msg
-                conn.send(worker.run(chunk, failed, conn.send))
+        with ChunkWorker(slot, Path(run_dir), HolisticOptions(**options)) as worker:
+            conn.send(worker.ready())
+            while (task := conn.recv()) is not None:
+                conn.send(worker.run(task, conn.send))
     except Stop:
         return
     except (EOFError, BrokenPipeError):  # the coordinator is gone: nothing left to do
         return
     except Exception as e:  # a bug or a frame Python cannot handle: report it, die like a crash
         try:
-            conn.send(("exception", f"{type(e).__name__}: {e}"))
+            conn.send(WorkerError(slot, f"{type(e).__name__}: {e}"))
         finally:
             os._exit(70)

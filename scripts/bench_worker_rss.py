@@ -37,30 +37,33 @@ def main() -> int:
     os.sched_setaffinity(0, [args.cpu])
     import cv2
 
-    from extract.holistic import Extractor, HolisticOptions
+    from extract.holistic import HolisticOptions
+    from jobs.chunks import Chunks
+    from jobs.events import Event, FramesDone
+    from jobs.options import RunOptions
+    from jobs.prepare import load_or_plan
     from jobs.rundir import RunDir
-    from jobs.runner import RunOptions, prepare
-    from jobs.worker import load_chunks, process_chunk
+    from jobs.worker import ChunkWorker
 
     cv2.setNumThreads(1)
     shutil.rmtree(args.work, ignore_errors=True)
     args.work.mkdir(parents=True)
     wl = build_workload(args.work / "PHOENIX-2014-T", args.copies)
     rd = RunDir(args.work / "run")
-    meta = prepare(rd, RunOptions(dataset=Path(wl["root"]), chunk_frames=args.chunk_frames))
+    rd.path.mkdir(parents=True)
+    info = load_or_plan(rd, RunOptions(dataset=Path(wl["root"]), chunk_frames=args.chunk_frames), 1)
     rd.parts_dir.mkdir(exist_ok=True)
-    chunks = load_chunks(rd)
-    root = Path(meta["dataset"]["root"])
+    chunks = Chunks.from_plan(rd.load_plan(), info.dataset.root, info.fingerprint)
     pid = os.getpid()
     done = 0
     series: list[dict] = []
     t0 = time.monotonic()
     next_mark = 0
 
-    def send(msg: tuple) -> None:
+    def send(ev: Event | None) -> None:
         nonlocal done, next_mark
-        if msg[0] == "frames":
-            done += msg[1]
+        if isinstance(ev, FramesDone):
+            done += ev.frames
         while done >= next_mark:
             series.append({"frames": done, "rss_mib": round(rss_mib(pid) or 0, 1),
                            "s": round(time.monotonic() - t0, 1)})
@@ -68,11 +71,11 @@ def main() -> int:
             next_mark += args.every
 
     load0 = loadavg()
-    with Extractor(HolisticOptions(**meta["options"]["holistic"]), num_threads=1) as ex:
-        send(("start",))
+    with ChunkWorker(0, rd.path, HolisticOptions(**info.options.holistic)) as worker:
+        send(None)
         while done < args.frames:
-            for c in sorted(chunks):
-                process_chunk(ex, rd, root, meta["fingerprint"], c, chunks[c], {}, send)
+            for c in sorted(chunks.videos):
+                worker.run(chunks.task(c, {}), send)
                 if done >= args.frames:
                     break
     rss = [s["rss_mib"] for s in series]

@@ -23,12 +23,11 @@ import numpy as np
 import pyarrow as pa
 
 from extract.dataset import FRAMES_DIR, SPLITS, Dataset, Video
-from extract.holistic import HolisticOptions
 from extract.schema import PARTS, SCHEMA, part_column
+from jobs.options import RunOptions
 from jobs.parts import PartInfo, write_part
-from jobs.plan import make_plan
-from jobs.rundir import RUN_FORMAT, RunDir, versions
-from jobs.runner import DEFAULT_CHUNK_FRAMES, _dataset_summary, run_fingerprint
+from jobs.prepare import new_run
+from jobs.rundir import RunDir
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from benchutil import SHARED_INDEX  # noqa: E402
@@ -80,33 +79,25 @@ def fake_table(rng: np.random.Generator, videos: list[dict]) -> pa.Table:
 
 
 def fabricate(out: Path, fraction: float = 1.0, index: Path = SHARED_INDEX,
-              chunk_frames: int = DEFAULT_CHUNK_FRAMES, seed: int = 0) -> dict:
-    """Write the run folder; returns a summary (videos, frames, chunks, seconds)."""
+              chunk_frames: int | None = None, workers: int = 32, seed: int = 0) -> dict:
+    """Write the run folder (planned as `run` would for `workers`); returns a summary."""
     t0 = time.monotonic()
     ds = index_dataset(index, fraction)
-    options = {"splits": list(SPLITS), "videos": None, "limit_videos": None,
-               "chunk_frames": chunk_frames, "holistic": HolisticOptions().as_dict()}
-    plan = make_plan(ds, chunk_frames)
-    summary = _dataset_summary(ds)
-    meta = {
-        "format": RUN_FORMAT, "created": time.time(), "dataset": summary, "options": options,
-        "fingerprint": run_fingerprint(summary["fingerprint"], options), "num_shards": 1,
-        "versions": versions(), "fabricated": True,
-        "plan": {"chunks": int(max(plan["chunk"].to_pylist()) + 1), "videos": len(ds.videos),
-                 "frames": ds.num_frames, "seconds": 0.0},
-    }
+    options = RunOptions(chunk_frames=chunk_frames).resolved()
+    info, plan = new_run(ds, options, workers)
+    info.fabricated = True
     rd = RunDir(out)
     rd.path.mkdir(parents=True, exist_ok=True)
     rd.parts_dir.mkdir(exist_ok=True)
     rd.save_plan(plan)
-    rd.save(meta)
+    rd.save(info)
     rng = np.random.default_rng(seed)
     by_chunk: dict[int, list[dict]] = {}
     for row in plan.select(["chunk", "split", "video", "folder", "files", "num_frames"]).to_pylist():
         by_chunk.setdefault(row["chunk"], []).append(row)
     for i, (chunk, videos) in enumerate(sorted(by_chunk.items())):
         table = fake_table(rng, videos)
-        write_part(rd.part_path(chunk), table, PartInfo(chunk, table.num_rows), meta["fingerprint"])
+        write_part(rd.part_path(chunk), table, PartInfo(chunk, table.num_rows), info.fingerprint)
         if i % 100 == 0:
             print(f"  part {i}/{len(by_chunk)}", file=sys.stderr, flush=True)
     return {"videos": len(ds.videos), "frames": ds.num_frames, "chunks": len(by_chunk),
@@ -118,12 +109,13 @@ def main() -> int:
     p.add_argument("--out", type=Path, required=True)
     p.add_argument("--fraction", type=float, default=1.0, help="every 1/F-th video (default 1)")
     p.add_argument("--index", type=Path, default=SHARED_INDEX)
-    p.add_argument("--chunk-frames", type=int, default=DEFAULT_CHUNK_FRAMES)
+    p.add_argument("--chunk-frames", type=int, help="fixed chunk size (default: the plan's own)")
+    p.add_argument("--workers", type=int, default=32, help="workers the plan is made for (32)")
     args = p.parse_args()
     if not (args.index / "PHOENIX-2014-T.train.frame_counts.tsv").is_file():
         print(f"error: release index not found at {args.index}", file=sys.stderr)
         return 2
-    print(fabricate(args.out, args.fraction, args.index, args.chunk_frames))
+    print(fabricate(args.out, args.fraction, args.index, args.chunk_frames, args.workers))
     return 0
 
 

@@ -1,0 +1,43 @@
+"""Extract a list of chunks on a backend: the pieces of a scheduled job put together.
+
+The runner decides what to do (jobs.todo) and what it means afterwards; this builds the backend,
+the queue, the progress display and the scheduler for one coordinator and runs them.
+"""
+
+from __future__ import annotations
+
+import pyarrow as pa
+
+from jobs.chunks import Chunks
+from jobs.devices import worker_slots
+from jobs.local import LocalBackend
+from jobs.progress import Progress
+from jobs.rundir import RunDir
+from jobs.runinfo import RunInfo
+from jobs.scheduler import Backend, Outcome, Scheduler, run
+from jobs.todo import Work
+from jobs.workqueue import ChunkQueue
+
+
+def make_backend(rd: RunDir, holistic: dict, kind: str, num_gpus: int | None,
+                 workers_per_gpu: int | None, address: str | None = None,
+                 shard: int | None = None) -> Backend:
+    """Local worker processes (pinned per worker_slots), or actors on Ray."""
+    prefix = f"shard-{shard}-" if shard is not None else ""
+    if kind == "ray":
+        from jobs.ray_backend import RayBackend
+
+        return RayBackend(rd.path, holistic, num_gpus, workers_per_gpu, address, prefix)
+    return LocalBackend(rd.path, worker_slots(num_gpus, workers_per_gpu), holistic, prefix)
+
+
+def extract(rd: RunDir, info: RunInfo, plan: pa.Table, work: Work, backend: Backend,
+            shard: int | None = None) -> Outcome:
+    """Run work.todo on backend until done, failed or stopped; never raises for a worker's death."""
+    chunks = Chunks.from_plan(plan, info.dataset.root, info.fingerprint)
+    label = f"shard {shard}/{info.num_shards}" if shard is not None else ""
+    progress = Progress(label, backend.name, work.frames_total, work.frames_done, len(work.todo),
+                        rd.progress_file(shard))
+    sched = Scheduler(backend, ChunkQueue(work.todo), chunks.task, progress,
+                      chunks_wanted=len(work.todo))
+    return run(sched)

@@ -1,0 +1,80 @@
+"""Finish a run: refuse gaps (unless partial is allowed), merge the parts, write the tensors, record it.
+
+What `merge` does, and what `run` does once every chunk is committed. run.json's `merge` record is
+cleared before the outputs are replaced and written after both are complete, so a crash in between
+shows as an interrupted merge, never as outputs that match a record they do not.
+"""
+
+from __future__ import annotations
+
+import time
+
+from jobs import messages
+from jobs.merge import merge_parts
+from jobs.outputs import write_default_tensors
+from jobs.resume import PartsState, scan_parts
+from jobs.rundir import JobFailed, RunDir, RunError
+from jobs.runinfo import MergeInfo, RunInfo
+from jobs.shards import array_expr, shard_state
+
+
+def _missing_bits(rd: RunDir, info: RunInfo, state: PartsState) -> tuple[list[str], list[str]]:
+    """(what is missing, what to do about it), for the refusal message."""
+    missing, failed = state.missing, state.failed
+    bits, steps = [], []
+    if missing and info.num_shards > 1:
+        ids = sorted(shard_state(state.chunks, state.done, info.num_shards).missing)
+        bits.append(f"{len(ids)} of {info.num_shards} shard(s) not complete: "
+                    f"{messages.listing([str(i) for i in ids], 20)} ({len(missing)} chunk(s) missing)")
+        steps.append(f"Resubmit them (sbatch --array={array_expr(ids)}): `phoenix-keypoints slurm "
+                     f"--out {rd.path} --num-shards {info.num_shards} --submit`, or finish on one "
+                     f"node with `phoenix-keypoints run --out {rd.path}`")
+    elif missing:
+        bits.append(f"{len(missing)} chunk(s) not done ({messages.listing([str(c) for c in missing])})")
+        steps.append(f"Run `phoenix-keypoints run --out {rd.path}` to finish it")
+    if failed:
+        bits.append(f"{len(failed)} video(s) failed ({messages.listing(sorted(failed), 5)})")
+        steps.append(f"fix the failed videos' frames, then `phoenix-keypoints run --out {rd.path} "
+                     "--retry-failed` redoes them")
+    if state.rejected:
+        bits.append("untrusted part(s) moved to parts/rejected/: " + messages.listing(
+            [f"chunk {c} ({why})" for c, why in sorted(state.rejected.items())], 5))
+    return bits, steps
+
+
+def finish(rd: RunDir, allow_partial: bool = False) -> MergeInfo:
+    """Write keypoints.parquet and tensors/ from the parts; refuse gaps unless allow_partial."""
+    info = rd.load()
+    plan = rd.load_plan()
+    state = scan_parts(rd, info, plan)
+    missing, failed = state.missing, state.failed
+    if (missing or failed) and not allow_partial:
+        bits, steps = _missing_bits(rd, info, state)
+        raise RunError(f"cannot merge {rd.path}: {'; '.join(bits)}. {'; '.join(steps)}. Or merge with "
+                       "--allow-partial to write what there is (run.json's merge section then lists "
+                       "what is missing).")
+    t0 = time.monotonic()
+    if info.merge is not None or info.merge_interrupted:  # the record describes the old outputs
+        info = rd.update(_mark_interrupted)
+    try:
+        rows = merge_parts(rd, state.done)
+        per_split = write_default_tensors(rd, plan)
+    except OSError as e:  # disk full, quota, permissions: nothing half-written is left as done
+        raise JobFailed(
+            f"cannot write the merged outputs in {rd.path} ({e}). Free space or fix permissions, "
+            f"then run `phoenix-keypoints merge --out {rd.path}` (or the same `run`) again."
+        ) from None
+    record = MergeInfo(
+        time=time.time(), seconds=round(time.monotonic() - t0, 3), rows=rows,
+        frames_per_split=per_split, partial=bool(missing or failed), missing_chunks=missing,
+        missing_videos=sorted(v for c in missing for v in state.chunks[c]), failed_videos=failed)
+    rd.update(lambda i: _record(i, record))
+    return record
+
+
+def _mark_interrupted(info: RunInfo) -> None:
+    info.merge, info.merge_interrupted = None, True
+
+
+def _record(info: RunInfo, record: MergeInfo) -> None:
+    info.merge, info.merge_interrupted = record, False

@@ -1,0 +1,33 @@
+"""The run folder's locks: the one place any process takes one.
+
+- "run": held exclusive by a whole-run `run`, `merge`, `tensors`; shared by each SLURM shard. So
+  shards on other nodes do not block each other, while nothing writes outputs beside them.
+- "shard-I": held exclusive by shard I, so two copies of one shard are refused.
+- "plan": taken (waiting) by whoever plans, so two shards started by hand never plan at once.
+A refused lock is a message naming the holder, never a wait (except `plan`).
+"""
+
+from __future__ import annotations
+
+import fcntl
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from jobs.rundir import RunDir, RunError
+
+
+@contextmanager
+def locked(rd: RunDir, name: str = "run", shared: bool = False, wait: bool = False) -> Iterator[None]:
+    """Hold lock `name` of the run folder for the duration of the block."""
+    if not rd.path.is_dir():
+        raise RunError(f"{rd.path} is not a folder: give --out a folder for the run.")
+    with open(rd.path / f".{name}.lock", "a+") as f:  # readable too: NFS emulates LOCK_SH with it
+        try:
+            fcntl.flock(f, (fcntl.LOCK_SH if shared else fcntl.LOCK_EX)
+                        | (0 if wait else fcntl.LOCK_NB))
+        except OSError:
+            raise RunError(
+                f"another phoenix-keypoints process is using {rd.path} ({name} lock); wait for it "
+                f"to end, or stop it first (`phoenix-keypoints status --out {rd.path}` shows it)."
+            ) from None
+        yield

@@ -1,0 +1,40 @@
+"""Every message to the user is written here: results on stdout, everything else on stderr.
+
+Lines go through tqdm.write so that they land above a live progress bar instead of through it.
+Callers compose the text (they know the facts); this module decides where and how it is shown.
+"""
+
+from __future__ import annotations
+
+import sys
+
+from tqdm import tqdm
+
+RESUME = "run the same command again to resume"
+
+
+def result(text: str) -> None:
+    """What the command produced (paths, counts): stdout, so it can be piped."""
+    tqdm.write(text, file=sys.stdout)
+
+
+def say(text: str) -> None:
+    """Progress worth reading (a worker died and is replaced, resuming, ...): stderr."""
+    tqdm.write(text, file=sys.stderr)
+
+
+def note(text: str) -> None:
+    say(f"note: {text}")
+
+
+def warn(text: str) -> None:
+    say(f"warning: {text}")
+
+
+def error(text: str) -> None:
+    say(f"error: {text}")
+
+
+def listing(items: list[str], limit: int = 10) -> str:
+    """The first `limit` items, comma-separated, with ' ...' when there are more."""
+    return ", ".join(items[:limit]) + (" ..." if len(items) > limit else "")

@@ -1,0 +1,109 @@
+"""Load the run a folder holds, or plan a new one there; --fresh; refuse a folder of another run.
+
+A run folder belongs to one dataset and one set of options (its fingerprint). Asking for anything
+else in the same folder is refused unless --fresh says to start over, so a resume can never mix
+parts of two different runs. run.json is written last: its presence means the plan is complete.
+"""
+
+from __future__ import annotations
+
+import shutil
+import time
+from pathlib import Path
+
+import pyarrow as pa
+
+from extract.dataset import Dataset, discover
+from extract.holistic import HolisticOptions, check_model
+from jobs.locks import locked
+from jobs.options import RunOptions
+from jobs.plan import cuts_digest, make_plan
+from jobs.rundir import RunDir, RunError, versions
+from jobs.runinfo import DatasetInfo, PlanInfo, PlanOptions, RunInfo
+
+_OUR_FILES = ("run.json", "plan.parquet", "progress.json", "keypoints.parquet")
+_OUR_DIRS = ("parts", "tensors", "claims")
+
+
+def clear_run(rd: RunDir) -> None:
+    """--fresh: remove this tool's files from the folder (and nothing else the user put there)."""
+    for name in _OUR_FILES:
+        (rd.path / name).unlink(missing_ok=True)
+    for p in rd.path.glob("progress-shard-*.json"):
+        p.unlink(missing_ok=True)
+    for name in _OUR_DIRS:
+        shutil.rmtree(rd.path / name, ignore_errors=True)
+
+
+def dataset_info(ds: Dataset) -> DatasetInfo:
+    return DatasetInfo(
+        root=str(ds.root.resolve()), layout=ds.layout, fingerprint=ds.fingerprint(),
+        videos=len(ds.videos), frames=ds.num_frames,
+        problems={v.name: v.problem for v in ds.videos if v.problem},
+        unlisted_folders=list(ds.unlisted),
+    )
+
+
+def new_run(ds: Dataset, options: PlanOptions, workers: int, num_shards: int = 1,
+            seconds: float = 0.0) -> tuple[RunInfo, pa.Table]:
+    """(run.json record, plan table) for a dataset: the one place both are made."""
+    plan = make_plan(ds, workers, options.chunk_frames)
+    chunks = {c for c in plan["chunk"].to_pylist() if c >= 0}
+    info = PlanInfo(chunks=len(chunks), videos=len(ds.videos), frames=ds.num_frames,
+                    seconds=round(seconds, 3), workers=workers, cuts=cuts_digest(plan))
+    return RunInfo.new(dataset_info(ds), options, info, versions(), num_shards), plan
+
+
+def _resume(rd: RunDir, opts: RunOptions, num_shards: int | None) -> RunInfo:
+    info = rd.load()
+    diffs = opts.conflicts(info, num_shards)
+    if diffs:
+        raise RunError(f"{rd.path} holds a run with other {', '.join(diffs)}. Use another --out, or "
+                       "--fresh to delete that run and start again.")
+    o = info.options
+    ds = discover(Path(info.dataset.root), o.splits, o.videos, o.limit_videos)
+    if ds.fingerprint() != info.dataset.fingerprint:
+        raise RunError(f"the dataset at {ds.root} changed since {rd.path} was planned (corpus or "
+                       "frame files differ). Use --fresh to start again on the data as it is now.")
+    return info
+
+
+def load_or_plan(rd: RunDir, opts: RunOptions, workers: int, fresh: bool = False,
+                 num_shards: int | None = None) -> RunInfo:
+    """The run in rd (checked against what was asked), or a new one planned for `workers`."""
+    if fresh:
+        clear_run(rd)
+    if rd.exists():
+        return _resume(rd, opts, num_shards)
+    if opts.dataset is None:
+        raise RunError(f"{rd.path} holds no run yet: pass --dataset PHOENIX_ROOT to start one.")
+    if any(rd.parts_dir.glob("*.parquet")):
+        raise RunError(f"{rd.path} has parts but no run.json; use --fresh or another --out.")
+    t0 = time.monotonic()
+    options = opts.resolved()
+    ds = discover(opts.dataset, options.splits, options.videos, options.limit_videos)
+    check_model(HolisticOptions(**options.holistic))
+    info, plan = new_run(ds, options, workers, num_shards or 1, time.monotonic() - t0)
+    rd.save_plan(plan)
+    rd.save(info)  # last: its presence means the plan is complete
+    return info
+
+
+def plan_shared(rd: RunDir, opts: RunOptions, num_shards: int, workers: int) -> RunInfo:
+    """Load the run, or plan it once for num_shards shards when --dataset says what to plan.
+
+    The `slurm` command plans before it submits, so array tasks normally only load. A task started
+    by hand with --dataset before any plan exists plans under a blocking lock; should the shared
+    filesystem not honour the lock, two planners write the same deterministic plan and run.json
+    (same fingerprint), so either one's parts are trusted by the other.
+    """
+    if rd.exists():
+        return load_or_plan(rd, opts, workers, num_shards=num_shards)
+    if opts.dataset is None:
+        raise RunError(
+            f"{rd.path} holds no plan yet. Make it before the shards start: `phoenix-keypoints "
+            f"slurm --dataset PHOENIX_ROOT --out {rd.path} --num-shards {num_shards}` (plans, "
+            "then writes or submits the array), or pass --dataset to this shard."
+        )
+    with locked(rd, "plan", wait=True):
+        return load_or_plan(rd, opts, workers, num_shards=num_shards)

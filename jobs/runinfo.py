@@ -1,0 +1,148 @@
+"""run.json as one typed record: made, loaded, validated and saved here and nowhere else.
+
+run.json says what a run folder holds: which dataset and options (their fingerprint ties every part
+to them), how the chunks were planned, how many shards share it, and what the last merge wrote. Its
+`format` changes whenever the meaning of a run folder changes; another format is refused with a
+message rather than misread.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any
+
+RUN_FORMAT = 2
+
+
+class RunInfoError(ValueError):
+    """run.json does not have the shape this version writes."""
+
+
+@dataclass
+class PlanOptions:
+    """What decides a run's output; fingerprinted, so a resume can never mix two runs' parts."""
+
+    splits: list[str]
+    videos: list[str] | None
+    limit_videos: int | None
+    chunk_frames: int | None  # None: sizes chosen by the plan
+    holistic: dict[str, Any]
+
+
+@dataclass
+class DatasetInfo:
+    root: str
+    layout: str
+    fingerprint: str
+    videos: int
+    frames: int
+    problems: dict[str, str] = field(default_factory=dict)  # listed video -> why it has no rows
+    unlisted_folders: list[str] = field(default_factory=list)
+
+
+@dataclass
+class PlanInfo:
+    chunks: int
+    videos: int
+    frames: int
+    seconds: float
+    workers: int = 0  # the worker count the chunk sizes were chosen for
+    cuts: str = ""  # digest of which videos are in which chunk
+
+
+@dataclass
+class MergeInfo:
+    time: float
+    seconds: float
+    rows: int
+    frames_per_split: dict[str, int]
+    partial: bool
+    missing_chunks: list[int] = field(default_factory=list)
+    missing_videos: list[str] = field(default_factory=list)
+    failed_videos: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class RunInfo:
+    dataset: DatasetInfo
+    options: PlanOptions
+    plan: PlanInfo
+    fingerprint: str
+    versions: dict[str, str]
+    num_shards: int = 1
+    created: float = field(default_factory=time.time)
+    format: int = RUN_FORMAT
+    merge: MergeInfo | None = None
+    merge_interrupted: bool = False  # a merge began after the last one finished and did not end
+    tensors: dict[str, dict[str, Any]] = field(default_factory=dict)
+    fabricated: bool = False
+
+    @classmethod
+    def new(cls, dataset: DatasetInfo, options: PlanOptions, plan: PlanInfo, versions: dict[str, str],
+            num_shards: int = 1) -> RunInfo:
+        return cls(dataset, options, plan, fingerprint(dataset.fingerprint, options, plan.cuts),
+                   versions, num_shards)
+
+    # --- json ------------------------------------------------------------------------------------
+    def to_json(self) -> dict[str, Any]:
+        out = asdict(self)
+        del out["merge_interrupted"]
+        if self.merge_interrupted:
+            out["merge"] = None  # present but empty: begun, not finished
+        elif self.merge is None:
+            del out["merge"]
+        return out
+
+    @classmethod
+    def from_json(cls, raw: Any) -> RunInfo:
+        if not isinstance(raw, dict):
+            raise RunInfoError("not a JSON object")
+        if raw.get("format") != RUN_FORMAT:
+            raise RunInfoError(f"format {raw.get('format')}, this version reads {RUN_FORMAT}")
+        merge = raw.get("merge")
+        try:
+            return cls(
+                dataset=_record(DatasetInfo, raw, "dataset"),
+                options=_record(PlanOptions, raw, "options"),
+                plan=_record(PlanInfo, raw, "plan"),
+                fingerprint=str(raw["fingerprint"]),
+                versions=dict(raw["versions"]),
+                num_shards=int(raw.get("num_shards", 1)),
+                created=float(raw["created"]),
+                merge=_record(MergeInfo, raw, "merge") if merge else None,
+                merge_interrupted="merge" in raw and merge is None,
+                tensors=dict(raw.get("tensors", {})),
+                fabricated=bool(raw.get("fabricated", False)),
+            )
+        except KeyError as e:
+            raise RunInfoError(f"no {e.args[0]!r}") from None
+        except (TypeError, ValueError) as e:
+            raise RunInfoError(str(e)) from None
+
+    def dumps(self) -> str:
+        return json.dumps(self.to_json(), indent=2, sort_keys=True) + "\n"
+
+
+def _record(cls: type, raw: dict[str, Any], key: str) -> Any:
+    """raw[key] as a cls, every field there (those with defaults may be missing)."""
+    value = raw[key]
+    if not isinstance(value, dict):
+        raise RunInfoError(f"{key!r} is not an object")
+    names = {f.name for f in fields(cls)}
+    unknown = set(value) - names
+    if unknown:
+        raise RunInfoError(f"{key!r} has unknown field(s) {sorted(unknown)}")
+    try:
+        return cls(**value)
+    except TypeError as e:
+        raise RunInfoError(f"{key!r}: {e}") from None
+
+
+def fingerprint(dataset_fp: str, options: PlanOptions, cuts: str) -> str:
+    """Ties parts to one dataset, one set of options and one cut of the videos into chunks."""
+    blob = json.dumps({"dataset": dataset_fp, "options": asdict(options), "cuts": cuts},
+                      sort_keys=True)
+    return hashlib.sha256(blob.encode()).hexdigest()

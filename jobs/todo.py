@@ -1,0 +1,45 @@
+"""What is left to do in a run folder: the chunks (of this coordinator) without a trusted part."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pyarrow as pa
+
+from jobs import messages
+from jobs.parts import remove_stale_temps
+from jobs.resume import PartsState, scan_parts
+from jobs.rundir import RunDir
+from jobs.runinfo import RunInfo
+
+
+@dataclass
+class Work:
+    todo: list[int]  # in plan order: the order they are handed out
+    frames_total: int  # of the chunks this coordinator owns
+    frames_done: int
+    state: PartsState
+
+
+def work_left(rd: RunDir, info: RunInfo, plan: pa.Table, owned: set[int] | None = None,
+              retry_failed: bool = False) -> Work:
+    """Scan the parts of the chunks `owned` (None: all), set aside untrusted ones, list the rest.
+
+    retry_failed: also redo chunks whose part lists failed videos (after the user fixed their
+    frames); the old part stays until the new one replaces it, so a crash loses nothing.
+    """
+    state = scan_parts(rd, info, plan, only=owned)
+    mine = sorted(state.chunks if owned is None else owned)
+    for chunk, why in sorted(state.rejected.items()):
+        messages.say(f"part of chunk {chunk} not trusted ({why}): moved to parts/rejected/, "
+                     "redoing it")
+    rd.parts_dir.mkdir(exist_ok=True)
+    remove_stale_temps(rd, set(mine))
+    retry = {c for c in mine if c in state.done and state.done[c].failed} if retry_failed else set()
+    if retry:
+        names = sorted(v for c in retry for v in state.done[c].failed)
+        messages.say(f"--retry-failed: redoing {len(retry)} chunk(s) with failed video(s): "
+                     f"{messages.listing(names)}")
+    todo = [c for c in mine if c not in state.done or c in retry]
+    done = sum(state.done[c].rows for c in mine if c in state.done and c not in retry)
+    return Work(todo, sum(state.chunk_frames(c) for c in mine), done, state)
