@@ -79,5 +79,6 @@ def test_frames_sort_numerically(tmp_path: Path, n: int):
     for i in range(1, n + 1):
         (tmp_path / f"images{i:04d}.png").write_bytes(b"")
     (tmp_path / "stray.lprof").write_bytes(b"")
-    names = list_frames(tmp_path)
+    names, ignored = list_frames(tmp_path)
     assert names == [f"images{i:04d}.png" for i in range(1, n + 1)]
+    assert ignored == [("stray.lprof", "not a frame name")]
