@@ -49,24 +49,52 @@ class Stats(NamedTuple):
     errors: dict[int, str]  # index -> message, for KIND_ERROR
 
 
+def _open_folder(path: str) -> tuple[int, int, str]:
+    """(fd or -1, what its frames are when it cannot be opened, why)."""
+    try:
+        return os.open(path or ".", os.O_RDONLY | os.O_DIRECTORY), KIND_FILE, ""
+    except (FileNotFoundError, NotADirectoryError):
+        return -1, KIND_MISSING, ""
+    except OSError as e:
+        return -1, KIND_ERROR, e.strerror or type(e).__name__
+
+
 def _stat_batch(paths: Sequence[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray, dict[int, str]]:
+    """Stat each path relative to its opened folder: consecutive frames share a folder, and a
+    lookup of one name is cheaper than resolving the whole path again (~1.6x here)."""
     kind = np.zeros(len(paths), np.int8)
     size = np.full(len(paths), -1, np.int64)
     mtime = np.full(len(paths), -1, np.int64)
     errors: dict[int, str] = {}
-    for i, p in enumerate(paths):
-        try:
-            st = os.stat(p)
-        except FileNotFoundError:
-            kind[i] = KIND_MISSING
-            continue
-        except OSError as e:
-            kind[i], errors[i] = KIND_ERROR, e.strerror or type(e).__name__
-            continue
-        if stat.S_ISREG(st.st_mode):
-            size[i], mtime[i] = st.st_size, st.st_mtime_ns
-        else:
-            kind[i] = KIND_NOT_A_FILE
+    folder, fd, folder_kind, folder_error = None, -1, KIND_FILE, ""
+    try:
+        for i, p in enumerate(paths):
+            head, _, name = p.rpartition("/")
+            if head != folder:
+                if fd >= 0:
+                    os.close(fd)
+                folder = head
+                fd, folder_kind, folder_error = _open_folder(head)
+            if fd < 0:
+                kind[i] = folder_kind
+                if folder_error:
+                    errors[i] = folder_error
+                continue
+            try:
+                st = os.stat(name, dir_fd=fd)
+            except FileNotFoundError:
+                kind[i] = KIND_MISSING
+                continue
+            except OSError as e:
+                kind[i], errors[i] = KIND_ERROR, e.strerror or type(e).__name__
+                continue
+            if stat.S_ISREG(st.st_mode):
+                size[i], mtime[i] = st.st_size, st.st_mtime_ns
+            else:
+                kind[i] = KIND_NOT_A_FILE
+    finally:
+        if fd >= 0:
+            os.close(fd)
     return kind, size, mtime, errors
 
 
@@ -140,14 +168,14 @@ def changed_frames(root: Path, recorded: pa.Table, content: bool = False,
     stopped a stat or read.
     """
     cols = recorded.select(list(PROVENANCE_COLUMNS))
-    images = cols["image"].to_pylist()
+    images = cols["image"].to_numpy(zero_copy_only=False).tolist()
     prefix = str(root).rstrip("/") + "/"
     paths = [prefix + im for im in images]
     size, has_size = _ints(cols["file_size"])
     mtime, _ = _ints(cols["file_mtime_ns"])
     why = _stat_reasons(stat_frames(paths, threads), size, mtime, has_size, paths)
     if content:
-        sha = cols["file_sha256"].to_pylist()
+        sha = cols["file_sha256"].to_numpy(zero_copy_only=False)
         todo = [i for i in np.flatnonzero(has_size) if int(i) not in why and sha[i] is not None]
         hashed = [h for b in _batched(_hash_batch, [paths[i] for i in todo], threads) for h in b]
         for i, (digest, failed) in zip(todo, hashed, strict=True):

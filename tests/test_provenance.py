@@ -145,3 +145,14 @@ def test_rows_made_from_nothing(tmp_path: Path, sample_root: Path):
     (tmp_path / "nowhere.png").write_bytes(b"\x89PNG" + bytes(96))
     assert changed_frames(tmp_path, recorded) == [
         Mismatch(0, "a.png", "was not readable, now a file of 100 bytes")]
+
+
+def test_a_whole_folder_gone(sample_root: Path, clean_run: Path, tmp_path: Path):
+    root = copy_dataset(sample_root, tmp_path / "PHOENIX-2014-T")
+    recorded = _recorded(clean_run)
+    folder = root / "features/fullFrame-210x260px/test/coffee-1"
+    folder.rename(folder.with_name("elsewhere"))
+    got = changed_frames(root, recorded)
+    images = recorded["image"].to_pylist()
+    assert [m.image for m in got] == [im for im in images if "/coffee-1/" in im]
+    assert {m.why for m in got} == {"missing"} and len(got) == 12
