@@ -10,6 +10,21 @@ Two releases are understood and told apart by their corpus files:
 Everything the csv says is checked before it is trusted: a bad file is refused with its path, line
 and what to do, never half-read. A listed video with no folder or no frames is kept, with its
 problem, so that plan, status and the end of a run can report it.
+
+A video's frames are the names the release gives them (FRAME_NAMES), whatever is behind the name:
+a dangling link or a directory named like a frame is still a frame, and its row will say why it
+could not be read, so frame numbers never shift. Anything else in the folder (hidden files such as
+macOS's `._images0001.png`, `notes.txt`, `images0001.png.bak`, subfolders) is no frame: it is kept
+in Video.ignored with the reason, to be reported, and never numbered.
+
+Names are compared in Unicode NFC. The csv and the folders can disagree in normalisation without
+anyone having meant a different video: macOS file systems and some zip and rsync paths store names
+decomposed (NFD) while the csv is composed (NFC), and the two print identically. Canonically
+equivalent strings are the same text by Unicode's definition, so matching them cannot pick a video
+the csv did not mean; the folder's own spelling is kept for every path that is opened. Only when
+two folders on disk are the same name in NFC is the match refused, as that (the video's problem
+names both), because then no choice is safe. Two csv names equal in NFC are the same video listed
+twice.
 """
 
 from __future__ import annotations
@@ -17,6 +32,7 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+import unicodedata
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
@@ -58,6 +74,8 @@ class Video:
     gloss: str = ""
     translation: str = ""
     problem: str = ""  # "" when frames were found, else why the video cannot be processed
+    # (name, reason) of each entry of the frame folder that is no frame, in name order
+    ignored: tuple[tuple[str, str], ...] = ()
 
     @property
     def num_frames(self) -> int:
@@ -190,7 +208,25 @@ def read_corpus(path: Path, split: str, layout: str) -> list[CorpusRow]:
     return rows
 
 
-_DIGITS = re.compile(r"(\d+)")
+_DIGITS = re.compile(r"([0-9]+)")
+
+# What the release calls a frame, per layout (whole name, case as shipped): the T release's frames
+# are images0001.png...; PHOENIX-2014's are `<rec>.avi_pid0_fn000000-0.png`, but what its csv
+# promises is only `<id>/1/*.png`, so any visible .png there is a frame (a stricter pattern that
+# missed one real frame would lose it silently).
+FRAME_NAMES: dict[str, re.Pattern[str]] = {
+    LAYOUT_T: re.compile(r"images[0-9]+\.png"),
+    LAYOUT_2014: re.compile(r"[^.].*\.png", re.DOTALL),
+}
+
+IGNORED_HIDDEN = "hidden file"
+IGNORED_FOLDER = "folder"
+IGNORED_NAME = "not a frame name"
+
+
+def nfc(name: str) -> str:
+    """The one normalisation names are compared in (see the module's docstring)."""
+    return unicodedata.normalize("NFC", name)
 
 
 def frame_sort_key(name: str) -> tuple:
@@ -198,15 +234,75 @@ def frame_sort_key(name: str) -> tuple:
     return tuple(int(t) if t.isdigit() else t for t in _DIGITS.split(name))
 
 
-def list_frames(folder: Path) -> list[str] | None:
-    """PNG file names of one video in frame order; None when the folder is missing."""
+def list_frames(
+    folder: Path, layout: str = LAYOUT_T
+) -> tuple[list[str], list[tuple[str, str]]] | None:
+    """(frame names in frame order, [(name, why it is no frame)]); None when there is no folder.
+
+    A name is a frame by its name alone, never by what it points to: a dangling link or a directory
+    named like a frame stays in the list, so that its row says why and later frames keep their
+    numbers. Hidden names are never frames (`._images0001.png` is macOS metadata, not an image).
+    """
+    pattern = FRAME_NAMES[layout]
+    frames: list[str] = []
+    ignored: list[tuple[str, str]] = []
     try:
         with os.scandir(folder) as it:
-            names = [e.name for e in it if e.name.lower().endswith(".png") and e.is_file()]
+            for e in it:
+                if e.name.startswith("."):
+                    ignored.append((e.name, IGNORED_HIDDEN))
+                elif pattern.fullmatch(e.name):
+                    frames.append(e.name)
+                else:
+                    ignored.append((e.name, IGNORED_FOLDER if _is_dir(e) else IGNORED_NAME))
     except (FileNotFoundError, NotADirectoryError):
         return None
-    names.sort(key=frame_sort_key)
-    return names
+    frames.sort(key=frame_sort_key)
+    ignored.sort()
+    return frames, ignored
+
+
+def _is_dir(entry: os.DirEntry) -> bool:
+    try:
+        return entry.is_dir()
+    except OSError:
+        return False
+
+
+class _NameIndex:
+    """Finds a path on disk whose components equal the wanted ones in NFC; one scan per folder."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self._dirs: dict[str, dict[str, list[str]]] = {}
+
+    def _entries(self, rel: str) -> dict[str, list[str]]:
+        if rel not in self._dirs:
+            found: dict[str, list[str]] = {}
+            try:
+                with os.scandir(self.root / rel) as it:
+                    for e in it:
+                        found.setdefault(nfc(e.name), []).append(e.name)
+            except OSError:
+                pass
+            self._dirs[rel] = found
+        return self._dirs[rel]
+
+    def resolve(self, rel: str) -> tuple[str | None, str]:
+        """(the folder as spelt on disk or None, "" or why no folder can be chosen)."""
+        cur = PurePosixPath()
+        for part in PurePosixPath(rel).parts:
+            if (self.root / cur / part).exists():
+                cur /= part
+                continue
+            names = sorted(self._entries(str(cur)).get(nfc(part), []))
+            if len(names) > 1:
+                shown = " and ".join(repr(n) for n in names)
+                return None, f"folders {shown} differ only in Unicode normalisation"
+            if not names:
+                return None, ""
+            cur /= names[0]
+        return str(cur), ""
 
 
 def _frames_folder(root: Path, row: CorpusRow, layout: str) -> str:
@@ -215,6 +311,37 @@ def _frames_folder(root: Path, row: CorpusRow, layout: str) -> str:
     if layout == LAYOUT_T:
         return str(base / row.name)
     return str(base / row.folder)
+
+
+def _unlisted(root: Path, splits: Sequence[str], listed_dirs: set[str]) -> list[str]:
+    """"<split>/<folder>" of each folder on disk that no selected video's frames are in."""
+    unlisted = []
+    for split in splits:
+        split_dir = root / FRAMES_DIR / split
+        if not split_dir.is_dir():
+            continue
+        with os.scandir(split_dir) as it:
+            for e in it:
+                rel = f"{FRAMES_DIR}/{split}/{e.name}"
+                if e.is_dir() and not {rel, rel + "/1"} & listed_dirs:
+                    unlisted.append(f"{split}/{e.name}")
+    return unlisted
+
+
+def _video(root: Path, row: CorpusRow, layout: str, names: _NameIndex) -> Video:
+    """A corpus row with its frames listed, or with the problem that keeps it from being processed."""
+    folder = _frames_folder(root, row, layout)
+    listing = list_frames(root / folder, layout)
+    problem = ""
+    if listing is None:
+        found, problem = names.resolve(folder)
+        if found is not None:
+            folder, listing = found, list_frames(root / found, layout)
+    frames, ignored = listing or ([], [])
+    if not problem:
+        problem = "no folder" if listing is None else ("no frames" if not frames else "")
+    return Video(row.split, row.name, folder, tuple(frames), row.speaker, row.gloss,
+                 row.translation, problem, tuple(ignored))
 
 
 def discover(
@@ -232,7 +359,7 @@ def discover(
             raise DatasetError(f"--splits: unknown split {s!r}; use some of {','.join(SPLITS)}.")
     digest = hashlib.sha256()
     rows: list[CorpusRow] = []
-    seen: dict[str, str] = {}
+    seen: dict[str, tuple[str, str]] = {}  # NFC name -> (name as listed, file:line)
     for split in SPLITS:
         path = root / "annotations" / "manual" / pattern.format(split=split)
         if not path.is_file():
@@ -244,25 +371,28 @@ def discover(
             continue
         split_rows = read_corpus(path, split, layout)
         for r in split_rows:  # names are unique across the whole release, not just per split
-            if r.name in seen:
+            key = nfc(r.name)
+            if key in seen:
+                first, where = seen[key]
+                how = "" if first == r.name else f" as {first!r}, equal in Unicode NFC"
                 raise DatasetError(
-                    f"{r.source}: video {r.name!r} is listed twice (first at {seen[r.name]}). "
+                    f"{r.source}: video {r.name!r} is listed twice (first at {where}{how}). "
                     "Remove one of the lines."
                 )
-            seen[r.name] = r.source
+            seen[key] = (r.name, r.source)
         if split in splits:
             digest.update(path.read_bytes())
             rows.extend(split_rows)
     if videos is not None:
         wanted = list(dict.fromkeys(videos))
-        unknown = [n for n in wanted if n not in seen]
+        unknown = [n for n in wanted if nfc(n) not in seen]
         if unknown:
             raise DatasetError(
                 f"--videos: {', '.join(unknown[:5])} not listed in the corpus of split(s) "
                 f"{','.join(splits)}."
             )
-        keep = set(wanted)
-        rows = [r for r in rows if r.name in keep]
+        keep = {nfc(n) for n in wanted}
+        rows = [r for r in rows if nfc(r.name) in keep]
     if limit_videos is not None:
         per_split: dict[str, int] = {}
         kept = []
@@ -272,28 +402,10 @@ def discover(
                 kept.append(r)
         rows = kept
 
-    out: list[Video] = []
-    for r in rows:
-        folder = _frames_folder(root, r, layout)
-        files = list_frames(root / folder)
-        problem = "no folder" if files is None else ("no frames" if not files else "")
-        out.append(
-            Video(r.split, r.name, folder, tuple(files or ()), r.speaker, r.gloss,
-                  r.translation, problem)
-        )
-    listed_dirs = {v.folder for v in out}
-    unlisted = []
-    if videos is None and limit_videos is None:
-        for split in splits:
-            split_dir = root / FRAMES_DIR / split
-            if not split_dir.is_dir():
-                continue
-            with os.scandir(split_dir) as it:
-                for e in it:
-                    rel = f"{FRAMES_DIR}/{split}/{e.name}"
-                    candidates = {rel, rel + "/1"}
-                    if e.is_dir() and not candidates & listed_dirs:
-                        unlisted.append(f"{split}/{e.name}")
+    names = _NameIndex(root)
+    out = [_video(root, r, layout, names) for r in rows]
+    unlisted = [] if videos is not None or limit_videos is not None else \
+        _unlisted(root, splits, {v.folder for v in out})
     # Output order is (split, video) ascending, the order of keypoints.parquet.
     out.sort(key=lambda v: (v.split, v.name))
     return Dataset(root, layout, out, sorted(unlisted), digest.hexdigest())

@@ -1,15 +1,28 @@
-"""Read one frame into the 8-bit RGB array MediaPipe wants, or say why it cannot be.
+"""Read one frame into the 8-bit RGB array MediaPipe wants, or say why it cannot be, and record
+what the frame was made from.
 
 Choices (documented in the README's bad-input table):
 - 0-byte file, not a PNG (by its signature), or undecodable: not processed; status says which.
+- a frame name that is no readable regular file: a dangling link or vanished file is "missing",
+  a directory (or FIFO, device) is "not_a_file", an open or read that fails is "unreadable". The
+  row is kept either way, so frame numbers never shift.
 - 16-bit: scaled to 8 bit (>> 8); grayscale: replicated to RGB; RGBA: alpha dropped. These are
   processed and the row's `note` says what was converted.
 - another size than the video's first frame: processed as it is (MediaPipe's x, y are normalised by
   the frame's own width and height, which the row records) and noted.
+
+Provenance: size and mtime come from fstat of the descriptor the bytes are read from, and the
+sha256 from those very bytes, so the three always describe what MediaPipe was shown (a stat before
+opening could describe another file than the one read). sha256, because anyone can check it with
+`sha256sum`; it adds well under 1% to a frame's time (docs/provenance.md).
 """
 
 from __future__ import annotations
 
+import hashlib
+import os
+import stat
+from dataclasses import dataclass
 from pathlib import Path
 
 import cv2
@@ -21,14 +34,80 @@ STATUS_EMPTY = "empty_file"
 STATUS_NOT_PNG = "not_png"
 STATUS_UNREADABLE = "unreadable"
 STATUS_CORRUPT = "corrupt_png"
+STATUS_MISSING = "missing"
+STATUS_NOT_A_FILE = "not_a_file"
+
+# A file rewritten while it is read is read again, this many times in all, before giving up.
+_READ_TRIES = 3
 
 
-def read_frame(path: Path) -> tuple[np.ndarray | None, str, str]:
-    """(rgb uint8 [H, W, 3] or None, status, note). status is "ok" when the array is usable."""
+@dataclass(frozen=True)
+class Source:
+    """What a frame's row was made from; all None when its bytes could not be read."""
+
+    size: int | None = None
+    mtime_ns: int | None = None
+    sha256: str | None = None
+
+
+NO_SOURCE = Source()
+
+
+def _read_fd(fd: int, digest: bool) -> tuple[bytes | None, Source, str, str]:
+    """Read an open descriptor whole; size and mtime from fstat around the read, so they match."""
+    for attempt in range(_READ_TRIES):
+        before = os.fstat(fd)
+        if not stat.S_ISREG(before.st_mode):
+            return None, NO_SOURCE, STATUS_NOT_A_FILE, _kind(before.st_mode)
+        if attempt:
+            os.lseek(fd, 0, os.SEEK_SET)
+        chunks, left = [], before.st_size + 1  # one byte more, to see a file that grew
+        while True:
+            chunk = os.read(fd, max(left, 65536))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            left -= len(chunk)
+        data = b"".join(chunks)
+        after = os.fstat(fd)
+        if (after.st_size, after.st_mtime_ns, len(data)) == (before.st_size, before.st_mtime_ns,
+                                                              before.st_size):
+            sha = hashlib.sha256(data).hexdigest() if digest else None
+            return data, Source(after.st_size, after.st_mtime_ns, sha), "ok", ""
+    return None, NO_SOURCE, STATUS_UNREADABLE, "changed while it was read"
+
+
+def _kind(mode: int) -> str:
+    if stat.S_ISDIR(mode):
+        return "a directory"
+    if stat.S_ISFIFO(mode):
+        return "a FIFO"
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "a device"
+    return "not a regular file"
+
+
+def read_file(path: Path, digest: bool = True) -> tuple[bytes | None, Source, str, str]:
+    """(bytes or None, source, status, note): a frame file's bytes and what they were read from.
+
+    O_NONBLOCK so that a FIFO named like a frame is reported, not waited on forever.
+    """
     try:
-        data = Path(path).read_bytes()
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    except FileNotFoundError:
+        return None, NO_SOURCE, STATUS_MISSING, "no such file (or a link to nothing)"
     except OSError as e:
-        return None, STATUS_UNREADABLE, e.strerror or type(e).__name__
+        return None, NO_SOURCE, STATUS_UNREADABLE, e.strerror or type(e).__name__
+    try:
+        return _read_fd(fd, digest)
+    except OSError as e:
+        return None, NO_SOURCE, STATUS_UNREADABLE, e.strerror or type(e).__name__
+    finally:
+        os.close(fd)
+
+
+def decode_frame(data: bytes) -> tuple[np.ndarray | None, str, str]:
+    """(rgb uint8 [H, W, 3] or None, status, note) from a PNG file's bytes."""
     if not data:
         return None, STATUS_EMPTY, ""
     if not data.startswith(PNG_SIGNATURE):
@@ -51,3 +130,15 @@ def read_frame(path: Path) -> tuple[np.ndarray | None, str, str]:
     else:
         img = cv2.cvtColor(img, cv2.COLOR_BGR2RGB)
     return img, "ok", "; ".join(notes)
+
+
+def read_frame(path: Path, digest: bool = True) -> tuple[np.ndarray | None, str, str, Source]:
+    """(rgb uint8 [H, W, 3] or None, status, note, source). status is "ok" when rgb is usable.
+
+    A file that was read but does not decode keeps its source: it is what the row was made from.
+    """
+    data, source, status, note = read_file(path, digest)
+    if data is None:
+        return None, status, note, source
+    rgb, status, note = decode_frame(data)
+    return rgb, status, note, source

@@ -28,6 +28,9 @@ for _name, (_n, _) in PARTS.items():
     _o += _n
 del _o, _name, _n
 
+# The columns that say what each row was made from, in the order extract/provenance.py reads them.
+PROVENANCE_COLUMNS: tuple[str, ...] = ("image", "file_size", "file_mtime_ns", "file_sha256")
+
 SCHEMA = pa.schema(
     [
         pa.field("split", pa.string(), nullable=False),
@@ -38,6 +41,10 @@ SCHEMA = pa.schema(
         pa.field("height", pa.int32()),
         pa.field("status", pa.string(), nullable=False),
         pa.field("note", pa.string()),
+        # What the row was made from (extract/frames.py): null where the bytes could not be read.
+        pa.field("file_size", pa.int64()),
+        pa.field("file_mtime_ns", pa.int64()),
+        pa.field("file_sha256", pa.string()),
     ]
     + [pa.field(name, pa.list_(pa.float32())) for name in PARTS]
 )
@@ -74,10 +81,12 @@ def parquet_write_options() -> dict:
     hardly repeat), yet the writer tries it on every page and falls back, which halved the merge's
     write speed and left files ~15% larger. Floats use BYTE_STREAM_SPLIT, which lets zstd find the
     repeated exponent bytes: smaller and faster to read. Page checksums let readers catch damage.
+    The sha256 column is one distinct value per row, so a dictionary there is pure overhead too.
     """
     return {
         "compression": "zstd",
         "write_page_checksum": True,
-        "use_dictionary": [f.name for f in SCHEMA if f.type == pa.string()],
+        "use_dictionary": [f.name for f in SCHEMA
+                           if f.type == pa.string() and f.name != "file_sha256"],
         "use_byte_stream_split": [f"{p}.list.element" for p in PARTS],
     }

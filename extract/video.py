@@ -30,6 +30,9 @@ class Block:
     height: list[int | None] = field(default_factory=list)
     status: list[str] = field(default_factory=list)
     note: list[str | None] = field(default_factory=list)
+    file_size: list[int | None] = field(default_factory=list)
+    file_mtime_ns: list[int | None] = field(default_factory=list)
+    file_sha256: list[str | None] = field(default_factory=list)
     values: dict[str, list[np.ndarray]] = field(default_factory=dict)
     present: dict[str, list[np.ndarray]] = field(default_factory=dict)
 
@@ -46,6 +49,9 @@ class Block:
             "height": pa.array(self.height, pa.int32()),
             "status": pa.array(self.status, pa.string()),
             "note": pa.array(self.note, pa.string()),
+            "file_size": pa.array(self.file_size, pa.int64()),
+            "file_mtime_ns": pa.array(self.file_mtime_ns, pa.int64()),
+            "file_sha256": pa.array(self.file_sha256, pa.string()),
         }
         for part, (n, c) in PARTS.items():
             vals = self.values.get(part) or [np.zeros((0, n * c), np.float32)]
@@ -67,7 +73,8 @@ def extract_video(
     """Append one row per frame of a video to `out`, tracking reset first so videos are independent.
 
     A frame that cannot be read gets its row with null keypoints and a status saying why; MediaPipe
-    is not shown it, so tracking carries on from the last good frame.
+    is not shown it, so tracking carries on from the last good frame. Every row records the size,
+    mtime and sha256 of the bytes it was made from (null when none could be read).
     """
     extractor.start_video()
     n = len(files)
@@ -76,7 +83,7 @@ def extract_video(
     first_size: tuple[int, int] | None = None
     for i, name in enumerate(files):
         rel = f"{folder}/{name}"
-        rgb, status, note = read_frame(root / rel)
+        rgb, status, note, source = read_frame(root / rel)
         width = height = None
         if rgb is not None:
             height, width = rgb.shape[:2]
@@ -103,6 +110,9 @@ def extract_video(
         out.height.append(height)
         out.status.append(status)
         out.note.append(note or None)
+        out.file_size.append(source.size)
+        out.file_mtime_ns.append(source.mtime_ns)
+        out.file_sha256.append(source.sha256)
         if on_frame is not None:
             on_frame()
     for part in PARTS:

@@ -36,6 +36,8 @@ PLAN_SCHEMA = pa.schema(
         ("gloss", pa.string()),
         ("translation", pa.string()),
         ("problem", pa.string()),
+        # entries of the frame folder that are no frames (extract/dataset.py), to be reported
+        ("ignored", pa.list_(pa.struct([("name", pa.string()), ("reason", pa.string())]))),
     ]
 )
 
@@ -101,6 +103,7 @@ def make_plan(dataset: Dataset, workers: int, chunk_frames: int | None = None) -
         rows["gloss"].append(v.gloss)
         rows["translation"].append(v.translation)
         rows["problem"].append(v.problem)
+        rows["ignored"].append([{"name": n, "reason": r} for n, r in v.ignored])
     return pa.table(rows, schema=PLAN_SCHEMA)
 
 

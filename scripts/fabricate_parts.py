@@ -14,6 +14,7 @@ missed in ~2% of frames, a hand in ~20-40%), so merge and tensors do the same wo
 from __future__ import annotations
 
 import argparse
+import binascii
 import csv
 import sys
 import time
@@ -58,6 +59,23 @@ def index_dataset(index: Path, fraction: float = 1.0) -> Dataset:
     return Dataset(index, "phoenix-2014-T", videos, [], f"fabricated-from-index-{fraction}")
 
 
+def fake_provenance(rng: np.random.Generator, n: int) -> dict[str, pa.Array]:
+    """Provenance columns as the worker writes them: PNG-like sizes, mtimes, distinct sha256 hex.
+
+    The hex column is built as one buffer (no per-row Python string), like the real one it is
+    incompressible, so merge and file sizes are measured with its true weight.
+    """
+    digests = np.frombuffer(binascii.hexlify(rng.bytes(32 * n)), np.uint8)
+    offsets = np.arange(0, 64 * (n + 1), 64, dtype=np.int32)
+    return {
+        "file_size": pa.array(rng.integers(70_000, 110_000, n, dtype=np.int64)),
+        "file_mtime_ns": pa.array(1_300_000_000 * 10**9 + rng.integers(0, 10**15, n,
+                                                                       dtype=np.int64)),
+        "file_sha256": pa.StringArray.from_buffers(n, pa.py_buffer(offsets),
+                                                   pa.py_buffer(digests)),
+    }
+
+
 def fake_table(rng: np.random.Generator, videos: list[dict]) -> pa.Table:
     """A part's rows for these plan rows: real shapes, random values, realistic nulls."""
     split = [v["split"] for v in videos for _ in range(v["num_frames"])]
@@ -70,6 +88,7 @@ def fake_table(rng: np.random.Generator, videos: list[dict]) -> pa.Table:
         "frame": pa.array(frame, pa.int32()), "image": pa.array(image, pa.string()),
         "width": pa.array(np.full(n, 210, np.int32)), "height": pa.array(np.full(n, 260, np.int32)),
         "status": pa.array(["ok"] * n, pa.string()), "note": pa.nulls(n, pa.string()),
+        **fake_provenance(rng, n),
     }
     for part, (k, c) in PARTS.items():
         present = rng.random(n) >= NULL_RATE[part]

@@ -25,7 +25,7 @@ def _compare_parts(root: Path) -> dict[str, int]:
         for v in discover(root).videos:
             ex.start_video()
             for name in v.files:
-                rgb, _, _ = read_frame(root / v.folder / name)
+                rgb = read_frame(root / v.folder / name)[0]
                 if rgb is None:
                     continue
                 results = ex._graph.process(rgb)
