@@ -344,19 +344,13 @@ def _video(root: Path, row: CorpusRow, layout: str, names: _NameIndex) -> Video:
                  row.translation, problem, tuple(ignored))
 
 
-def discover(
-    root: Path,
-    splits: Sequence[str] = SPLITS,
-    videos: Iterable[str] | None = None,
-    limit_videos: int | None = None,
-) -> Dataset:
-    """Read the corpus, select videos (splits, names, first N per split) and list their frames."""
-    root = Path(root)
-    layout = detect_layout(root)
+def _read_corpora(root: Path, layout: str,
+                  splits: Sequence[str]) -> tuple[list[CorpusRow], set[str], str]:
+    """(rows of the asked splits, NFC names listed in any split, digest of the asked csv files).
+
+    Every split's csv is read when present, so a name listed twice across splits is refused.
+    """
     pattern = _LAYOUTS[layout][0]
-    for s in splits:
-        if s not in SPLITS:
-            raise DatasetError(f"--splits: unknown split {s!r}; use some of {','.join(SPLITS)}.")
     digest = hashlib.sha256()
     rows: list[CorpusRow] = []
     seen: dict[str, tuple[str, str]] = {}  # NFC name -> (name as listed, file:line)
@@ -383,9 +377,15 @@ def discover(
         if split in splits:
             digest.update(path.read_bytes())
             rows.extend(split_rows)
+    return rows, set(seen), digest.hexdigest()
+
+
+def _select(rows: list[CorpusRow], listed: set[str], splits: Sequence[str],
+            videos: Iterable[str] | None, limit_videos: int | None) -> list[CorpusRow]:
+    """--videos (by name, in NFC) and --limit-videos (first N of each split, in corpus order)."""
     if videos is not None:
         wanted = list(dict.fromkeys(videos))
-        unknown = [n for n in wanted if nfc(n) not in seen]
+        unknown = [n for n in wanted if nfc(n) not in listed]
         if unknown:
             raise DatasetError(
                 f"--videos: {', '.join(unknown[:5])} not listed in the corpus of split(s) "
@@ -401,11 +401,27 @@ def discover(
             if per_split[r.split] <= limit_videos:
                 kept.append(r)
         rows = kept
+    return rows
 
+
+def discover(
+    root: Path,
+    splits: Sequence[str] = SPLITS,
+    videos: Iterable[str] | None = None,
+    limit_videos: int | None = None,
+) -> Dataset:
+    """Read the corpus, select videos (splits, names, first N per split) and list their frames."""
+    root = Path(root)
+    layout = detect_layout(root)
+    for s in splits:
+        if s not in SPLITS:
+            raise DatasetError(f"--splits: unknown split {s!r}; use some of {','.join(SPLITS)}.")
+    rows, listed, digest = _read_corpora(root, layout, splits)
+    rows = _select(rows, listed, splits, videos, limit_videos)
     names = _NameIndex(root)
     out = [_video(root, r, layout, names) for r in rows]
     unlisted = [] if videos is not None or limit_videos is not None else \
         _unlisted(root, splits, {v.folder for v in out})
     # Output order is (split, video) ascending, the order of keypoints.parquet.
     out.sort(key=lambda v: (v.split, v.name))
-    return Dataset(root, layout, out, sorted(unlisted), digest.hexdigest())
+    return Dataset(root, layout, out, sorted(unlisted), digest)
