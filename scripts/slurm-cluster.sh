@@ -21,7 +21,7 @@ SOCKET="$STATE/munge/munge.socket.2"
 HERE="$(cd "$(dirname "$0")" && pwd)"
 DAEMONS=(munged slurmctld slurmd)
 
-die() { echo "slurm-cluster: $2" >&2; exit "$1"; }
+die() { echo "slurm-cluster: ${*:2}" >&2; exit "$1"; }
 
 # pid of a daemon this script started, if that process still runs that program
 our_pid() {
@@ -82,7 +82,9 @@ start_daemon() {
   local name="$1"
   shift
   our_pid "$name" >/dev/null && return 0
-  "$@" >>"$STATE/log/$name.start.log" 2>&1 </dev/null 8>&- || die 1 "$name did not start: see $STATE/log/$name.start.log and $STATE/log/$name.log"
+  # 8>&-: a daemon must not inherit the start/stop lock, or it holds it for its whole life
+  "$@" >>"$STATE/log/$name.start.log" 2>&1 </dev/null 8>&- ||
+    die 1 "$name did not start: see $STATE/log/$name.start.log and $STATE/log/$name.log"
   STARTED=1
 }
 
@@ -90,7 +92,7 @@ wait_idle() {
   local i state
   for i in $(seq 1 60); do
     state="$(answers)"
-    case "$state" in idle* | mixed* | allocated* | completing*) return 0 ;; esac
+    case "$state" in idle | mixed | allocated | completing) return 0 ;; esac  # "idle*": not responding
     sleep 0.5
   done
   die 1 "the node did not become idle in 30 s (sinfo: '${state:-no answer}'); logs in $STATE/log"
@@ -107,7 +109,8 @@ start() {
   for d in "${DAEMONS[@]}"; do our_pid "$d" >/dev/null || all=0; done
   if [ "$all" = 0 ] || ! answers >/dev/null; then
     if ! our_pid slurmctld >/dev/null && (exec 3<>/dev/tcp/127.0.0.1/6817) 2>/dev/null; then
-      die 1 "port 6817 is taken by a slurmctld this script did not start ($STATE/run has no live pid for it); stop that cluster first"
+      die 1 "port 6817 is taken by a slurmctld this script did not start ($STATE/run has no" \
+        "live pid for it); stop that cluster first"
     fi
     write_munge_key
     our_pid slurmctld >/dev/null || write_conf
@@ -136,20 +139,24 @@ stop() {
       sleep 0.5
     done
   fi
-  local d pid
-  for d in slurmd slurmctld munged; do
-    pid="$(our_pid "$d")" || { rm -f "$STATE/run/$d.pid"; continue; }
-    kill -TERM "$pid"
+  local d pid pids=()
+  for d in slurmd slurmctld munged; do  # each takes ~2 s to exit: signal all, then wait
+    if pid="$(our_pid "$d")" && kill -TERM "$pid"; then
+      pids+=("$pid")
+      echo "slurm-cluster: stopping $d (pid $pid)" >&2
+    fi
+    rm -f "$STATE/run/$d.pid"
+  done
+  for pid in "${pids[@]}"; do
     for _ in $(seq 1 40); do kill -0 "$pid" 2>/dev/null || break; sleep 0.25; done
     kill -0 "$pid" 2>/dev/null && kill -KILL "$pid"
-    rm -f "$STATE/run/$d.pid"
-    echo "slurm-cluster: stopped $d (pid $pid)" >&2
   done
+  return 0
 }
 
 case "${1:-}" in
   start) start ;;
   stop) stop ;;
   status) answers || { echo "slurm-cluster: no cluster answers at $CONF" >&2; exit 1; } ;;
-  *) die 2 "usage: $0 start|stop|status  (state in \$PHOENIX_SLURM_DIR, default /tmp/phoenix-keypoints-slurm)" ;;
+  *) die 2 "usage: $0 start|stop|status (state in $STATE; \$PHOENIX_SLURM_DIR moves it)" ;;
 esac
