@@ -26,8 +26,9 @@ def sha256(path: Path) -> str:
 
 
 def wait_for(pred: Callable[[], Any], timeout: float, what: str,
-             proc: subprocess.Popen | None = None) -> Any:
-    """Poll pred until it returns something truthy; fail with `what` (and the run's stderr)."""
+             proc: subprocess.Popen | None = None, interval: float = 0.05) -> Any:
+    """Poll pred every `interval` s until it returns something truthy; fail with `what` (and the
+    run's stderr). A pred that starts a process (scontrol) wants a longer interval."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         value = pred()
@@ -36,7 +37,7 @@ def wait_for(pred: Callable[[], Any], timeout: float, what: str,
         if proc is not None and proc.poll() is not None:
             out, err = proc.communicate()
             raise AssertionError(f"run ended (rc {proc.returncode}) before: {what}\n{err}")
-        time.sleep(0.05)
+        time.sleep(interval)
     raise AssertionError(f"timed out waiting for: {what}")
 
 

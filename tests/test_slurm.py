@@ -1,28 +1,34 @@
-"""SLURM arrays on one machine: a fake sbatch runs the array tasks as local processes.
+"""SLURM arrays on a real one-node cluster: slurmctld + slurmd + munge from scripts/slurm-cluster.sh.
 
-The end-to-end test submits 4 shards, SIGKILLs shard 2's task (its whole process group) mid-chunk,
-checks that `status` names `--array=2`, that `slurm --submit` again submits only index 2, and that
-the merged output equals the single-node reference run.
+The end-to-end test submits 4 shards with `slurm --submit`, `scancel`s array task 2 while it is
+inside a chunk, checks that `status` names shard 2 and `--array=2`, that `merge` refuses, that
+`slurm --submit` again submits index 2 alone with a merge job after it, and that the merged output
+equals the single-node reference run. It skips only where no cluster can be started here (not root,
+no apt-get); see docs/cluster-testing.md.
 """
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
-import signal
-import stat
-import sys
-import time
+import re
+import subprocess
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from conftest import assert_no_traceback, read_keypoints, run_cli
+from conftest import REPO, assert_no_traceback, run_cli
+from faultkit import assert_same_output, session_members, temps, wait_for
 
 from jobs.rundir import RunError
 from jobs.shards import array_expr, resolve_shard, shard_chunks, shard_state
 from jobs.slurm import SlurmOptions, render_array, sbatch, worker_args
 
-FAKE_SBATCH = Path(__file__).with_name("fake_sbatch.py")
+CLUSTER = REPO / "scripts" / "slurm-cluster.sh"
+CLUSTER_DIR = Path(os.environ.get("PHOENIX_SLURM_DIR", "/tmp/phoenix-keypoints-slurm"))
+ENDED = {"COMPLETED", "CANCELLED", "FAILED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY", "PREEMPTED",
+         "BOOT_FAIL", "DEADLINE"}
 
 
 # --- pure pieces ------------------------------------------------------------------------------
@@ -81,101 +87,156 @@ def test_submit_without_sbatch_says_so(tmp_path: Path, monkeypatch: pytest.Monke
         sbatch(tmp_path / "x.sbatch")
 
 
-# --- the command line -------------------------------------------------------------------------
-@pytest.fixture
-def fake_slurm(tmp_path: Path) -> dict[str, str]:
-    """Env with the fake sbatch first on PATH and its state folder."""
-    bindir = tmp_path / "bin"
-    bindir.mkdir()
-    exe = bindir / "sbatch"
-    exe.write_text(f"#!/bin/sh\nexec {sys.executable} {FAKE_SBATCH} \"$@\"\n")
-    exe.chmod(exe.stat().st_mode | stat.S_IXUSR)
-    state = tmp_path / "sbatch-state"
-    state.mkdir()
-    return {"PATH": f"{bindir}{os.pathsep}{os.environ['PATH']}", "FAKE_SBATCH_DIR": str(state)}
+# --- a real cluster ---------------------------------------------------------------------------
+def _ctld_pid() -> str:
+    try:
+        return (CLUSTER_DIR / "run" / "slurmctld.pid").read_text().strip()
+    except OSError:
+        return ""
 
 
-def _submissions(env: dict[str, str]) -> list[dict]:
-    path = Path(env["FAKE_SBATCH_DIR"]) / "submissions.jsonl"
-    return [json.loads(line) for line in path.read_text().splitlines()]
+def _start_cluster() -> dict[str, str]:
+    """`scripts/slurm-cluster.sh start`: what it exports; a skip where no cluster can be had."""
+    proc = subprocess.run([str(CLUSTER), "start"], capture_output=True, text=True, timeout=900)
+    if proc.returncode == 3:
+        pytest.skip(f"no SLURM cluster here: {proc.stderr.strip()}")
+    assert proc.returncode == 0, f"{CLUSTER} start failed (exit {proc.returncode}):\n{proc.stderr}"
+    return dict(re.findall(r"^export (\w+)=(\S*)$", proc.stdout, re.M))
 
 
-def _wait_for(cond, timeout: float, what: str):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        got = cond()
-        if got:
-            return got
-        time.sleep(0.1)
-    raise AssertionError(f"timed out waiting for {what}")
+@pytest.fixture(scope="session")
+def slurm_env() -> Iterator[dict[str, str]]:
+    """SLURM_CONF of a running one-node cluster, started by scripts/slurm-cluster.sh if none runs.
+
+    Each test session holds a shared lock on a lease file while it uses the cluster; at its end, the
+    session that finds no other holder stops the cluster if a test session started it (one a person
+    started stays up). So two sessions side by side do not stop the cluster under each other.
+    """
+    first = _start_cluster()  # before the lease: it skips where the folder may not even be ours
+    marker = CLUSTER_DIR / "started-by-tests"
+    with open(CLUSTER_DIR / "test-sessions.lock", "a") as lease:
+        fcntl.flock(lease, fcntl.LOCK_SH)
+        again = _start_cluster()  # under the lease: a session ending meanwhile may have stopped it
+        if "1" in (first["PHOENIX_SLURM_STARTED"], again["PHOENIX_SLURM_STARTED"]):
+            marker.write_text(_ctld_pid())
+        yield {"SLURM_CONF": again["SLURM_CONF"]}
+        try:
+            fcntl.flock(lease, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return  # another session still uses it; the last one out stops it
+        if marker.is_file() and marker.read_text() == _ctld_pid():
+            subprocess.run([str(CLUSTER), "stop"], check=True, timeout=180)
+            marker.unlink()
 
 
-def _job_end(env: dict[str, str], job: int, timeout: float = 240) -> dict:
-    done = Path(env["FAKE_SBATCH_DIR"]) / "jobs" / f"{job}.done"
-    _wait_for(done.exists, timeout, f"job {job}")
-    return json.loads(done.read_text())
+def _slurm(env: dict[str, str], *args: str) -> str:
+    """A SLURM client command's stdout ('' when it fails: a job not known yet or any more)."""
+    proc = subprocess.run(args, env={**os.environ, **env}, capture_output=True, text=True, timeout=60)
+    return proc.stdout if proc.returncode == 0 else ""
 
 
-def _shard_in_chunk(out: Path, shard: int) -> bool:
+def _jobs(env: dict[str, str], job: str) -> dict[str, dict[str, str]]:
+    """`scontrol show job` fields of a job, or of each task of an array keyed by its index ("" for
+    a plain job; pending tasks may still share one record, keyed like "2-3")."""
+    out = {}
+    for line in _slurm(env, "scontrol", "show", "job", "--oneliner", job).splitlines():
+        fields = dict(f.split("=", 1) for f in line.split() if "=" in f)
+        out[fields.get("ArrayTaskId", "")] = fields
+    return out
+
+
+def _ended(env: dict[str, str], job: str) -> dict[str, dict[str, str]] | None:
+    """The job's (or every array task's) final fields once all have ended, None before."""
+    jobs = _jobs(env, job)
+    return jobs if jobs and all(j["JobState"] in ENDED for j in jobs.values()) else None
+
+
+def _states(jobs: dict[str, dict[str, str]]) -> dict[str, str]:
+    return {index: fields["JobState"] for index, fields in jobs.items()}
+
+
+def _submissions(out: Path) -> list[dict]:
+    """What `slurm --submit` recorded it submitted, one line per call."""
+    return [json.loads(line) for line in (out / "slurm" / "submissions.jsonl").read_text().splitlines()]
+
+
+def _shard_in_chunk(out: Path, shard: int) -> dict | None:
+    """The shard's heartbeat while one of its workers is inside a chunk."""
     try:
         beat = json.loads((out / f"progress-shard-{shard}.json").read_text())
     except (OSError, ValueError):
-        return False
-    return any(w["chunk"] is not None and w["pid"] for w in beat["workers"])
+        return None
+    busy = any(w["chunk"] is not None and w["pid"] for w in beat["workers"])
+    return beat if busy and beat.get("running") else None
 
 
-def test_four_shards_one_killed_resubmitted_alone(sample_root: Path, clean_run: Path,
-                                                  fake_slurm: dict[str, str],
-                                                  tmp_path: Path) -> None:
+def _proc_status(pid: int) -> tuple[int, int]:
+    """(session id, number of CPUs the process may run on) of a live process."""
+    sid = int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[3])
+    status = Path(f"/proc/{pid}/status").read_text()
+    allowed = re.search(r"^Cpus_allowed_list:\s*(\S+)", status, re.M).group(1)
+    ranges = [r.partition("-") for r in allowed.split(",")]
+    return sid, sum(int(b or a) - int(a) + 1 for a, _, b in ranges)
+
+
+@pytest.mark.slow
+def test_real_array_task_cancelled_then_resubmitted_alone(slurm_env: dict[str, str],
+                                                          sample_root: Path, clean_run: Path,
+                                                          tmp_path: Path) -> None:
     out = tmp_path / "run"
-    slow = dict(fake_slurm, PHOENIX_KEYPOINTS_FAULTS="frame-delay=0.4")
+    # sbatch exports the submitter's environment: the slow frames reach the array tasks
+    slow = dict(slurm_env, PHOENIX_KEYPOINTS_FAULTS="frame-delay=0.4")
     proc = run_cli(["slurm", "--dataset", sample_root, "--out", out, "--num-shards", "4",
                     "--chunk-frames", "20", "--cpus-per-task", "1", "--time", "0:10:00",
                     "--submit"], env=slow)
     assert proc.returncode == 0, proc.stderr
-    first = _submissions(fake_slurm)
-    assert [s["array"] for s in first] == ["0-3", None]
-    array_job, merge_job = first[0]["job"], first[1]["job"]
-    assert first[1]["dependency"] == f"afterok:{array_job}"
-    assert json.loads((out / "run.json").read_text())["num_shards"] == 4  # planned before submitting
+    [first] = _submissions(out)
+    assert first["array"] == "0-3"
+    array_job, merge_job = first["array_job"], first["merge_job"]
+    assert f"afterok:{array_job}_*" in _jobs(slurm_env, merge_job)[""]["Dependency"]
 
-    # shard 2 dies mid-chunk, like a node lost: SIGKILL to its task's whole process group
-    pid_file = Path(fake_slurm["FAKE_SBATCH_DIR"]) / "tasks" / f"{array_job}_2.pid"
-    _wait_for(lambda: pid_file.exists() and _shard_in_chunk(out, 2), 120, "shard 2 in a chunk")
-    os.killpg(int(pid_file.read_text()), signal.SIGKILL)
-    end = _job_end(fake_slurm, array_job)
-    assert end["rcs"] == {"0": 0, "1": 0, "2": -signal.SIGKILL, "3": 0}
-    assert _job_end(fake_slurm, merge_job)["state"] == "DependencyNeverSatisfied"
+    beat = wait_for(lambda: _shard_in_chunk(out, 2), 240, "array task 2 inside a chunk", interval=0.2)
+    sid, cpus = _proc_status(beat["pid"])
+    assert len(beat["workers"]) == cpus  # one worker per CPU SLURM gave the task
+    assert _jobs(slurm_env, array_job)["2"]["JobState"] == "RUNNING"
+    _slurm(slurm_env, "scancel", f"{array_job}_2")
+
+    ended = wait_for(lambda: _ended(slurm_env, array_job), 300, "every array task to end", interval=1)
+    assert _states(ended) == {"0": "COMPLETED", "1": "COMPLETED", "2": "CANCELLED", "3": "COMPLETED"}
+    wait_for(lambda: not session_members(sid), 30, "no process of task 2 left", interval=0.5)
+    assert not temps(out)
+    log = (out / "logs" / f"slurm-{array_job}_2.out").read_text()
+    assert "CANCELLED" in log and "stopped" in log and "Traceback" not in log, log  # SIGTERM handled
+    merge = wait_for(lambda: _ended(slurm_env, merge_job), 120, "the merge job to leave", interval=1)
+    assert merge[""]["JobState"] == "CANCELLED", merge  # --kill-on-invalid-dep: task 2 failed
     assert not (out / "keypoints.parquet").exists()
 
     status = run_cli(["status", "--out", out])
     assert status.returncode == 0, status.stderr
-    assert "shards:   3/4 complete; missing 1: 2" in status.stdout
-    assert "--array=2 " in status.stdout
-
+    assert "shards:   3/4 complete; missing 1: 2" in status.stdout, status.stdout
+    assert "--array=2 " in status.stdout, status.stdout
     refused = run_cli(["merge", "--out", out])
-    assert refused.returncode == 2
+    assert refused.returncode == 2, refused.stderr
     assert "1 of 4 shard(s) not complete: 2" in refused.stderr
     assert_no_traceback(refused)
+    other = run_cli(["slurm", "--out", out, "--num-shards", "3"], env=slurm_env)
+    assert other.returncode == 2 and "num_shards (fixed at 4" in other.stderr  # the split is fixed
 
-    # a different S is refused: the split is fixed when planned
-    other = run_cli(["slurm", "--out", out, "--num-shards", "3"], env=fake_slurm)
-    assert other.returncode == 2 and "num_shards (fixed at 4" in other.stderr
-
-    again = run_cli(["slurm", "--out", out, "--num-shards", "4", "--submit"], env=fake_slurm)
+    again = run_cli(["slurm", "--out", out, "--num-shards", "4", "--submit"], env=slurm_env)
     assert again.returncode == 0, again.stderr
-    second = _submissions(fake_slurm)[len(first):]
-    assert [s["array"] for s in second] == ["2", None]
-    assert second[1]["dependency"] == f"afterok:{second[0]['job']}"
-    assert _job_end(fake_slurm, second[0]["job"])["rcs"] == {"2": 0}
-    assert _job_end(fake_slurm, second[1]["job"])["ok"]
+    [second] = _submissions(out)[1:]
+    assert second["array"] == "2"
+    tasks = wait_for(lambda: _ended(slurm_env, second["array_job"]), 300, "task 2 again", interval=1)
+    assert _states(tasks) == {"2": "COMPLETED"}
+    merged = wait_for(lambda: _ended(slurm_env, second["merge_job"]), 300, "the merge job", interval=1)
+    assert merged[""]["JobState"] == "COMPLETED" and merged[""]["ExitCode"] == "0:0", merged
 
-    assert read_keypoints(out).equals(read_keypoints(clean_run))
+    assert_same_output(out, clean_run)
     final = run_cli(["status", "--out", out])
     assert "shards:   4/4 complete" in final.stdout and "--array=" not in final.stdout
-    done = run_cli(["slurm", "--out", out, "--num-shards", "4", "--submit"], env=fake_slurm)
+    done = run_cli(["slurm", "--out", out, "--num-shards", "4", "--submit"], env=slurm_env)
     assert done.returncode == 0 and "complete and merged" in done.stdout
-    assert len(_submissions(fake_slurm)) == 4  # nothing left to submit
+    assert len(_submissions(out)) == 2  # nothing left to submit
 
 
 def test_shard_refusals(sample_root: Path, tmp_path: Path) -> None:
