@@ -141,15 +141,15 @@ class RayBackend:
     def slot_count(self) -> int:
         return len(self.options)
 
-    def started(self) -> set[int]:
-        return set(self._actors)
-
     def start(self, slot: int) -> None:
         log = self.run_dir / "logs" / f"{self.log_prefix}ray-worker-{slot}.log"
         actor = self._actor_cls.options(**self.options[slot], max_restarts=0).remote(
             str(self.run_dir), slot, self.holistic, self._log, str(log))
         self._actors[slot] = actor
         self._calls[actor.ready.remote()] = slot
+
+    def started(self) -> set[int]:
+        return set(self._actors)
 
     def assign(self, slot: int, task: ChunkTask) -> None:
         self._calls[self._actors[slot].run.remote(task)] = slot

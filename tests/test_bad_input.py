@@ -12,8 +12,15 @@ import cv2
 import numpy as np
 import pyarrow.parquet as pq
 import pytest
-from conftest import assert_no_traceback, read_keypoints, run_cli
-from faultkit import RUN_ARGS, copy_dataset, same_keypoints, video_rows
+from helpers import (
+    RUN_ARGS,
+    assert_no_traceback,
+    copy_dataset,
+    read_keypoints,
+    run_cli,
+    same_keypoints,
+    video_rows,
+)
 
 FRAMES = "features/fullFrame-210x260px"
 MANUAL = "annotations/manual"

@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import json
-import time
 from pathlib import Path
 
-from conftest import assert_no_traceback, popen_cli, run_cli
+from helpers import assert_no_traceback, popen_cli, progress, run_cli, wait_for
 
 from jobs.devices import visible_gpus, worker_slots
 
@@ -40,19 +38,13 @@ def test_workers_pinned_and_status_live(sample_root: Path, tmp_path: Path):
     proc = popen_cli(["run", "--dataset", sample_root, "--out", out, "--chunk-frames", "20",
                       "--num-gpus", "2", "--workers-per-gpu", "1"],
                      env={"PHOENIX_KEYPOINTS_FAULTS": "frame-delay=0.1"})
+    def two_workers_working() -> list[dict]:
+        beat = progress(out)
+        workers = [w for w in beat.get("workers", []) if w["pid"]]
+        return workers if len(workers) == 2 and beat["frames_done"] > 0 else []
+
     try:
-        deadline = time.monotonic() + 120
-        workers = []
-        while time.monotonic() < deadline:
-            try:
-                prog = json.loads((out / "progress.json").read_text())
-                workers = [w for w in prog["workers"] if w["pid"]]
-            except (OSError, ValueError, KeyError):
-                pass
-            if len(workers) == 2 and prog["frames_done"] > 0:
-                break
-            time.sleep(0.2)
-        assert len(workers) == 2, "two workers reported"
+        workers = wait_for(two_workers_working, 120, "two workers reporting frames", proc)
         for w in workers:
             assert _environ(w["pid"])["CUDA_VISIBLE_DEVICES"] == str(w["slot"] % 2)
             assert _allowed_cpus(w["pid"]) == str(w["cpus"][0])

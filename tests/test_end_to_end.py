@@ -7,7 +7,6 @@ import hashlib
 import json
 import os
 import signal
-import time
 from pathlib import Path
 
 import cv2
@@ -16,7 +15,7 @@ import numpy as np
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
-from conftest import assert_no_traceback, popen_cli, read_keypoints, run_cli
+from helpers import assert_no_traceback, popen_cli, read_keypoints, run_cli, wait_for
 
 from extract.holistic import landmarks_to_arrays
 from extract.schema import OFFSETS, PARTS, SCHEMA
@@ -134,22 +133,12 @@ def test_one_and_two_workers_identical(clean_run: Path, sample_root: Path, tmp_p
         assert sha256(out / "tensors" / f.name) == sha256(f), f.name
 
 
-def _wait_for_parts(out: Path, n: int, proc, timeout: float = 120) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if len(list((out / "parts").glob("chunk-*.parquet"))) >= n:
-            return
-        assert proc.poll() is None, proc.communicate()
-        time.sleep(0.1)
-    raise AssertionError("no part committed in time")
-
-
 def test_ctrl_c_then_resume(clean_run: Path, sample_root: Path, tmp_path: Path):
     out = tmp_path / "run"
     args = ["run", "--dataset", sample_root, "--out", out, "--chunk-frames", "20",
             "--workers-per-gpu", "2"]
     proc = popen_cli(args, env={"PHOENIX_KEYPOINTS_FAULTS": "frame-delay=0.15"})
-    _wait_for_parts(out, 1, proc)
+    wait_for(lambda: list((out / "parts").glob("chunk-*.parquet")), 120, "a committed part", proc)
     os.killpg(proc.pid, signal.SIGINT)  # what a terminal's Ctrl-C does: the whole group
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 130, err

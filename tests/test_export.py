@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pyarrow.parquet as pq
 import pytest
-from conftest import assert_no_traceback, run_cli
+from helpers import assert_no_traceback, run_cli
 
 from extract.loader import load_split
 

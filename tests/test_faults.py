@@ -16,14 +16,19 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
-from conftest import REPO, assert_no_traceback, cli_env, popen_cli, read_keypoints, run_cli
-from faultkit import (
+from helpers import (
+    REPO,
     RUN_ARGS,
     alive,
+    assert_no_traceback,
     assert_same_output,
     build_2014_layout,
     busy_workers,
+    cli_env,
+    popen_cli,
     progress,
+    read_keypoints,
+    run_cli,
     same_keypoints,
     session_members,
     temps,

@@ -14,8 +14,16 @@ from pathlib import Path
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
-from conftest import assert_no_traceback, read_keypoints, run_cli
-from faultkit import RUN_ARGS, build_2014_layout, copy_dataset, same_keypoints, video_rows
+from helpers import (
+    RUN_ARGS,
+    assert_no_traceback,
+    build_2014_layout,
+    copy_dataset,
+    read_keypoints,
+    run_cli,
+    same_keypoints,
+    video_rows,
+)
 
 from extract.dataset import LAYOUT_2014, LAYOUT_T, DatasetError, discover, list_frames
 from extract.schema import PARTS

@@ -10,8 +10,7 @@ from pathlib import Path
 import numpy as np
 import pyarrow.parquet as pq
 import pytest
-from conftest import assert_no_traceback, read_keypoints, run_cli
-from faultkit import RUN_ARGS, build_2014_layout
+from helpers import RUN_ARGS, assert_no_traceback, build_2014_layout, read_keypoints, run_cli
 
 from extract.dataset import LAYOUT_2014, discover
 

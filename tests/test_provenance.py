@@ -14,8 +14,7 @@ import cv2
 import numpy as np
 import pyarrow as pa
 import pytest
-from conftest import read_keypoints
-from faultkit import copy_dataset
+from helpers import copy_dataset, read_keypoints
 
 from extract.frames import read_file, read_frame
 from extract.provenance import Mismatch, changed_frames, stat_frames

@@ -7,14 +7,20 @@ reference run. A Ray run stopped half-way is finished by a local run that keeps 
 from __future__ import annotations
 
 import importlib.util
-import json
 import os
 import signal
-import time
 from pathlib import Path
 
 import pytest
-from conftest import REPO, assert_no_traceback, popen_cli, read_keypoints, run_cli
+from helpers import (
+    REPO,
+    assert_no_traceback,
+    busy_workers,
+    popen_cli,
+    read_keypoints,
+    run_cli,
+    wait_for,
+)
 
 needs_ray = pytest.mark.skipif(
     importlib.util.find_spec("ray") is None,
@@ -23,29 +29,10 @@ needs_ray = pytest.mark.skipif(
 SLOW = {"PHOENIX_KEYPOINTS_FAULTS": "frame-delay=0.15"}
 
 
-def _wait_for(cond, proc, timeout: float, what: str):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        got = cond()
-        if got:
-            return got
-        if proc.poll() is not None:
-            out, err = proc.communicate()
-            raise AssertionError(f"run ended ({proc.returncode}) before {what}:\n{err[-3000:]}")
-        time.sleep(0.1)
-    proc.kill()
-    raise AssertionError(f"timed out waiting for {what}")
-
-
-def _actor_in_video(out: Path):
+def _actor_in_video(out: Path) -> tuple[int, int] | None:
     """(pid, chunk) of an actor that is inside a video, from the driver's heartbeat."""
-    try:
-        beat = json.loads((out / "progress.json").read_text())
-    except (OSError, ValueError):
-        return None
-    for w in beat["workers"]:
-        if w["pid"] and w["chunk"] is not None and w["video"]:
-            return w["pid"], w["chunk"]
+    for w in busy_workers(out):
+        return w["pid"], w["chunk"]
     return None
 
 
@@ -54,7 +41,7 @@ def test_ray_actor_killed_mid_run(sample_root: Path, clean_run: Path, tmp_path: 
     out = tmp_path / "ray"
     proc = popen_cli(["run", "--dataset", sample_root, "--out", out, "--chunk-frames", "20",
                       "--backend", "ray", "--workers-per-gpu", "2"], env=SLOW)
-    pid, chunk = _wait_for(lambda: _actor_in_video(out), proc, 120, "an actor in a video")
+    pid, chunk = wait_for(lambda: _actor_in_video(out), 120, "an actor in a video", proc)
     os.kill(pid, signal.SIGKILL)
     said, err = proc.communicate(timeout=240)
     assert proc.returncode == 0, err[-3000:]
@@ -70,7 +57,7 @@ def test_ray_run_resumed_locally(sample_root: Path, clean_run: Path, tmp_path: P
     out = tmp_path / "ray"
     proc = popen_cli(["run", "--dataset", sample_root, "--out", out, "--chunk-frames", "20",
                       "--backend", "ray", "--workers-per-gpu", "2"], env=SLOW)
-    _wait_for(lambda: list((out / "parts").glob("chunk-*.parquet")), proc, 120, "a committed part")
+    wait_for(lambda: list((out / "parts").glob("chunk-*.parquet")), 120, "a committed part", proc)
     proc.send_signal(signal.SIGTERM)
     _, err = proc.communicate(timeout=120)
     assert proc.returncode == 143, err[-3000:]

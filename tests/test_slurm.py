@@ -18,8 +18,15 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from conftest import REPO, assert_no_traceback, run_cli
-from faultkit import assert_same_output, session_members, temps, wait_for
+from helpers import (
+    REPO,
+    assert_no_traceback,
+    assert_same_output,
+    run_cli,
+    session_members,
+    temps,
+    wait_for,
+)
 
 from jobs.rundir import RunError
 from jobs.shards import array_expr, resolve_shard, shard_chunks, shard_state

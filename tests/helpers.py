@@ -1,14 +1,14 @@
-"""Helpers for the fault-injection tests: find live worker pids, wait for a state, compare outputs.
-
-Faults are real: signals go to real processes found through the run's own heartbeat
-(progress.json), damaged files are written to disk. Nothing here mocks the job.
-"""
+"""Helpers for the tests: the real command line in a subprocess, polling a live run, finding its
+processes, comparing outputs, damaging copies of a dataset. Nothing here mocks the job: signals go
+to real processes found through the run's own heartbeat, damaged files are written to disk."""
 
 from __future__ import annotations
 
 import hashlib
 import json
+import os
 import subprocess
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -18,6 +18,49 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+REPO = Path(__file__).resolve().parents[1]
+SHARED_DATA = REPO.parent / "shared" / "data"
+SHARED_SAMPLE = SHARED_DATA / "phoenix-sample" / "PHOENIX-2014-T"
+SHARED_INDEX = SHARED_DATA / "phoenix-2014-T-index"
+
+
+# --- the command line ----------------------------------------------------------------------------
+def cli_env(extra: dict[str, str] | None = None) -> dict[str, str]:
+    env = dict(os.environ)
+    env.pop("PHOENIX_KEYPOINTS_FAULTS", None)
+    env["PYTHONPATH"] = str(REPO) + os.pathsep + env.get("PYTHONPATH", "")
+    env.update(extra or {})
+    return env
+
+
+def run_cli(args: list[str], env: dict[str, str] | None = None, timeout: float = 300,
+            cwd: Path | None = None) -> subprocess.CompletedProcess:
+    """`phoenix-keypoints ARGS` in a subprocess, output captured as text."""
+    return subprocess.run(
+        [sys.executable, "-m", "jobs.cli", *map(str, args)], env=cli_env(env), cwd=cwd or REPO,
+        capture_output=True, text=True, timeout=timeout,
+    )
+
+
+def popen_cli(args: list[str], env: dict[str, str] | None = None) -> subprocess.Popen:
+    """Start `phoenix-keypoints ARGS` in its own process group (so a test can signal all of it)."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "jobs.cli", *map(str, args)], env=cli_env(env), cwd=REPO,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+    )
+
+
+def assert_no_traceback(proc: subprocess.CompletedProcess) -> None:
+    assert "Traceback" not in proc.stderr, proc.stderr
+    assert "Traceback" not in proc.stdout, proc.stdout
+
+
+def read_keypoints(run_dir: Path):
+    return pq.read_table(Path(run_dir) / "keypoints.parquet")
+
+
+
+# --- live runs and their outputs -----------------------------------------------------------------
 RUN_ARGS = ["--chunk-frames", "20", "--workers-per-gpu", "2"]
 
 
