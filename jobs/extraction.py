@@ -6,6 +6,8 @@ the queue, the progress display and the scheduler for one coordinator and runs t
 
 from __future__ import annotations
 
+import time
+
 import pyarrow as pa
 
 from jobs.chunks import Chunks
@@ -13,7 +15,7 @@ from jobs.devices import worker_slots
 from jobs.local import LocalBackend
 from jobs.progress import Progress
 from jobs.rundir import RunDir
-from jobs.runinfo import RunInfo
+from jobs.runinfo import ExtractionInfo, RunInfo
 from jobs.scheduler import Backend, Outcome, Scheduler, run
 from jobs.todo import Work
 from jobs.workqueue import ChunkQueue
@@ -40,4 +42,19 @@ def extract(rd: RunDir, info: RunInfo, plan: pa.Table, work: Work, backend: Back
                         rd.progress_file(shard))
     sched = Scheduler(backend, ChunkQueue(work.todo), chunks.task, progress,
                       chunks_wanted=len(work.todo))
-    return run(sched)
+    outcome = run(sched)
+    if shard is None:
+        rd.update(lambda i: setattr(i, "extraction", milestones(outcome)))
+    return outcome
+
+
+def milestones(outcome: Outcome) -> ExtractionInfo:
+    """The outcome's timings as epoch seconds, for run.json (benchmarks read them there)."""
+    offset = time.time() - time.monotonic()
+    t = outcome.timings
+
+    def wall(x: float | None) -> float | None:
+        return None if x is None else round(x + offset, 3)
+
+    return ExtractionInfo(outcome.workers, len(outcome.done), wall(t.first_frame),
+                          wall(t.first_idle), wall(t.last_frame), round(time.time(), 3))

@@ -66,6 +66,18 @@ class MergeInfo:
 
 
 @dataclass
+class ExtractionInfo:
+    """The last extraction's milestones (epoch seconds; None where it did not get there)."""
+
+    workers: int
+    chunks: int  # committed by it
+    first_frame: float | None = None
+    first_idle: float | None = None  # a worker first found nothing left to take
+    last_frame: float | None = None
+    ended: float | None = None
+
+
+@dataclass
 class RunInfo:
     dataset: DatasetInfo
     options: PlanOptions
@@ -78,6 +90,7 @@ class RunInfo:
     merge: MergeInfo | None = None
     merge_interrupted: bool = False  # a merge began after the last one finished and did not end
     tensors: dict[str, dict[str, Any]] = field(default_factory=dict)
+    extraction: ExtractionInfo | None = None
     fabricated: bool = False
 
     @classmethod
@@ -94,6 +107,8 @@ class RunInfo:
             out["merge"] = None  # present but empty: begun, not finished
         elif self.merge is None:
             del out["merge"]
+        if self.extraction is None:
+            del out["extraction"]
         return out
 
     @classmethod
@@ -115,6 +130,8 @@ class RunInfo:
                 merge=_record(MergeInfo, raw, "merge") if merge else None,
                 merge_interrupted="merge" in raw and merge is None,
                 tensors=dict(raw.get("tensors", {})),
+                extraction=_record(ExtractionInfo, raw, "extraction") if raw.get("extraction")
+                else None,
                 fabricated=bool(raw.get("fabricated", False)),
             )
         except KeyError as e:
