@@ -99,19 +99,19 @@ class TensorSpec:
 
 
 class NpyWriter:
-    """Write a .npy of known shape row block by row block, in order, through plain file writes.
+    """Write a .npy row block by row block, in order, through plain file writes.
 
     Unlike a writable memmap, written pages are not counted in the process's memory: the writer
-    stays at one video's worth however large the file grows.
+    stays at one video's worth however large the file grows. The header is written for `capacity`
+    rows and rewritten in place, padded to the same length, for the rows there are at close: so a
+    set can be written while the rows still arrive (the merge), when only an upper bound is known.
     """
 
     def __init__(self, path: Path, dtype: np.dtype, shape: tuple[int, ...]) -> None:
         self.path, self.dtype, self.shape = path, np.dtype(dtype), shape
         self.rows = 0
         self.f = open(path, "wb")  # noqa: SIM115 (held across appends; close() closes it)
-        np.lib.format.write_array_header_1_0(self.f, {
-            "descr": np.lib.format.dtype_to_descr(self.dtype), "fortran_order": False,
-            "shape": shape})
+        self._header_len = self.f.write(_npy_header(self.dtype, shape))
 
     def append(self, block: np.ndarray) -> None:
         if block.shape[1:] != self.shape[1:] or self.rows + len(block) > self.shape[0]:
@@ -119,11 +119,29 @@ class NpyWriter:
         self.f.write(np.ascontiguousarray(block, self.dtype).tobytes())
         self.rows += len(block)
 
-    def close(self) -> None:
-        self.f.close()
+    def close(self, exact: bool = True) -> None:
+        """exact: the rows must be the shape's (else fewer are fine: the header says how many)."""
         if self.rows != self.shape[0]:
-            raise TensorsError(f"{self.path}: wrote {self.rows} of {self.shape[0]} rows; the "
-                               "keypoints file changed while tensors were written. Run again.")
+            if exact:
+                self.f.close()
+                raise TensorsError(f"{self.path}: wrote {self.rows} of {self.shape[0]} rows; the "
+                                   "keypoints file changed while tensors were written. Run again.")
+            self.f.seek(0)
+            self.f.write(_npy_header(self.dtype, (self.rows, *self.shape[1:]), self._header_len))
+        self.f.close()
+
+
+def _npy_header(dtype: np.dtype, shape: tuple[int, ...], size: int | None = None) -> bytes:
+    """A .npy version 1.0 header, `size` bytes long (default: the smallest multiple of 64)."""
+    text = (f"{{'descr': {np.lib.format.dtype_to_descr(dtype)!r}, 'fortran_order': False, "
+            f"'shape': {tuple(shape)!r}, }}")
+    fixed = 10  # magic (6), version (2), header length (2)
+    size = size or -(-(fixed + len(text) + 1) // 64) * 64
+    pad = size - fixed - len(text) - 1
+    if pad < 0:
+        raise ValueError(f"npy header of {size} bytes cannot hold shape {shape}")
+    body = (text + " " * pad + "\n").encode("latin1")
+    return b"\x93NUMPY\x01\x00" + len(body).to_bytes(2, "little") + body
 
 
 def tag_dir(tensors_root: Path, tag: str | None) -> Path:
@@ -144,6 +162,15 @@ def part_blocks(table: pa.Table | pa.RecordBatch, parts: Sequence[str]) -> dict[
     return out
 
 
+def video_runs(batch: pa.RecordBatch | pa.Table) -> Iterator[tuple[str, str, int, int]]:
+    """(split, video, offset, length) of each run of rows of one video, in order."""
+    splits = batch.column("split").to_numpy(zero_copy_only=False)
+    vids = batch.column("video").to_numpy(zero_copy_only=False)
+    change = np.flatnonzero(np.r_[True, (vids[1:] != vids[:-1]) | (splits[1:] != splits[:-1])])
+    for a, b in zip(change, np.r_[change[1:], len(vids)], strict=True):
+        yield str(splits[a]), str(vids[a]), int(a), int(b - a)
+
+
 def iter_videos(keypoints: Path, columns: Sequence[str],
                 batch_size: int = 4096) -> Iterator[tuple[str, str, pa.Table]]:
     """(split, video, its rows) in file order, whole videos, one batch plus one video in memory.
@@ -154,16 +181,12 @@ def iter_videos(keypoints: Path, columns: Sequence[str],
     pending: list[pa.RecordBatch] = []
     key: tuple[str, str] | None = None
     for batch in pq.ParquetFile(keypoints).iter_batches(batch_size=batch_size, columns=cols):
-        splits = batch.column("split").to_numpy(zero_copy_only=False)
-        vids = batch.column("video").to_numpy(zero_copy_only=False)
-        change = np.flatnonzero(np.r_[True, (vids[1:] != vids[:-1]) | (splits[1:] != splits[:-1])])
-        for a, b in zip(change, np.r_[change[1:], len(vids)], strict=True):
-            k = (str(splits[a]), str(vids[a]))
-            if k != key:
+        for split, video, offset, length in video_runs(batch):
+            if (split, video) != key:
                 if pending and key is not None:
                     yield key[0], key[1], pa.Table.from_batches(pending)
-                pending, key = [], k
-            pending.append(batch.slice(int(a), int(b - a)))
+                pending, key = [], (split, video)
+            pending.append(batch.slice(offset, length))
     if pending and key is not None:
         yield key[0], key[1], pa.Table.from_batches(pending)
 
@@ -269,6 +292,88 @@ def _install(tmp: Path, dest: Path, is_root: bool) -> None:
     tmp.rmdir()
 
 
+class TensorSetWriter:
+    """Writes one tensor set video by video, in output order, into a hidden temp folder.
+
+    `capacity`: at most how many rows each split gets (exact for a finished keypoints file; the
+    plan's frames while a merge is still going, where failed videos may leave fewer). close()
+    writes the index and points.json and moves the set into place; a crash never leaves half of it
+    under the real names. Memory: one video, whatever the dataset's size.
+    """
+
+    def __init__(self, out_dir: Path, capacity: Mapping[str, int], spec: TensorSpec | None = None,
+                 corpus: Mapping[str, Mapping[str, str]] | None = None) -> None:
+        self.spec, self.corpus = spec or TensorSpec(), corpus
+        self.out_dir, self.capacity = Path(out_dir), dict(capacity)
+        self.tmp = self.out_dir / f".tmp-{self.spec.tag or 'default'}"
+        shutil.rmtree(self.tmp, ignore_errors=True)
+        self.tmp.mkdir(parents=True)
+        self.arrays: dict[str, NpyWriter] = {}
+        self.masks: dict[str, NpyWriter] = {}
+        self.videos: dict[str, list[tuple[str, int, ShoulderFrame | None]]] = {}
+
+    @property
+    def columns(self) -> list[str]:
+        """The keypoints columns add_video needs."""
+        return needed_parts(self.spec) + (["width", "height"] if self.spec.normalize != "none"
+                                          else [])
+
+    def add_video(self, split: str, video: str, table: pa.Table) -> None:
+        if split not in self.arrays:
+            k = len(self.spec.points.indices)
+            rows = self.capacity.get(split, 0)
+            self.arrays[split] = NpyWriter(self.tmp / f"{split}.npy", np.dtype(self.spec.dtype),
+                                           (rows, k, 3))
+            self.masks[split] = NpyWriter(self.tmp / f"{split}.mask.npy", np.dtype(np.bool_),
+                                          (rows, k))
+            self.videos[split] = []
+        vals, det, frame = video_tensor(table, self.spec)
+        self.arrays[split].append(vals)
+        self.masks[split].append(det)
+        self.videos[split].append((video, len(vals), frame))
+
+    def _index(self, split: str) -> tuple[pa.Table, list[str]]:
+        """(the split's index table, its videos left unnormalised)."""
+        names = [v for v, _, _ in self.videos[split]]
+        lengths = np.array([n for _, n, _ in self.videos[split]], np.int64)
+        idx = pa.table({"video": pa.array(names, pa.string()),
+                        "start": pa.array(np.r_[0, np.cumsum(lengths)[:-1]].astype(np.int64)
+                                          if len(lengths) else [], pa.int64()),
+                        "length": pa.array(lengths, pa.int64())})
+        idx = _corpus_columns(idx, self.corpus)
+        if self.spec.normalize == "none":
+            return idx, []
+        fs = [f for _, _, f in self.videos[split]]
+        idx = idx.append_column("normalized", pa.array([f.normalized for f in fs], pa.bool_()))
+        for col in ("origin_x", "origin_y", "scale"):
+            idx = idx.append_column(col, pa.array([getattr(f, col) for f in fs], pa.float64()))
+        idx = idx.append_column("pose_frames", pa.array([f.pose_frames for f in fs], pa.int32()))
+        return idx, [v for v, f in zip(names, fs, strict=True) if not f.normalized]
+
+    def close(self, source: Path, exact: bool = True) -> dict[str, int]:
+        """Finish the set for keypoints file `source`; returns frames per split."""
+        not_normalized: list[str] = []
+        frames = {}
+        for split in self.arrays:
+            self.arrays[split].close(exact)
+            self.masks[split].close(exact)
+            idx, skipped = self._index(split)
+            not_normalized += skipped
+            frames[split] = self.arrays[split].rows
+            pq.write_table(idx, self.tmp / f"{split}.index.parquet")
+        meta = points_meta(self.spec, frames, {s: len(v) for s, v in self.videos.items()},
+                           not_normalized, source)
+        (self.tmp / POINTS_JSON).write_text(json.dumps(meta, indent=2) + "\n")
+        _install(self.tmp, tag_dir(self.out_dir, self.spec.tag), is_root=not self.spec.tag)
+        return frames
+
+    def discard(self) -> None:
+        """Remove the temp folder (on any failure: nothing half-written is left behind)."""
+        for w in [*self.arrays.values(), *self.masks.values()]:
+            w.f.close()
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+
 def write_tensors(
     keypoints: Path,
     out_dir: Path,
@@ -278,56 +383,25 @@ def write_tensors(
 ) -> dict[str, int]:
     """Write one tensor set for keypoints.parquet under out_dir (tensors/); returns frames per split.
 
-    corpus: video -> {"speaker", "gloss", "translation"}, copied into the index. The set is built
-    in a hidden temp folder and moved into place at the end, so a crash never leaves half of it
-    under the real names. Memory: one read batch plus one video, whatever the dataset's size.
+    corpus: video -> {"speaker", "gloss", "translation"}, copied into the index.
     """
-    spec = spec or TensorSpec()
-    keypoints, out_dir = Path(keypoints), Path(out_dir)
+    keypoints = Path(keypoints)
     index = split_index(keypoints)
-    tag = spec.tag
-    tmp = out_dir / f".tmp-{tag or 'default'}"
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir(parents=True)
-    dtype = np.dtype(spec.dtype)
-    k = len(spec.points.indices)
-    arrays, masks, pos, nth = {}, {}, {}, {}
-    for split, idx in index.items():
-        rows = int(np.sum(idx["length"].to_numpy())) if idx.num_rows else 0
-        arrays[split] = NpyWriter(tmp / f"{split}.npy", dtype, (rows, k, 3))
-        masks[split] = NpyWriter(tmp / f"{split}.mask.npy", np.dtype(np.bool_), (rows, k))
-        pos[split], nth[split] = 0, 0
-    frames: dict[str, list[ShoulderFrame | None]] = {s: [] for s in index}
-    columns = [*needed_parts(spec)] + (["width", "height"] if spec.normalize != "none" else [])
-    for split, video, table in iter_videos(keypoints, columns, batch_size):
-        idx = index[split]
-        i = nth[split]
-        if i >= idx.num_rows or idx["video"][i].as_py() != video:
-            raise TensorsError(f"{keypoints}: video {video} is not where the index expects it; "
-                               "the file changed while tensors were written. Run again.")
-        vals, det, frame = video_tensor(table, spec)
-        arrays[split].append(vals)
-        masks[split].append(det)
-        pos[split], nth[split] = pos[split] + len(vals), i + 1
-        frames[split].append(frame)
-    not_normalized: list[str] = []
-    for split, idx in index.items():
-        arrays[split].close()
-        masks[split].close()
-        idx = _corpus_columns(idx, corpus)
-        if spec.normalize != "none":
-            fs = frames[split]
-            idx = idx.append_column("normalized", pa.array([f.normalized for f in fs], pa.bool_()))
-            for col in ("origin_x", "origin_y", "scale"):
-                idx = idx.append_column(col, pa.array([getattr(f, col) for f in fs], pa.float64()))
-            idx = idx.append_column("pose_frames", pa.array([f.pose_frames for f in fs], pa.int32()))
-            not_normalized += [v for v, f in zip(idx["video"].to_pylist(), fs, strict=True)
-                               if not f.normalized]
-        pq.write_table(idx, tmp / f"{split}.index.parquet")
-    meta = points_meta(spec, pos, {s: t.num_rows for s, t in index.items()}, not_normalized, keypoints)
-    (tmp / POINTS_JSON).write_text(json.dumps(meta, indent=2) + "\n")
-    _install(tmp, tag_dir(out_dir, tag), is_root=not tag)
-    return pos
+    capacity = {s: int(np.sum(t["length"].to_numpy())) if t.num_rows else 0 for s, t in index.items()}
+    writer = TensorSetWriter(out_dir, capacity, spec, corpus)
+    nth = dict.fromkeys(index, 0)
+    try:
+        for split, video, table in iter_videos(keypoints, writer.columns, batch_size):
+            idx, i = index[split], nth[split]
+            if i >= idx.num_rows or idx["video"][i].as_py() != video:
+                raise TensorsError(f"{keypoints}: video {video} is not where the index expects "
+                                   "it; the file changed while tensors were written. Run again.")
+            writer.add_video(split, video, table)
+            nth[split] = i + 1
+        return writer.close(keypoints)
+    except BaseException:
+        writer.discard()
+        raise
 
 
 UNITS = {

@@ -7,6 +7,7 @@ the queue, the progress display and the scheduler for one coordinator and runs t
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 
 import pyarrow as pa
 
@@ -18,7 +19,7 @@ from jobs.rundir import RunDir
 from jobs.runinfo import ExtractionInfo, RunInfo
 from jobs.scheduler import Backend, Outcome, Scheduler, run
 from jobs.todo import Work
-from jobs.workqueue import ChunkQueue
+from jobs.workqueue import ChunkQueue, WorkQueue
 
 
 def make_backend(rd: RunDir, holistic: dict, kind: str, num_gpus: int | None,
@@ -34,14 +35,18 @@ def make_backend(rd: RunDir, holistic: dict, kind: str, num_gpus: int | None,
 
 
 def extract(rd: RunDir, info: RunInfo, plan: pa.Table, work: Work, backend: Backend,
-            shard: int | None = None) -> Outcome:
-    """Run work.todo on backend until done, failed or stopped; never raises for a worker's death."""
+            queue: WorkQueue | None = None, shard: int | None = None,
+            on_commit: Callable[[int], None] | None = None) -> Outcome:
+    """Run work.todo on backend until done, failed or stopped; never raises for a worker's death.
+
+    queue: how chunks are handed out (default: work.todo in plan order, this coordinator alone).
+    """
     chunks = Chunks.from_plan(plan, info.dataset.root, info.fingerprint)
     label = f"shard {shard}/{info.num_shards}" if shard is not None else ""
     progress = Progress(label, backend.name, work.frames_total, work.frames_done, len(work.todo),
                         rd.progress_file(shard))
-    sched = Scheduler(backend, ChunkQueue(work.todo), chunks.task, progress,
-                      chunks_wanted=len(work.todo))
+    sched = Scheduler(backend, queue or ChunkQueue(work.todo), chunks.task, progress,
+                      chunks_wanted=len(work.todo), on_commit=on_commit)
     outcome = run(sched)
     if shard is None:
         rd.update(lambda i: setattr(i, "extraction", milestones(outcome)))

@@ -10,8 +10,7 @@ from __future__ import annotations
 import time
 
 from jobs import messages
-from jobs.merge import merge_parts
-from jobs.outputs import write_default_tensors
+from jobs.merge import BackgroundMerge
 from jobs.resume import PartsState, scan_parts
 from jobs.rundir import JobFailed, RunDir, RunError
 from jobs.runinfo import MergeInfo, RunInfo
@@ -23,7 +22,7 @@ def _missing_bits(rd: RunDir, info: RunInfo, state: PartsState) -> tuple[list[st
     missing, failed = state.missing, state.failed
     bits, steps = [], []
     if missing and info.num_shards > 1:
-        ids = sorted(shard_state(state.chunks, state.done, info.num_shards).missing)
+        ids = shard_state(rd.claims_dir, True, info.num_shards).missing
         bits.append(f"{len(ids)} of {info.num_shards} shard(s) not complete: "
                     f"{messages.listing([str(i) for i in ids], 20)} ({len(missing)} chunk(s) missing)")
         steps.append(f"Resubmit them (sbatch --array={array_expr(ids)}): `phoenix-keypoints slurm "
@@ -42,13 +41,19 @@ def _missing_bits(rd: RunDir, info: RunInfo, state: PartsState) -> tuple[list[st
     return bits, steps
 
 
-def finish(rd: RunDir, allow_partial: bool = False) -> MergeInfo:
-    """Write keypoints.parquet and tensors/ from the parts; refuse gaps unless allow_partial."""
+def finish(rd: RunDir, allow_partial: bool = False,
+           merging: BackgroundMerge | None = None) -> MergeInfo:
+    """Write keypoints.parquet and tensors/ from the parts; refuse gaps unless allow_partial.
+
+    merging: a merge that ran beside the extraction; what it merged already is not read again.
+    """
     info = rd.load()
     plan = rd.load_plan()
     state = scan_parts(rd, info, plan)
     missing, failed = state.missing, state.failed
+    merging = merging or BackgroundMerge(rd, plan, sorted(state.chunks), ready=lambda c: False)
     if (missing or failed) and not allow_partial:
+        merging.discard()
         bits, steps = _missing_bits(rd, info, state)
         raise RunError(f"cannot merge {rd.path}: {'; '.join(bits)}. {'; '.join(steps)}. Or merge with "
                        "--allow-partial to write what there is (run.json's merge section then lists "
@@ -57,8 +62,7 @@ def finish(rd: RunDir, allow_partial: bool = False) -> MergeInfo:
     if info.merge is not None or info.merge_interrupted:  # the record describes the old outputs
         info = rd.update(_mark_interrupted)
     try:
-        rows = merge_parts(rd, state.done)
-        per_split = write_default_tensors(rd, plan)
+        rows, per_split = merging.complete(sorted(state.done))
     except OSError as e:  # disk full, quota, permissions: nothing half-written is left as done
         raise JobFailed(
             f"cannot write the merged outputs in {rd.path} ({e}). Free space or fix permissions, "

@@ -1,4 +1,4 @@
-"""Merge committed parts into ONE keypoints.parquet: a stream, one part in memory at a time.
+"""Merge committed parts into ONE keypoints.parquet and the tensors: a stream, one part at a time.
 
 Chunks are contiguous in output order, so the merged file is the parts appended in chunk order.
 Rows are written in row groups of ROW_GROUP_ROWS whatever the chunking, so the file is the same
@@ -9,7 +9,9 @@ of a part is read with its checksum verified; a part that fails is moved aside a
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Iterator
+import queue
+import threading
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import suppress
 from pathlib import Path
@@ -18,6 +20,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from extract.schema import SCHEMA, parquet_write_options
+from extract.tensors import TensorSetWriter, video_runs
+from jobs.outputs import corpus_from_plan
 from jobs.parts import reject
 from jobs.rundir import RunDir, RunError, fsync_dir
 
@@ -100,14 +104,155 @@ def read_ahead(rd: RunDir, chunks: list[int]) -> Iterator[tuple[int, pa.Table]]:
             yield chunk, table
 
 
-def merge_parts(rd: RunDir, chunks: Iterable[int]) -> int:
-    """Write keypoints.parquet from these chunks' parts, in order; returns its rows."""
-    writer = KeypointsWriter(rd)
-    try:
-        for _, table in read_ahead(rd, sorted(chunks)):
-            writer.append(table)
-        writer.commit()
-    except BaseException:
-        writer.discard()
-        raise
-    return writer.rows
+class _Stage:
+    """A thread that applies `work` to each table put in, in order; errors are kept for join()."""
+
+    def __init__(self, name: str, work: Callable[[pa.Table], None]) -> None:
+        self.work = work
+        self.inbox: queue.Queue[pa.Table | None] = queue.Queue(maxsize=2)  # bounded: memory flat
+        self.error: BaseException | None = None
+        self.thread = threading.Thread(target=self._loop, name=name, daemon=True)
+        self.thread.start()
+
+    def _loop(self) -> None:
+        while (table := self.inbox.get()) is not None:
+            if self.error is None:
+                try:
+                    self.work(table)
+                except BaseException as e:  # keep draining so put() never blocks forever
+                    self.error = e
+
+    def put(self, table: pa.Table) -> None:
+        self.inbox.put(table)
+
+    def join(self) -> None:
+        self.inbox.put(None)
+        self.thread.join()
+        if self.error is not None:
+            raise self.error
+
+
+class Merger:
+    """Parts in, in chunk order; out: keypoints.parquet and the default tensor set, in one pass.
+
+    The keypoints file and the tensors are written by two threads from the same tables (Arrow and
+    numpy release the GIL), while the caller reads the next part: three stages, each at its own
+    pace, nothing read twice. Both outputs are built under temp names; commit() puts them in place.
+    """
+
+    def __init__(self, rd: RunDir, plan: pa.Table) -> None:
+        self.rd = rd
+        capacity: dict[str, int] = {}
+        for split, n, c in zip(plan["split"].to_pylist(), plan["num_frames"].to_pylist(),
+                               plan["chunk"].to_pylist(), strict=True):
+            if c >= 0:
+                capacity[split] = capacity.get(split, 0) + n
+        self.keypoints = KeypointsWriter(rd)
+        self.tensors = TensorSetWriter(rd.tensors_dir, capacity, corpus=corpus_from_plan(plan))
+        self.stages = [_Stage("merge-keypoints", self.keypoints.append),
+                       _Stage("merge-tensors", self._add_videos)]
+        self.merged: list[int] = []
+
+    def _add_videos(self, table: pa.Table) -> None:
+        for split, video, offset, length in video_runs(table):
+            self.tensors.add_video(split, video, table.slice(offset, length))
+
+    def add(self, chunk: int, table: pa.Table) -> None:
+        for stage in self.stages:
+            stage.put(table)
+        self.merged.append(chunk)
+
+    def _join(self) -> None:
+        errors = []
+        for stage in self.stages:
+            try:
+                stage.join()
+            except BaseException as e:
+                errors.append(e)
+        self.stages = []
+        if errors:
+            raise errors[0]
+
+    def commit(self) -> tuple[int, dict[str, int]]:
+        """(rows, frames per split) once both are in place."""
+        self._join()
+        self.keypoints.commit()
+        return self.keypoints.rows, self.tensors.close(self.rd.keypoints_path, exact=False)
+
+    def discard(self) -> None:
+        with suppress(BaseException):
+            self._join()
+        self.keypoints.discard()
+        self.tensors.discard()
+
+
+class BackgroundMerge:
+    """Merges parts on a thread while they are committed, so the merge overlaps the extraction.
+
+    Chunks are merged in order as soon as `ready(chunk)` says their part is final; complete()
+    merges whatever is left and commits. A part that cannot be read stops the merge: complete()
+    raises it (CorruptPart), and the caller redoes that chunk and merges again.
+    """
+
+    POLL_S = 0.2
+
+    def __init__(self, rd: RunDir, plan: pa.Table, chunks: list[int],
+                 ready: Callable[[int], bool]) -> None:
+        self.rd, self.plan, self.order, self.ready = rd, plan, sorted(chunks), ready
+        self.merger: Merger | None = None
+        self.error: BaseException | None = None
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="merge", daemon=True)
+
+    def start(self) -> BackgroundMerge:
+        self._thread.start()
+        return self
+
+    def _loop(self) -> None:
+        try:
+            while not self._stop.is_set():
+                pos = len(self.merger.merged) if self.merger else 0
+                if pos < len(self.order) and self.ready(self.order[pos]):
+                    chunk = self.order[pos]
+                    self.merger = self.merger or Merger(self.rd, self.plan)
+                    self.merger.add(chunk, _read_or_reject(self.rd, chunk))
+                else:
+                    self._stop.wait(self.POLL_S)
+        except BaseException as e:  # a corrupt part, a full disk: complete() raises it
+            self.error = e
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join()
+
+    def complete(self, chunks: list[int]) -> tuple[int, dict[str, int]]:
+        """Merge `chunks` (in order; what merged already must be their start) and commit."""
+        self.stop()
+        todo = sorted(chunks)
+        merger = self.merger
+        try:
+            if self.error is not None:
+                raise self.error
+            if merger is None or merger.merged != todo[:len(merger.merged)]:
+                if merger is not None:  # merged a part that is no longer trusted: start over
+                    merger.discard()
+                merger = self.merger = Merger(self.rd, self.plan)
+            for chunk, table in read_ahead(self.rd, todo[len(merger.merged):]):
+                merger.add(chunk, table)
+            return merger.commit()
+        except BaseException:
+            self.discard()
+            raise
+
+    def discard(self) -> None:
+        self.stop()
+        if self.merger is not None:
+            self.merger.discard()
+            self.merger = None
+
+
+def _read_or_reject(rd: RunDir, chunk: int) -> pa.Table:
+    for _, table in read_ahead(rd, [chunk]):
+        return table
+    raise AssertionError("read_ahead yields one table per chunk")

@@ -11,12 +11,14 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 
 from extract.loader import load_meta, load_split
-from extract.tensors import TensorSpec, tag_dir, write_tensors
+from extract.tensors import TensorsError, TensorSpec, tag_dir, write_tensors
 from jobs import messages
 from jobs.locks import locked
 from jobs.rundir import RunDir, RunError
+from jobs.runinfo import RunInfo
 
 
 def corpus_from_plan(plan: pa.Table) -> dict[str, dict[str, str]]:
@@ -32,6 +34,27 @@ def _need_keypoints(rd: RunDir) -> Path:
     return rd.keypoints_path
 
 
+def outputs_state(rd: RunDir, info: RunInfo) -> str:
+    """"ok": the last full merge's outputs are there and whole; "no tensors": the keypoints are,
+    the default tensor set is not; "stale": the merge must run (again)."""
+    merge = info.merge
+    if merge is None or merge.partial or info.merge_interrupted:
+        return "stale"
+    try:
+        if pq.read_metadata(rd.keypoints_path).num_rows != merge.rows:
+            return "stale"
+    except (OSError, pa.ArrowException):
+        return "stale"
+    try:
+        meta = load_meta(rd.path)
+        ok = meta["source"]["rows"] == merge.rows and all(
+            (rd.tensors_dir / f"{s}{ext}").is_file() for s in meta["splits"]
+            for ext in (".npy", ".mask.npy", ".index.parquet"))
+    except (TensorsError, KeyError, TypeError):
+        ok = False
+    return "ok" if ok else "no tensors"
+
+
 def write_set(rd: RunDir, spec: TensorSpec) -> dict[str, Any]:
     """Write one tensor set of a finished run and note it in run.json under `tensors`."""
     rd.load()  # a clear error for a folder that is not a run
@@ -45,11 +68,6 @@ def write_set(rd: RunDir, spec: TensorSpec) -> dict[str, Any]:
             "not_normalized": len(meta["not_normalized"])}
     rd.update(lambda run: run.tensors.__setitem__(spec.tag or "default", info))
     return info
-
-
-def write_default_tensors(rd: RunDir, plan: pa.Table) -> dict[str, int]:
-    """The tensor set `run` writes (holistic-543, as extracted) from keypoints.parquet."""
-    return write_tensors(_need_keypoints(rd), rd.tensors_dir, corpus_from_plan(plan))
 
 
 def export_pkl(rd: RunDir, to: Path, tag: str = "") -> int:

@@ -23,6 +23,7 @@ from extract.dataset import Dataset
 
 MAX_CHUNK_FRAMES = 1000
 GUIDED_SHARE = 2  # each chunk takes remaining / (GUIDED_SHARE x workers) frames
+TAIL_SHARE = 2  # the last TAIL_SHARE x workers chunks are handed out longest first
 
 PLAN_SCHEMA = pa.schema(
     [
@@ -105,6 +106,21 @@ def make_plan(dataset: Dataset, workers: int, chunk_frames: int | None = None) -
         rows["problem"].append(v.problem)
         rows["ignored"].append([{"name": n, "reason": r} for n, r in v.ignored])
     return pa.table(rows, schema=PLAN_SCHEMA)
+
+
+def handout_order(frames: dict[int, int], workers: int) -> list[int]:
+    """The order chunks are handed out in: plan order, except the last TAIL_SHARE x workers chunks,
+    longest first.
+
+    Plan order hands out the largest chunks first and lets the merge beside the run write parts as
+    they come. The last chunks are single videos of 16 to 475 frames; in plan order a long one can
+    come last and keep one worker busy while the rest wait, so those go longest first. Measured by
+    scripts/simulate.py (docs/performance.md): a tail of 2 x workers was best at 32 to 512 workers.
+    """
+    order = sorted(frames)
+    k = min(len(order), TAIL_SHARE * max(1, workers))
+    head, tail = order[: len(order) - k], order[len(order) - k:]
+    return head + sorted(tail, key=lambda c: (-frames[c], c))
 
 
 def cuts_digest(plan: pa.Table) -> str:

@@ -37,11 +37,14 @@ class Progress:
         self.beat.frames_done += frames
         self.bar.update(frames)
 
-    def tick(self, workers: Iterable[WorkerBeat], chunks_done: int, final: bool = False) -> None:
-        """Write the heartbeat when one is due (always when final)."""
+    def tick(self, workers: Iterable[WorkerBeat], chunks_done: int, final: bool = False) -> bool:
+        """Write the heartbeat when one is due (always when final); True when it was due."""
         now = self.clock()
-        if self.path is None or (not final and now - self._last_beat < heartbeat.INTERVAL_S):
-            return
+        if not final and now - self._last_beat < heartbeat.INTERVAL_S:
+            return False
+        self._last_beat = now
+        if self.path is None:
+            return True
         t0, n0 = self._rate_mark
         self.beat.frames_per_s = (self.beat.frames_done - n0) / max(1e-9, now - t0)
         self.beat.updated = time.time()
@@ -49,7 +52,7 @@ class Progress:
         self.beat.chunks_done = chunks_done
         self.beat.workers = list(workers)
         heartbeat.write(self.path, self.beat)
-        self._last_beat = now
+        return True
 
     def close(self) -> None:
         self.bar.close()

@@ -104,6 +104,10 @@ class RunDir:
         return self.path / "parts" / "rejected"
 
     @property
+    def claims_dir(self) -> Path:
+        return self.path / "claims"
+
+    @property
     def progress_path(self) -> Path:
         return self.path / "progress.json"
 

@@ -7,25 +7,30 @@ graphs while the coordinator reads the dataset and plans.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from extract.tensors import write_tensors
 from jobs import messages, summary
+from jobs.claims import MERGER, ClaimQueue, FileClaims
 from jobs.devices import worker_slots
 from jobs.extraction import extract, make_backend
 from jobs.finish import finish
 from jobs.locks import locked
-from jobs.merge import CorruptPart
+from jobs.merge import BackgroundMerge, CorruptPart
 from jobs.options import RunOptions
+from jobs.outputs import corpus_from_plan, outputs_state
+from jobs.parts import check_part
 from jobs.prepare import load_or_plan, plan_shared
 from jobs.resume import scan_parts
 from jobs.rundir import RunDir, RunError
 from jobs.runinfo import RunInfo
 from jobs.scheduler import Backend, Outcome
-from jobs.shards import resolve_shard, shard_chunks
-from jobs.todo import work_left
+from jobs.shards import resolve_shard
+from jobs.todo import Work, work_left
 
 MERGE_TRIES = 3  # a part found corrupt while merging is redone, then merged again
 
@@ -84,43 +89,93 @@ def _exit(outcome: Outcome, what: str) -> int:
     return 0
 
 
+def _resuming(work: Work, info: RunInfo) -> None:
+    done = len(work.state.done)
+    if done or work.state.rejected:
+        messages.say(f"resuming: {done}/{info.plan.chunks} chunk(s) committed; "
+                     f"{work.frames_total - work.frames_done} frame(s) in {len(work.todo)} chunk(s) "
+                     "left")
+
+
 def _extract_all(rd: RunDir, req: RunRequest, info: RunInfo, backend: Backend | None,
-                 retry_failed: bool) -> int:
-    """Extract every chunk without a trusted part; 0, or the exit status that ends the run."""
+                 retry_failed: bool) -> tuple[int, BackgroundMerge]:
+    """Extract every chunk without a trusted part while merging beside it.
+
+    Returns (0 or the exit status that ends the run, the merge to complete).
+    """
     plan = rd.load_plan()
     work = work_left(rd, info, plan, retry_failed=retry_failed)
+    _resuming(work, info)
+    before = set(work.state.done) - set(work.todo)
+    committed: set[int] = set()
+    merging = BackgroundMerge(rd, plan, sorted(work.state.chunks),
+                              ready=lambda c: c in before or c in committed).start()
     if not work.todo:
         if backend is not None:
             backend.close(0)
-        return 0
+        return 0, merging
     backend = backend or make_backend(rd, info.options.holistic, req.backend, req.num_gpus,
                                       req.workers_per_gpu, req.address)
-    return _exit(extract(rd, info, plan, work, backend), "")
+    outcome = extract(rd, info, plan, work, backend, on_commit=committed.add)
+    code = _exit(outcome, "")
+    if code:
+        merging.discard()
+    return code, merging
 
 
-def _merge(rd: RunDir, req: RunRequest, info: RunInfo) -> int | None:
+def _merge(rd: RunDir, req: RunRequest, info: RunInfo, merging: BackgroundMerge) -> int | None:
     """Merge when every chunk is done; None when a corrupt part must be redone first."""
     if not req.allow_partial:
         failed = scan_parts(rd, info, rd.load_plan(), move_bad=False).failed
         if failed:
+            merging.discard()
             messages.error(summary.failed_videos(failed))
             return 1
     try:
-        record = finish(rd, allow_partial=req.allow_partial)
+        record = finish(rd, req.allow_partial, merging)
     except CorruptPart as e:
         messages.warn(f"{e.why}; redoing chunk {e.chunk}")
         return None
     summary.merged(rd, record)
+    _export_pkl(rd, req)
+    return 1 if record.failed_videos else 0
+
+
+def _export_pkl(rd: RunDir, req: RunRequest) -> None:
     if req.pkl is not None:
         from jobs.outputs import export_pkl
 
         messages.result(f"pkl:       {req.pkl} ({export_pkl(rd, req.pkl)} videos)")
-    return 1 if record.failed_videos else 0
+
+
+def _complete(rd: RunDir, req: RunRequest) -> bool:
+    """A finished run asked again: say so (mending lost tensors) and touch nothing else."""
+    if req.fresh or req.retry_failed or not rd.exists():
+        return False
+    info = rd.load()
+    diffs = req.options.conflicts(info)
+    if diffs:  # refused by load_or_plan, with its message
+        return False
+    state = outputs_state(rd, info)
+    if state == "stale":
+        return False
+    if state == "no tensors":
+        with locked(rd):
+            messages.say("tensors/ missing or damaged: writing them again from keypoints.parquet")
+            write_tensors(rd.keypoints_path, rd.tensors_dir, corpus_from_plan(rd.load_plan()))
+    assert info.merge is not None
+    messages.result(f"complete: {rd.keypoints_path} ({info.merge.rows} frames) and "
+                    f"{rd.tensors_dir}/ are up to date; nothing to do. `phoenix-keypoints verify "
+                    f"--out {rd.path}` checks them against the dataset.")
+    _export_pkl(rd, req)
+    return True
 
 
 def run_whole(req: RunRequest) -> int:
     """`run` without shards: this node plans, extracts everything left, merges."""
     rd = RunDir(req.out)
+    if _complete(rd, req):
+        return 0
     with run_folder(rd):
         backend: Backend | None = None
         if req.backend == "local":  # start now: workers import mediapipe while we plan
@@ -132,11 +187,11 @@ def run_whole(req: RunRequest) -> int:
             info = load_or_plan(rd, req.options, workers, req.fresh)
             summary.dataset_problems(info)
             for attempt in range(MERGE_TRIES):
-                code = _extract_all(rd, req, info, backend, req.retry_failed and attempt == 0)
+                code, merging = _extract_all(rd, req, info, backend, req.retry_failed and attempt == 0)
                 backend = None  # closed by the extraction
                 if code:
                     return code
-                result = _merge(rd, req, info)
+                result = _merge(rd, req, info, merging)
                 if result is not None:
                     return result
         finally:
@@ -146,10 +201,43 @@ def run_whole(req: RunRequest) -> int:
     return 1
 
 
-def run_shard(req: RunRequest, num_shards: int, shard: int) -> int:
-    """`run --num-shards S --shard-index I`: extract shard I's chunks into the shared run folder.
+def _shard_extract(rd: RunDir, req: RunRequest, info: RunInfo, shard: int,
+                   claims: FileClaims) -> tuple[Outcome, BackgroundMerge | None]:
+    """Claim and extract chunks until none is left to take; the merger also merges meanwhile."""
+    plan = rd.load_plan()
+    work = work_left(rd, info, plan)
+    merger = claims.claim(MERGER) or _merger_gone(claims)
+    merging = None
+    if merger:  # this shard merges while the others extract
+        chunks = work.state.chunks
+        merging = BackgroundMerge(rd, plan, sorted(chunks), ready=lambda c: _part_ready(
+            rd, info.fingerprint, c, chunks[c])).start()
+    outcome = Outcome()
+    if work.todo:
+        queue = ClaimQueue(work.todo, claims, time.monotonic, wait_for_all=merger)
+        backend = make_backend(rd, info.options.holistic, req.backend, req.num_gpus,
+                               req.workers_per_gpu, req.address, shard)
+        outcome = extract(rd, info, plan, work, backend, queue, shard)
+    return outcome, merging
 
-    No merge here: the merge job (or `merge` on a login node) does it once every shard is complete.
+
+def _merger_gone(claims: FileClaims) -> bool:
+    holder = claims.holder(MERGER)
+    return holder is not None and not claims.alive(holder) and claims.take_over(MERGER, holder)
+
+
+def _part_ready(rd: RunDir, fingerprint: str, chunk: int, videos: dict[str, int]) -> bool:
+    """Another shard's part can be merged once it is committed and passes the trust checks."""
+    path = rd.part_path(chunk)
+    return path.exists() and check_part(path, chunk, fingerprint, videos)[0] is not None
+
+
+def run_shard(req: RunRequest, num_shards: int, shard: int) -> int:
+    """`run --num-shards S --shard-index I`: one coordinator of a SLURM array on its node.
+
+    It claims chunks until none is left. The first shard to start also merges the parts while the
+    others extract and, once every chunk is committed, writes the outputs; the array's merge job
+    then finds them complete.
     """
     rd = RunDir(req.out)
     if req.fresh:
@@ -160,24 +248,45 @@ def run_shard(req: RunRequest, num_shards: int, shard: int) -> int:
         info = plan_shared(rd, req.options, num_shards, workers)
         if shard == 0:
             summary.dataset_problems(info)
-        plan = rd.load_plan()
-        owned = set(shard_chunks(sorted({c for c in plan["chunk"].to_pylist() if c >= 0}),
-                                 num_shards, shard))
-        work = work_left(rd, info, plan, owned)
-        outcome = Outcome()
-        if work.todo:
-            backend = make_backend(rd, info.options.holistic, req.backend, req.num_gpus,
-                                   req.workers_per_gpu, req.address, shard)
-            outcome = extract(rd, info, plan, work, backend, shard)
-    code = _exit(outcome, f"shard {shard}/{num_shards} ")
-    if code:
-        return code
+        claims = FileClaims(rd.path, shard, rd.part_path)
+        outcome, merging = Outcome(), None
+        try:
+            outcome, merging = _shard_extract(rd, req, info, shard, claims)
+        finally:
+            code = _exit(outcome, f"shard {shard}/{num_shards} ")
+            claims.finish(done=code == 0)
+        if code or merging is None:
+            if merging is not None:
+                merging.discard()
+            return code or _shard_done(rd, outcome, shard, num_shards)
+        claims.release(MERGER)
+        return _shard_merge(rd, info, merging)
+
+
+def _shard_done(rd: RunDir, outcome: Outcome, shard: int, num_shards: int) -> int:
     failed = {v for f in outcome.failed.values() for v in f}
     if failed:
         messages.warn(f"shard {shard}: {len(failed)} video(s) failed: "
                       f"{messages.listing(sorted(failed), 5)}")
-    messages.result(f"shard {shard}/{num_shards} complete ({len(outcome.done)} chunk(s) done now). "
-                    f"Once every shard is: `phoenix-keypoints merge --out {rd.path}`.")
+    messages.result(f"shard {shard}/{num_shards} complete ({len(outcome.done)} chunk(s) done here); "
+                    "nothing left to take.")
+    return 0
+
+
+def _shard_merge(rd: RunDir, info: RunInfo, merging: BackgroundMerge) -> int:
+    """The merger shard, every chunk committed: write the outputs (or leave them to `merge`)."""
+    state = scan_parts(rd, info, rd.load_plan(), move_bad=False)
+    if state.missing or state.failed:
+        merging.discard()
+        messages.say("not merging here: " + ("videos failed" if state.failed else "chunks missing")
+                     + f"; see `phoenix-keypoints status --out {rd.path}`.")
+        return 0
+    try:
+        record = finish(rd, merging=merging)
+    except CorruptPart as e:
+        messages.warn(f"{e.why}; `phoenix-keypoints slurm --out {rd.path} --submit` redoes it")
+        return 0
+    summary.merged(rd, record)
     return 0
 
 
@@ -198,7 +307,11 @@ def run(req: RunRequest) -> int:
 
 def merge_command(rd: RunDir, allow_partial: bool) -> int:
     """`merge`: finish a run whose chunks are committed (the SLURM merge job runs this)."""
-    rd.load()  # not a run folder: say so before taking a lock in it
+    info = rd.load()  # not a run folder: say so before taking a lock in it
+    if outputs_state(rd, info) == "ok" and not scan_parts(rd, info, rd.load_plan()).missing:
+        messages.result(f"complete: {rd.keypoints_path} ({info.merge.rows} frames) and "
+                        f"{rd.tensors_dir}/ are up to date; nothing to do.")
+        return 0
     with locked(rd):
         record = finish(rd, allow_partial=allow_partial)
     summary.merged(rd, record)

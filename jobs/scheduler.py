@@ -103,8 +103,10 @@ class Outcome:
 class Scheduler:
     def __init__(self, backend: Backend, queue: WorkQueue, make_task: Callable[[int, dict], ChunkTask],
                  progress: Progress, policy: FailurePolicy | None = None,
-                 clock: Callable[[], float] = time.monotonic, chunks_wanted: int = 0) -> None:
+                 clock: Callable[[], float] = time.monotonic, chunks_wanted: int = 0,
+                 on_commit: Callable[[int], None] | None = None) -> None:
         self.backend, self.queue, self.make_task = backend, queue, make_task
+        self.on_commit = on_commit  # told of every committed part (the merge beside the run)
         self.progress, self.policy = progress, policy or FailurePolicy()
         self.clock = clock
         self.chunks_wanted = chunks_wanted  # how many workers are worth starting
@@ -192,6 +194,8 @@ class Scheduler:
 
     def _committed(self, s: SlotState, chunk: int) -> None:
         self.outcome.done.append(chunk)
+        if self.on_commit is not None:
+            self.on_commit(chunk)
         self.outcome.timings.last_frame = self.clock()
         self.queue.finished(chunk)
         self.policy.chunk_committed()
@@ -232,7 +236,8 @@ class Scheduler:
 
     # --- heartbeat -------------------------------------------------------------------------------
     def tick(self, final: bool = False) -> None:
-        self.progress.tick((s.beat() for s in self.slots.values()), len(self.outcome.done), final)
+        if self.progress.tick((s.beat() for s in self.slots.values()), len(self.outcome.done), final):
+            self.queue.beat()
 
 
 @contextmanager

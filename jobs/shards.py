@@ -1,9 +1,9 @@
-"""Shards: a fixed split of a plan's chunks over S independent jobs (SLURM array tasks).
+"""Shards: the S tasks of a SLURM array, each a coordinator on its own node, sharing one run folder.
 
-Shard i owns the chunks c with c % S == i, so shards never touch the same chunk and each gets a
-spread of the dataset. S is written into run.json when the plan is made and never derived from
-the scheduler: a resubmission of only some array indices must not change who owns what. A shard is
-complete when every chunk it owns has a trusted part; nothing else records completion.
+Work is not divided in advance: every shard claims the next chunks of the shared plan
+(jobs.claims), so shards that start early or run on faster cores do more. S is written into run.json
+when the plan is made and only names the shards (logs, heartbeats, completion markers); a
+resubmission of some indices takes whatever is left.
 """
 
 from __future__ import annotations
@@ -11,37 +11,32 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable
 from dataclasses import dataclass
+from pathlib import Path
 
 from jobs.rundir import RunError
 
 ARRAY_ENV = "SLURM_ARRAY_TASK_ID"
 
 
-def shard_chunks(chunks: Iterable[int], num_shards: int, shard: int) -> list[int]:
-    """Shard i gets every num_shards-th chunk from i: a fixed split, balanced, never overlapping."""
-    return [c for c in chunks if c % num_shards == shard]
-
-
-def shard_of(chunk: int, num_shards: int) -> int:
-    return chunk % num_shards
-
-
 @dataclass
 class ShardState:
     num_shards: int
     complete: list[int]
-    missing: dict[int, list[int]]  # shard -> its chunks without a trusted part
+    missing: list[int]  # shards to (re)submit: work is left and they did not end cleanly
 
 
-def shard_state(chunks: Iterable[int], done: Iterable[int], num_shards: int) -> ShardState:
-    """Which shards have all their chunks committed (a shard that owns no chunk is complete)."""
-    have = set(done)
-    missing: dict[int, list[int]] = {}
-    for c in sorted(set(chunks)):
-        if c not in have:
-            missing.setdefault(shard_of(c, num_shards), []).append(c)
-    complete = [i for i in range(num_shards) if i not in missing]
-    return ShardState(num_shards, complete, missing)
+def shard_state(claims_dir: Path, work_left: bool, num_shards: int) -> ShardState:
+    """Which array indices to resubmit: none when no chunk is left, else those not complete.
+
+    A shard is complete when it ended with nothing left to take (claims/shard-I.done). Should every
+    shard say so while chunks are still missing (a part rejected since), shard 0 is resubmitted:
+    any one shard takes every chunk that is left.
+    """
+    done = [i for i in range(num_shards) if (claims_dir / f"shard-{i}.done").exists()]
+    if not work_left:
+        return ShardState(num_shards, list(range(num_shards)), [])
+    missing = [i for i in range(num_shards) if i not in done] or [0]
+    return ShardState(num_shards, [i for i in done if i not in missing], missing)
 
 
 def array_expr(indices: Iterable[int], max_parallel: int | None = None) -> str:

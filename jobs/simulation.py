@@ -114,13 +114,17 @@ class FakeBackend:
             if v.name in task.skip:
                 continue
             self._emit(t, slot, w, VideoStarted(slot, task.chunk, v.name))
+            n = len(v.files)
+            if rows == 0 and n:  # a real worker reports its first frame at once
+                self._emit(t + 1 / per_s, slot, w, FramesDone(slot, 1))
             if self.faults.kill_video[v.name] > 0:
                 self.faults.kill_video[v.name] -= 1
-                self._emit(t + len(v.files) / per_s / 2, slot, w, Died(slot, "SIGKILL"))
+                self._emit(t + n / per_s / 2, slot, w, Died(slot, "SIGKILL"))
                 return
-            t += len(v.files) / per_s
-            rows += len(v.files)
-            self._emit(t, slot, w, FramesDone(slot, len(v.files)))
+            t += n / per_s
+            if n - (rows == 0):
+                self._emit(t, slot, w, FramesDone(slot, n - (rows == 0)))
+            rows += n
         self._emit(t, slot, w, Writing(slot, task.chunk))
         t += self.part_write_s
         if self.faults.die_writing[task.chunk] > 0:
@@ -165,3 +169,53 @@ class FakeBackend:
     # --- internals -------------------------------------------------------------------------------
     def _emit(self, t: float, slot: int, w: _Worker, ev: Event) -> None:
         self.clock.at(t, self.id, (w.gen, ev))  # gen: which incarnation of the slot said it
+
+
+class MemoryClaims:
+    """The claim store of jobs.claims kept in memory: all shards of a simulated cluster share one."""
+
+    class Board:
+        """What the shared filesystem holds: claims, live shards, committed chunks."""
+
+        def __init__(self) -> None:
+            self.claims: dict[str, str] = {}
+            self.live: set[str] = set()
+            self.committed: set[int] = set()
+
+    def __init__(self, board: MemoryClaims.Board, shard: int) -> None:
+        self.board, self.shard = board, str(shard)
+        board.live.add(self.shard)
+
+    def claim(self, key: str) -> bool:
+        if key in self.board.claims:
+            return False
+        self.board.claims[key] = self.shard
+        return True
+
+    def holder(self, key: str) -> str | None:
+        return self.board.claims.get(key)
+
+    def alive(self, holder: str) -> bool:
+        return holder in self.board.live
+
+    def take_over(self, key: str, holder: str) -> bool:
+        if self.board.claims.get(key) == holder:
+            del self.board.claims[key]
+        return self.claim(key)
+
+    def release(self, key: str) -> None:
+        if self.board.claims.get(key) == self.shard:
+            del self.board.claims[key]
+
+    @property
+    def me(self) -> str:
+        return self.shard
+
+    def committed(self, chunk: int) -> bool:
+        return chunk in self.board.committed
+
+    def beat(self) -> None:
+        pass
+
+    def finish(self, done: bool) -> None:
+        self.board.live.discard(self.shard)

@@ -181,8 +181,8 @@ def slurm_command(rd: RunDir, info: RunInfo, so: SlurmOptions, submit: bool) -> 
     """Write (and maybe submit) the array over the missing shards and the merge job after it."""
     num_shards = info.num_shards
     state = scan_parts(rd, info, rd.load_plan(), move_bad=False)
-    shards = shard_state(state.chunks, state.done, num_shards)
-    missing = sorted(shards.missing)
+    shards = shard_state(rd.claims_dir, bool(state.missing), num_shards)
+    missing = shards.missing
     if not missing and info.merge is not None and not info.merge.partial:
         messages.result(f"all {num_shards} shard(s) complete and merged: {rd.keypoints_path}")
         return 0

@@ -64,8 +64,8 @@ def _coordinator_lines(rd: RunDir, beat: Heartbeat | None) -> list[str]:
 def _shard_lines(rd: RunDir, snap: Snapshot) -> list[str]:
     """Shards complete/missing, the --array= that resubmits the missing, live shard heartbeats."""
     num_shards = snap.info.num_shards
-    shards = shard_state(snap.state.chunks, snap.state.done, num_shards)
-    missing = sorted(shards.missing)
+    shards = shard_state(rd.claims_dir, bool(snap.state.missing), num_shards)
+    missing = shards.missing
     line = f"shards:   {len(shards.complete)}/{num_shards} complete"
     if missing:
         line += f"; missing {len(missing)}: {listing([str(i) for i in missing], 20)}"

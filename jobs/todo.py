@@ -8,6 +8,7 @@ import pyarrow as pa
 
 from jobs import messages
 from jobs.parts import remove_stale_temps
+from jobs.plan import handout_order
 from jobs.resume import PartsState, scan_parts
 from jobs.rundir import RunDir
 from jobs.runinfo import RunInfo
@@ -15,7 +16,7 @@ from jobs.runinfo import RunInfo
 
 @dataclass
 class Work:
-    todo: list[int]  # in plan order: the order they are handed out
+    todo: list[int]  # in the order they are handed out (jobs.plan.handout_order)
     frames_total: int  # of the chunks this coordinator owns
     frames_done: int
     state: PartsState
@@ -40,6 +41,8 @@ def work_left(rd: RunDir, info: RunInfo, plan: pa.Table, owned: set[int] | None 
         names = sorted(v for c in retry for v in state.done[c].failed)
         messages.say(f"--retry-failed: redoing {len(retry)} chunk(s) with failed video(s): "
                      f"{messages.listing(names)}")
-    todo = [c for c in mine if c not in state.done or c in retry]
+    frames = {c: state.chunk_frames(c) for c in mine}
+    todo = [c for c in handout_order(frames, info.plan.workers)
+            if c not in state.done or c in retry]
     done = sum(state.done[c].rows for c in mine if c in state.done and c not in retry)
-    return Work(todo, sum(state.chunk_frames(c) for c in mine), done, state)
+    return Work(todo, sum(frames.values()), done, state)

@@ -20,6 +20,9 @@ class WorkQueue(Protocol):
     def release(self) -> None:
         """The coordinator stops: give back whatever it holds."""
 
+    def beat(self) -> None:
+        """The coordinator is alive (called with every heartbeat)."""
+
     @property
     def empty(self) -> bool:
         """Nothing is left to hand out, and nothing will be (this coordinator may stop)."""
@@ -41,6 +44,9 @@ class ChunkQueue:
         pass
 
     def release(self) -> None:
+        pass
+
+    def beat(self) -> None:
         pass
 
     @property

@@ -29,7 +29,7 @@ from helpers import (
 )
 
 from jobs.rundir import RunError
-from jobs.shards import array_expr, resolve_shard, shard_chunks, shard_state
+from jobs.shards import array_expr, resolve_shard, shard_state
 from jobs.slurm import SlurmOptions, render_array, sbatch, worker_args
 
 CLUSTER = REPO / "scripts" / "slurm-cluster.sh"
@@ -48,14 +48,17 @@ def test_array_expr_compresses_runs() -> None:
         array_expr([])
 
 
-def test_shards_split_every_chunk_once() -> None:
-    chunks = list(range(11))
-    parts = [shard_chunks(chunks, 4, i) for i in range(4)]
-    assert sorted(c for p in parts for c in p) == chunks
-    assert parts[2] == [2, 6, 10]
-    st = shard_state(chunks, [c for c in chunks if c not in (6, 3)], 4)
-    assert st.complete == [0, 1] and st.missing == {2: [6], 3: [3]}
-    assert shard_state([0, 1], [0, 1], 4).complete == [0, 1, 2, 3]  # shards owning nothing
+def test_shards_to_resubmit(tmp_path: Path) -> None:
+    """Missing shards are those that did not end cleanly, and only while work is left."""
+    claims = tmp_path / "claims"
+    claims.mkdir()
+    for i in (0, 1, 3):
+        (claims / f"shard-{i}.done").write_text("done\n")
+    st = shard_state(claims, work_left=True, num_shards=4)
+    assert st.complete == [0, 1, 3] and st.missing == [2]
+    assert shard_state(claims, work_left=False, num_shards=4).missing == []
+    (claims / "shard-2.done").write_text("done\n")  # all ended cleanly, yet a part was rejected
+    assert shard_state(claims, work_left=True, num_shards=4).missing == [0]
 
 
 def test_shard_index_from_slurm_env_and_refusals(monkeypatch: pytest.MonkeyPatch) -> None:
