@@ -39,7 +39,7 @@ def _png(fig: Figure) -> str:
 
 def rates_plot(by_split: pd.DataFrame, by_signer: pd.DataFrame) -> str:
     """Share of frames with each part found, grouped bars per split and per signer."""
-    fig = Figure(figsize=(10, 3.2))
+    fig = Figure(figsize=(7.2, 3.0))
     widths = [max(1, len(by_split)), max(1, len(by_signer))]
     axes = fig.subplots(1, 2, gridspec_kw={"width_ratios": widths}, sharey=True)
     for ax, table, title in ((axes[0], by_split, "per split"), (axes[1], by_signer, "per signer")):
@@ -61,15 +61,15 @@ def rates_plot(by_split: pd.DataFrame, by_signer: pd.DataFrame) -> str:
 
 def coverage_plot(videos: pd.DataFrame) -> str:
     """How many videos found each hand in what share of their frames."""
-    fig = Figure(figsize=(10, 2.8))
+    fig = Figure(figsize=(5.0, 3.0))
     ax = fig.subplots()
     bins = np.linspace(0, 1, 21)
     with_rows = videos[videos["frames"] > 0]
     for part in ("left_hand", "right_hand"):
         ax.hist(with_rows[f"{part}_rate"], bins=bins, histtype="step", linewidth=2,
                 color=_rgb(part), label=NAMES[part])
-    ax.set_xlabel("share of the video's frames where the hand was found")
-    ax.set_ylabel("videos")
+    ax.set_xlabel("share of its frames with the hand found", fontsize=9)
+    ax.set_ylabel("videos", fontsize=9)
     ax.set_xlim(0, 1)
     ax.legend(fontsize=8)
     ax.grid(alpha=0.3)
