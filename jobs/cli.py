@@ -1,4 +1,5 @@
-"""The `phoenix-keypoints` command line: run, slurm, status, merge, tensors, export, sample.
+"""The `phoenix-keypoints` command line: run, slurm, status, merge, tensors, export, report, show,
+diff, sample.
 
 Every expected problem (bad dataset, foreign run folder, missing model, interrupted run) ends in a
 one-paragraph message and an exit status, never a traceback.
@@ -16,6 +17,7 @@ from extract.dataset import SPLITS, DatasetError
 from extract.holistic import ModelError
 from extract.normalize import FILL_MODES, NORMALIZE_MODES
 from extract.points import DEFAULT_PRESET, PRESETS, PointsError
+from extract.rows import ReportError
 from extract.tensors import DTYPES, TensorsError
 from jobs import messages
 from jobs.rundir import JobFailed, RunDir, RunError
@@ -154,9 +156,41 @@ def build_parser() -> argparse.ArgumentParser:
         description="RWTH-PHOENIX-Weather 2014 T frames to MediaPipe Holistic keypoints.",
     )
     sub = p.add_subparsers(dest="command", required=True)
-    for add in (_add_run, _add_slurm, _add_small, _add_tensors):
+    for add in (_add_run, _add_slurm, _add_small, _add_tensors, _inspect_parsers):
         add(sub)
     return p
+
+
+def _inspect_parsers(sub: argparse._SubParsersAction) -> None:
+    """report, show, diff: look at what a run extracted."""
+    from extract.quality import Thresholds
+
+    rp = sub.add_parser("report", help="quality report: RUN/report/index.html + videos.parquet")
+    rp.add_argument("--out", type=Path, required=True, help="a merged run folder")
+    th = rp.add_argument_group("thresholds (when a video is flagged)")
+    for name, kind, default, doc in Thresholds.options():
+        th.add_argument(f"--{name.replace('_', '-')}", dest=name, type=kind, default=default,
+                        metavar="N" if kind is int else "X", help=f"{doc} (default {default})")
+    rp.add_argument("--cards", type=_non_negative, default=24,
+                    help="worst flagged videos shown with frames and a timeline (default 24)")
+    rp.set_defaults(handler=_report)
+
+    sh = sub.add_parser("show", help="one video's frames with the skeleton drawn: MP4, GIF or PNG")
+    sh.add_argument("--out", type=Path, required=True, help="a merged run folder")
+    sh.add_argument("--video", required=True, help="video name, e.g. 01April_2010_Thursday_heute-6694")
+    sh.add_argument("--to", type=Path, required=True,
+                    help="FILE.mp4, FILE.gif, or FILE.png (a contact sheet, one tile per frame)")
+    sh.add_argument("--fps", type=float, default=25.0, help="MP4/GIF frame rate (default 25)")
+    sh.add_argument("--scale", type=_positive,
+                    help="pixels per frame pixel (default 2 for MP4/GIF, 1 for PNG)")
+    sh.set_defaults(handler=_show)
+
+    d = sub.add_parser("diff", help="do two extractions agree? exit 0 yes, 1 no, 2 bad input")
+    d.add_argument("run_a", type=Path, metavar="RUN_A", help="run folder (or a keypoints .parquet)")
+    d.add_argument("run_b", type=Path, metavar="RUN_B", help="run folder (or a keypoints .parquet)")
+    d.add_argument("--tolerance", type=float, default=0.0,
+                   help="largest absolute difference that still agrees (default 0: identical)")
+    d.set_defaults(handler=_diff)
 
 
 def _options(args: argparse.Namespace) -> RunOptions:
@@ -227,6 +261,46 @@ def _merge(args: argparse.Namespace) -> int:
     return merge_command(RunDir(args.out), args.allow_partial)
 
 
+def _report(args: argparse.Namespace) -> int:
+    from dataclasses import fields
+
+    from extract.quality import Thresholds
+    from extract.report import write_report
+    from jobs.inspect import report_dir, report_input
+
+    thr = Thresholds(**{f.name: getattr(args, f.name) for f in fields(Thresholds)})
+    inp = report_input(args.out)
+    info = write_report(inp, report_dir(args.out), thr, args.cards)
+    messages.result(f"report:    {report_dir(args.out) / 'index.html'} ({info['videos']} videos, "
+                    f"{info['frames']} frames, {info['flagged']} flagged)")
+    messages.result(f"figures:   {report_dir(args.out) / 'videos.parquet'}")
+    if inp.frames_note:
+        messages.note(inp.frames_note)
+    return 0
+
+
+def _show(args: argparse.Namespace) -> int:
+    from extract.overlay import write_overlay
+    from jobs.inspect import show_input
+
+    rows, root, note = show_input(args.out, args.video)
+    n, found = write_overlay(rows, root, args.to, args.fps, args.scale)
+    messages.result(f"{args.to}: {n} frames of {args.video}")
+    if found < n:
+        messages.note(f"{note or f'{n - found} frame file(s) not found'}; those frames show the "
+                      "skeleton on a grey canvas")
+    return 0
+
+
+def _diff(args: argparse.Namespace) -> int:
+    from extract.compare import diff_files, summary_line
+    from jobs.inspect import keypoints_of
+
+    summary = diff_files(keypoints_of(args.run_a), keypoints_of(args.run_b), args.tolerance)
+    messages.result(summary_line(summary, args.tolerance))
+    return 0 if summary.agree else 1
+
+
 def _sample(args: argparse.Namespace) -> int:
     from extract.sample import build_sample
 
@@ -247,7 +321,7 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, _on_sigterm)  # so temp files are removed on the way out
     try:
         return args.handler(args)
-    except (DatasetError, RunError, ModelError, TensorsError, PointsError) as e:
+    except (DatasetError, RunError, ModelError, TensorsError, PointsError, ReportError) as e:
         messages.error(str(e))
         return 2
     except JobFailed as e:

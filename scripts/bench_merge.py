@@ -13,20 +13,15 @@ from __future__ import annotations
 
 import argparse
 import os
-import resource
 import shutil
-import subprocess
 import sys
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from benchutil import (  # noqa: E402
-    REPO,
     SHARED_INDEX,
-    RssSampler,
-    loadavg,
     machine,
+    measure,
     save_json,
     table,
 )
@@ -39,31 +34,13 @@ def du_mib(path: Path) -> float:
 
 def time_merge(run_dir: Path) -> dict:
     """Run `phoenix-keypoints merge --out run_dir` as a user would; wall time and memory."""
-    cmd = [sys.executable, "-m", "jobs.cli", "merge", "--out", str(run_dir)]
-    load0 = loadavg()
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    t0 = time.monotonic()
-    proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            text=True)
-    with RssSampler(proc.pid, every_s=0.25) as rss:
-        out, _ = proc.communicate()
-    wall = time.monotonic() - t0
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    if proc.returncode:
-        raise SystemExit(f"merge failed ({proc.returncode}):\n{out}")
+    res = measure([sys.executable, "-m", "jobs.cli", "merge", "--out", str(run_dir)])
     kp = run_dir / "keypoints.parquet"
     return {
-        "wall_s": round(wall, 1),
-        "cpu_s": round((after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime), 1),
-        "peak_rss_mib_sampled": rss.peak,
-        # ru_maxrss is the largest child so far: meaningful because merge is the biggest child.
-        "peak_rss_mib_kernel": round(after.ru_maxrss / 1024, 1),
-        "rss_timeline": rss.samples[:: max(1, len(rss.samples) // 60)],
+        **res,
         "keypoints_mib": round(kp.stat().st_size / 2**20, 1),
         "tensors_mib": du_mib(run_dir / "tensors"),
         "parts_mib": du_mib(run_dir / "parts"),
-        "load_before": load0,
-        "load_after": loadavg(),
     }
 
 

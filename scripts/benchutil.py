@@ -125,6 +125,36 @@ class RssSampler:
         return max((m for _, m in self.samples), default=0.0)
 
 
+def measure(cmd: list[str], every_s: float = 0.25, tree: bool = False) -> dict[str, Any]:
+    """Run cmd (in the repo) as a user would: wall and CPU time, peak RSS sampled from /proc
+    (of the process tree with tree=True) and the kernel's high-water mark for this very child
+    (wait4: not the largest of all children so far), its output, and the load around it."""
+    import tempfile
+
+    load0 = loadavg()
+    with tempfile.TemporaryFile("w+") as log:
+        t0 = time.monotonic()
+        proc = subprocess.Popen(cmd, cwd=REPO, stdout=log, stderr=subprocess.STDOUT, text=True)
+        with RssSampler(proc.pid, every_s=every_s, tree=tree) as rss:
+            _, status, usage = os.wait4(proc.pid, 0)
+        wall = time.monotonic() - t0
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        log.seek(0)
+        out = log.read()
+    if proc.returncode:
+        raise SystemExit(f"{' '.join(cmd[2:])} failed ({proc.returncode}):\n{out}")
+    return {
+        "wall_s": round(wall, 1),
+        "cpu_s": round(usage.ru_utime + usage.ru_stime, 1),
+        "peak_rss_mib_sampled": rss.peak,
+        "peak_rss_mib_kernel": round(usage.ru_maxrss / 1024, 1),
+        "rss_timeline": rss.samples[:: max(1, len(rss.samples) // 60)],
+        "output": out.strip().splitlines(),
+        "load_before": load0,
+        "load_after": loadavg(),
+    }
+
+
 def save_json(name: str, obj: Any) -> Path:
     """Write a result under docs/results/, where docs/performance.md links each figure to its file."""
     RESULTS_DIR.mkdir(parents=True, exist_ok=True)
