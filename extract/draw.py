@@ -14,7 +14,7 @@ from pathlib import Path
 import cv2
 import numpy as np
 
-from extract.frames import read_frame
+from extract.frames import STATUS_OK, read_frame
 from extract.schema import PARTS
 
 # RGB; chosen to stay apart from each other and from PHOENIX's grey-blue background.
@@ -46,8 +46,8 @@ def load_frame(root: Path | None, image: str) -> np.ndarray | None:
     """The frame's RGB pixels, or None when the dataset or the file is gone or unreadable."""
     if root is None:
         return None
-    rgb, status, _ = read_frame(Path(root) / image)
-    return rgb if status == "ok" else None
+    rgb, status, _, _ = read_frame(Path(root) / image, digest=False)
+    return rgb if status == STATUS_OK else None
 
 
 def _canvas(rgb: np.ndarray | None, width: int, height: int) -> np.ndarray:

@@ -30,6 +30,7 @@ import numpy as np
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
+STATUS_OK = "ok"
 STATUS_EMPTY = "empty_file"
 STATUS_NOT_PNG = "not_png"
 STATUS_UNREADABLE = "unreadable"
@@ -73,7 +74,7 @@ def _read_fd(fd: int, digest: bool) -> tuple[bytes | None, Source, str, str]:
         if (after.st_size, after.st_mtime_ns, len(data)) == (before.st_size, before.st_mtime_ns,
                                                               before.st_size):
             sha = hashlib.sha256(data).hexdigest() if digest else None
-            return data, Source(after.st_size, after.st_mtime_ns, sha), "ok", ""
+            return data, Source(after.st_size, after.st_mtime_ns, sha), STATUS_OK, ""
     return None, NO_SOURCE, STATUS_UNREADABLE, "changed while it was read"
 
 
@@ -129,7 +130,7 @@ def decode_frame(data: bytes) -> tuple[np.ndarray | None, str, str]:
         notes.append("alpha dropped")
     else:
         img = cv2.cvtColor(img, cv2.COLOR_BGR2RGB)
-    return img, "ok", "; ".join(notes)
+    return img, STATUS_OK, "; ".join(notes)
 
 
 def read_frame(path: Path, digest: bool = True) -> tuple[np.ndarray | None, str, str, Source]:

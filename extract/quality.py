@@ -29,9 +29,10 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from extract.frames import STATUS_OK
 from extract.presence import FaceMask
 from extract.rows import iter_tables, present_values
-from extract.schema import PARTS, STATUS_OK
+from extract.schema import PARTS
 
 HEAD_SHOULDERS = np.arange(13)  # pose points checked for being far outside the frame
 SHOULDERS = (11, 12)

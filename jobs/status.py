@@ -107,4 +107,8 @@ def render(rd: RunDir) -> str:
     if state.rejected:
         lines.append(f"untrusted parts (redone on the next run): {sorted(state.rejected)[:10]}")
     lines.append(_merge_line(rd, info))
+    if info.merge is not None:
+        page = rd.path / "report" / "index.html"
+        lines.append(f"report:   {page}" if page.is_file() else
+                     f"report:   not written yet: phoenix-keypoints report --out {rd.path}")
     return "\n".join(lines)

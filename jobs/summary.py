@@ -37,6 +37,8 @@ def merged(rd: RunDir, record: MergeInfo) -> None:
     per_split = ", ".join(f"{s} {n}" for s, n in sorted(record.frames_per_split.items()))
     messages.result(f"keypoints: {rd.keypoints_path} ({record.rows} frames: {per_split})")
     messages.result(f"tensors:   {rd.tensors_dir}/")
+    messages.result(f"report:    phoenix-keypoints report --out {rd.path}  (quality page + "
+                    "per-video figures)")
     if info.dataset.problems:
         messages.result(f"videos not on disk or without frames: {len(info.dataset.problems)} "
                         "(listed in run.json under dataset.problems)")

@@ -15,7 +15,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
-from conftest import REPO, assert_no_traceback, run_cli
+from helpers import REPO, assert_no_traceback, run_cli
 
 from extract.schema import PARTS, parquet_write_options
 
