@@ -1,10 +1,11 @@
 """SLURM arrays on a real one-node cluster: slurmctld + slurmd + munge from scripts/slurm-cluster.sh.
 
-The end-to-end test submits 4 shards with `slurm --submit`, `scancel`s array task 2 while it is
-inside a chunk, checks that `status` names shard 2 and `--array=2`, that `merge` refuses, that
-`slurm --submit` again submits index 2 alone with a merge job after it, and that the merged output
-equals the single-node reference run. It skips only where no cluster can be started here (not root,
-no apt-get); see docs/cluster-testing.md.
+Two end-to-end tests submit 4 shards with `slurm --submit`. In one, a task is `scancel`led inside a
+chunk: the others take its chunk and the merging shard writes the outputs. In the other, the merging
+task is SIGKILLed (a lost node): `status` names it and `--array=I`, `merge`
+refuses, `slurm --submit` resubmits that index alone. Both end equal to the single-node reference
+run. They skip only where no cluster can be started here (not root, no apt-get); see
+docs/cluster-testing.md.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import fcntl
 import json
 import os
 import re
+import signal
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -170,14 +172,22 @@ def _submissions(out: Path) -> list[dict]:
     return [json.loads(line) for line in (out / "slurm" / "submissions.jsonl").read_text().splitlines()]
 
 
-def _shard_in_chunk(out: Path, shard: int) -> dict | None:
-    """The shard's heartbeat while one of its workers is inside a chunk."""
+def _in_chunk(out: Path, merger: bool) -> tuple[int, dict] | None:
+    """(shard, heartbeat) of a shard inside a chunk that is (or is not) the array's merger."""
     try:
-        beat = json.loads((out / f"progress-shard-{shard}.json").read_text())
-    except (OSError, ValueError):
+        merging = int((out / "claims" / "merger").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
         return None
-    busy = any(w["chunk"] is not None and w["pid"] for w in beat["workers"])
-    return beat if busy and beat.get("running") else None
+    for path in sorted(out.glob("progress-shard-*.json")):
+        shard = int(path.stem.rsplit("-", 1)[1])
+        try:
+            beat = json.loads(path.read_text())
+        except (OSError, ValueError):
+            continue
+        busy = any(w["chunk"] is not None and w["pid"] for w in beat["workers"])
+        if busy and beat.get("running") and (shard == merging) == merger:
+            return shard, beat
+    return None
 
 
 def _proc_status(pid: int) -> tuple[int, int]:
@@ -189,13 +199,9 @@ def _proc_status(pid: int) -> tuple[int, int]:
     return sid, sum(int(b or a) - int(a) + 1 for a, _, b in ranges)
 
 
-@pytest.mark.slow
-def test_real_array_task_cancelled_then_resubmitted_alone(slurm_env: dict[str, str],
-                                                          sample_root: Path, clean_run: Path,
-                                                          tmp_path: Path) -> None:
-    out = tmp_path / "run"
-    # sbatch exports the submitter's environment: the slow frames reach the array tasks
-    slow = dict(slurm_env, PHOENIX_KEYPOINTS_FAULTS="frame-delay=0.4")
+def _submit_array(env: dict[str, str], sample_root: Path, out: Path) -> tuple[str, str]:
+    """4 shards of the embedded sample, frames slowed so that a test can act mid-chunk."""
+    slow = dict(env, PHOENIX_KEYPOINTS_FAULTS="frame-delay=0.4")  # sbatch exports it to the tasks
     proc = run_cli(["slurm", "--dataset", sample_root, "--out", out, "--num-shards", "4",
                     "--chunk-frames", "20", "--cpus-per-task", "1", "--time", "0:10:00",
                     "--submit"], env=slow)
@@ -203,50 +209,91 @@ def test_real_array_task_cancelled_then_resubmitted_alone(slurm_env: dict[str, s
     [first] = _submissions(out)
     assert first["array"] == "0-3"
     array_job, merge_job = first["array_job"], first["merge_job"]
-    assert f"afterok:{array_job}_*" in _jobs(slurm_env, merge_job)[""]["Dependency"]
+    assert f"afterok:{array_job}_*" in _jobs(env, merge_job)[""]["Dependency"]
+    return array_job, merge_job
 
-    beat = wait_for(lambda: _shard_in_chunk(out, 2), 240, "array task 2 inside a chunk", interval=0.2)
+
+def _task_gone(env: dict[str, str], out: Path, array_job: str, shard: int, sid: int) -> str:
+    """Once every task has ended: the task's log, checked for what a stopped shard leaves."""
+    wait_for(lambda: not session_members(sid), 30, f"no process of task {shard} left", interval=0.5)
+    assert not temps(out)
+    return (out / "logs" / f"slurm-{array_job}_{shard}.out").read_text()
+
+
+@pytest.mark.slow
+def test_real_scancel_of_a_running_task_others_take_its_work(slurm_env: dict[str, str],
+                                                              sample_root: Path, clean_run: Path,
+                                                              tmp_path: Path) -> None:
+    """`scancel` of a task mid-chunk: it stops cleanly and gives its chunk back; the other shards
+    do it, the merging shard writes the outputs; nothing is left to resubmit."""
+    out = tmp_path / "run"
+    array_job, merge_job = _submit_array(slurm_env, sample_root, out)
+    shard, beat = wait_for(lambda: _in_chunk(out, merger=False), 240,
+                           "a shard other than the merger inside a chunk", interval=0.2)
     sid, cpus = _proc_status(beat["pid"])
     assert len(beat["workers"]) == cpus  # one worker per CPU SLURM gave the task
-    assert _jobs(slurm_env, array_job)["2"]["JobState"] == "RUNNING"
-    _slurm(slurm_env, "scancel", f"{array_job}_2")
+    assert _jobs(slurm_env, array_job)[str(shard)]["JobState"] == "RUNNING"
+    _slurm(slurm_env, "scancel", f"{array_job}_{shard}")
 
     ended = wait_for(lambda: _ended(slurm_env, array_job), 300, "every array task to end", interval=1)
-    assert _states(ended) == {"0": "COMPLETED", "1": "COMPLETED", "2": "CANCELLED", "3": "COMPLETED"}
-    wait_for(lambda: not session_members(sid), 30, "no process of task 2 left", interval=0.5)
-    assert not temps(out)
-    log = (out / "logs" / f"slurm-{array_job}_2.out").read_text()
+    assert _states(ended) == {str(i): "CANCELLED" if i == shard else "COMPLETED" for i in range(4)}
+    log = _task_gone(slurm_env, out, array_job, shard, sid)
     assert "CANCELLED" in log and "stopped" in log and "Traceback" not in log, log  # SIGTERM handled
     merge = wait_for(lambda: _ended(slurm_env, merge_job), 120, "the merge job to leave", interval=1)
-    assert merge[""]["JobState"] == "CANCELLED", merge  # --kill-on-invalid-dep: task 2 failed
+    assert merge[""]["JobState"] == "CANCELLED", merge  # --kill-on-invalid-dep: a task failed
+    assert_same_output(out, clean_run)  # merged inside the array by the merging shard
+    status = run_cli(["status", "--out", out])
+    assert "shards:   4/4 complete" in status.stdout and "merged:   82 rows" in status.stdout
+    assert "--array=" not in status.stdout, status.stdout
+    done = run_cli(["slurm", "--out", out, "--num-shards", "4", "--submit"], env=slurm_env)
+    assert done.returncode == 0 and "complete and merged" in done.stdout
+    assert len(_submissions(out)) == 1  # nothing left to submit
+
+
+@pytest.mark.slow
+def test_real_dead_task_resubmitted_alone(slurm_env: dict[str, str], sample_root: Path,
+                                          clean_run: Path, tmp_path: Path) -> None:
+    """The merging task's processes SIGKILLed mid-chunk (a node lost: nothing runs its clean-up): its
+    claims stay until their lease ends, so the others finish without them; status names the task,
+    merge refuses, `slurm --submit` resubmits that index alone, which takes over its own claims and
+    merges. (A `scancel`, even with --signal=KILL, lets the task stop cleanly: the other test.)"""
+    out = tmp_path / "run"
+    array_job, merge_job = _submit_array(slurm_env, sample_root, out)
+    shard, beat = wait_for(lambda: _in_chunk(out, merger=True), 240,
+                           "the merging shard inside a chunk", interval=0.2)
+    sid, _ = _proc_status(beat["pid"])
+    os.killpg(os.getpgid(beat["pid"]), signal.SIGKILL)
+
+    ended = wait_for(lambda: _ended(slurm_env, array_job), 300, "every array task to end", interval=1)
+    states = _states(ended)
+    assert states.pop(str(shard)) != "COMPLETED" and set(states.values()) == {"COMPLETED"}, ended
+    _task_gone(slurm_env, out, array_job, shard, sid)
+    merge = wait_for(lambda: _ended(slurm_env, merge_job), 120, "the merge job to leave", interval=1)
+    assert merge[""]["JobState"] == "CANCELLED", merge
     assert not (out / "keypoints.parquet").exists()
 
     status = run_cli(["status", "--out", out])
     assert status.returncode == 0, status.stderr
-    assert "shards:   3/4 complete; missing 1: 2" in status.stdout, status.stdout
-    assert "--array=2 " in status.stdout, status.stdout
+    assert f"shards:   3/4 complete; missing 1: {shard}" in status.stdout, status.stdout
+    assert f"--array={shard} " in status.stdout, status.stdout
     refused = run_cli(["merge", "--out", out])
     assert refused.returncode == 2, refused.stderr
-    assert "1 of 4 shard(s) not complete: 2" in refused.stderr
+    assert f"1 of 4 shard(s) not complete: {shard}" in refused.stderr
     assert_no_traceback(refused)
     other = run_cli(["slurm", "--out", out, "--num-shards", "3"], env=slurm_env)
-    assert other.returncode == 2 and "num_shards (fixed at 4" in other.stderr  # the split is fixed
+    assert other.returncode == 2 and "num_shards (fixed at 4" in other.stderr  # S is fixed
 
     again = run_cli(["slurm", "--out", out, "--num-shards", "4", "--submit"], env=slurm_env)
     assert again.returncode == 0, again.stderr
     [second] = _submissions(out)[1:]
-    assert second["array"] == "2"
-    tasks = wait_for(lambda: _ended(slurm_env, second["array_job"]), 300, "task 2 again", interval=1)
-    assert _states(tasks) == {"2": "COMPLETED"}
+    assert second["array"] == str(shard)
+    tasks = wait_for(lambda: _ended(slurm_env, second["array_job"]), 300, "the task again", interval=1)
+    assert _states(tasks) == {str(shard): "COMPLETED"}
     merged = wait_for(lambda: _ended(slurm_env, second["merge_job"]), 300, "the merge job", interval=1)
     assert merged[""]["JobState"] == "COMPLETED" and merged[""]["ExitCode"] == "0:0", merged
-
     assert_same_output(out, clean_run)
     final = run_cli(["status", "--out", out])
     assert "shards:   4/4 complete" in final.stdout and "--array=" not in final.stdout
-    done = run_cli(["slurm", "--out", out, "--num-shards", "4", "--submit"], env=slurm_env)
-    assert done.returncode == 0 and "complete and merged" in done.stdout
-    assert len(_submissions(out)) == 2  # nothing left to submit
 
 
 def test_shard_refusals(sample_root: Path, tmp_path: Path) -> None:
