@@ -24,7 +24,7 @@ from benchutil import loadavg, machine, rss_mib, save_json  # noqa: E402
 from workload import build_workload  # noqa: E402
 
 
-def main() -> int:
+def parse_args() -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[1])
     p.add_argument("--frames", type=int, default=10_000)
     p.add_argument("--every", type=int, default=500)
@@ -33,8 +33,11 @@ def main() -> int:
     p.add_argument("--cpu", type=int, default=sorted(os.sched_getaffinity(0))[-1])
     p.add_argument("--work", type=Path, default=Path("/tmp/phoenix-bench-rss"))
     p.add_argument("--json", default="worker_rss.json", help="file name under docs/results/")
-    args = p.parse_args()
-    os.sched_setaffinity(0, [args.cpu])
+    return p.parse_args()
+
+
+def extract_frames(args: argparse.Namespace, wl: dict) -> tuple[int, list[dict], float]:
+    """One ChunkWorker over the workload's chunks, again and again, RSS sampled every N frames."""
     import cv2
 
     from extract.holistic import HolisticOptions
@@ -46,19 +49,14 @@ def main() -> int:
     from jobs.worker import ChunkWorker
 
     cv2.setNumThreads(1)
-    shutil.rmtree(args.work, ignore_errors=True)
-    args.work.mkdir(parents=True)
-    wl = build_workload(args.work / "PHOENIX-2014-T", args.copies)
     rd = RunDir(args.work / "run")
     rd.path.mkdir(parents=True)
     info = load_or_plan(rd, RunOptions(dataset=Path(wl["root"]), chunk_frames=args.chunk_frames), 1)
     rd.parts_dir.mkdir(exist_ok=True)
     chunks = Chunks.from_plan(rd.load_plan(), info.dataset.root, info.fingerprint)
-    pid = os.getpid()
-    done = 0
+    pid, done, next_mark = os.getpid(), 0, 0
     series: list[dict] = []
     t0 = time.monotonic()
-    next_mark = 0
 
     def send(ev: Event | None) -> None:
         nonlocal done, next_mark
@@ -70,7 +68,6 @@ def main() -> int:
             print(f"{done:6d} frames  RSS {series[-1]['rss_mib']:7.1f} MiB", file=sys.stderr)
             next_mark += args.every
 
-    load0 = loadavg()
     with ChunkWorker(0, rd.path, HolisticOptions(**info.options.holistic)) as worker:
         send(None)
         while done < args.frames:
@@ -78,6 +75,17 @@ def main() -> int:
                 worker.run(chunks.task(c, {}), send)
                 if done >= args.frames:
                     break
+    return done, series, time.monotonic() - t0
+
+
+def main() -> int:
+    args = parse_args()
+    os.sched_setaffinity(0, [args.cpu])
+    shutil.rmtree(args.work, ignore_errors=True)
+    args.work.mkdir(parents=True)
+    wl = build_workload(args.work / "PHOENIX-2014-T", args.copies)
+    load0 = loadavg()
+    done, series, seconds = extract_frames(args, wl)
     rss = [s["rss_mib"] for s in series]
     after_first = [s["rss_mib"] for s in series if s["frames"] >= 1000]
     # Least-squares slope after the first 1,000 frames (models loaded, buffers warm): a leak
@@ -85,7 +93,7 @@ def main() -> int:
     xs = [s["frames"] for s in series if s["frames"] >= 1000]
     slope = statistics.linear_regression(xs, after_first).slope * 1000 if len(xs) > 1 else None
     out = {"command": " ".join(sys.argv), "machine": machine(), "workload": wl,
-           "frames": done, "seconds": round(time.monotonic() - t0, 1),
+           "frames": done, "seconds": round(seconds, 1),
            "load_before": load0, "load_after": loadavg(), "series": series,
            "rss_min_mib": min(rss), "rss_max_mib": max(rss),
            "rss_band_after_1000_frames_mib": round(max(after_first) - min(after_first), 1)

@@ -122,7 +122,7 @@ def compare(got_path: Path, ref_path: Path) -> dict[str, int | bool]:
     }
 
 
-def main(argv: list[str] | None = None) -> int:
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--frames", type=int, default=1200, help="workload size (at least)")
     ap.add_argument("--kills", type=int, default=10, help="SIGKILLs to inflict")
@@ -140,34 +140,50 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--reference", type=Path,
                     help="an undisturbed run folder to compare with (its dataset and options are "
                          "used; --frames and --chunk-frames are then ignored)")
-    a = ap.parse_args(argv)
-    rng = random.Random(a.seed)
-    a.out.mkdir(parents=True, exist_ok=True)
-    soak_dir = a.out / "soak"
-    shutil.rmtree(soak_dir, ignore_errors=True)
-    ref_s = 0.0
+    return ap.parse_args(argv)
+
+
+def reference(a: argparse.Namespace) -> tuple[Path, list, float]:
+    """(the undisturbed run folder, the run options both runs use, seconds it took to make)."""
     if a.reference:
-        ref_dir = a.reference
-        meta = json.loads((ref_dir / "run.json").read_text())
+        meta = json.loads((a.reference / "run.json").read_text())
         root, chunk_frames = meta["dataset"]["root"], meta["options"]["chunk_frames"]
+        ref_dir = a.reference
     else:
         root, chunk_frames = build_workload(a.out, a.frames), a.chunk_frames
         ref_dir = a.out / "reference"
         shutil.rmtree(ref_dir, ignore_errors=True)
-    opts = ["--dataset", root, "--chunk-frames", chunk_frames, "--workers-per-gpu", a.workers]
-    if not a.reference:
-        t0 = time.monotonic()
-        with open(a.out / "reference.log", "w") as log:
-            ref = start(["run", "--out", ref_dir, *opts], log)
-            if ref.wait() != 0:
-                print(f"reference run failed: see {a.out / 'reference.log'}", file=sys.stderr)
-                return 1
-        ref_s = time.monotonic() - t0
-    frames = json.loads((ref_dir / "run.json").read_text())["plan"]["frames"]
-    print(f"workload: {frames} frames; reference run {ref_s:.1f} s", flush=True)
+    opts = ["--dataset", root, "--workers-per-gpu", a.workers]
+    opts += ["--chunk-frames", chunk_frames] if chunk_frames else []
+    if a.reference:
+        return ref_dir, opts, 0.0
+    t0 = time.monotonic()
+    with open(a.out / "reference.log", "w") as log:
+        if start(["run", "--out", ref_dir, *opts], log).wait() != 0:
+            raise SystemExit(f"reference run failed: see {a.out / 'reference.log'}")
+    return ref_dir, opts, time.monotonic() - t0
 
-    kills = {"worker": 0, "job": 0}
-    starts, events = 0, []
+
+def kill_one(proc: subprocess.Popen, kind: str, soak_dir: Path,
+             rng: random.Random) -> tuple[str, int] | None:
+    """SIGKILL a busy worker (or the whole job): (what was killed, its pid), None if nothing was."""
+    pids = busy_worker_pids(soak_dir, proc.pid)
+    if kind == "worker" and pids:
+        pid = rng.choice(pids)
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:  # it ended in the meantime: not a kill
+            return None
+        return "worker", pid
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    return "job", proc.pid
+
+
+def soak(a: argparse.Namespace, opts: list, soak_dir: Path) -> tuple[int, dict, list, int]:
+    """Run, kill at random, run again, until the kills are spent; (rc, kills, events, starts)."""
+    rng = random.Random(a.seed)
+    kills, starts, events = {"worker": 0, "job": 0}, 0, []
     t0 = time.monotonic()
     with open(a.out / "soak.log", "w") as log:
         proc = None
@@ -188,38 +204,37 @@ def main(argv: list[str] | None = None) -> int:
                     break
                 proc = None
                 continue
-            pids = busy_worker_pids(soak_dir, proc.pid)
-            if kind == "worker" and not pids:
-                kind = "job"
             t = round(time.monotonic() - t0, 1)
-            if kind == "worker":
-                pid = rng.choice(pids)
-                try:
-                    os.kill(pid, signal.SIGKILL)
-                except ProcessLookupError:  # it ended in the meantime: not a kill
-                    continue
-                events.append({"t": t, "kill": "worker", "pid": pid})
-            else:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait()
-                events.append({"t": t, "kill": "job", "pid": proc.pid})
+            killed = kill_one(proc, kind, soak_dir, rng)
+            if killed is None:
+                continue
+            events.append({"t": t, "kill": killed[0], "pid": killed[1]})
+            if killed[0] == "job":
                 proc = None
-            kills[kind] += 1
-            print(f"{t:7.1f}s kill {sum(kills.values())}/{a.kills}: {kind}", flush=True)
+            kills[killed[0]] += 1
+            print(f"{t:7.1f}s kill {sum(kills.values())}/{a.kills}: {killed[0]}", flush=True)
         rc = proc.wait() if proc is not None else 1
-    soak_s = time.monotonic() - t0
+    return rc, kills, events, starts
+
+
+def main(argv: list[str] | None = None) -> int:
+    a = parse_args(argv)
+    a.out.mkdir(parents=True, exist_ok=True)
+    soak_dir = a.out / "soak"
+    shutil.rmtree(soak_dir, ignore_errors=True)
+    ref_dir, opts, ref_s = reference(a)
+    frames = json.loads((ref_dir / "run.json").read_text())["plan"]["frames"]
+    print(f"workload: {frames} frames; reference run {ref_s:.1f} s", flush=True)
+    t0 = time.monotonic()
+    rc, kills, events, starts = soak(a, opts, soak_dir)
     if rc != 0:
         print(f"the last run exited {rc}: see {a.out / 'soak.log'}", file=sys.stderr)
         return 1
     result = {
         "command": "scripts/soak.py " + " ".join(sys.argv[1:] if argv is None else argv),
-        "frames": frames,
-        "kills": sum(kills.values()),
-        "worker_kills": kills["worker"],
-        "job_kills": kills["job"],
-        "runs_started": starts,
-        "reference_seconds": round(ref_s, 1),
-        "soak_seconds": round(soak_s, 1),
+        "frames": frames, "kills": sum(kills.values()), "worker_kills": kills["worker"],
+        "job_kills": kills["job"], "runs_started": starts, "reference_seconds": round(ref_s, 1),
+        "soak_seconds": round(time.monotonic() - t0, 1),
         "temp_files_left": len(list((soak_dir / "parts").glob(".*.tmp"))),
         **compare(soak_dir / "keypoints.parquet", ref_dir / "keypoints.parquet"),
         "events": events,
