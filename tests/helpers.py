@@ -152,6 +152,23 @@ def copy_dataset(src: Path, dest: Path) -> Path:
     return dest
 
 
+def pad_png(png: bytes, size: int) -> bytes:
+    """The same PNG (same pixels) grown to exactly `size` bytes by a tEXt chunk before IEND: a file
+    of another frame's size whose decoded picture is this one's."""
+    import struct
+    import zlib
+
+    pad = size - len(png) - 12  # a chunk is length (4) + type (4) + data + crc (4)
+    assert pad >= 2, f"a PNG of {len(png)} bytes cannot be padded to {size}"
+    data = b"c\0" + b"x" * (pad - 2)
+    chunk = struct.pack(">I", len(data)) + b"tEXt" + data + struct.pack(
+        ">I", zlib.crc32(b"tEXt" + data))
+    iend = png.rindex(b"IEND") - 4
+    out = png[:iend] + chunk + png[iend:]
+    assert len(out) == size
+    return out
+
+
 def build_2014_layout(t_root: Path, dest: Path) -> Path:
     """The same frames in the original PHOENIX-2014 layout: `<split>.corpus.csv` with header
     id|folder|signer|annotation, frames in `<split>/<id>/1/<rec>.avi_pid0_fn000000-0.png`."""
