@@ -280,23 +280,63 @@ def write_tensors(
 
     corpus: video -> {"speaker", "gloss", "translation"}, copied into the index. The set is built
     in a hidden temp folder and moved into place at the end, so a crash never leaves half of it
-    under the real names. Memory: one read batch plus one video, whatever the dataset's size.
+    under the real names; any error (a full disk) removes the temp folder, which at full scale
+    holds gigabytes. Memory: one read batch plus one video, whatever the dataset's size.
     """
     spec = spec or TensorSpec()
     keypoints, out_dir = Path(keypoints), Path(out_dir)
-    index = split_index(keypoints)
-    tag = spec.tag
-    tmp = out_dir / f".tmp-{tag or 'default'}"
+    tmp = out_dir / f".tmp-{spec.tag or 'default'}"
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
+    try:
+        frames = _write_set(keypoints, tmp, corpus, spec, batch_size)
+        _install(tmp, tag_dir(out_dir, spec.tag), is_root=not spec.tag)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return frames
+
+
+def _write_set(keypoints: Path, tmp: Path, corpus: Mapping[str, Mapping[str, str]] | None,
+               spec: TensorSpec, batch_size: int) -> dict[str, int]:
+    """Every file of the set into tmp; open arrays are closed on any error (a deleted file's
+    blocks are only freed once closed)."""
+    index = split_index(keypoints)
     dtype = np.dtype(spec.dtype)
     k = len(spec.points.indices)
-    arrays, masks, pos, nth = {}, {}, {}, {}
+    arrays, masks = {}, {}
+    try:
+        for split, idx in index.items():
+            rows = int(np.sum(idx["length"].to_numpy())) if idx.num_rows else 0
+            arrays[split] = NpyWriter(tmp / f"{split}.npy", dtype, (rows, k, 3))
+            masks[split] = NpyWriter(tmp / f"{split}.mask.npy", np.dtype(np.bool_), (rows, k))
+        pos, frames = _fill(keypoints, index, arrays, masks, spec, batch_size)
+        for split in index:
+            arrays[split].close()
+            masks[split].close()
+    except BaseException:
+        for w in [*arrays.values(), *masks.values()]:
+            w.f.close()
+        raise
+    not_normalized: list[str] = []
     for split, idx in index.items():
-        rows = int(np.sum(idx["length"].to_numpy())) if idx.num_rows else 0
-        arrays[split] = NpyWriter(tmp / f"{split}.npy", dtype, (rows, k, 3))
-        masks[split] = NpyWriter(tmp / f"{split}.mask.npy", np.dtype(np.bool_), (rows, k))
-        pos[split], nth[split] = 0, 0
+        idx = _corpus_columns(idx, corpus)
+        if spec.normalize != "none":
+            idx = _normalized_columns(idx, frames[split])
+            not_normalized += [v for v, f in zip(idx["video"].to_pylist(), frames[split],
+                                                 strict=True) if not f.normalized]
+        pq.write_table(idx, tmp / f"{split}.index.parquet")
+    meta = points_meta(spec, pos, {s: t.num_rows for s, t in index.items()}, not_normalized, keypoints)
+    (tmp / POINTS_JSON).write_text(json.dumps(meta, indent=2) + "\n")
+    return pos
+
+
+def _fill(keypoints: Path, index: dict[str, pa.Table], arrays: dict[str, NpyWriter],
+          masks: dict[str, NpyWriter], spec: TensorSpec,
+          batch_size: int) -> tuple[dict[str, int], dict[str, list[ShoulderFrame | None]]]:
+    """Stream the videos into the split arrays; (frames per split, each video's shoulder frame)."""
+    pos = dict.fromkeys(index, 0)
+    nth = dict.fromkeys(index, 0)
     frames: dict[str, list[ShoulderFrame | None]] = {s: [] for s in index}
     columns = [*needed_parts(spec)] + (["width", "height"] if spec.normalize != "none" else [])
     for split, video, table in iter_videos(keypoints, columns, batch_size):
@@ -310,24 +350,15 @@ def write_tensors(
         masks[split].append(det)
         pos[split], nth[split] = pos[split] + len(vals), i + 1
         frames[split].append(frame)
-    not_normalized: list[str] = []
-    for split, idx in index.items():
-        arrays[split].close()
-        masks[split].close()
-        idx = _corpus_columns(idx, corpus)
-        if spec.normalize != "none":
-            fs = frames[split]
-            idx = idx.append_column("normalized", pa.array([f.normalized for f in fs], pa.bool_()))
-            for col in ("origin_x", "origin_y", "scale"):
-                idx = idx.append_column(col, pa.array([getattr(f, col) for f in fs], pa.float64()))
-            idx = idx.append_column("pose_frames", pa.array([f.pose_frames for f in fs], pa.int32()))
-            not_normalized += [v for v, f in zip(idx["video"].to_pylist(), fs, strict=True)
-                               if not f.normalized]
-        pq.write_table(idx, tmp / f"{split}.index.parquet")
-    meta = points_meta(spec, pos, {s: t.num_rows for s, t in index.items()}, not_normalized, keypoints)
-    (tmp / POINTS_JSON).write_text(json.dumps(meta, indent=2) + "\n")
-    _install(tmp, tag_dir(out_dir, tag), is_root=not tag)
-    return pos
+    return pos, frames
+
+
+def _normalized_columns(idx: pa.Table, fs: list[ShoulderFrame | None]) -> pa.Table:
+    """The index's normalisation columns: whether, origin, scale, frames with a pose."""
+    idx = idx.append_column("normalized", pa.array([f.normalized for f in fs], pa.bool_()))
+    for col in ("origin_x", "origin_y", "scale"):
+        idx = idx.append_column(col, pa.array([getattr(f, col) for f in fs], pa.float64()))
+    return idx.append_column("pose_frames", pa.array([f.pose_frames for f in fs], pa.int32()))
 
 
 UNITS = {
