@@ -8,7 +8,7 @@ graphs while the coordinator reads the dataset and plans.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from contextlib import contextmanager, suppress
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -21,7 +21,7 @@ from jobs.merge import CorruptPart
 from jobs.options import RunOptions
 from jobs.prepare import load_or_plan, plan_shared
 from jobs.resume import scan_parts
-from jobs.rundir import RunDir, RunError
+from jobs.rundir import RunDir, RunError, first_missing, remove_new_folder
 from jobs.runinfo import RunInfo
 from jobs.scheduler import Backend, Outcome
 from jobs.shards import resolve_shard, shard_chunks
@@ -53,17 +53,14 @@ def run_folder(rd: RunDir, lock: str = "run", shared: bool = False) -> Iterator[
     """Create --out if needed and hold its lock; a refusal leaves no folder behind that it made."""
     if rd.path.exists() and not rd.path.is_dir():
         raise RunError(f"--out {rd.path} is a file, not a folder: give a folder for the run.")
-    created = not rd.path.exists()
+    made = first_missing(rd.path)
     rd.path.mkdir(parents=True, exist_ok=True)
     try:
         with locked(rd, lock, shared=shared):
             yield
-    except RunError:
-        if created and not rd.exists():
-            for p in rd.path.glob(".*.lock"):
-                p.unlink(missing_ok=True)
-            with suppress(OSError):  # something else is in it now: leave it
-                rd.path.rmdir()
+    except BaseException:  # refused (dataset, model, folder), stopped or failed before a plan
+        if made is not None and not rd.exists():
+            remove_new_folder(rd, made)
         raise
 
 

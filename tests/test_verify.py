@@ -39,14 +39,6 @@ def _image(video: str) -> str:
     return f"{FRAMES}/test/{video}/images0001.png"
 
 
-def _writable_copy(shared_sample: Path, dest: Path) -> Path:
-    """The shared sample ships read-only; frames of a copy must be writable to be changed."""
-    root = copy_dataset(shared_sample, dest)
-    for p in [root, *root.rglob("*")]:
-        p.chmod(0o755 if p.is_dir() else 0o644)
-    return root
-
-
 def _parts(out: Path) -> dict[str, int]:
     return {p.name: p.stat().st_mtime_ns for p in sorted((out / "parts").glob("chunk-*.parquet"))}
 
@@ -85,7 +77,7 @@ def _change(root: Path, how: str) -> str:
 @pytest.mark.parametrize("how", ["other-frame", "same-size"])
 def test_changed_frame_redoes_exactly_its_chunk(how: str, shared_sample: Path, shared_run: Path,
                                                 tmp_path: Path):
-    root = _writable_copy(shared_sample, tmp_path / "PHOENIX-2014-T")
+    root = copy_dataset(shared_sample, tmp_path / "PHOENIX-2014-T", writable=True)
     out = tmp_path / "run"
     before = _interrupted_run(root, out)
     why = _change(root, how)
@@ -131,7 +123,7 @@ def test_changed_frame_redoes_exactly_its_chunk(how: str, shared_sample: Path, s
 @pytest.fixture(scope="module")
 def finished(shared_sample: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     tmp = tmp_path_factory.mktemp("verify")
-    root = _writable_copy(shared_sample, tmp / "PHOENIX-2014-T")
+    root = copy_dataset(shared_sample, tmp / "PHOENIX-2014-T", writable=True)
     out = tmp / "run"
     proc = run_cli(["run", "--dataset", root, "--out", out, *ARGS])
     assert proc.returncode == 0, proc.stderr
