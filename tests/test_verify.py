@@ -89,6 +89,8 @@ def test_changed_frame_redoes_exactly_its_chunk(how: str, shared_sample: Path, s
     assert checked.stdout.splitlines() == [line]
     assert "is not merged yet: checking its 2 committed part(s)" in checked.stderr
     assert f"verify: 1 of 2 frame(s) no longer match the dataset at {root}" in checked.stderr
+    content = run_cli(["verify", "--out", out, "--content"])
+    assert content.returncode == 1 and content.stdout.splitlines() == [line], content.stderr
 
     again = run_cli(["run", "--out", out])
     assert_no_traceback(again)
