@@ -425,3 +425,69 @@ def discover(
     # Output order is (split, video) ascending, the order of keypoints.parquet.
     out.sort(key=lambda v: (v.split, v.name))
     return Dataset(root, layout, out, sorted(unlisted), digest)
+
+
+# --- a selection without a single frame: where we looked and what we expected -------------------
+_EXPECTED = {LAYOUT_T: "<split>/<name>/images0001.png, images0002.png, ...",
+             LAYOUT_2014: "<split>/<id>/1/*.png"}
+_SHOWN = 5
+
+
+def _names(videos: Sequence[Video]) -> str:
+    shown = ", ".join(f"{v.split}/{v.name}" for v in videos[:_SHOWN])
+    return shown + (" ..." if len(videos) > _SHOWN else "")
+
+
+def _count(videos: Sequence[Video]) -> str:
+    return f"{len(videos)} {'has' if len(videos) == 1 else 'have'}"
+
+
+def _frames_one_deeper(ds: Dataset, videos: Sequence[Video]) -> str | None:
+    """A frame in a subfolder of a video's folder (`<name>/1/images0001.png`, as the T csv's
+    `<name>/1/*.png` suggests), or None; only the first few videos are looked into."""
+    for v in videos[:_SHOWN]:
+        for name, reason in v.ignored:
+            if reason != IGNORED_FOLDER:
+                continue
+            found = list_frames(ds.root / v.folder / name, ds.layout)
+            if found and found[0]:
+                return f"{ds.root / v.folder / name / found[0][0]}"
+    return None
+
+
+def _without_folder(ds: Dataset, videos: Sequence[Video]) -> str:
+    base = ds.root / FRAMES_DIR
+    bit = f"{_count(videos)} no folder under {base}/<split>/ ({_names(videos)})"
+    gone = sorted({v.split for v in videos if not (base / v.split).is_dir()})
+    if gone:
+        bit += f"; {', '.join(f'{base / s}/' for s in gone)} missing"
+    flat = [v for v in videos[:_SHOWN] if (base / v.name).is_dir()]
+    if flat:
+        bit += (f"; {base / flat[0].name}/ exists without its split folder (move it to "
+                f"{base / flat[0].split / flat[0].name}/)")
+    return bit
+
+
+def no_frames_message(ds: Dataset) -> str:
+    """Why a selection holds no frame at all: where it looked, what it expected, what it found."""
+    base = ds.root / FRAMES_DIR
+    expected = f"expected {base}/{_EXPECTED[ds.layout]}"
+    if not ds.videos:
+        return (f"no frames found: the corpus files under {ds.root / 'annotations/manual'} list no "
+                f"video for this selection ({expected}). Check --splits, --videos and the csv files.")
+    bits = []
+    no_folder = [v for v in ds.videos if v.problem == "no folder"]
+    if no_folder:
+        bits.append(_without_folder(ds, no_folder))
+    empty = [v for v in ds.videos if v.problem == "no frames"]
+    if empty:
+        bit = f"{_count(empty)} a folder without frames ({_names(empty)})"
+        deeper = _frames_one_deeper(ds, empty)
+        if deeper:
+            bit += f"; frames are one folder too deep, e.g. {deeper}"
+        bits.append(bit)
+    other = [v for v in ds.videos if v.problem not in ("no folder", "no frames")]
+    if other:
+        bits.append(", ".join(f"{v.split}/{v.name}: {v.problem}" for v in other[:_SHOWN]))
+    return (f"no frames found: of the {len(ds.videos)} listed video(s), {'; '.join(bits)} "
+            f"({expected}). Check that --dataset is the folder holding annotations/ and features/.")

@@ -143,8 +143,12 @@ def write_pose_files(keypoints: Path, out_dir: Path, fps: float = PHOENIX_FPS) -
         dest = Path(out_dir) / split / f"{video}.pose"
         dest.parent.mkdir(parents=True, exist_ok=True)
         tmp = dest.with_name(f".{dest.name}.tmp")
-        with open(tmp, "wb") as f:
-            pose.write(f)
-        os.replace(tmp, dest)
+        try:
+            with open(tmp, "wb") as f:
+                pose.write(f)
+            os.replace(tmp, dest)
+        except BaseException:  # a full disk leaves no temp file beside the finished ones
+            tmp.unlink(missing_ok=True)
+            raise
         n += 1
     return n

@@ -162,12 +162,13 @@ def changed_frames(root: Path, recorded: pa.Table, content: bool = False,
     """The frames whose files no longer match their recorded rows, in row order.
 
     `recorded` holds PROVENANCE_COLUMNS (image relative to root, file_size, file_mtime_ns,
-    file_sha256) as keypoints.parquet or a part stores them. Reasons: "missing", "not a file any
-    more", "size A -> B", "modified" (same size, other mtime), "content differs" (content=True
-    only: same size and mtime, other sha256), "was not readable, now a file of N bytes", or what
-    stopped a stat or read.
+    file_sha256) as keypoints.parquet or a part stores them; file_sha256 may be left out when
+    content is False (the stat-only check never reads it, and it is most of those columns' bytes).
+    Reasons: "missing", "not a file any more", "size A -> B", "modified" (same size, other mtime),
+    "content differs" (content=True only: same size and mtime, other sha256), "was not readable,
+    now a file of N bytes", or what stopped a stat or read.
     """
-    cols = recorded.select(list(PROVENANCE_COLUMNS))
+    cols = recorded.select([c for c in PROVENANCE_COLUMNS if content or c != "file_sha256"])
     images = cols["image"].to_numpy(zero_copy_only=False).tolist()
     prefix = str(root).rstrip("/") + "/"
     paths = [prefix + im for im in images]

@@ -1,5 +1,5 @@
-"""The `phoenix-keypoints` command line: run, slurm, status, merge, tensors, export, report, show,
-diff, sample.
+"""The `phoenix-keypoints` command line: run, slurm, status, verify, merge, tensors, export, report,
+show, diff, sample.
 
 Every expected problem (bad dataset, foreign run folder, missing model, interrupted run) ends in a
 one-paragraph message and an exit status, never a traceback.
@@ -150,13 +150,23 @@ def _add_small(sub: argparse._SubParsersAction) -> None:
     sa.set_defaults(handler=_sample)
 
 
+def _add_verify(sub: argparse._SubParsersAction) -> None:
+    v = sub.add_parser("verify", help="name the frames that changed on disk since the run read them "
+                                      "(exit 1 if any)")
+    v.add_argument("--out", type=Path, required=True, help="a run folder (merged, or its parts)")
+    v.add_argument("--content", action="store_true",
+                   help="also re-read and hash every frame (sha256), not only stat it: finds a frame "
+                        "rewritten with its size and mtime kept")
+    v.set_defaults(handler=_verify)
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="phoenix-keypoints",
         description="RWTH-PHOENIX-Weather 2014 T frames to MediaPipe Holistic keypoints.",
     )
     sub = p.add_subparsers(dest="command", required=True)
-    for add in (_add_run, _add_slurm, _add_small, _add_tensors, _inspect_parsers):
+    for add in (_add_run, _add_slurm, _add_small, _add_verify, _add_tensors, _inspect_parsers):
         add(sub)
     return p
 
@@ -253,6 +263,12 @@ def _status(args: argparse.Namespace) -> int:
 
     messages.result(render(RunDir(args.out)))
     return 0
+
+
+def _verify(args: argparse.Namespace) -> int:
+    from jobs.verify import verify_command
+
+    return verify_command(RunDir(args.out), args.content)
 
 
 def _merge(args: argparse.Namespace) -> int:

@@ -71,7 +71,8 @@ def finish(rd: RunDir, allow_partial: bool = False,
     record = MergeInfo(
         time=time.time(), seconds=round(time.monotonic() - t0, 3), rows=rows,
         frames_per_split=per_split, partial=bool(missing or failed), missing_chunks=missing,
-        missing_videos=sorted(v for c in missing for v in state.chunks[c]), failed_videos=failed)
+        missing_videos=sorted(v for c in missing for v in state.chunks[c]), failed_videos=failed,
+        statuses=state.statuses, worst_videos=state.worst_videos())
     rd.update(lambda i: _record(i, record))
     return record
 

@@ -75,11 +75,18 @@ def read(path: Path) -> Heartbeat | None:
         return None
 
 
-def _process_start(pid: int) -> float | None:
-    """When process pid started (epoch seconds), from /proc; None where /proc cannot tell."""
+def _proc_fields(pid: int) -> list[str] | None:
+    """The fields of /proc/PID/stat after the command name (state first); None without /proc."""
     try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-        ticks = int(stat.rsplit(")", 1)[1].split()[19])
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+
+
+def _process_start(fields: list[str]) -> float | None:
+    """When the process started (epoch seconds), from its /proc stat fields and the boot time."""
+    try:
+        ticks = int(fields[19])
         btime = next(int(line.split()[1]) for line in Path("/proc/stat").read_text().splitlines()
                      if line.startswith("btime "))
     except (OSError, ValueError, IndexError, StopIteration):
@@ -88,15 +95,24 @@ def _process_start(pid: int) -> float | None:
 
 
 def pid_alive(pid: int, since: float | None = None) -> bool:
-    """True while pid runs; with `since`, only if it started by then (a reused pid is not ours)."""
+    """True while pid runs; with `since`, only if it started by then (a reused pid is not ours).
+
+    A zombie is dead: a SIGKILLed coordinator whose parent has not reaped it yet still answers
+    kill(pid, 0), but it will never write another heartbeat.
+    """
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
     except PermissionError:  # someone else's process: it exists
         pass
-    start = _process_start(pid) if since is not None else None
-    return start is None or start <= since + 2.0  # btime has 1 s resolution
+    fields = _proc_fields(pid)
+    if fields is None:
+        return True
+    if fields[0] in ("Z", "X"):
+        return False
+    start = _process_start(fields) if since is not None else None
+    return start is None or since is None or start <= since + 2.0  # btime has 1 s resolution
 
 
 def is_live(beat: Heartbeat | None, now: float | None = None) -> bool:

@@ -13,7 +13,7 @@ import fcntl
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from jobs.rundir import RunDir, RunError
+from jobs.rundir import RunDir, RunError, first_missing, remove_new_folder
 
 
 @contextmanager
@@ -31,3 +31,20 @@ def locked(rd: RunDir, name: str = "run", shared: bool = False, wait: bool = Fal
                 f"to end, or stop it first (`phoenix-keypoints status --out {rd.path}` shows it)."
             ) from None
         yield
+
+
+@contextmanager
+def run_folder(rd: RunDir, lock: str = "run", shared: bool = False,
+               wait: bool = False) -> Iterator[None]:
+    """Create --out if needed and hold its lock; a refusal leaves no folder behind that it made."""
+    if rd.path.exists() and not rd.path.is_dir():
+        raise RunError(f"--out {rd.path} is a file, not a folder: give a folder for the run.")
+    made = first_missing(rd.path)
+    rd.path.mkdir(parents=True, exist_ok=True)
+    try:
+        with locked(rd, lock, shared=shared, wait=wait):
+            yield
+    except BaseException:  # refused (dataset, model, folder), stopped or failed before a plan
+        if made is not None and not rd.exists():
+            remove_new_folder(rd, made)
+        raise

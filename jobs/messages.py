@@ -13,6 +13,13 @@ from tqdm import tqdm
 RESUME = "run the same command again to resume"
 
 
+def fresh(out: object) -> str:
+    """How to start a run folder over, said in full: only `run` has --fresh, and messages that
+    need it are also shown by status, merge, slurm, tensors, export and verify."""
+    return (f"`phoenix-keypoints run --out {out} --fresh --dataset PHOENIX_ROOT` (deletes that run "
+            "and starts again)")
+
+
 def result(text: str) -> None:
     """What the command produced (paths, counts): stdout, so it can be piped."""
     tqdm.write(text, file=sys.stdout)

@@ -17,7 +17,7 @@ from extract.loader import load_meta, load_split
 from extract.tensors import TensorsError, TensorSpec, tag_dir, write_tensors
 from jobs import messages
 from jobs.locks import locked
-from jobs.rundir import RunDir, RunError
+from jobs.rundir import JobFailed, RunDir, RunError
 from jobs.runinfo import RunInfo
 
 
@@ -91,7 +91,11 @@ def write_set_command(rd: RunDir, spec: TensorSpec) -> int:
     """`tensors`: one more tensor set of a finished run (under the run's lock)."""
     rd.load()  # not a run folder: say so before creating anything in it
     with locked(rd):
-        info = write_set(rd, spec)
+        try:
+            info = write_set(rd, spec)
+        except OSError as e:  # disk full, quota: write_tensors removed its temp folder
+            raise JobFailed(f"cannot write the tensor set in {rd.tensors_dir} ({e}). Free space or "
+                            "fix permissions, then run the same `tensors` command again.") from None
     per_split = ", ".join(f"{s} {n}" for s, n in sorted(info["frames_per_split"].items()))
     messages.result(f"tensors:   {rd.path / info['dir']}/ ({len(spec.points.indices)} points; "
                     f"{per_split} frames)")

@@ -12,6 +12,8 @@ from __future__ import annotations
 import json
 import os
 import shutil
+from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -28,15 +30,30 @@ TEMP_GLOB = ".chunk-*.tmp"
 
 @dataclass
 class PartInfo:
+    """What a part's footer says: its chunk, rows, failed videos and how its frames went.
+
+    `statuses` and `not_ok` are counted by the worker from the rows it writes, so `status` and the
+    merge record can say how many frames were not ok, and where, without reading a page.
+    """
+
     chunk: int
     rows: int
     failed: dict[str, str] = field(default_factory=dict)  # video -> why it has no rows
+    statuses: dict[str, int] = field(default_factory=dict)  # row status -> rows
+    not_ok: dict[str, int] = field(default_factory=dict)  # video -> rows whose status is not ok
+
+    @classmethod
+    def of_rows(cls, chunk: int, videos: Sequence[str], statuses: Sequence[str],
+                failed: dict[str, str]) -> PartInfo:
+        """The footer of a part holding these rows (one video and status per row)."""
+        bad = Counter(v for v, s in zip(videos, statuses, strict=True) if s != "ok")
+        return cls(chunk, len(statuses), dict(failed), dict(Counter(statuses)), dict(bad))
 
 
 def write_part(path: Path, table: pa.Table, info: PartInfo, fingerprint: str) -> None:
     """Write a chunk's rows and commit them with one rename; on any error no part is left."""
     meta = {"fingerprint": fingerprint, "chunk": info.chunk, "rows": info.rows,
-            "failed": info.failed}
+            "failed": info.failed, "statuses": info.statuses, "not_ok": info.not_ok}
     table = table.replace_schema_metadata({META_KEY: json.dumps(meta).encode()})
     tmp = path.with_name(f".{path.stem}.{os.getpid()}.tmp")
     try:
@@ -65,15 +82,26 @@ def read_part_info(path: Path) -> tuple[PartInfo, str]:
         raise ValueError("not a phoenix-keypoints part (no metadata)")
     try:
         meta = json.loads(raw)
-        info = PartInfo(int(meta["chunk"]), int(meta["rows"]), dict(meta.get("failed") or {}))
+        info = PartInfo(int(meta["chunk"]), int(meta["rows"]), dict(meta.get("failed") or {}),
+                        _counts(meta.get("statuses")), _counts(meta.get("not_ok")))
         fingerprint = str(meta["fingerprint"])
     except (ValueError, KeyError, TypeError) as e:
         raise ValueError(f"metadata unreadable ({e})") from None
     if md.num_rows != info.rows:
         raise ValueError(f"{md.num_rows} rows, metadata says {info.rows}")
+    if sum(info.statuses.values()) != info.rows:
+        raise ValueError(f"status counts add up to {sum(info.statuses.values())} rows, not "
+                         f"{info.rows}")
     if not md.schema.to_arrow_schema().remove_metadata().equals(SCHEMA):
         raise ValueError("schema differs from this version's")
     return info, fingerprint
+
+
+def _counts(raw: object) -> dict[str, int]:
+    """A {name: count} of a footer, checked (a TypeError or ValueError says it is not one)."""
+    if not isinstance(raw, dict):
+        raise TypeError(f"counts {raw!r} are not an object")
+    return {str(k): int(v) for k, v in raw.items()}
 
 
 def check_part(

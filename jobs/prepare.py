@@ -13,8 +13,9 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from extract.dataset import Dataset, discover
+from extract.dataset import FRAMES_DIR, Dataset, DatasetError, discover, no_frames_message
 from extract.holistic import HolisticOptions, check_model
+from jobs import messages
 from jobs.locks import locked
 from jobs.options import RunOptions
 from jobs.plan import cuts_digest, make_plan
@@ -23,6 +24,7 @@ from jobs.runinfo import DatasetInfo, PlanInfo, PlanOptions, RunInfo
 
 _OUR_FILES = ("run.json", "plan.parquet", "progress.json", "keypoints.parquet")
 _OUR_DIRS = ("parts", "tensors", "claims")
+IGNORED_EXAMPLES = 10  # skipped entries named in run.json (all are in the plan's `ignored` column)
 
 
 def clear_run(rd: RunDir) -> None:
@@ -36,11 +38,17 @@ def clear_run(rd: RunDir) -> None:
 
 
 def dataset_info(ds: Dataset) -> DatasetInfo:
+    ignored = [(f"{v.folder.removeprefix(FRAMES_DIR + '/')}/{name}", reason)
+               for v in ds.videos for name, reason in v.ignored]
+    reasons: dict[str, int] = {}
+    for _, reason in ignored:
+        reasons[reason] = reasons.get(reason, 0) + 1
     return DatasetInfo(
         root=str(ds.root.resolve()), layout=ds.layout, fingerprint=ds.fingerprint(),
         videos=len(ds.videos), frames=ds.num_frames,
         problems={v.name: v.problem for v in ds.videos if v.problem},
-        unlisted_folders=list(ds.unlisted),
+        unlisted_folders=list(ds.unlisted), ignored_files=len(ignored), ignored_reasons=reasons,
+        ignored_examples=[f"{path} ({reason})" for path, reason in ignored[:IGNORED_EXAMPLES]],
     )
 
 
@@ -59,12 +67,13 @@ def _resume(rd: RunDir, opts: RunOptions, num_shards: int | None) -> RunInfo:
     diffs = opts.conflicts(info, num_shards)
     if diffs:
         raise RunError(f"{rd.path} holds a run with other {', '.join(diffs)}. Use another --out, or "
-                       "--fresh to delete that run and start again.")
+                       f"start afresh with the options you want: {messages.fresh(rd.path)}.")
     o = info.options
     ds = discover(Path(info.dataset.root), o.splits, o.videos, o.limit_videos)
     if ds.fingerprint() != info.dataset.fingerprint:
-        raise RunError(f"the dataset at {ds.root} changed since {rd.path} was planned (corpus or "
-                       "frame files differ). Use --fresh to start again on the data as it is now.")
+        raise RunError(f"the dataset at {ds.root} changed since {rd.path} was planned (its corpus "
+                       "files, or which frame files there are). Start again on the data as it is now: "
+                       f"{messages.fresh(rd.path)}.")
     return info
 
 
@@ -78,10 +87,13 @@ def load_or_plan(rd: RunDir, opts: RunOptions, workers: int, fresh: bool = False
     if opts.dataset is None:
         raise RunError(f"{rd.path} holds no run yet: pass --dataset PHOENIX_ROOT to start one.")
     if any(rd.parts_dir.glob("*.parquet")):
-        raise RunError(f"{rd.path} has parts but no run.json; use --fresh or another --out.")
+        raise RunError(f"{rd.path} has parts but no run.json. Use another --out, or start afresh: "
+                       f"{messages.fresh(rd.path)}.")
     t0 = time.monotonic()
     options = opts.resolved()
     ds = discover(opts.dataset, options.splits, options.videos, options.limit_videos)
+    if ds.num_frames == 0:  # nothing to do is not success: say where we looked
+        raise DatasetError(no_frames_message(ds))
     check_model(HolisticOptions(**options.holistic))
     info, plan = new_run(ds, options, workers, num_shards or 1, time.monotonic() - t0)
     rd.save_plan(plan)

@@ -13,6 +13,7 @@ import os
 import sys
 import tempfile
 from collections.abc import Callable
+from contextlib import suppress
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -20,6 +21,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from jobs import messages
 from jobs.runinfo import RUN_FORMAT, RunInfo, RunInfoError
 
 
@@ -77,6 +79,37 @@ def versions() -> dict[str, str]:
         except PackageNotFoundError:
             out[dist] = "not installed"
     return out
+
+
+def first_missing(path: Path) -> Path | None:
+    """The outermost folder of `path` that does not exist yet (what a mkdir -p would make)."""
+    path = Path(path).absolute()
+    top = None
+    while not path.exists() and path != path.parent:
+        top, path = path, path.parent
+    return top
+
+
+def remove_new_folder(rd: RunDir, made: Path) -> None:
+    """Remove a run folder this process made (`made`: the outermost folder it created) but planned
+    nothing in, as a refused or stopped `run` must: its lock files and worker logs, then the
+    folders, unless something else is in them now."""
+    for p in rd.path.glob(".*.lock"):
+        p.unlink(missing_ok=True)
+    logs = rd.path / "logs"
+    for p in logs.glob("*worker-*.log") if logs.is_dir() else []:
+        p.unlink(missing_ok=True)
+    with suppress(OSError):  # something else is in them now: leave it
+        logs.rmdir()
+    folder = rd.path.absolute()
+    while True:
+        try:
+            folder.rmdir()
+        except OSError:
+            return
+        if folder == made:
+            return
+        folder = folder.parent
 
 
 @dataclass
@@ -142,17 +175,19 @@ class RunDir:
                 f"`phoenix-keypoints run --dataset PHOENIX_ROOT --out {self.path}`."
             ) from None
         except (OSError, ValueError) as e:
-            raise RunError(f"{self.run_json}: unreadable ({e}). Start afresh with --fresh.") from None
+            raise RunError(f"{self.run_json}: unreadable ({e}). Start afresh: "
+                           f"{messages.fresh(self.path)}.") from None
         try:
             return RunInfo.from_json(raw)
         except RunInfoError as e:
             if isinstance(raw, dict) and raw.get("format") != RUN_FORMAT:
                 raise RunError(
                     f"{self.run_json}: written by another version of phoenix-keypoints (format "
-                    f"{raw.get('format')}, this one reads {RUN_FORMAT}). Use --fresh or another --out."
+                    f"{raw.get('format')}, this one reads {RUN_FORMAT}). Use another --out, or "
+                    f"start afresh: {messages.fresh(self.path)}."
                 ) from None
-            raise RunError(f"{self.run_json}: not a valid run record ({e}). Start afresh with "
-                           "--fresh.") from None
+            raise RunError(f"{self.run_json}: not a valid run record ({e}). Start afresh: "
+                           f"{messages.fresh(self.path)}.") from None
 
     def save(self, info: RunInfo) -> None:
         atomic_write_bytes(self.run_json, info.dumps().encode())
@@ -174,4 +209,5 @@ class RunDir:
         try:
             return pq.read_table(self.plan_path)
         except (OSError, pa.ArrowException) as e:
-            raise RunError(f"{self.plan_path}: unreadable ({e}). Start afresh with --fresh.") from None
+            raise RunError(f"{self.plan_path}: unreadable ({e}). Start afresh: "
+                           f"{messages.fresh(self.path)}.") from None

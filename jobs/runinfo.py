@@ -41,6 +41,10 @@ class DatasetInfo:
     frames: int
     problems: dict[str, str] = field(default_factory=dict)  # listed video -> why it has no rows
     unlisted_folders: list[str] = field(default_factory=list)
+    # entries of frame folders that are no frames (hidden files, other names, subfolders): skipped
+    ignored_files: int = 0
+    ignored_reasons: dict[str, int] = field(default_factory=dict)  # reason -> entries
+    ignored_examples: list[str] = field(default_factory=list)  # "<split>/<video>/<name> (reason)"
 
 
 @dataclass
@@ -63,6 +67,8 @@ class MergeInfo:
     missing_chunks: list[int] = field(default_factory=list)
     missing_videos: list[str] = field(default_factory=list)
     failed_videos: dict[str, str] = field(default_factory=dict)
+    statuses: dict[str, int] = field(default_factory=dict)  # rows per status, most first
+    worst_videos: dict[str, int] = field(default_factory=dict)  # most frames not ok: video -> n
 
 
 @dataclass

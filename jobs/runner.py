@@ -8,8 +8,6 @@ graphs while the coordinator reads the dataset and plans.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -19,7 +17,7 @@ from jobs.claims import MERGER, ClaimQueue, FileClaims
 from jobs.devices import worker_slots
 from jobs.extraction import extract, make_backend
 from jobs.finish import finish
-from jobs.locks import locked
+from jobs.locks import locked, run_folder
 from jobs.merge import BackgroundMerge, CorruptPart
 from jobs.options import RunOptions
 from jobs.outputs import corpus_from_plan, outputs_state
@@ -30,6 +28,7 @@ from jobs.rundir import RunDir, RunError
 from jobs.runinfo import RunInfo
 from jobs.scheduler import Backend, Outcome
 from jobs.shards import resolve_shard
+from jobs.stale import stale_parts
 from jobs.todo import Work, work_left
 
 MERGE_TRIES = 3  # a part found corrupt while merging is redone, then merged again
@@ -51,25 +50,6 @@ class RunRequest:
     backend: str = "local"
     address: str | None = None
     pkl: Path | None = None  # --output_path: also export the keypoints to this pkl at the end
-
-
-@contextmanager
-def run_folder(rd: RunDir, lock: str = "run", shared: bool = False) -> Iterator[None]:
-    """Create --out if needed and hold its lock; a refusal leaves no folder behind that it made."""
-    if rd.path.exists() and not rd.path.is_dir():
-        raise RunError(f"--out {rd.path} is a file, not a folder: give a folder for the run.")
-    created = not rd.path.exists()
-    rd.path.mkdir(parents=True, exist_ok=True)
-    try:
-        with locked(rd, lock, shared=shared):
-            yield
-    except RunError:
-        if created and not rd.exists():
-            for p in rd.path.glob(".*.lock"):
-                p.unlink(missing_ok=True)
-            with suppress(OSError):  # something else is in it now: leave it
-                rd.path.rmdir()
-        raise
 
 
 def _holistic(rd: RunDir, req: RunRequest) -> dict:
@@ -149,15 +129,23 @@ def _export_pkl(rd: RunDir, req: RunRequest) -> None:
 
 
 def _complete(rd: RunDir, req: RunRequest) -> bool:
-    """A finished run asked again: say so (mending lost tensors) and touch nothing else."""
+    """A finished run asked again: say so (mending lost tensors) and touch nothing else.
+
+    "Finished" means the last merge wrote every chunk, the outputs are whole, and no frame changed
+    on disk since it was read (a stat of each; a changed one sends the run down the normal path,
+    which redoes its chunk and merges again).
+    """
     if req.fresh or req.retry_failed or not rd.exists():
         return False
     info = rd.load()
-    diffs = req.options.conflicts(info)
-    if diffs:  # refused by load_or_plan, with its message
+    if req.options.conflicts(info):  # refused by load_or_plan, with its message
         return False
     state = outputs_state(rd, info)
     if state == "stale":
+        return False
+    parts = {c: rd.part_path(c) for c in range(info.plan.chunks)}
+    changed, unreadable = stale_parts(parts, Path(info.dataset.root))
+    if changed or unreadable:
         return False
     if state == "no tensors":
         with locked(rd):
@@ -166,7 +154,7 @@ def _complete(rd: RunDir, req: RunRequest) -> bool:
     assert info.merge is not None
     messages.result(f"complete: {rd.keypoints_path} ({info.merge.rows} frames) and "
                     f"{rd.tensors_dir}/ are up to date; nothing to do. `phoenix-keypoints verify "
-                    f"--out {rd.path}` checks them against the dataset.")
+                    f"--out {rd.path} --content` compares every frame's content too.")
     _export_pkl(rd, req)
     return True
 
@@ -294,8 +282,9 @@ def run(req: RunRequest) -> int:
     """The `run` command: plan, extract, merge on this node (or Ray); one shard only with shards."""
     sharded = resolve_shard(req.num_shards, req.shard_index)
     if req.pkl is not None and sharded:
-        raise RunError("--output_path exports after the merge, which a shard does not do: run "
-                       "`phoenix-keypoints export --format pkl` once the merge job is done.")
+        raise RunError("--output_path exports after the merge, which a shard does not do: once the "
+                       f"merge job is done, run `phoenix-keypoints export --out {req.out} --format "
+                       f"pkl --to {req.pkl}`.")
     if sharded:
         return run_shard(req, *sharded)
     written = req.pkl.stat().st_mtime_ns if req.pkl is not None and req.pkl.exists() else None

@@ -20,7 +20,7 @@ from pathlib import Path
 
 from jobs import messages
 from jobs.devices import worker_slots
-from jobs.locks import locked
+from jobs.locks import run_folder
 from jobs.options import RunOptions
 from jobs.prepare import load_or_plan
 from jobs.resume import scan_parts
@@ -172,8 +172,7 @@ def _submit(rd: RunDir, array_script: Path | None, merge_script: Path, shards: l
 def plan_for_array(rd: RunDir, opts: RunOptions, num_shards: int, so: SlurmOptions) -> RunInfo:
     """Plan here, before any array task starts, for the workers the array will have."""
     per_task = so.cpus_per_task or len(worker_slots(None, None))
-    rd.path.mkdir(parents=True, exist_ok=True)
-    with locked(rd, "plan", wait=True):
+    with run_folder(rd, "plan", wait=True):
         return load_or_plan(rd, opts, num_shards * per_task, num_shards=num_shards)
 
 

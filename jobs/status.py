@@ -9,7 +9,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
-from jobs import heartbeat
+from jobs import heartbeat, summary
 from jobs.heartbeat import Heartbeat
 from jobs.messages import listing
 from jobs.resume import PartsState, scan_parts
@@ -104,6 +104,13 @@ def render(rd: RunDir) -> str:
     problems = info.dataset.problems
     lines.append(f"missing:  {len(problems)} listed video(s) missing on disk or without frames"
                  + (": " + listing([f"{v} ({p})" for v, p in problems.items()]) if problems else ""))
+    not_ok = summary.not_ok_frames(state.statuses, state.worst_videos())
+    if state.done:
+        lines.append(f"statuses: {not_ok or f'all {state.frames_done} frame(s) ok'} "
+                     "(committed parts)")
+    ignored = summary.ignored_files(info.dataset)
+    if ignored:
+        lines.append(f"skipped:  {ignored}")
     if state.rejected:
         lines.append(f"untrusted parts (redone on the next run): {sorted(state.rejected)[:10]}")
     lines.append(_merge_line(rd, info))

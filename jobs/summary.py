@@ -4,7 +4,30 @@ from __future__ import annotations
 
 from jobs import messages
 from jobs.rundir import RunDir
-from jobs.runinfo import MergeInfo, RunInfo
+from jobs.runinfo import DatasetInfo, MergeInfo, RunInfo
+
+
+def _counts(counts: dict[str, int]) -> str:
+    return ", ".join(f"{k} {n}" for k, n in counts.items())
+
+
+def not_ok_frames(statuses: dict[str, int], worst: dict[str, int]) -> str | None:
+    """"N of M frame(s) not ok: STATUS n, ...; most in VIDEO (n), ...", or None when all are ok."""
+    bad = {k: n for k, n in statuses.items() if k != "ok"}
+    if not bad:
+        return None
+    shown = [f"{v} ({n})" for v, n in worst.items()]
+    return (f"{sum(bad.values())} of {sum(statuses.values())} frame(s) not ok: {_counts(bad)}; "
+            f"most in {messages.listing(shown, 5)}")
+
+
+def ignored_files(dataset: DatasetInfo) -> str | None:
+    """The entries of frame folders skipped as no frames, with the first few named; None if none."""
+    if not dataset.ignored_files:
+        return None
+    return (f"{dataset.ignored_files} file(s) in frame folders are no frames and were skipped "
+            f"({_counts(dataset.ignored_reasons)}): {messages.listing(dataset.ignored_examples, 3)}"
+            " (all of them: plan.parquet's `ignored` column)")
 
 
 def dataset_problems(info: RunInfo) -> None:
@@ -18,6 +41,9 @@ def dataset_problems(info: RunInfo) -> None:
     if unlisted:
         messages.note(f"{len(unlisted)} folder(s) on disk are in no corpus file and are skipped: "
                       f"{messages.listing(unlisted, 5)}")
+    ignored = ignored_files(info.dataset)
+    if ignored:
+        messages.note(ignored)
 
 
 def failed_videos(failed: dict[str, str]) -> str:
@@ -42,6 +68,9 @@ def merged(rd: RunDir, record: MergeInfo) -> None:
     if info.dataset.problems:
         messages.result(f"videos not on disk or without frames: {len(info.dataset.problems)} "
                         "(listed in run.json under dataset.problems)")
+    not_ok = not_ok_frames(record.statuses, record.worst_videos)
+    if not_ok:
+        messages.warn(f"{not_ok} (their rows in keypoints.parquet say why: status, note)")
     if record.failed_videos:
         messages.say(f"FAILED videos (no rows): {', '.join(sorted(record.failed_videos))}")
     if record.partial:

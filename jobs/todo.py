@@ -29,7 +29,7 @@ def work_left(rd: RunDir, info: RunInfo, plan: pa.Table, owned: set[int] | None 
     retry_failed: also redo chunks whose part lists failed videos (after the user fixed their
     frames); the old part stays until the new one replaces it, so a crash loses nothing.
     """
-    state = scan_parts(rd, info, plan, only=owned)
+    state = scan_parts(rd, info, plan, only=owned, check_frames=True)
     mine = sorted(state.chunks if owned is None else owned)
     for chunk, why in sorted(state.rejected.items()):
         messages.say(f"part of chunk {chunk} not trusted ({why}): moved to parts/rejected/, "

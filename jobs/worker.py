@@ -104,7 +104,7 @@ class ChunkWorker:
             extract_video(self.extractor, root, v.split, v.name, v.folder, v.files, out, counter)
         counter.flush()
         send(Writing(self.slot, task.chunk))
-        info = PartInfo(task.chunk, len(out), dict(task.skip))
+        info = PartInfo.of_rows(task.chunk, out.video, out.status, dict(task.skip))
         try:
             write_part(self.rd.part_path(task.chunk), out.to_table(), info, task.fingerprint)
         except OSError as e:  # the part could not be written: not the chunk's fault

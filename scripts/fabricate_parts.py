@@ -116,7 +116,8 @@ def fabricate(out: Path, fraction: float = 1.0, index: Path = SHARED_INDEX,
         by_chunk.setdefault(row["chunk"], []).append(row)
     for i, (chunk, videos) in enumerate(sorted(by_chunk.items())):
         table = fake_table(rng, videos)
-        write_part(rd.part_path(chunk), table, PartInfo(chunk, table.num_rows), info.fingerprint)
+        part = PartInfo.of_rows(chunk, table["video"].to_pylist(), table["status"].to_pylist(), {})
+        write_part(rd.part_path(chunk), table, part, info.fingerprint)
         if i % 100 == 0:
             print(f"  part {i}/{len(by_chunk)}", file=sys.stderr, flush=True)
     return {"videos": len(ds.videos), "frames": ds.num_frames, "chunks": len(by_chunk),

@@ -7,7 +7,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from helpers import SHARED_INDEX, SHARED_SAMPLE, run_cli
+from helpers import SHARED_INDEX, SHARED_SAMPLE, assert_no_traceback, run_cli
 
 from extract.sample import build_sample
 
@@ -39,6 +39,16 @@ def clean_run(sample_root: Path, tmp_path_factory: pytest.TempPathFactory) -> Pa
     proc = run_cli(["run", "--dataset", sample_root, "--out", out, "--chunk-frames", "20",
                     "--workers-per-gpu", "2"])
     assert proc.returncode == 0, proc.stderr
+    return out
+
+
+@pytest.fixture(scope="session")
+def shared_run(shared_sample: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """An uninterrupted run over the shared sample (real PHOENIX frames): the reference there."""
+    out = tmp_path_factory.mktemp("shared") / "run"
+    proc = run_cli(["run", "--dataset", shared_sample, "--out", out, "--chunk-frames", "60"])
+    assert proc.returncode == 0, proc.stderr
+    assert_no_traceback(proc)
     return out
 
 

@@ -42,6 +42,19 @@ def run_cli(args: list[str], env: dict[str, str] | None = None, timeout: float =
     )
 
 
+def run_with_file_size_limit(args: list, limit: int) -> subprocess.CompletedProcess:
+    """`phoenix-keypoints ARGS` under a real refusal by the kernel: RLIMIT_FSIZE makes writes past
+    `limit` bytes fail (EFBIG; Python ignores SIGXFSZ), in the coordinator and its workers."""
+    import resource
+
+    def limit_files() -> None:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+
+    return subprocess.run([sys.executable, "-m", "jobs.cli", *map(str, args)], env=cli_env(),
+                          cwd=REPO, capture_output=True, text=True, timeout=300,
+                          preexec_fn=limit_files)
+
+
 def popen_cli(args: list[str], env: dict[str, str] | None = None) -> subprocess.Popen:
     """Start `phoenix-keypoints ARGS` in its own process group (so a test can signal all of it)."""
     return subprocess.Popen(
@@ -144,12 +157,32 @@ def same_keypoints(a: pa.Table, b: pa.Table, video: str) -> bool:
         video_rows(b, video).select(KEYPOINT_COLUMNS))
 
 
-def copy_dataset(src: Path, dest: Path) -> Path:
-    """A private copy of a dataset tree that a test may damage (frames are copied, not linked)."""
+def copy_dataset(src: Path, dest: Path, writable: bool = False) -> Path:
+    """A private copy of a dataset tree that a test may damage (frames are copied, not linked).
+    writable: also make every file and folder writable (the shared sample ships read-only)."""
     import shutil
 
     shutil.copytree(src, dest)
+    for p in [dest, *dest.rglob("*")] if writable else []:
+        p.chmod(0o755 if p.is_dir() else 0o644)
     return dest
+
+
+def pad_png(png: bytes, size: int) -> bytes:
+    """The same PNG (same pixels) grown to exactly `size` bytes by a tEXt chunk before IEND: a file
+    of another frame's size whose decoded picture is this one's."""
+    import struct
+    import zlib
+
+    pad = size - len(png) - 12  # a chunk is length (4) + type (4) + data + crc (4)
+    assert pad >= 2, f"a PNG of {len(png)} bytes cannot be padded to {size}"
+    data = b"c\0" + b"x" * (pad - 2)
+    chunk = struct.pack(">I", len(data)) + b"tEXt" + data + struct.pack(
+        ">I", zlib.crc32(b"tEXt" + data))
+    iend = png.rindex(b"IEND") - 4
+    out = png[:iend] + chunk + png[iend:]
+    assert len(out) == size
+    return out
 
 
 def build_2014_layout(t_root: Path, dest: Path) -> Path:

@@ -130,6 +130,30 @@ def test_missing_empty_and_unlisted_videos_reported(bad_run):
     assert index["video"].to_pylist() == ["cameraman-1"]
 
 
+def test_frames_not_ok_and_skipped_files_are_counted(bad_run):
+    """The summary, status and run.json say how many frames were not ok (by status), name the worst
+    videos, and report the files that are no frames; the counts are those of keypoints.parquet."""
+    out, proc = bad_run
+    statuses = read_keypoints(out)["status"].to_pylist()
+    bad = {s: statuses.count(s) for s in set(statuses) if s != "ok"}
+    assert bad == {"corrupt_png": 2, "empty_file": 1, "not_png": 1}
+    said = (f"4 of {len(statuses)} frame(s) not ok: corrupt_png 2, empty_file 1, not_png 1; most "
+            "in astronaut-1 (4)")
+    assert f"warning: {said} (their rows in keypoints.parquet say why: status, note)" in proc.stderr
+    skipped = ("1 file(s) in frame folders are no frames and were skipped (not a frame name 1): "
+               "dev/empty-1/stray.lprof (not a frame name)")
+    assert f"note: {skipped}" in proc.stderr
+    meta = json.loads((out / "run.json").read_text())
+    assert meta["merge"]["statuses"] == {"ok": len(statuses) - 4, **bad}
+    assert meta["merge"]["worst_videos"] == {"astronaut-1": 4}
+    assert (meta["dataset"]["ignored_files"], meta["dataset"]["ignored_reasons"],
+            meta["dataset"]["ignored_examples"]) == (
+        1, {"not a frame name": 1}, ["dev/empty-1/stray.lprof (not a frame name)"])
+    status = run_cli(["status", "--out", out]).stdout
+    assert f"statuses: {said} (committed parts)" in status
+    assert f"skipped:  {skipped}" in status
+
+
 # --- broken corpus files: refused with file and line, before any work ---------------------------
 def _corpus_copy(sample_root: Path, dest: Path) -> Path:
     """Just the annotations (a corpus error is found before any frame is looked at)."""

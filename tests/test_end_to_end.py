@@ -14,8 +14,7 @@ import mediapipe as mp
 import numpy as np
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
-import pytest
-from helpers import assert_no_traceback, popen_cli, read_keypoints, run_cli, wait_for
+from helpers import popen_cli, read_keypoints, run_cli, wait_for
 
 from extract.holistic import landmarks_to_arrays
 from extract.schema import OFFSETS, PARTS, SCHEMA
@@ -23,15 +22,6 @@ from extract.schema import OFFSETS, PARTS, SCHEMA
 
 def sha256(path: Path) -> str:
     return hashlib.sha256(Path(path).read_bytes()).hexdigest()
-
-
-@pytest.fixture(scope="module")
-def shared_run(shared_sample: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    out = tmp_path_factory.mktemp("shared") / "run"
-    proc = run_cli(["run", "--dataset", shared_sample, "--out", out, "--chunk-frames", "60"])
-    assert proc.returncode == 0, proc.stderr
-    assert_no_traceback(proc)
-    return out
 
 
 def fresh_holistic_keypoints(root: Path, images: list[str]) -> list[dict]:

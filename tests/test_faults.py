@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import os
-import resource
 import shutil
 import signal
 import subprocess
@@ -29,6 +28,7 @@ from helpers import (
     progress,
     read_keypoints,
     run_cli,
+    run_with_file_size_limit,
     same_keypoints,
     session_members,
     temps,
@@ -238,17 +238,6 @@ def test_damaged_part_redone_never_merged(damage, clean_run: Path, foreign_parts
 
 
 # --- the disk refuses a write --------------------------------------------------------------------
-def run_with_file_size_limit(args: list, limit: int) -> subprocess.CompletedProcess:
-    """A real refusal by the kernel: RLIMIT_FSIZE makes writes past `limit` bytes fail (EFBIG;
-    Python ignores SIGXFSZ), in the coordinator and the workers it spawns."""
-    def limit_files() -> None:
-        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
-
-    return subprocess.run([sys.executable, "-m", "jobs.cli", *map(str, args)], env=cli_env(),
-                          cwd=REPO, capture_output=True, text=True, timeout=300,
-                          preexec_fn=limit_files)
-
-
 def test_enospc_while_writing_part(clean_run: Path, sample_root: Path, tmp_path: Path):
     """Disk full while a part is written (fault hook): not committed, clear message, resumable."""
     out = tmp_path / "run"

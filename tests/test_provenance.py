@@ -6,15 +6,13 @@ from __future__ import annotations
 
 import hashlib
 import os
-import struct
-import zlib
 from pathlib import Path
 
 import cv2
 import numpy as np
 import pyarrow as pa
 import pytest
-from helpers import copy_dataset, read_keypoints
+from helpers import copy_dataset, pad_png, read_keypoints
 
 from extract.frames import read_file, read_frame
 from extract.provenance import Mismatch, changed_frames, stat_frames
@@ -56,16 +54,7 @@ def same_size_png(picture: np.ndarray, size: int) -> bytes:
     """Another valid PNG of exactly `size` bytes: `picture` encoded, padded with a tEXt chunk."""
     ok, buf = cv2.imencode(".png", picture)
     assert ok
-    png = buf.tobytes()
-    pad = size - len(png) - 12  # a chunk is length (4) + type (4) + data + crc (4)
-    assert pad >= 2, "picture too large to pad to that size"
-    data = b"c\0" + b"x" * (pad - 2)
-    chunk = struct.pack(">I", len(data)) + b"tEXt" + data + struct.pack(">I", zlib.crc32(b"tEXt"
-                                                                                           + data))
-    iend = png.rindex(b"IEND") - 4
-    out = png[:iend] + chunk + png[iend:]
-    assert len(out) == size
-    return out
+    return pad_png(buf.tobytes(), size)
 
 
 @pytest.fixture()
