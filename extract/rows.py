@@ -1,8 +1,8 @@
 """Read a few videos' rows out of keypoints.parquet without reading the whole file.
 
-keypoints.parquet is sorted by (split, video) and written one row group per chunk, so the row groups'
-min/max statistics of `video` say which few row groups can hold a video: `show` and the report's
-frame strips read those and nothing else, whatever the file's size.
+keypoints.parquet is sorted by (split, video) and written in row groups of a few thousand rows, so
+the row groups' min/max statistics of `video` say which few row groups can hold a video: `show` and
+the report's frame strips read those and nothing else, whatever the file's size.
 """
 
 from __future__ import annotations

@@ -77,6 +77,10 @@ class FileClaims:
             return False
         with os.fdopen(fd, "w") as f:
             f.write(self.me + "\n")
+        if key.startswith("chunk-"):  # temp parts of it were left by a shard that died writing it
+            part = self.part_path(int(key.removeprefix("chunk-")))
+            for tmp in part.parent.glob(f".{part.stem}.*.tmp"):
+                tmp.unlink(missing_ok=True)
         return True
 
     def holder(self, key: str) -> str | None:

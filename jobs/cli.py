@@ -50,7 +50,8 @@ def _plan_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--limit-videos", type=_positive, help="first N videos of each split")
     p.add_argument("--videos", type=_csv, help="comma-separated video names")
     p.add_argument("--chunk-frames", type=_positive,
-                   help="target frames per chunk (default 1000; whole videos)")
+                   help="fixed frames per chunk, whole videos (default: sizes chosen from the "
+                        "dataset and the worker count, at most 1000, shrinking toward the end)")
     p.add_argument("--model-complexity", type=int, choices=(0, 1, 2),
                    help="Holistic pose model (default 1, the only one mediapipe 0.10.21 ships)")
 
@@ -75,7 +76,8 @@ def _add_run(sub: argparse._SubParsersAction) -> None:
     r.add_argument("--retry-failed", action="store_true",
                    help="redo the chunks of videos that failed before (after fixing their frames)")
     r.add_argument("--num-shards", type=_positive,
-                   help="this node does one shard of S (fixed when planned); no merge")
+                   help="this node is one of S shards (S fixed when planned) sharing the chunks; "
+                        "the first to start also merges")
     r.add_argument("--shard-index", type=_non_negative,
                    help="which shard, 0..S-1 (default: $SLURM_ARRAY_TASK_ID)")
     r.add_argument("--backend", choices=("local", "ray"), default="local",

@@ -14,14 +14,20 @@ from jobs.merge import BackgroundMerge
 from jobs.resume import PartsState, scan_parts
 from jobs.rundir import JobFailed, RunDir, RunError
 from jobs.runinfo import MergeInfo, RunInfo
-from jobs.shards import array_expr, shard_state
+from jobs.shards import array_expr, live_shards, shard_state
 
 
 def _missing_bits(rd: RunDir, info: RunInfo, state: PartsState) -> tuple[list[str], list[str]]:
     """(what is missing, what to do about it), for the refusal message."""
     missing, failed = state.missing, state.failed
     bits, steps = [], []
-    if missing and info.num_shards > 1:
+    live = live_shards(rd.shard_progress_files())
+    if missing and info.num_shards > 1 and live:
+        running = messages.listing([str(i) for i in sorted(live)])
+        bits.append(f"{len(missing)} chunk(s) not done; shard(s) {running} still running")
+        steps.append(f"Wait for them (`phoenix-keypoints status --out {rd.path}`); the array merges "
+                     "by itself once every chunk is done")
+    elif missing and info.num_shards > 1:
         ids = shard_state(rd.claims_dir, True, info.num_shards).missing
         bits.append(f"{len(ids)} of {info.num_shards} shard(s) not complete: "
                     f"{messages.listing([str(i) for i in ids], 20)} ({len(missing)} chunk(s) missing)")

@@ -23,13 +23,13 @@ from extract.schema import SCHEMA, parquet_write_options
 from extract.tensors import TensorSetWriter, video_runs
 from jobs.outputs import corpus_from_plan
 from jobs.parts import reject
-from jobs.rundir import RunDir, RunError, fsync_dir
+from jobs.rundir import JobFailed, RunDir, fsync_dir
 
 ROW_GROUP_ROWS = 2048
 
 
-class CorruptPart(RunError):
-    """A committed part failed its checksums while merging; it was moved aside."""
+class CorruptPart(JobFailed):
+    """A committed part failed its checksums while merging (the disk's fault, exit 1); moved aside."""
 
     def __init__(self, message: str, chunk: int, why: str = "") -> None:
         super().__init__(message)

@@ -28,8 +28,8 @@ from jobs.rundir import RunDir, RunError
 from jobs.runinfo import RunInfo
 from jobs.scheduler import Backend, Outcome
 from jobs.shards import resolve_shard
-from jobs.stale import stale_parts
 from jobs.todo import Work, work_left
+from jobs.verify import merged_frames_changed
 
 MERGE_TRIES = 3  # a part found corrupt while merging is redone, then merged again
 
@@ -143,9 +143,7 @@ def _complete(rd: RunDir, req: RunRequest) -> bool:
     state = outputs_state(rd, info)
     if state == "stale":
         return False
-    parts = {c: rd.part_path(c) for c in range(info.plan.chunks)}
-    changed, unreadable = stale_parts(parts, Path(info.dataset.root))
-    if changed or unreadable:
+    if merged_frames_changed(rd, Path(info.dataset.root)):
         return False
     if state == "no tensors":
         with locked(rd):
@@ -165,14 +163,13 @@ def run_whole(req: RunRequest) -> int:
     if _complete(rd, req):
         return 0
     with run_folder(rd):
-        backend: Backend | None = None
-        if req.backend == "local":  # start now: workers import mediapipe while we plan
-            backend = make_backend(rd, _holistic(rd, req), "local", req.num_gpus, req.workers_per_gpu)
+        # started now: workers import mediapipe and build their graphs while we plan
+        backend: Backend | None = make_backend(rd, _holistic(rd, req), req.backend, req.num_gpus,
+                                               req.workers_per_gpu, req.address)
+        try:
             for slot in range(backend.slot_count()):
                 backend.start(slot)
-        try:
-            workers = len(worker_slots(req.num_gpus, req.workers_per_gpu))
-            info = load_or_plan(rd, req.options, workers, req.fresh)
+            info = load_or_plan(rd, req.options, backend.slot_count(), req.fresh)
             summary.dataset_problems(info)
             for attempt in range(MERGE_TRIES):
                 code, merging = _extract_all(rd, req, info, backend, req.retry_failed and attempt == 0)
@@ -193,8 +190,10 @@ def _shard_extract(rd: RunDir, req: RunRequest, info: RunInfo, shard: int,
                    claims: FileClaims) -> tuple[Outcome, BackgroundMerge | None]:
     """Claim and extract chunks until none is left to take; the merger also merges meanwhile."""
     plan = rd.load_plan()
-    work = work_left(rd, info, plan)
+    work = work_left(rd, info, plan, clean_temps=False)  # other shards' temps are theirs
     merger = claims.claim(MERGER) or _merger_gone(claims)
+    if merger and not work.state.missing and outputs_state(rd, info) == "ok":
+        merger = False  # merged already (this shard started after the array's work was done)
     merging = None
     if merger:  # this shard merges while the others extract
         chunks = work.state.chunks
@@ -237,21 +236,20 @@ def run_shard(req: RunRequest, num_shards: int, shard: int) -> int:
         if shard == 0:
             summary.dataset_problems(info)
         claims = FileClaims(rd.path, shard, rd.part_path)
-        outcome, merging = Outcome(), None
+        outcome, code = Outcome(), 1
         try:
             outcome, merging = _shard_extract(rd, req, info, shard, claims)
-        finally:
             code = _exit(outcome, f"shard {shard}/{num_shards} ")
-            claims.finish(done=code == 0)
-        if code or merging is None:
-            if merging is not None:
+            if merging is not None:  # kept the merger role (and its claim) until the outputs are out
+                code = code or _shard_merge(rd, info, merging)
                 merging.discard()
-            return code or _shard_done(rd, outcome, shard, num_shards)
-        claims.release(MERGER)
-        return _shard_merge(rd, info, merging)
+        finally:
+            claims.release(MERGER)
+            claims.finish(done=code == 0)
+    return code or _shard_done(outcome, shard, num_shards)
 
 
-def _shard_done(rd: RunDir, outcome: Outcome, shard: int, num_shards: int) -> int:
+def _shard_done(outcome: Outcome, shard: int, num_shards: int) -> int:
     failed = {v for f in outcome.failed.values() for v in f}
     if failed:
         messages.warn(f"shard {shard}: {len(failed)} video(s) failed: "
@@ -265,7 +263,6 @@ def _shard_merge(rd: RunDir, info: RunInfo, merging: BackgroundMerge) -> int:
     """The merger shard, every chunk committed: write the outputs (or leave them to `merge`)."""
     state = scan_parts(rd, info, rd.load_plan(), move_bad=False)
     if state.missing or state.failed:
-        merging.discard()
         messages.say("not merging here: " + ("videos failed" if state.failed else "chunks missing")
                      + f"; see `phoenix-keypoints status --out {rd.path}`.")
         return 0

@@ -25,18 +25,31 @@ class ShardState:
     missing: list[int]  # shards to (re)submit: work is left and they did not end cleanly
 
 
-def shard_state(claims_dir: Path, work_left: bool, num_shards: int) -> ShardState:
+def shard_state(claims_dir: Path, work_left: bool, num_shards: int,
+                live: Iterable[int] = ()) -> ShardState:
     """Which array indices to resubmit: none when no chunk is left, else those not complete.
 
-    A shard is complete when it ended with nothing left to take (claims/shard-I.done). Should every
-    shard say so while chunks are still missing (a part rejected since), shard 0 is resubmitted:
-    any one shard takes every chunk that is left.
+    A shard is complete when it ended with nothing left to take (claims/shard-I.done); one that is
+    running (`live`, from its heartbeat) is neither complete nor to be resubmitted. Should every
+    shard say it is complete while chunks are still missing (a part rejected since), shard 0 is
+    resubmitted: any one shard takes every chunk that is left.
     """
     done = [i for i in range(num_shards) if (claims_dir / f"shard-{i}.done").exists()]
     if not work_left:
         return ShardState(num_shards, list(range(num_shards)), [])
-    missing = [i for i in range(num_shards) if i not in done] or [0]
+    running = set(live)
+    missing = [i for i in range(num_shards) if i not in done and i not in running]
+    if not missing and not running:
+        missing = [0]
     return ShardState(num_shards, [i for i in done if i not in missing], missing)
+
+
+def live_shards(progress_files: Iterable[Path]) -> set[int]:
+    """Shards whose coordinator runs now, from their heartbeats (progress-shard-I.json)."""
+    from jobs import heartbeat
+
+    return {int(p.stem.rsplit("-", 1)[1]) for p in progress_files
+            if heartbeat.is_live(heartbeat.read(p))}
 
 
 def array_expr(indices: Iterable[int], max_parallel: int | None = None) -> str:

@@ -2,9 +2,11 @@
 
 SLURM is the scheduler; this only writes its scripts (and, with --submit, calls sbatch). Planning
 happens here, on the login node, before any task starts, so the array tasks only load the plan and
-never race to make it. Completion is read from the run folder (a shard is complete when all its
-chunks have trusted parts), so running the same command after a failure submits only the shards
-that are still missing, and the merge job waits for them with --dependency=afterok.
+never race to make it. The shards share the chunks through claims (jobs.claims) and the first to
+start merges as they go. Completion is read from the run folder (every chunk has a trusted part; a
+shard that ended cleanly left claims/shard-I.done), so running the same command after a failure
+submits only the shards that did not finish (or only the merge), and the merge job waits for the
+array with --dependency=afterok.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from jobs.prepare import load_or_plan
 from jobs.resume import scan_parts
 from jobs.rundir import RunDir, RunError
 from jobs.runinfo import RunInfo
-from jobs.shards import array_expr, shard_state
+from jobs.shards import array_expr, live_shards, shard_state
 
 
 @dataclass
@@ -180,10 +182,15 @@ def slurm_command(rd: RunDir, info: RunInfo, so: SlurmOptions, submit: bool) -> 
     """Write (and maybe submit) the array over the missing shards and the merge job after it."""
     num_shards = info.num_shards
     state = scan_parts(rd, info, rd.load_plan(), move_bad=False)
-    shards = shard_state(rd.claims_dir, bool(state.missing), num_shards)
+    live = live_shards(rd.shard_progress_files())
+    shards = shard_state(rd.claims_dir, bool(state.missing), num_shards, live)
     missing = shards.missing
     if not missing and info.merge is not None and not info.merge.partial:
         messages.result(f"all {num_shards} shard(s) complete and merged: {rd.keypoints_path}")
+        return 0
+    if live and not missing:
+        messages.result(f"shard(s) {', '.join(map(str, sorted(live)))} still running: nothing to "
+                        f"submit; `phoenix-keypoints status --out {rd.path}` follows them.")
         return 0
     folder = rd.path / "slurm"
     folder.mkdir(parents=True, exist_ok=True)

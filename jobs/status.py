@@ -15,7 +15,7 @@ from jobs.messages import listing
 from jobs.resume import PartsState, scan_parts
 from jobs.rundir import RunDir
 from jobs.runinfo import RunInfo
-from jobs.shards import array_expr, shard_state
+from jobs.shards import array_expr, live_shards, shard_state
 
 
 def _duration(seconds: float) -> str:
@@ -64,7 +64,8 @@ def _coordinator_lines(rd: RunDir, beat: Heartbeat | None) -> list[str]:
 def _shard_lines(rd: RunDir, snap: Snapshot) -> list[str]:
     """Shards complete/missing, the --array= that resubmits the missing, live shard heartbeats."""
     num_shards = snap.info.num_shards
-    shards = shard_state(rd.claims_dir, bool(snap.state.missing), num_shards)
+    shards = shard_state(rd.claims_dir, bool(snap.state.missing), num_shards,
+                         live_shards(rd.shard_progress_files()))
     missing = shards.missing
     line = f"shards:   {len(shards.complete)}/{num_shards} complete"
     if missing:

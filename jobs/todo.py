@@ -23,7 +23,7 @@ class Work:
 
 
 def work_left(rd: RunDir, info: RunInfo, plan: pa.Table, owned: set[int] | None = None,
-              retry_failed: bool = False) -> Work:
+              retry_failed: bool = False, clean_temps: bool = True) -> Work:
     """Scan the parts of the chunks `owned` (None: all), set aside untrusted ones, list the rest.
 
     retry_failed: also redo chunks whose part lists failed videos (after the user fixed their
@@ -35,7 +35,8 @@ def work_left(rd: RunDir, info: RunInfo, plan: pa.Table, owned: set[int] | None 
         messages.say(f"part of chunk {chunk} not trusted ({why}): moved to parts/rejected/, "
                      "redoing it")
     rd.parts_dir.mkdir(exist_ok=True)
-    remove_stale_temps(rd, set(mine))
+    if clean_temps:  # a SLURM shard leaves them: other shards may be committing theirs
+        remove_stale_temps(rd, set(mine))
     retry = {c for c in mine if c in state.done and state.done[c].failed} if retry_failed else set()
     if retry:
         names = sorted(v for c in retry for v in state.done[c].failed)

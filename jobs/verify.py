@@ -36,6 +36,14 @@ def _check_merged(rd: RunDir, root: Path, content: bool, report: Report) -> int:
     return rows
 
 
+def merged_frames_changed(rd: RunDir, root: Path) -> bool:
+    """Whether any frame of keypoints.parquet changed on disk since (stat only; stops at the first)."""
+    for batch in pq.ParquetFile(rd.keypoints_path).iter_batches(BATCH_ROWS, columns=columns(False)):
+        if stale_rows(root, batch, False, threads=DEFAULT_THREADS):
+            return True
+    return False
+
+
 def _check_parts(rd: RunDir, info: RunInfo, root: Path, content: bool, report: Report) -> int:
     """Check the committed parts of a run not merged yet; returns the rows checked."""
     state = scan_parts(rd, info, rd.load_plan(), move_bad=False)
