@@ -23,7 +23,7 @@ from extract.dataset import Dataset
 
 MAX_CHUNK_FRAMES = 1000
 GUIDED_SHARE = 2  # each chunk takes remaining / (GUIDED_SHARE x workers) frames
-TAIL_SHARE = 2  # the last TAIL_SHARE x workers chunks are handed out longest first
+LATE_MARGIN = 1.5  # a chunk starts while LATE_MARGIN x workers x its length is still left
 
 PLAN_SCHEMA = pa.schema(
     [
@@ -109,18 +109,23 @@ def make_plan(dataset: Dataset, workers: int, chunk_frames: int | None = None) -
 
 
 def handout_order(frames: dict[int, int], workers: int) -> list[int]:
-    """The order chunks are handed out in: plan order, except the last TAIL_SHARE x workers chunks,
-    longest first.
+    """The order chunks are handed out in: plan order, with long chunks pulled forward.
 
-    Plan order hands out the largest chunks first and lets the merge beside the run write parts as
-    they come. The last chunks are single videos of 16 to 475 frames; in plan order a long one can
-    come last and keep one worker busy while the rest wait, so those go longest first. Measured by
-    scripts/simulate.py (docs/performance.md): a tail of 2 x workers was best at 32 to 512 workers.
+    Plan order hands out the largest chunks first (guided sizes shrink along it) and lets the merge
+    beside the run write parts as they come. But a chunk must not start so late that the other
+    workers run out of work before it ends: one that starts when R frames are left (after it) ends
+    last unless its length is at most R / workers. So each chunk is handed out no later than the
+    point where LATE_MARGIN x workers x its length is still left; most chunks keep their place,
+    and only the long single videos of the end move earlier.
     """
     order = sorted(frames)
-    k = min(len(order), TAIL_SHARE * max(1, workers))
-    head, tail = order[: len(order) - k], order[len(order) - k:]
-    return head + sorted(tail, key=lambda c: (-frames[c], c))
+    total = sum(frames.values())
+    key: dict[int, float] = {}
+    start = 0
+    for c in order:
+        key[c] = min(start, max(0.0, total - LATE_MARGIN * max(1, workers) * frames[c]))
+        start += frames[c]
+    return sorted(order, key=lambda c: (key[c], c))
 
 
 def cuts_digest(plan: pa.Table) -> str:

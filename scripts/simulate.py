@@ -75,8 +75,11 @@ def build(args: argparse.Namespace) -> tuple[Replay, Chunks, dict[int, int]]:
     clock, board = SimClock(), MemoryClaims.Board()
     replay = Replay(clock, [], board)
     delays = sorted(rng.uniform(0, args.start_delay_max) for _ in range(args.nodes))
+    spread = [max(0.5, rng.gauss(1.0, args.speed_spread)) for _ in range(workers)]
+    mean = sum(spread) / len(spread)  # F is the cluster's mean speed: factors average exactly 1
     for i, delay in enumerate(delays):
-        speeds = [max(0.5, rng.gauss(1.0, args.speed_spread)) for _ in range(args.workers_per_node)]
+        w = args.workers_per_node
+        speeds = [f / mean for f in spread[i * w:(i + 1) * w]]
         backend = FakeBackend(clock, args.workers_per_node,
                               speed=lambda slot, s=speeds: args.frames_per_s * s[slot],
                               startup_s=args.startup_s, host=f"node{i}")
