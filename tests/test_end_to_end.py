@@ -14,6 +14,7 @@ import mediapipe as mp
 import numpy as np
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
+import pytest
 from helpers import popen_cli, read_keypoints, run_cli, wait_for
 
 from extract.holistic import landmarks_to_arrays
@@ -113,6 +114,25 @@ def test_fidelity_embedded_sample(clean_run: Path, sample_root: Path):
     assert assert_faithful(clean_run, sample_root) > 0
 
 
+@pytest.mark.slow
+def test_default_plans_for_one_or_two_workers_same_bytes(shared_run: Path, shared_sample: Path,
+                                                         tmp_path: Path):
+    """Default options cut the chunks for the worker count; the outputs do not depend on it: runs
+    planned for 1 and for 2 workers and the reference (fixed --chunk-frames 60) are the same bytes."""
+    plans = []
+    for workers in (1, 2):
+        out = tmp_path / f"w{workers}"
+        proc = run_cli(["run", "--dataset", shared_sample, "--out", out, "--workers-per-gpu",
+                        workers])
+        assert proc.returncode == 0, proc.stderr
+        plans.append(json.loads((out / "run.json").read_text())["plan"])
+        assert sha256(out / "keypoints.parquet") == sha256(shared_run / "keypoints.parquet")
+        for f in sorted((shared_run / "tensors").glob("*.*")):
+            assert sha256(out / "tensors" / f.name) == sha256(f), (workers, f.name)
+    assert [p["workers"] for p in plans] == [1, 2]
+    assert plans[0]["cuts"] != plans[1]["cuts"], "two plans, cut for 1 and for 2 workers"
+
+
 def test_one_and_two_workers_identical(clean_run: Path, sample_root: Path, tmp_path: Path):
     out = tmp_path / "one"
     proc = run_cli(["run", "--dataset", sample_root, "--out", out, "--chunk-frames", "20",
@@ -124,10 +144,11 @@ def test_one_and_two_workers_identical(clean_run: Path, sample_root: Path, tmp_p
 
 
 def test_ctrl_c_then_resume(clean_run: Path, sample_root: Path, tmp_path: Path):
+    """Ctrl-C, then resumed with another worker count: the plan and the parts are found as they are."""
     out = tmp_path / "run"
-    args = ["run", "--dataset", sample_root, "--out", out, "--chunk-frames", "20",
-            "--workers-per-gpu", "2"]
-    proc = popen_cli(args, env={"PHOENIX_KEYPOINTS_FAULTS": "frame-delay=0.15"})
+    args = ["run", "--dataset", sample_root, "--out", out, "--chunk-frames", "20"]
+    proc = popen_cli([*args, "--workers-per-gpu", "2"],
+                     env={"PHOENIX_KEYPOINTS_FAULTS": "frame-delay=0.15"})
     wait_for(lambda: list((out / "parts").glob("chunk-*.parquet")), 120, "a committed part", proc)
     os.killpg(proc.pid, signal.SIGINT)  # what a terminal's Ctrl-C does: the whole group
     _, err = proc.communicate(timeout=60)
@@ -139,8 +160,9 @@ def test_ctrl_c_then_resume(clean_run: Path, sample_root: Path, tmp_path: Path):
     assert not list((out / "parts").glob(".*.tmp")), "no temp part left behind"
     assert not (out / "keypoints.parquet").exists()
 
-    proc = run_cli(args)
+    proc = run_cli([*args, "--workers-per-gpu", "1"])
     assert proc.returncode == 0, proc.stderr
+    assert "resuming:" in proc.stderr
     for name, mtime in committed.items():  # only the missing chunks ran again
         assert (out / "parts" / name).stat().st_mtime_ns == mtime
     assert sha256(out / "keypoints.parquet") == sha256(clean_run / "keypoints.parquet")

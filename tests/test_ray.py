@@ -7,6 +7,7 @@ reference run. A Ray run stopped half-way is finished by a local run that keeps 
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import signal
 from pathlib import Path
@@ -50,6 +51,11 @@ def test_ray_actor_killed_mid_run(sample_root: Path, clean_run: Path, tmp_path: 
     assert "attempt 1/3" in err and "attempt" not in said
     assert "Traceback" not in err + said
     assert read_keypoints(out).equals(read_keypoints(clean_run))
+    ray_beat = json.loads((out / "progress.json").read_text())
+    local_beat = json.loads((clean_run / "progress.json").read_text())
+    assert set(ray_beat) == set(local_beat) and ray_beat["backend"] == "ray"
+    assert {k for w in ray_beat["workers"] for k in w} == {k for w in local_beat["workers"] for k in w}
+    assert all(w["pid"] and w["host"] for w in ray_beat["workers"])
 
 
 @needs_ray
