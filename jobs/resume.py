@@ -69,9 +69,9 @@ def _ranked(counts: Iterable[dict[str, int]], n: int | None = None) -> dict[str,
     return dict(sorted(total.items(), key=lambda kv: (-kv[1], kv[0]))[:n])
 
 
-def scan_parts(rd: RunDir, info: RunInfo, plan: pa.Table, only: set[int] | None = None,
-               move_bad: bool = True, check_frames: bool = False) -> PartsState:
-    """Check every committed part (of chunks `only`) against the plan: footer, fingerprint, rows.
+def scan_parts(rd: RunDir, info: RunInfo, plan: pa.Table, move_bad: bool = True,
+               check_frames: bool = False) -> PartsState:
+    """Check every committed part against the plan: footer, fingerprint, rows.
 
     check_frames (a resume): also stat the frames each part was made from; a part with a frame
     that changed since is not trusted. Parts that fail are moved to parts/rejected/ with a .why
@@ -79,8 +79,6 @@ def scan_parts(rd: RunDir, info: RunInfo, plan: pa.Table, only: set[int] | None 
     """
     state = PartsState(plan_chunks(plan))
     for chunk, videos in state.chunks.items():
-        if only is not None and chunk not in only:
-            continue
         path = rd.part_path(chunk)
         if not path.exists():
             continue
