@@ -213,7 +213,8 @@ def _options(args: argparse.Namespace) -> RunOptions:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from jobs.runner import RunRequest, run
+    from jobs.options import RunRequest
+    from jobs.runner import run
 
     if args.backend == "ray":
         from jobs.ray_backend import require_ray

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from extract.dataset import SPLITS
@@ -52,3 +52,21 @@ class RunOptions:
         if num_shards is not None and num_shards != info.num_shards:
             diffs.append(f"num_shards (fixed at {info.num_shards} when planned)")
         return diffs
+
+
+@dataclass
+class RunRequest:
+    """Everything `run` was asked (RunOptions: what decides the output; the rest: how to run)."""
+
+    out: Path
+    options: RunOptions = field(default_factory=RunOptions)
+    num_gpus: int | None = None
+    workers_per_gpu: int | None = None
+    fresh: bool = False
+    allow_partial: bool = False
+    retry_failed: bool = False
+    num_shards: int | None = None
+    shard_index: int | None = None
+    backend: str = "local"
+    address: str | None = None
+    pkl: Path | None = None  # --output_path: also export the keypoints to this pkl at the end

@@ -7,26 +7,22 @@ graphs while the coordinator reads the dataset and plans.
 
 from __future__ import annotations
 
-import time
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from extract.tensors import write_tensors
 from jobs import messages, summary
-from jobs.claims import MERGER, ClaimQueue, FileClaims
-from jobs.devices import worker_slots
 from jobs.extraction import extract, make_backend
 from jobs.finish import finish
 from jobs.locks import locked, run_folder
 from jobs.merge import BackgroundMerge, CorruptPart
-from jobs.options import RunOptions
+from jobs.options import RunRequest
 from jobs.outputs import corpus_from_plan, outputs_state
-from jobs.parts import check_part
-from jobs.prepare import load_or_plan, plan_shared
+from jobs.prepare import load_or_plan
 from jobs.resume import scan_parts
 from jobs.rundir import RunDir, RunError
 from jobs.runinfo import RunInfo
-from jobs.scheduler import Backend, Outcome
+from jobs.scheduler import Backend
+from jobs.shard_run import run_shard
 from jobs.shards import resolve_shard
 from jobs.todo import Work, work_left
 from jobs.verify import merged_frames_changed
@@ -34,39 +30,9 @@ from jobs.verify import merged_frames_changed
 MERGE_TRIES = 3  # a part found corrupt while merging is redone, then merged again
 
 
-@dataclass
-class RunRequest:
-    """Everything `run` was asked (RunOptions: what decides the output; the rest: how to run)."""
-
-    out: Path
-    options: RunOptions = field(default_factory=RunOptions)
-    num_gpus: int | None = None
-    workers_per_gpu: int | None = None
-    fresh: bool = False
-    allow_partial: bool = False
-    retry_failed: bool = False
-    num_shards: int | None = None
-    shard_index: int | None = None
-    backend: str = "local"
-    address: str | None = None
-    pkl: Path | None = None  # --output_path: also export the keypoints to this pkl at the end
-
-
 def _holistic(rd: RunDir, req: RunRequest) -> dict:
     """The graph options workers need before planning: the run's own when it resumes."""
     return req.options.holistic(rd.load() if rd.exists() and not req.fresh else None)
-
-
-def _exit(outcome: Outcome, what: str) -> int:
-    """The exit status for a stopped or failed extraction, with what to tell the user."""
-    if outcome.signal:
-        messages.say(f"{what}stopped; run the same command to resume ({len(outcome.done)} chunk(s) "
-                     "committed this time).")
-        return 128 + outcome.signal
-    if outcome.error:
-        messages.error(outcome.error)
-        return 1
-    return 0
 
 
 def _resuming(work: Work, info: RunInfo) -> None:
@@ -97,7 +63,7 @@ def _extract_all(rd: RunDir, req: RunRequest, info: RunInfo, backend: Backend | 
     backend = backend or make_backend(rd, info.options.holistic, req.backend, req.num_gpus,
                                       req.workers_per_gpu, req.address)
     outcome = extract(rd, info, plan, work, backend, on_commit=committed.add)
-    code = _exit(outcome, "")
+    code = summary.ended(outcome, "")
     if code:
         merging.discard()
     return code, merging
@@ -184,95 +150,6 @@ def run_whole(req: RunRequest) -> int:
                 backend.close(0)
     messages.error("parts keep failing their checksums; check the disk.")
     return 1
-
-
-def _shard_extract(rd: RunDir, req: RunRequest, info: RunInfo, shard: int,
-                   claims: FileClaims) -> tuple[Outcome, BackgroundMerge | None]:
-    """Claim and extract chunks until none is left to take; the merger also merges meanwhile."""
-    plan = rd.load_plan()
-    work = work_left(rd, info, plan, clean_temps=False)  # other shards' temps are theirs
-    merger = claims.claim(MERGER) or _merger_gone(claims)
-    if merger and not work.state.missing and outputs_state(rd, info) == "ok":
-        merger = False  # merged already (this shard started after the array's work was done)
-    merging = None
-    if merger:  # this shard merges while the others extract
-        chunks = work.state.chunks
-        merging = BackgroundMerge(rd, plan, sorted(chunks), ready=lambda c: _part_ready(
-            rd, info.fingerprint, c, chunks[c])).start()
-    outcome = Outcome()
-    if work.todo:
-        queue = ClaimQueue(work.todo, claims, time.monotonic, wait_for_all=merger)
-        backend = make_backend(rd, info.options.holistic, req.backend, req.num_gpus,
-                               req.workers_per_gpu, req.address, shard)
-        outcome = extract(rd, info, plan, work, backend, queue, shard)
-    return outcome, merging
-
-
-def _merger_gone(claims: FileClaims) -> bool:
-    holder = claims.holder(MERGER)
-    return holder is not None and not claims.alive(holder) and claims.take_over(MERGER, holder)
-
-
-def _part_ready(rd: RunDir, fingerprint: str, chunk: int, videos: dict[str, int]) -> bool:
-    """Another shard's part can be merged once it is committed and passes the trust checks."""
-    path = rd.part_path(chunk)
-    return path.exists() and check_part(path, chunk, fingerprint, videos)[0] is not None
-
-
-def run_shard(req: RunRequest, num_shards: int, shard: int) -> int:
-    """`run --num-shards S --shard-index I`: one coordinator of a SLURM array on its node.
-
-    It claims chunks until none is left. The first shard to start also merges the parts while the
-    others extract and, once every chunk is committed, writes the outputs; the array's merge job
-    then finds them complete.
-    """
-    rd = RunDir(req.out)
-    if req.fresh:
-        raise RunError("--fresh cannot be used with --num-shards: one shard would delete what the "
-                       f"others wrote. Delete {rd.path} (or use another --out) before submitting.")
-    with run_folder(rd, "run", shared=True), locked(rd, f"shard-{shard}"):
-        workers = num_shards * len(worker_slots(req.num_gpus, req.workers_per_gpu))
-        info = plan_shared(rd, req.options, num_shards, workers)
-        if shard == 0:
-            summary.dataset_problems(info)
-        claims = FileClaims(rd.path, shard, rd.part_path)
-        outcome, code = Outcome(), 1
-        try:
-            outcome, merging = _shard_extract(rd, req, info, shard, claims)
-            code = _exit(outcome, f"shard {shard}/{num_shards} ")
-            if merging is not None:  # kept the merger role (and its claim) until the outputs are out
-                code = code or _shard_merge(rd, info, merging)
-                merging.discard()
-        finally:
-            claims.release(MERGER)
-            claims.finish(done=code == 0)
-    return code or _shard_done(outcome, shard, num_shards)
-
-
-def _shard_done(outcome: Outcome, shard: int, num_shards: int) -> int:
-    failed = {v for f in outcome.failed.values() for v in f}
-    if failed:
-        messages.warn(f"shard {shard}: {len(failed)} video(s) failed: "
-                      f"{messages.listing(sorted(failed), 5)}")
-    messages.result(f"shard {shard}/{num_shards} complete ({len(outcome.done)} chunk(s) done here); "
-                    "nothing left to take.")
-    return 0
-
-
-def _shard_merge(rd: RunDir, info: RunInfo, merging: BackgroundMerge) -> int:
-    """The merger shard, every chunk committed: write the outputs (or leave them to `merge`)."""
-    state = scan_parts(rd, info, rd.load_plan(), move_bad=False)
-    if state.missing or state.failed:
-        messages.say("not merging here: " + ("videos failed" if state.failed else "chunks missing")
-                     + f"; see `phoenix-keypoints status --out {rd.path}`.")
-        return 0
-    try:
-        record = finish(rd, merging=merging)
-    except CorruptPart as e:
-        messages.warn(f"{e.why}; `phoenix-keypoints slurm --out {rd.path} --submit` redoes it")
-        return 0
-    summary.merged(rd, record)
-    return 0
 
 
 def run(req: RunRequest) -> int:

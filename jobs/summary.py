@@ -5,6 +5,7 @@ from __future__ import annotations
 from jobs import messages
 from jobs.rundir import RunDir
 from jobs.runinfo import DatasetInfo, MergeInfo, RunInfo
+from jobs.scheduler import Outcome
 
 
 def _counts(counts: dict[str, int]) -> str:
@@ -75,3 +76,15 @@ def merged(rd: RunDir, record: MergeInfo) -> None:
         messages.say(f"FAILED videos (no rows): {', '.join(sorted(record.failed_videos))}")
     if record.partial:
         messages.say("partial merge: run.json's merge section lists what is missing")
+
+
+def ended(outcome: Outcome, what: str) -> int:
+    """The exit status for a stopped or failed extraction, with what to tell the user."""
+    if outcome.signal:
+        messages.say(f"{what}stopped; run the same command to resume ({len(outcome.done)} chunk(s) "
+                     "committed this time).")
+        return 128 + outcome.signal
+    if outcome.error:
+        messages.error(outcome.error)
+        return 1
+    return 0

@@ -25,9 +25,10 @@ from benchutil import SHARED_INDEX, loadavg, machine, save_json, table  # noqa: 
 from fabricate_parts import index_dataset  # noqa: E402
 
 from extract.dataset import SPLITS, discover  # noqa: E402
+from jobs.options import RunOptions  # noqa: E402
 from jobs.plan import make_plan  # noqa: E402
+from jobs.prepare import load_or_plan  # noqa: E402
 from jobs.rundir import RunDir  # noqa: E402
-from jobs.runner import RunOptions, prepare  # noqa: E402
 
 
 def build_tree(root: Path, fraction: float) -> tuple[int, int]:
@@ -75,12 +76,12 @@ def main() -> int:
     for i in range(args.repeat):
         t, ds = timed(discover, root)
         times["discover"].append(t)
-        t, _ = timed(make_plan, ds, 1000)
+        t, _ = timed(make_plan, ds, 32)
         times["make_plan"].append(t)
         rd = RunDir(args.work / f"run-{i}")
-        t, _ = timed(prepare, rd, RunOptions(dataset=root))
+        t, _ = timed(load_or_plan, rd, RunOptions(dataset=root), 32)
         times["prepare (new run)"].append(t)
-        t, _ = timed(prepare, rd, RunOptions())
+        t, _ = timed(load_or_plan, rd, RunOptions(), 32)
         times["prepare (resume)"].append(t)
     stats = {k: {"first_s": round(v[0], 3), "median_s": round(statistics.median(v), 3),
                  "min_s": round(min(v), 3), "max_s": round(max(v), 3)} for k, v in times.items()}
