@@ -59,7 +59,7 @@ def bare_child(root: Path, cpu: int, share: str, result: Path) -> None:
 
     index, count = (int(x) for x in share.split("/"))
     videos = [[str(root / v.folder / f) for f in v.files] for v in discover(root).videos]
-    videos = videos[index::count]
+    videos = balanced_shares(videos, count)[index]
 
     def graph():  # noqa: ANN202
         return mp.solutions.holistic.Holistic(static_image_mode=False, model_complexity=1)
@@ -75,6 +75,17 @@ def bare_child(root: Path, cpu: int, share: str, result: Path) -> None:
     result.write_text(json.dumps({"cpu": cpu, "videos": len(videos), "frames": frames,
                                   "loop_s": loop_s, "loop_cpu_ms_per_frame":
                                   round(1000 * loop_cpu_s / max(frames, 1), 1)}))
+
+
+def balanced_shares(videos: list[list[str]], count: int) -> list[list[list[str]]]:
+    """Deal each video in turn to the share with the fewest frames so far: about equal frames."""
+    shares: list[list[list[str]]] = [[] for _ in range(count)]
+    frames = [0] * count
+    for v in videos:
+        i = frames.index(min(frames))
+        shares[i].append(v)
+        frames[i] += len(v)
+    return shares
 
 
 # --- running commands ---------------------------------------------------------------------------
@@ -210,14 +221,15 @@ def _brief(m: dict) -> str:
 
 
 def compare_keypoints(size: str, wl: dict, work: Path) -> dict:
-    """The first video: ours (the last run's keypoints.parquet) against pose-format's .pose."""
+    """The first video: ours (the last run's keypoints.parquet), pose-format's .pose, a fresh graph."""
     from posevideos import compare
 
     from extract.dataset import discover
 
-    video = discover(Path(wl["root"])).videos[0].name
+    root = Path(wl["root"])
+    video = discover(root).videos[0].name
     return compare(work / size / "run" / "keypoints.parquet",
-                   work / size / "videos" / f"{video}.pose", video)
+                   work / size / "videos" / f"{video}.pose", root, video)
 
 
 def spread(values: list[float], fmt: str = "{:.2f}") -> str:
@@ -235,18 +247,23 @@ def summary_row(size: str, res: dict) -> list:
     def of(what: str, key: str, fmt: str = "{:.1f}") -> str:
         return spread([c[what][key] for c in cycles], fmt)
 
-    run0, kp = cycles[0]["run"], res["keypoints"]
+    run0, kp = cycles[0]["run"], res["keypoints"]["ours_vs_pose_format"]
     return [size, run0["frames"], run0["workers"], run0["chunks"], of("run", "fps"),
             of("run", "startup_s"), of("run", "tail_s"), of("run", "merge_s"),
             of("bare", "fps"), spread([c["run_over_cores_bare"] for c in cycles], "{:.3f}"),
             TARGETS.get(size, "-"), of("pose-format", "fps"),
             spread([c["run_over_pose_format"] for c in cycles], "{:.3f}"), TARGET_POSE_FORMAT,
-            f"{kp.get('max_abs_diff'):.1e}" if kp.get("max_abs_diff") is not None else "-"]
+            _sci(kp.get("coordinates_max_abs_diff")), _sci(kp.get("pose_visibility_max_abs_diff"))]
+
+
+def _sci(x: float | None) -> str:
+    return "-" if x is None else f"{x:.1e}"
 
 
 SUMMARY_HEADER = ["size", "frames", "workers", "chunks", "run frames/s", "start-up s", "tail s",
                   "merge s", "cores x bare frames/s", "run / (cores x bare)", "target",
-                  "pose-format frames/s", "run / pose-format", "target", "max abs diff vs pose-format"]
+                  "pose-format frames/s", "run / pose-format", "target",
+                  "x, y, z vs pose-format: max abs diff", "visibility: max abs diff"]
 
 
 def detail_rows(size: str, res: dict) -> list[list]:

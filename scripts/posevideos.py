@@ -120,18 +120,46 @@ def theirs(pose_file: Path) -> dict[str, np.ndarray]:
     return out
 
 
-def compare(keypoints: Path, pose_file: Path, video: str) -> dict:
-    """Max |ours - pose-format's| per part where both found it, and whether they found the same."""
-    a, b = ours(keypoints, video), theirs(pose_file)
+def fresh_graph(folder: Path, files: tuple[str, ...]) -> dict[str, np.ndarray]:
+    """The same parts from mediapipe's own Holistic, fresh for this video: the arbiter."""
+    import mediapipe as mp
+
+    out: dict[str, list] = {name: [] for name in PARTS}
+    with mp.solutions.holistic.Holistic(static_image_mode=False, model_complexity=1) as h:
+        for rgb in png_frames(folder, files):
+            r = h.process(rgb)
+            for name, (n, k) in PARTS.items():
+                found = getattr(r, f"{name}_landmarks")
+                out[name].append(np.full((n, k), np.nan) if found is None else np.array(
+                    [[p.x, p.y, p.z, p.visibility][:k] for p in found.landmark]))
+    return {name: np.array(v, np.float64) for name, v in out.items()}
+
+
+def differences(a: dict[str, np.ndarray], b: dict[str, np.ndarray]) -> dict:
+    """Max |a - b| of the coordinates (x, y, z) and of pose visibility, where both found a part."""
     per_part, same_presence = {}, True
     for name in PARTS:
         if a[name].shape != b[name].shape:
-            return {"video": video, "error": f"{name}: {a[name].shape} vs {b[name].shape}"}
+            return {"error": f"{name}: {a[name].shape} vs {b[name].shape}"}
         found_a, found_b = ~np.isnan(a[name][:, 0, 0]), ~np.isnan(b[name][:, 0, 0])
         same_presence &= bool(np.array_equal(found_a, found_b))
         both = found_a & found_b
-        diff = float(np.abs(a[name][both] - b[name][both]).max()) if both.any() else None
-        per_part[name] = {"frames_found": int(both.sum()), "max_abs_diff": diff}
-    diffs = [p["max_abs_diff"] for p in per_part.values() if p["max_abs_diff"] is not None]
-    return {"video": video, "frames": len(a["pose"]), "same_parts_found": same_presence,
-            "max_abs_diff": max(diffs, default=None), "per_part": per_part}
+        d = np.abs(a[name][both] - b[name][both])
+        per_part[name] = {"frames_found": int(both.sum()),
+                          "max_abs_diff": [float(x) for x in d.max(axis=(0, 1))] if both.any()
+                          else None}
+    found = [p["max_abs_diff"] for p in per_part.values() if p["max_abs_diff"] is not None]
+    pose = per_part["pose"]["max_abs_diff"]
+    return {"same_parts_found": same_presence,
+            "coordinates_max_abs_diff": max((max(d[:3]) for d in found), default=None),
+            "pose_visibility_max_abs_diff": pose[3] if pose else None, "per_part": per_part}
+
+
+def compare(keypoints: Path, pose_file: Path, root: Path, video: str) -> dict:
+    """One video three ways: ours, pose-format's, and a fresh mediapipe graph's."""
+    v = next(v for v in discover(root).videos if v.name == video)
+    a, b, f = ours(keypoints, video), theirs(pose_file), fresh_graph(root / v.folder, v.files)
+    return {"video": video, "frames": len(a["pose"]),
+            "ours_vs_pose_format": differences(a, b),
+            "ours_vs_fresh_graph": differences(a, f),
+            "pose_format_vs_fresh_graph": differences(b, f)}
