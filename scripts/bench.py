@@ -1,22 +1,26 @@
 #!/usr/bin/env python3
-"""Bare MediaPipe against the whole job, on the same frames, in one run: overhead and scaling.
+"""The whole `run`, as a user types it, against cores x bare MediaPipe and against pose-format.
 
-Measures, on a workload of real signing frames repeated under new names (scripts/workload.py):
-- bare: a plain loop in one process pinned to one core: cv2.imread + cvtColor, then one
-  mediapipe Holistic (static_image_mode=False, model_complexity=1; a fresh graph per video)
-  `process` per frame. "bare" uses MediaPipe's own class (its scheduler starts one thread per
-  core of the machine); "bare capped" the project's extract.holistic.new_holistic (num_threads=1).
-- job(1) and job(N): the real `phoenix-keypoints run` command in a subprocess, wall time from
-  start to merged keypoints.parquet + tensors, with 1 and N workers (N = usable cores).
-- start-up: the same command on a dataset of one frame (interpreter, plan, worker spawn and
-  mediapipe import, graph, merge): the fixed cost of any run.
-Ratios: job(1)/bare (overhead) and job(N)/(N x bare) (scaling efficiency). CPU seconds per frame
-(from getrusage of the children) are reported too: they are less disturbed by other load on a
-shared machine than wall time is.
+For each workload size, on the same frames, in one run:
+- run: `phoenix-keypoints run --dataset D --out O` with default options (workers = usable cores),
+  in a subprocess from command start to exit. From its run.json: start-up (command start to first
+  frame), tail (a worker first found nothing left to take, to the last frame), merge (last frame
+  to merged outputs written).
+- cores x bare: N = usable cores plain loops at once, each in its own process pinned to its own
+  core before MediaPipe is imported, each over its share of the videos (cv2.imread + cvtColor,
+  mediapipe's own Holistic(static_image_mode=False, model_complexity=1), a fresh graph per video,
+  `process` per frame); frames/s = the sum of each loop's frames / its own loop time.
+- pose-format: its `videos_to_poses --num-workers N` over the same frames as lossless video, one
+  file per video, decoded bit for bit equal to the PNGs (checked; scripts/posevideos.py).
+Ratios: run / (cores x bare) and run / pose-format, each from measurements of the same cycle.
+With --repeat the three commands alternate (their order rotating each cycle), so that outside load
+falls on all three alike. The keypoints of one video are compared with pose-format's.
 
-    .venv/bin/python scripts/bench.py                 # ~7 min on 2 cores
-    .venv/bin/python scripts/bench.py --repeat 3      # medians of 3, spread shown
-    .venv/bin/python scripts/bench.py --paired        # + comparisons that share the outside load
+    .venv/bin/python scripts/bench.py --sizes 8x58,40x58 --repeat 1   # ~5 min on 2 cores
+    .venv/bin/python scripts/bench.py                                  # + ~20,000 frames: ~1 h
+
+Sizes: "VxF" is V copies of the sample video of F frames; a plain number is about that many frames
+of the two sample videos alternated (scripts/workload.py).
 """
 
 from __future__ import annotations
@@ -33,245 +37,299 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+# Only stdlib and benchutil up here: the bare loop's process pins itself before cv2 or mediapipe.
+# This checkout's packages first (an editable install elsewhere would otherwise be imported).
+sys.path[:0] = [str(Path(__file__).resolve().parent), str(Path(__file__).resolve().parents[1])]
 from benchutil import REPO, loadavg, machine, save_json, table  # noqa: E402
-from workload import build_one_frame, build_workload  # noqa: E402
+
+COMMANDS = ("run", "bare", "pose-format")
+TARGETS = {"8x58": 0.80, "40x58": 0.92, "20000": 0.97}  # run / (cores x bare), issue 10
+TARGET_POSE_FORMAT = 1.05  # run / pose-format
+DEFAULT_SIZES = "8x58,40x58,20000"
 
 
-# --- bare: runs in its own process (python bench.py --bare MODE ...) ---------------------------
-def bare_main(mode: str, root: Path, cpu: int, result: Path) -> None:
-    """Pin to one core before MediaPipe starts a thread, then a plain loop over every frame."""
-    t_start = time.monotonic()
+# --- the bare loop: its own process (bench.py --bare-child ROOT ...) ----------------------------
+def bare_child(root: Path, cpu: int, share: str, result: Path) -> None:
+    """Pin to one core before MediaPipe starts a thread, then a plain loop over this share."""
     os.sched_setaffinity(0, [cpu])
     import cv2
-    from mediapipe.python.solutions.holistic import Holistic
+    import mediapipe as mp
 
     from extract.dataset import discover
-    from extract.holistic import HolisticOptions, new_holistic
 
-    ds = discover(root)
-    videos = [[str(root / v.folder / f) for f in v.files] for v in ds.videos]
+    index, count = (int(x) for x in share.split("/"))
+    videos = [[str(root / v.folder / f) for f in v.files] for v in discover(root).videos]
+    videos = balanced_shares(videos, count)[index]
 
     def graph():  # noqa: ANN202
-        if mode == "capped":
-            return new_holistic(HolisticOptions(), num_threads=1)
-        return Holistic(static_image_mode=False, model_complexity=1)
+        return mp.solutions.holistic.Holistic(static_image_mode=False, model_complexity=1)
 
-    graph().close()  # load the models once so the first video does not pay for the disk
-    t_loop = time.monotonic()
-    frames = 0
+    graph().close()  # load the models once so that the first video does not pay for the disk
+    t0, cpu0, frames = time.monotonic(), _cpu(resource.RUSAGE_SELF), 0
     for files in videos:
         with graph() as h:
             for f in files:
-                rgb = cv2.cvtColor(cv2.imread(f), cv2.COLOR_BGR2RGB)
-                h.process(rgb)
+                h.process(cv2.cvtColor(cv2.imread(f), cv2.COLOR_BGR2RGB))
                 frames += 1
-    t_end = time.monotonic()
-    ru = resource.getrusage(resource.RUSAGE_SELF)
-    result.write_text(json.dumps({"frames": frames, "loop_s": t_end - t_loop,
-                                  "startup_s": t_loop - t_start,
-                                  "cpu_s": ru.ru_utime + ru.ru_stime}))
+    loop_s, loop_cpu_s = time.monotonic() - t0, _cpu(resource.RUSAGE_SELF) - cpu0
+    result.write_text(json.dumps({"cpu": cpu, "videos": len(videos), "frames": frames,
+                                  "loop_s": loop_s, "loop_cpu_ms_per_frame":
+                                  round(1000 * loop_cpu_s / max(frames, 1), 1)}))
 
 
-# --- the parent -----------------------------------------------------------------------------
-def _children_cpu() -> float:
-    ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+def balanced_shares(videos: list[list[str]], count: int) -> list[list[list[str]]]:
+    """Deal each video in turn to the share with the fewest frames so far: about equal frames."""
+    shares: list[list[list[str]]] = [[] for _ in range(count)]
+    frames = [0] * count
+    for v in videos:
+        i = frames.index(min(frames))
+        shares[i].append(v)
+        frames[i] += len(v)
+    return shares
+
+
+# --- running commands ---------------------------------------------------------------------------
+def _cpu(who: int = resource.RUSAGE_CHILDREN) -> float:
+    ru = resource.getrusage(who)
     return ru.ru_utime + ru.ru_stime
 
 
-def start_bare(mode: str, root: Path, cpu: int, work: Path) -> dict:
-    result = work / f"bare-{mode}-{cpu}.json"
-    proc = subprocess.Popen([sys.executable, __file__, "--bare", mode, "--root", str(root),
-                             "--cpu", str(cpu), "--result", str(result)],
-                            cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    return {"proc": proc, "result": result, "t0": time.monotonic(), "load0": loadavg(),
-            "what": f"bare {mode}"}
+def child_env() -> dict[str, str]:
+    """This checkout's code, no fault hooks: what a user's shell gives the command."""
+    env = dict(os.environ)
+    env.pop("PHOENIX_KEYPOINTS_FAULTS", None)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
+    return env
 
 
-def finish_bare(h: dict) -> dict:
-    _, err = h["proc"].communicate()
-    wall = time.monotonic() - h["t0"]
-    if h["proc"].returncode:
-        raise SystemExit(f"{h['what']} failed:\n{err[-3000:]}")
-    r = json.loads(h["result"].read_text())
-    return {"frames": r["frames"], "wall_s": round(wall, 2), "loop_s": round(r["loop_s"], 2),
-            "startup_s": round(r["startup_s"], 2), "fps": r["frames"] / r["loop_s"],
-            "cpu_ms_per_frame": 1000 * r["cpu_s"] / r["frames"],
-            "cpu_share": r["cpu_s"] / wall, "load": [h["load0"][0], loadavg()[0]]}
+def timed(cmds: list[list[str]], log: Path) -> dict:
+    """Start every command at once, wait for all; wall (epoch start, seconds), CPU, load."""
+    log.parent.mkdir(parents=True, exist_ok=True)
+    load0, cpu0 = loadavg(), _cpu()
+    with log.open("w") as out:
+        start, t0 = time.time(), time.monotonic()
+        procs = [subprocess.Popen([str(c) for c in cmd], cwd=REPO, env=child_env(), stdout=out,
+                                  stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+                 for cmd in cmds]
+        codes = [p.wait() for p in procs]
+        wall, end = time.monotonic() - t0, time.time()
+    if any(codes):
+        tail = log.read_text()[-3000:]
+        raise SystemExit(f"{cmds[0][:3]} exited {codes}; the end of {log}:\n{tail}")
+    cpu = _cpu() - cpu0
+    return {"start": start, "end": end, "wall_s": round(wall, 2), "cpu_s": round(cpu, 1),
+            "cores_got": round(cpu / wall, 2), "load_1min": [load0[0], loadavg()[0]]}
 
 
-def run_bare(mode: str, root: Path, cpu: int, work: Path) -> dict:
-    return finish_bare(start_bare(mode, root, cpu, work))
+def tool(name: str) -> Path:
+    """A console script of this interpreter's environment (where the README's commands live)."""
+    path = Path(sys.executable).parent / name
+    if not path.exists():
+        raise SystemExit(f"{path} not found: install the project with its pose extra "
+                         "(pip install -c constraints.txt -e '.[pose]') into this environment")
+    return path
 
 
-def start_job(root: Path, out: Path, workers: int, chunk_frames: int, frames: int) -> dict:
-    """`phoenix-keypoints run` as a user runs it; wall time from start to merged output."""
+def _gap(later: float | None, earlier: float | None) -> float | None:
+    return None if later is None or earlier is None else round(later - earlier, 2)
+
+
+def measure_run(root: Path, out: Path, frames: int) -> dict:
+    """`phoenix-keypoints run --dataset D --out O`, nothing tuned; milestones from run.json."""
     shutil.rmtree(out, ignore_errors=True)
-    cmd = [sys.executable, "-m", "jobs.cli", "run", "--dataset", str(root), "--out", str(out),
-           "--num-gpus", "0", "--workers-per-gpu", str(workers), "--chunk-frames",
-           str(chunk_frames)]
-    env = {**os.environ, "PHOENIX_KEYPOINTS_FAULTS": ""}
-    proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                            text=True, env=env)
-    return {"proc": proc, "out": out, "workers": workers, "frames": frames,
-            "t0": time.monotonic(), "load0": loadavg(), "cpu0": _children_cpu()}
+    t = timed([[tool("phoenix-keypoints"), "run", "--dataset", root, "--out", out]],
+              out.parent / f"{out.name}.log")
+    info = json.loads((out / "run.json").read_text())
+    ex, merge = info.get("extraction") or {}, info["merge"]
+    if merge["rows"] != frames:
+        raise SystemExit(f"run wrote {merge['rows']} rows, expected {frames}")
+    return {**t, "frames": frames, "fps": frames / t["wall_s"],
+            "cpu_ms_per_frame": round(1000 * t["cpu_s"] / frames, 1),
+            "workers": ex.get("workers"), "chunks": info["plan"]["chunks"],
+            "startup_s": _gap(ex.get("first_frame"), t["start"]),
+            "tail_s": _gap(ex.get("last_frame"), ex.get("first_idle")),
+            "merge_s": _gap(merge["time"], ex.get("last_frame")),
+            "after_merge_s": _gap(t["end"], merge["time"])}
 
 
-def finish_job(h: dict, other_cpu_s: float = 0.0) -> dict:
-    """other_cpu_s: CPU of other children reaped meanwhile (a bare run beside this one)."""
-    _, err = h["proc"].communicate()
-    wall = time.monotonic() - h["t0"]
-    if h["proc"].returncode:
-        raise SystemExit(f"job failed ({h['proc'].returncode}):\n{err[-3000:]}")
-    meta = json.loads((h["out"] / "run.json").read_text())
-    frames = h["frames"]
-    if meta["merge"]["rows"] != frames:
-        raise SystemExit(f"job wrote {meta['merge']['rows']} rows, expected {frames}")
-    cpu = _children_cpu() - h["cpu0"] - other_cpu_s
-    return {"workers": h["workers"], "frames": frames, "wall_s": round(wall, 2),
-            "fps": frames / wall, "cpu_ms_per_frame": 1000 * cpu / frames,
-            "cpu_share": cpu / wall, "plan_s": meta["plan"]["seconds"],
-            "merge_s": meta["merge"]["seconds"], "load": [h["load0"][0], loadavg()[0]]}
+def measure_bare(root: Path, n: int, work: Path) -> dict:
+    """N bare loops at once, loop i pinned to core i over videos i, i + N, ...; frames/s summed."""
+    cpus = sorted(os.sched_getaffinity(0))[:n]
+    results = [work / f"bare-{i}.json" for i in range(n)]
+    cmds = [[sys.executable, __file__, "--bare-child", root, "--cpu", cpu, "--share", f"{i}/{n}",
+             "--result", results[i]] for i, cpu in enumerate(cpus)]
+    t = timed(cmds, work / "bare.log")
+    loops = [json.loads(r.read_text()) for r in results]
+    frames = sum(r["frames"] for r in loops)
+    return {**t, "frames": frames, "fps": sum(r["frames"] / r["loop_s"] for r in loops),
+            "cpu_ms_per_frame": round(1000 * t["cpu_s"] / frames, 1),
+            "loops": [{**r, "fps": round(r["frames"] / r["loop_s"], 2)} for r in loops]}
 
 
-def run_job(root: Path, out: Path, workers: int, chunk_frames: int, frames: int) -> dict:
-    return finish_job(start_job(root, out, workers, chunk_frames, frames))
+def measure_pose_format(videos: Path, n: int, frames: int, count: int) -> dict:
+    """pose-format's own CLI with the same worker count, command start to exit."""
+    for old in videos.glob("*.pose"):
+        old.unlink()
+    t = timed([[tool("videos_to_poses"), "--format", "mediapipe", "--directory", videos,
+                "--num-workers", n]], videos.parent / f"{videos.name}.log")
+    made = len(list(videos.glob("*.pose")))
+    if made != count:
+        raise SystemExit(f"videos_to_poses wrote {made} .pose files for {count} videos")
+    return {**t, "frames": frames, "fps": frames / t["wall_s"],
+            "cpu_ms_per_frame": round(1000 * t["cpu_s"] / frames, 1)}
 
 
-def run_pair(root: Path, work: Path, chunk: int, frames: int) -> tuple[dict, dict]:
-    """bare and job(1) at the same time, each on its own core, so both see the same outside load
-    (job(1)'s worker is pinned to the first usable core, bare to the second)."""
-    cpus = sorted(os.sched_getaffinity(0))
-    hj = start_job(root, work / "run-pair", 1, chunk, frames)
-    hb = start_bare("default", root, cpus[1], work)
-    bare = finish_bare(hb)
-    bare_cpu = bare["cpu_ms_per_frame"] * bare["frames"] / 1000
-    return bare, finish_job(hj, other_cpu_s=bare_cpu)
+# --- sizes, cycles, summaries -------------------------------------------------------------------
+def build_size(size: str, work: Path) -> dict:
+    """The size's PNG workload and its lossless videos (decode checked bit for bit)."""
+    from posevideos import build_videos
+    from workload import build_workload, frame_count, source_videos
+
+    root = work / size / "PHOENIX-2014-T"
+    if "x" in size:
+        videos, per_video = (int(x) for x in size.split("x"))
+        wl = build_workload(root, videos, frames_per_video=per_video)
+    else:
+        per_round = sum(frame_count(s) for s in source_videos(work)[1])
+        wl = build_workload(root, math.ceil(int(size) / per_round))
+    wl["lossless"] = build_videos(root, work / size / "videos", work / "sources")
+    return wl
 
 
-def run_bare_all_cores(root: Path, work: Path) -> dict:
-    """N bare loops at once, one pinned to each core: what the machine can do with no job."""
-    hs = [start_bare("default", root, c, work) for c in sorted(os.sched_getaffinity(0))]
-    rs = [finish_bare(h) for h in hs]
-    return {"frames": sum(r["frames"] for r in rs), "wall_s": max(r["wall_s"] for r in rs),
-            "fps": sum(r["fps"] for r in rs),
-            "cpu_ms_per_frame": statistics.mean(r["cpu_ms_per_frame"] for r in rs),
-            "cpu_share": sum(r["cpu_share"] for r in rs),
-            "load": [rs[0]["load"][0], rs[-1]["load"][1]]}
+def cycle(rep: int, size: str, wl: dict, n: int, work: Path) -> dict:
+    """The three commands once each, in an order that rotates with the cycle number."""
+    root, frames = Path(wl["root"]), wl["frames"]
+    order = COMMANDS[rep % 3:] + COMMANDS[:rep % 3]
+    out = {"order": list(order)}
+    for what in order:
+        if what == "run":
+            out[what] = measure_run(root, work / size / "run", frames)
+        elif what == "bare":
+            out[what] = measure_bare(root, n, work / size)
+        else:
+            out[what] = measure_pose_format(work / size / "videos", n, frames, wl["videos"])
+        print(f"[{size} #{rep}] {what}: {_brief(out[what])}", file=sys.stderr, flush=True)
+    out["run_over_cores_bare"] = out["run"]["fps"] / out["bare"]["fps"]
+    out["run_over_pose_format"] = out["run"]["fps"] / out["pose-format"]["fps"]
+    return out
 
 
-def summarise(runs: list[dict], key: str) -> dict:
-    vals = [r[key] for r in runs]
-    return {"median": statistics.median(vals), "min": min(vals), "max": max(vals), "n": len(vals)}
+def _brief(m: dict) -> str:
+    keys = ("frames", "wall_s", "fps", "cores_got", "startup_s", "tail_s", "merge_s", "load_1min")
+    return ", ".join(f"{k} {round(m[k], 2) if isinstance(m[k], float) else m[k]}"
+                     for k in keys if k in m)
+
+
+def compare_keypoints(size: str, wl: dict, work: Path) -> dict:
+    """The first video: ours (the last run's keypoints.parquet), pose-format's .pose, a fresh graph."""
+    from posevideos import compare
+
+    from extract.dataset import discover
+
+    root = Path(wl["root"])
+    video = discover(root).videos[0].name
+    return compare(work / size / "run" / "keypoints.parquet",
+                   work / size / "videos" / f"{video}.pose", root, video)
+
+
+def spread(values: list[float], fmt: str = "{:.2f}") -> str:
+    """Median, and (min-max) when there is more than one value."""
+    vals = [v for v in values if v is not None]
+    if not vals:
+        return "-"
+    text = fmt.format(statistics.median(vals))
+    return text + (f" ({fmt.format(min(vals))}-{fmt.format(max(vals))})" if len(vals) > 1 else "")
+
+
+def summary_row(size: str, res: dict) -> list:
+    cycles = res["cycles"]
+
+    def of(what: str, key: str, fmt: str = "{:.1f}") -> str:
+        return spread([c[what][key] for c in cycles], fmt)
+
+    run0, kp = cycles[0]["run"], res["keypoints"]["ours_vs_pose_format"]
+    return [size, run0["frames"], run0["workers"], run0["chunks"], of("run", "fps"),
+            of("run", "startup_s"), of("run", "tail_s"), of("run", "merge_s"),
+            of("bare", "fps"), spread([c["run_over_cores_bare"] for c in cycles], "{:.3f}"),
+            TARGETS.get(size, "-"), of("pose-format", "fps"),
+            spread([c["run_over_pose_format"] for c in cycles], "{:.3f}"), TARGET_POSE_FORMAT,
+            _sci(kp.get("coordinates_max_abs_diff")), _sci(kp.get("pose_visibility_max_abs_diff"))]
+
+
+def _sci(x: float | None) -> str:
+    return "-" if x is None else f"{x:.1e}"
+
+
+SUMMARY_HEADER = ["size", "frames", "workers", "chunks", "run frames/s", "start-up s", "tail s",
+                  "merge s", "cores x bare frames/s", "run / (cores x bare)", "target",
+                  "pose-format frames/s", "run / pose-format", "target",
+                  "x, y, z vs pose-format: max abs diff", "visibility: max abs diff"]
+
+
+def detail_rows(size: str, res: dict) -> list[list]:
+    rows = []
+    for i, c in enumerate(res["cycles"]):
+        for what in c["order"]:
+            m = c[what]
+            rows.append([size, i, what, m["frames"], m["wall_s"], f"{m['fps']:.1f}",
+                         m["cpu_ms_per_frame"], m["cores_got"],
+                         f"{m['load_1min'][0]}/{m['load_1min'][1]}"])
+    return rows
+
+
+DETAIL_HEADER = ["size", "cycle", "command", "frames", "wall s", "frames/s", "CPU ms/frame",
+                 "cores got", "load 1-min before/after"]
+
+
+def bench_size(size: str, repeat: int, n: int, work: Path) -> dict:
+    wl = build_size(size, work)
+    checks = wl["lossless"]["decode_checks"]
+    print(f"{size}: {wl['videos']} videos, {wl['frames']} frames; lossless videos bit-exact: "
+          f"{all(c['bit_exact'] for c in checks)}", file=sys.stderr, flush=True)
+    cycles = [cycle(rep, size, wl, n, work) for rep in range(repeat)]
+    return {"workload": wl, "cycles": cycles, "keypoints": compare_keypoints(size, wl, work)}
+
+
+def parse_args() -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[1])
+    p.add_argument("--sizes", default=DEFAULT_SIZES,
+                   help=f"comma-separated VxF (V videos of F frames) or N (~N frames); "
+                        f"default {DEFAULT_SIZES}")
+    p.add_argument("--repeat", type=int, default=1, help="cycles of the three commands per size")
+    p.add_argument("--work", type=Path, default=Path("/tmp/phoenix-bench"),
+                   help="scratch folder (workloads are symlinks; runs and videos are rewritten)")
+    p.add_argument("--json", default="bench-cores.json", help="file name under docs/results/")
+    p.add_argument("--bare-child", type=Path, help=argparse.SUPPRESS)
+    p.add_argument("--cpu", type=int, help=argparse.SUPPRESS)
+    p.add_argument("--share", help=argparse.SUPPRESS)
+    p.add_argument("--result", type=Path, help=argparse.SUPPRESS)
+    args = p.parse_args()
+    sizes = args.sizes.split(",")
+    bad = [s for s in sizes if not all(x.isdigit() for x in s.split("x")) or s.count("x") > 1]
+    if bad or args.repeat < 1:
+        p.error(f"--sizes takes VxF or N, comma-separated (got {bad}); --repeat at least 1")
+    args.sizes = sizes
+    return args
 
 
 def main() -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[1])
-    p.add_argument("--copies", type=int, default=16,
-                   help="copies of each source video (16 x (58 + 80) = 2,208 frames)")
-    p.add_argument("--workers", type=int, default=len(os.sched_getaffinity(0)),
-                   help="N for job(N) (default: usable cores)")
-    p.add_argument("--chunk-frames", type=int, default=0,
-                   help="default: workload / (4 N), so every worker gets the same number of chunks")
-    p.add_argument("--repeat", type=int, default=1)
-    p.add_argument("--skip", default="", help="comma-separated: bare,capped,job1,jobN")
-    p.add_argument("--paired", action="store_true",
-                   help="also: bare and job(1) at the same time on two cores, and N bare loops "
-                        "at once (one per core): comparisons that share the outside load")
-    p.add_argument("--work", type=Path, default=Path("/tmp/phoenix-bench"))
-    p.add_argument("--json", default="bench.json", help="file name under docs/results/")
-    p.add_argument("--bare", help=argparse.SUPPRESS)
-    p.add_argument("--root", type=Path, help=argparse.SUPPRESS)
-    p.add_argument("--cpu", type=int, default=0, help=argparse.SUPPRESS)
-    p.add_argument("--result", type=Path, help=argparse.SUPPRESS)
-    args = p.parse_args()
-    if args.bare:
-        bare_main(args.bare, args.root, args.cpu, args.result)
+    args = parse_args()
+    if args.bare_child:
+        bare_child(args.bare_child, args.cpu, args.share, args.result)
         return 0
-
-    args.work.mkdir(parents=True, exist_ok=True)
-    wl = build_workload(args.work / "PHOENIX-2014-T", args.copies)
-    one = build_one_frame(args.work / "one-frame" / "PHOENIX-2014-T")
-    root, frames, n = Path(wl["root"]), wl["frames"], args.workers
-    chunk = args.chunk_frames or math.ceil(frames / (4 * n))
-    cpu = sorted(os.sched_getaffinity(0))[0]
-    skip = set(filter(None, args.skip.split(",")))
-    print(f"workload: {wl['videos']} videos, {frames} frames ({wl['origin']}); chunk {chunk}; "
-          f"N = {n}", file=sys.stderr)
-    keys = ("bare", "capped", "startup", "job1", "jobN", "pair_bare", "pair_job1", "bareN")
-    runs: dict[str, list[dict]] = {k: [] for k in keys}
-    for rep in range(args.repeat):
-        if "bare" not in skip:
-            runs["bare"].append(run_bare("default", root, cpu, args.work))
-            print(f"[{rep}] bare: {runs['bare'][-1]}", file=sys.stderr)
-        if "capped" not in skip:
-            runs["capped"].append(run_bare("capped", root, cpu, args.work))
-            print(f"[{rep}] bare capped: {runs['capped'][-1]}", file=sys.stderr)
-        runs["startup"].append(run_job(Path(one["root"]), args.work / "run-one", 1, 1000, 1))
-        print(f"[{rep}] start-up: {runs['startup'][-1]}", file=sys.stderr)
-        if "job1" not in skip:
-            runs["job1"].append(run_job(root, args.work / "run-1", 1, chunk, frames))
-            print(f"[{rep}] job(1): {runs['job1'][-1]}", file=sys.stderr)
-        if "jobN" not in skip:
-            runs["jobN"].append(run_job(root, args.work / f"run-{n}", n, chunk, frames))
-            print(f"[{rep}] job({n}): {runs['jobN'][-1]}", file=sys.stderr)
-        if args.paired:
-            pb, pj = run_pair(root, args.work, chunk, frames)
-            runs["pair_bare"].append(pb)
-            runs["pair_job1"].append(pj)
-            print(f"[{rep}] paired bare: {pb}\n[{rep}] paired job(1): {pj}", file=sys.stderr)
-            runs["bareN"].append(run_bare_all_cores(root, args.work))
-            print(f"[{rep}] {n} x bare at once: {runs['bareN'][-1]}", file=sys.stderr)
-
-    def fps(k: str) -> float | None:
-        return summarise(runs[k], "fps")["median"] if runs[k] else None
-
-    def cell(k: str, key: str, fmt: str = "{:.1f}") -> str:
-        if not runs[k]:
-            return "-"
-        s = summarise(runs[k], key)
-        spread = f" ({fmt.format(s['min'])}-{fmt.format(s['max'])})" if s["n"] > 1 else ""
-        return fmt.format(s["median"]) + spread
-
-    bare, job1, jobn = fps("bare"), fps("job1"), fps("jobN")
-    ratios = {
-        "job1_over_bare": job1 / bare if job1 and bare else None,
-        "jobN_over_N_bare": jobn / (n * bare) if jobn and bare else None,
-        "job1_over_bare_capped": job1 / fps("capped") if job1 and fps("capped") else None,
-        "jobN_over_N_job1": jobn / (n * job1) if jobn and job1 else None,
-        "paired_job1_over_bare": (fps("pair_job1") / fps("pair_bare")
-                                  if runs["pair_job1"] else None),
-        "jobN_over_bareN_at_once": jobn / fps("bareN") if jobn and runs["bareN"] else None,
-        # CPU seconds per frame: what a core costs per frame, whatever share of it we were given
-        "cpu_job1_over_bare": (summarise(runs["bare"], "cpu_ms_per_frame")["median"]
-                               / summarise(runs["job1"], "cpu_ms_per_frame")["median"]
-                               if runs["bare"] and runs["job1"] else None),
-        "cpu_jobN_over_job1": (summarise(runs["job1"], "cpu_ms_per_frame")["median"]
-                               / summarise(runs["jobN"], "cpu_ms_per_frame")["median"]
-                               if runs["jobN"] and runs["job1"] else None),
-    }
-    label = {"bare": "bare (MediaPipe default threads, 1 core)",
-             "capped": "bare capped (num_threads=1, 1 core)",
-             "startup": "start-up: `run` on 1 frame, 1 worker",
-             "job1": "job(1): `run`, 1 worker", "jobN": f"job({n}): `run`, {n} workers",
-             "pair_bare": "paired: bare, beside job(1)", "pair_job1": "paired: job(1), beside bare",
-             "bareN": f"{n} x bare at once, one per core"}
-    rows = []
-    for k in keys:
-        if runs[k]:
-            rows.append([label[k], runs[k][0]["frames"], cell(k, "wall_s"),
-                         cell(k, "fps") if k != "startup" else "-",
-                         cell(k, "cpu_ms_per_frame") if k != "startup" else "-",
-                         cell(k, "cpu_share", "{:.2f}") if "cpu_share" in runs[k][0] else "-",
-                         " ".join(f"{r['load'][0]}/{r['load'][1]}" for r in runs[k])])
-    print(table(rows, ["measurement", "frames", "wall s", "frames/s", "CPU ms/frame",
-                       "cores got", "load 1-min before/after"]))
-    for k, v in ratios.items():
-        if v is not None:
-            print(f"{k}: {v:.3f}")
-    path = save_json(args.json, {"command": " ".join(sys.argv), "machine": machine(),
-                                 "workload": wl, "chunk_frames": chunk, "workers": n,
-                                 "runs": runs, "ratios": ratios})
+    n = len(os.sched_getaffinity(0))  # the run's default worker count: usable cores
+    load_before, started = loadavg(), machine()
+    results = {s: bench_size(s, args.repeat, n, args.work) for s in args.sizes}
+    load_after = loadavg()
+    print(table([summary_row(s, r) for s, r in results.items()], SUMMARY_HEADER))
+    print()
+    print(table([row for s, r in results.items() for row in detail_rows(s, r)], DETAIL_HEADER))
+    print(f"\nload average (1/5/15 min): before {load_before}, after {load_after}")
+    path = save_json(args.json, {
+        "command": " ".join(sys.argv), "machine": started, "workers": n,
+        "load_before": load_before, "load_after": load_after, "ended": time.strftime("%H:%M:%S"),
+        "targets": {"run_over_cores_bare": TARGETS, "run_over_pose_format": TARGET_POSE_FORMAT},
+        "sizes": results})
     print(f"wrote {path}", file=sys.stderr)
     return 0
 

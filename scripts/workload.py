@@ -37,10 +37,22 @@ def _write_corpus(manual: Path, train_lines: list[str]) -> None:
         (manual / f"PHOENIX-2014-T.{split}.corpus.csv").write_text(HEADER + "\n")
 
 
-def build_workload(root: Path, copies: int) -> dict:
-    """A dataset of `copies` x each source video, in split train; returns its summary."""
+def frame_count(folder: Path) -> int:
+    return len(list(folder.glob("*.png")))
+
+
+def build_workload(root: Path, copies: int, frames_per_video: int | None = None) -> dict:
+    """A dataset of `copies` x each source video, in split train; returns its summary.
+
+    frames_per_video keeps only the source videos of exactly that length, so that a workload
+    named "8 x 58" is 8 videos of 58 frames each.
+    """
     shutil.rmtree(root, ignore_errors=True)
     origin, sources = source_videos(root.parent)
+    if frames_per_video is not None:
+        sources = [s for s in sources if frame_count(s) == frames_per_video]
+        if not sources:
+            raise SystemExit(f"no source video of {frames_per_video} frames in the {origin}")
     manual = root / "annotations" / "manual"
     manual.mkdir(parents=True)
     frames_dir = root / FRAMES_DIR / "train"
@@ -52,11 +64,11 @@ def build_workload(root: Path, copies: int) -> dict:
             name = f"bench{n:05d}-{src.name}"
             (frames_dir / name).symlink_to(src.resolve(), target_is_directory=True)
             lines.append(f"{name}|{name}/1/*.png|-1|-1|SignerB|BENCH|{src.name} copy {i}")
-            frames += len(list(src.glob("*.png")))
+            frames += frame_count(src)
             n += 1
     _write_corpus(manual, lines)
     return {"root": str(root), "origin": origin, "videos": n, "frames": frames,
-            "per_source": {s.name: len(list(s.glob("*.png"))) for s in sources}}
+            "per_source": {s.name: frame_count(s) for s in sources}}
 
 
 def build_one_frame(root: Path) -> dict:
