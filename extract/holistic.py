@@ -12,8 +12,13 @@ Facts this module is built on (../shared/docs/mediapipe-notes.md):
 
 from __future__ import annotations
 
+import importlib
 import importlib.util
 import os
+import sys
+import types
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -66,6 +71,31 @@ def check_model(options: HolisticOptions) -> None:
         )
 
 
+class _Deferred(types.ModuleType):
+    """Stands in for a module until one of its attributes is used; then imports the real one."""
+
+    def __getattr__(self, attr: str) -> Any:
+        if sys.modules.get(self.__name__) is self:
+            del sys.modules[self.__name__]
+        return getattr(importlib.import_module(self.__name__), attr)
+
+
+@contextmanager
+def _pyplot_deferred() -> Iterator[None]:
+    """Import mediapipe without matplotlib.pyplot, which its solutions package imports for drawing
+    helpers a worker never calls: about 1 s of each worker's 1.2 s start. Whatever uses it after
+    all gets the real module at its first attribute."""
+    if "matplotlib.pyplot" in sys.modules:
+        yield
+        return
+    sys.modules["matplotlib.pyplot"] = _Deferred("matplotlib.pyplot")
+    try:
+        yield
+    finally:
+        if isinstance(sys.modules.get("matplotlib.pyplot"), _Deferred):
+            del sys.modules["matplotlib.pyplot"]
+
+
 def _capped_holistic_class(num_threads: int) -> type:
     """A Holistic whose graph config is loaded, capped to num_threads, then built as usual.
 
@@ -73,9 +103,10 @@ def _capped_holistic_class(num_threads: int) -> type:
     them in the MRO swaps that path for the edited config, so every side input, calculator option
     and output stays exactly Holistic's own.
     """
-    from mediapipe.framework import calculator_pb2
-    from mediapipe.python.solution_base import SolutionBase
-    from mediapipe.python.solutions.holistic import Holistic
+    with _pyplot_deferred():
+        from mediapipe.framework import calculator_pb2
+        from mediapipe.python.solution_base import SolutionBase
+        from mediapipe.python.solutions.holistic import Holistic
 
     class _CappedBase(SolutionBase):
         def __init__(self, binary_graph_path: str | None = None, **kwargs: Any) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import multiprocessing as mp
 import os
 import signal
+import threading
 import time
 from contextlib import suppress
 from dataclasses import dataclass
@@ -139,17 +140,31 @@ class LocalBackend:
             p.proc.terminate()
 
     def close(self, grace: float) -> None:
-        """Idle workers get a goodbye; busy ones SIGTERM, then SIGKILL after `grace` seconds."""
+        """Idle workers get a goodbye; busy ones SIGTERM, then SIGKILL after `grace` seconds.
+
+        When none is busy (the work is done), they are reaped on a thread: closing their graphs
+        takes them most of a second, which the merge need not wait for.
+        """
         procs = list(self._procs.values()) + self._leaving
+        busy = any(p.busy and p.proc.is_alive() for p in procs)
         self._procs.clear()
         self._leaving = []
         for p in procs:
             if p.proc.is_alive():
                 self._goodbye(p)
-        deadline = time.monotonic() + grace
-        for p in procs:
-            p.proc.join(max(0.0, deadline - time.monotonic()))
-            if p.proc.is_alive():
-                p.proc.kill()
-                p.proc.join()
-            p.conn.close()
+        if busy:
+            _reap(procs, grace)
+        else:
+            threading.Thread(target=_reap, args=(procs, grace), name="reap-workers",
+                             daemon=True).start()
+
+
+def _reap(procs: list[_Proc], grace: float) -> None:
+    """Wait up to `grace` seconds for the processes to end; SIGKILL the rest."""
+    deadline = time.monotonic() + grace
+    for p in procs:
+        p.proc.join(max(0.0, deadline - time.monotonic()))
+        if p.proc.is_alive():
+            p.proc.kill()
+            p.proc.join()
+        p.conn.close()

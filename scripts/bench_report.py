@@ -61,7 +61,7 @@ def main() -> int:
     p.add_argument("--repeat", type=int, default=1)
     p.add_argument("--face-column", action="store_true",
                    help="hide tensors/ so the report decodes the face column itself")
-    p.add_argument("--json", default="report.json", help="file name under bench/")
+    p.add_argument("--json", default="report.json", help="file name under docs/results/")
     args = p.parse_args()
     if not (SHARED_INDEX / "PHOENIX-2014-T.train.frame_counts.tsv").is_file():
         print(f"error: release index not found at {SHARED_INDEX}", file=sys.stderr)
