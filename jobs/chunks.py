@@ -2,36 +2,47 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Iterator
 
+import numpy as np
 import pyarrow as pa
 
 from jobs.events import ChunkTask, VideoRef
 
 
-@dataclass
 class Chunks:
-    """chunk -> its videos in output order (videos with a problem are in no chunk)."""
+    """chunk -> its videos in output order (videos with a problem are in no chunk).
 
-    videos: dict[int, list[VideoRef]]
-    root: str
-    fingerprint: str
+    Built from the plan's small columns only; a chunk's frame file names (the plan's bulk: 947,756
+    names at full scale) are read when its task is made, so a coordinator is ready in a second.
+    """
+
+    def __init__(self, plan: pa.Table, root: str, fingerprint: str) -> None:
+        self.plan, self.root, self.fingerprint = plan, root, fingerprint
+        chunk = plan["chunk"].to_numpy()
+        rows = np.argsort(chunk, kind="stable")
+        ids, starts = np.unique(chunk[rows], return_index=True)
+        bounds = np.r_[starts, len(rows)]
+        self.rows = {int(c): rows[bounds[i]:bounds[i + 1]] for i, c in enumerate(ids) if c >= 0}
+        self._frames = plan["num_frames"].to_numpy()
 
     @classmethod
     def from_plan(cls, plan: pa.Table, root: str, fingerprint: str) -> Chunks:
-        out: dict[int, list[VideoRef]] = {}
-        cols = plan.select(["chunk", "split", "video", "folder", "files"]).to_pydict()
-        for c, split, video, folder, files in zip(*cols.values(), strict=True):
-            if c >= 0:
-                out.setdefault(c, []).append(VideoRef(split, video, folder, tuple(files)))
-        return cls(out, root, fingerprint)
+        return cls(plan, root, fingerprint)
 
-    def frames(self, chunk: int) -> dict[str, int]:
-        """video -> frames, for one chunk."""
-        return {v.name: len(v.files) for v in self.videos[chunk]}
+    def __iter__(self) -> Iterator[int]:
+        return iter(self.rows)
+
+    def frames(self, chunk: int) -> int:
+        return int(self._frames[self.rows[chunk]].sum())
+
+    def videos(self, chunk: int) -> list[VideoRef]:
+        cols = self.plan.take(self.rows[chunk]).select(["split", "video", "folder", "files"])
+        return [VideoRef(s, v, f, tuple(files)) for s, v, f, files in
+                zip(*cols.to_pydict().values(), strict=True)]
 
     def task(self, chunk: int, skip: dict[str, str]) -> ChunkTask:
-        return ChunkTask(chunk, self.root, self.fingerprint, tuple(self.videos[chunk]), dict(skip))
+        return ChunkTask(chunk, self.root, self.fingerprint, tuple(self.videos(chunk)), dict(skip))
 
 
 def plan_chunks(plan: pa.Table) -> dict[int, dict[str, int]]:

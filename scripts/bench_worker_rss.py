@@ -71,7 +71,7 @@ def extract_frames(args: argparse.Namespace, wl: dict) -> tuple[int, list[dict],
     with ChunkWorker(0, rd.path, HolisticOptions(**info.options.holistic)) as worker:
         send(None)
         while done < args.frames:
-            for c in sorted(chunks.videos):
+            for c in sorted(chunks):
                 worker.run(chunks.task(c, {}), send)
                 if done >= args.frames:
                     break

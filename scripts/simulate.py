@@ -70,7 +70,7 @@ def build(args: argparse.Namespace) -> tuple[Replay, Chunks, dict[int, int]]:
     workers = args.nodes * args.workers_per_node
     _, plan = new_run(ds, RunOptions().resolved(), workers)
     chunks = Chunks.from_plan(plan, "/sim", "sim")
-    frames = {c: sum(chunks.frames(c).values()) for c in chunks.videos}
+    frames = {c: chunks.frames(c) for c in chunks}
     order = handout_order(frames, workers)
     clock, board = SimClock(), MemoryClaims.Board()
     replay = Replay(clock, [], board)
