@@ -2,7 +2,8 @@
 show, diff, sample.
 
 Every expected problem (bad dataset, foreign run folder, missing model, interrupted run) ends in a
-one-paragraph message and an exit status, never a traceback.
+one-paragraph message and an exit status, never a traceback. Only the standard library is imported
+at module level: spawned workers import this module again (as their __main__), so it must be cheap.
 """
 
 from __future__ import annotations
@@ -13,17 +14,11 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from extract.dataset import SPLITS, DatasetError
-from extract.holistic import ModelError
-from extract.normalize import FILL_MODES, NORMALIZE_MODES
-from extract.points import DEFAULT_PRESET, PRESETS, PointsError
-from extract.rows import ReportError
-from extract.tensors import DTYPES, TensorsError
 from jobs import messages
-from jobs.rundir import JobFailed, RunDir, RunError
 
 if TYPE_CHECKING:
     from jobs.options import RunOptions
+    from jobs.rundir import RunDir
 
 
 def _csv(value: str) -> tuple[str, ...]:
@@ -46,6 +41,8 @@ def _non_negative(value: str) -> int:
 
 def _plan_args(p: argparse.ArgumentParser) -> None:
     """What the plan is made of: used when a run folder is planned, checked when it is resumed."""
+    from extract.dataset import SPLITS
+
     p.add_argument("--splits", type=_csv, help=f"comma-separated, default {','.join(SPLITS)}")
     p.add_argument("--limit-videos", type=_positive, help="first N videos of each split")
     p.add_argument("--videos", type=_csv, help="comma-separated video names")
@@ -112,6 +109,10 @@ def _add_slurm(sub: argparse._SubParsersAction) -> None:
 
 
 def _add_tensors(sub: argparse._SubParsersAction) -> None:
+    from extract.normalize import FILL_MODES, NORMALIZE_MODES
+    from extract.points import DEFAULT_PRESET, PRESETS
+    from extract.tensors import DTYPES
+
     t = sub.add_parser("tensors", help="write a tensor set (points, normalisation, gap filling)")
     t.add_argument("--out", type=Path, required=True, help="a run folder with keypoints.parquet")
     which = t.add_mutually_exclusive_group()
@@ -205,6 +206,12 @@ def _inspect_parsers(sub: argparse._SubParsersAction) -> None:
     d.set_defaults(handler=_diff)
 
 
+def _rd(path: Path) -> RunDir:
+    from jobs.rundir import RunDir
+
+    return RunDir(path)
+
+
 def _options(args: argparse.Namespace) -> RunOptions:
     from jobs.options import RunOptions
 
@@ -214,6 +221,7 @@ def _options(args: argparse.Namespace) -> RunOptions:
 
 def _run(args: argparse.Namespace) -> int:
     from jobs.options import RunRequest
+    from jobs.rundir import RunError
     from jobs.runner import run
 
     if args.backend == "ray":
@@ -239,45 +247,45 @@ def _slurm(args: argparse.Namespace) -> int:
 
     so = SlurmOptions(args.max_parallel, args.time, args.cpus_per_task, args.gpus_per_task,
                       args.partition, args.account, args.sbatch_arg)
-    rd = RunDir(args.out)
+    rd = _rd(args.out)
     return slurm_command(rd, plan_for_array(rd, _options(args), args.num_shards, so), so,
                          submit=args.submit)
 
 
 def _tensors(args: argparse.Namespace) -> int:
-    from extract.points import PointSet
+    from extract.points import DEFAULT_PRESET, PointSet
     from extract.tensors import TensorSpec
     from jobs.outputs import write_set_command
 
     points = PointSet.from_list(args.points) if args.points else PointSet.preset(
         args.preset or DEFAULT_PRESET)
     spec = TensorSpec(points, args.normalize, args.fill, args.max_gap, args.dtype, args.name)
-    return write_set_command(RunDir(args.out), spec)
+    return write_set_command(_rd(args.out), spec)
 
 
 def _export(args: argparse.Namespace) -> int:
     from jobs.outputs import export_command
 
-    return export_command(RunDir(args.out), args.format, args.to, args.tag)
+    return export_command(_rd(args.out), args.format, args.to, args.tag)
 
 
 def _status(args: argparse.Namespace) -> int:
     from jobs.status import render
 
-    messages.result(render(RunDir(args.out)))
+    messages.result(render(_rd(args.out)))
     return 0
 
 
 def _verify(args: argparse.Namespace) -> int:
     from jobs.verify import verify_command
 
-    return verify_command(RunDir(args.out), args.content)
+    return verify_command(_rd(args.out), args.content)
 
 
 def _merge(args: argparse.Namespace) -> int:
     from jobs.runner import merge_command
 
-    return merge_command(RunDir(args.out), args.allow_partial)
+    return merge_command(_rd(args.out), args.allow_partial)
 
 
 def _report(args: argparse.Namespace) -> int:
@@ -335,12 +343,27 @@ def _on_sigterm(signum: int, frame: object) -> None:
     raise Terminated()
 
 
+def _refusals() -> tuple[type[Exception], ...]:
+    """The errors that mean refused input (exit 2): each says what, where and what to do."""
+    from extract.dataset import DatasetError
+    from extract.holistic import ModelError
+    from extract.points import PointsError
+    from extract.rows import ReportError
+    from extract.tensors import TensorsError
+    from jobs.rundir import RunError
+
+    return DatasetError, RunError, ModelError, TensorsError, PointsError, ReportError
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     signal.signal(signal.SIGTERM, _on_sigterm)  # so temp files are removed on the way out
+    refused = _refusals()
+    from jobs.rundir import JobFailed
+
     try:
         return args.handler(args)
-    except (DatasetError, RunError, ModelError, TensorsError, PointsError, ReportError) as e:
+    except refused as e:
         messages.error(str(e))
         return 2
     except JobFailed as e:
