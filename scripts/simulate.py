@@ -39,9 +39,10 @@ from jobs.progress import Progress  # noqa: E402
 from jobs.scheduler import Scheduler  # noqa: E402
 from jobs.simulation import FakeBackend, MemoryClaims, SimClock  # noqa: E402
 
-# One pass of parts -> keypoints.parquet + tensors on the 2-core test machine (bench_merge.py,
-# docs/performance.md): the rate the merger keeps up with while the workers extract.
-MERGE_FRAMES_PER_S = 11_000.0
+# The merging shard's pace, parts -> keypoints.parquet + tensors in one pass: measured with
+# scripts/bench_merge.py on a 16-core server node (docs/results/device-h100.json: 23,137 frames/s);
+# the 2-core test VM does 12,438 (docs/results/merge-full.json). docs/performance.md shows both.
+MERGE_FRAMES_PER_S = 23_000.0
 FINALIZE_S = 1.0  # close both writers, fsync, rename, run.json
 START_NODE = -1  # clock owners for the driver's own events
 TICK = -2
@@ -167,9 +168,11 @@ def main(argv: list[str] | None = None) -> int:
                    help="std. dev. of the per-core speed factor (default 0.05)")
     p.add_argument("--start-delay-max", type=float, default=30.0,
                    help="array tasks start uniformly within this many seconds (default 30)")
-    p.add_argument("--startup-s", type=float, default=3.0,
-                   help="worker start to first frame: interpreter, mediapipe import, graph (3)")
-    p.add_argument("--merge-frames-per-s", type=float, default=MERGE_FRAMES_PER_S)
+    p.add_argument("--startup-s", type=float, default=2.0,
+                   help="task start to a worker's first frame: interpreter, mediapipe import, graph, "
+                        "first frame (default 2.0, measured: docs/performance.md)")
+    p.add_argument("--merge-frames-per-s", type=float, default=MERGE_FRAMES_PER_S,
+                   help=f"the merging shard's pace (default {MERGE_FRAMES_PER_S:g}, measured)")
     p.add_argument("--index", type=Path, default=SHARED_INDEX)
     args = p.parse_args(argv)
     if not (args.index / "PHOENIX-2014-T.train.frame_counts.tsv").is_file():
