@@ -121,6 +121,13 @@ def timed(cmds: list[list[str]], log: Path) -> dict:
             "cores_got": round(cpu / wall, 2), "load_1min": [load0[0], loadavg()[0]]}
 
 
+def phoenix_keypoints() -> list:
+    """The README's command: the console script, or `python -m jobs.cli` where none is installed
+    (a machine given only this checkout and its wheels)."""
+    path = Path(sys.executable).parent / "phoenix-keypoints"
+    return [path] if path.exists() else [sys.executable, "-m", "jobs.cli"]
+
+
 def tool(name: str) -> Path:
     """A console script of this interpreter's environment (where the README's commands live)."""
     path = Path(sys.executable).parent / name
@@ -137,7 +144,7 @@ def _gap(later: float | None, earlier: float | None) -> float | None:
 def measure_run(root: Path, out: Path, frames: int) -> dict:
     """`phoenix-keypoints run --dataset D --out O`, nothing tuned; milestones from run.json."""
     shutil.rmtree(out, ignore_errors=True)
-    t = timed([[tool("phoenix-keypoints"), "run", "--dataset", root, "--out", out]],
+    t = timed([[*phoenix_keypoints(), "run", "--dataset", root, "--out", out]],
               out.parent / f"{out.name}.log")
     info = json.loads((out / "run.json").read_text())
     ex, merge = info.get("extraction") or {}, info["merge"]
@@ -180,8 +187,8 @@ def measure_pose_format(videos: Path, n: int, frames: int, count: int) -> dict:
 
 
 # --- sizes, cycles, summaries -------------------------------------------------------------------
-def build_size(size: str, work: Path) -> dict:
-    """The size's PNG workload and its lossless videos (decode checked bit for bit)."""
+def build_size(size: str, work: Path, videos_too: bool = True) -> dict:
+    """The size's PNG workload and (videos_too) its lossless videos (decode checked bit for bit)."""
     from posevideos import build_videos
     from workload import build_workload, frame_count, source_videos
 
@@ -192,14 +199,16 @@ def build_size(size: str, work: Path) -> dict:
     else:
         per_round = sum(frame_count(s) for s in source_videos(work)[1])
         wl = build_workload(root, math.ceil(int(size) / per_round))
-    wl["lossless"] = build_videos(root, work / size / "videos", work / "sources")
+    if videos_too:
+        wl["lossless"] = build_videos(root, work / size / "videos", work / "sources")
     return wl
 
 
-def cycle(rep: int, size: str, wl: dict, n: int, work: Path) -> dict:
-    """The three commands once each, in an order that rotates with the cycle number."""
+def cycle(rep: int, size: str, wl: dict, n: int, work: Path, commands: tuple[str, ...]) -> dict:
+    """The commands once each, in an order that rotates with the cycle number."""
     root, frames = Path(wl["root"]), wl["frames"]
-    order = COMMANDS[rep % 3:] + COMMANDS[:rep % 3]
+    k = rep % len(commands)
+    order = commands[k:] + commands[:k]
     out = {"order": list(order)}
     for what in order:
         if what == "run":
@@ -209,8 +218,9 @@ def cycle(rep: int, size: str, wl: dict, n: int, work: Path) -> dict:
         else:
             out[what] = measure_pose_format(work / size / "videos", n, frames, wl["videos"])
         print(f"[{size} #{rep}] {what}: {_brief(out[what])}", file=sys.stderr, flush=True)
-    out["run_over_cores_bare"] = out["run"]["fps"] / out["bare"]["fps"]
-    out["run_over_pose_format"] = out["run"]["fps"] / out["pose-format"]["fps"]
+    for other, key in (("bare", "run_over_cores_bare"), ("pose-format", "run_over_pose_format")):
+        if "run" in out and other in out:
+            out[key] = out["run"]["fps"] / out[other]["fps"]
     return out
 
 
@@ -245,14 +255,16 @@ def summary_row(size: str, res: dict) -> list:
     cycles = res["cycles"]
 
     def of(what: str, key: str, fmt: str = "{:.1f}") -> str:
-        return spread([c[what][key] for c in cycles], fmt)
+        return spread([c[what][key] for c in cycles if what in c], fmt)
 
-    run0, kp = cycles[0]["run"], res["keypoints"]["ours_vs_pose_format"]
+    def ratio(key: str) -> str:
+        return spread([c[key] for c in cycles if key in c], "{:.3f}")
+
+    run0, kp = cycles[0]["run"], res.get("keypoints", {}).get("ours_vs_pose_format", {})
     return [size, run0["frames"], run0["workers"], run0["chunks"], of("run", "fps"),
             of("run", "startup_s"), of("run", "tail_s"), of("run", "merge_s"),
-            of("bare", "fps"), spread([c["run_over_cores_bare"] for c in cycles], "{:.3f}"),
-            TARGETS.get(size, "-"), of("pose-format", "fps"),
-            spread([c["run_over_pose_format"] for c in cycles], "{:.3f}"), TARGET_POSE_FORMAT,
+            of("bare", "fps"), ratio("run_over_cores_bare"), TARGETS.get(size, "-"),
+            of("pose-format", "fps"), ratio("run_over_pose_format"), TARGET_POSE_FORMAT,
             _sci(kp.get("coordinates_max_abs_diff")), _sci(kp.get("pose_visibility_max_abs_diff"))]
 
 
@@ -281,13 +293,17 @@ DETAIL_HEADER = ["size", "cycle", "command", "frames", "wall s", "frames/s", "CP
                  "cores got", "load 1-min before/after"]
 
 
-def bench_size(size: str, repeat: int, n: int, work: Path) -> dict:
-    wl = build_size(size, work)
-    checks = wl["lossless"]["decode_checks"]
+def bench_size(size: str, repeat: int, n: int, work: Path, commands: tuple[str, ...]) -> dict:
+    pose = "pose-format" in commands
+    wl = build_size(size, work, videos_too=pose)
+    exact = all(c["bit_exact"] for c in wl["lossless"]["decode_checks"]) if pose else "-"
     print(f"{size}: {wl['videos']} videos, {wl['frames']} frames; lossless videos bit-exact: "
-          f"{all(c['bit_exact'] for c in checks)}", file=sys.stderr, flush=True)
-    cycles = [cycle(rep, size, wl, n, work) for rep in range(repeat)]
-    return {"workload": wl, "cycles": cycles, "keypoints": compare_keypoints(size, wl, work)}
+          f"{exact}", file=sys.stderr, flush=True)
+    cycles = [cycle(rep, size, wl, n, work, commands) for rep in range(repeat)]
+    out = {"workload": wl, "cycles": cycles}
+    if pose and "run" in commands:
+        out["keypoints"] = compare_keypoints(size, wl, work)
+    return out
 
 
 def parse_args() -> argparse.Namespace:
@@ -299,6 +315,9 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--work", type=Path, default=Path("/tmp/phoenix-bench"),
                    help="scratch folder (workloads are symlinks; runs and videos are rewritten)")
     p.add_argument("--json", default="bench-cores.json", help="file name under docs/results/")
+    p.add_argument("--commands", default=",".join(COMMANDS),
+                   help="which of run,bare,pose-format to time (default all three; run is needed "
+                        "for a ratio)")
     p.add_argument("--bare-child", type=Path, help=argparse.SUPPRESS)
     p.add_argument("--cpu", type=int, help=argparse.SUPPRESS)
     p.add_argument("--share", help=argparse.SUPPRESS)
@@ -309,6 +328,9 @@ def parse_args() -> argparse.Namespace:
     if bad or args.repeat < 1:
         p.error(f"--sizes takes VxF or N, comma-separated (got {bad}); --repeat at least 1")
     args.sizes = sizes
+    args.commands = tuple(c for c in COMMANDS if c in args.commands.split(","))
+    if "run" not in args.commands or len(args.commands) < 2:
+        p.error(f"--commands: run and at least one of bare,pose-format (got {args.commands})")
     return args
 
 
@@ -319,7 +341,7 @@ def main() -> int:
         return 0
     n = len(os.sched_getaffinity(0))  # the run's default worker count: usable cores
     load_before, started = loadavg(), machine()
-    results = {s: bench_size(s, args.repeat, n, args.work) for s in args.sizes}
+    results = {s: bench_size(s, args.repeat, n, args.work, args.commands) for s in args.sizes}
     load_after = loadavg()
     print(table([summary_row(s, r) for s, r in results.items()], SUMMARY_HEADER))
     print()
