@@ -53,6 +53,11 @@ def finish(rd: RunDir, allow_partial: bool = False,
 
     merging: a merge that ran beside the extraction; what it merged already is not read again.
     """
+    if merging is not None:  # before the scan: a part it found corrupt is no longer in parts/
+        try:
+            merging.settle()
+        except OSError as e:
+            raise _cannot_write(rd, e) from None
     info = rd.load()
     plan = rd.load_plan()
     state = scan_parts(rd, info, plan)
@@ -70,10 +75,7 @@ def finish(rd: RunDir, allow_partial: bool = False,
     try:
         rows, per_split = merging.complete(sorted(state.done))
     except OSError as e:  # disk full, quota, permissions: nothing half-written is left as done
-        raise JobFailed(
-            f"cannot write the merged outputs in {rd.path} ({e}). Free space or fix permissions, "
-            f"then run `phoenix-keypoints merge --out {rd.path}` (or the same `run`) again."
-        ) from None
+        raise _cannot_write(rd, e) from None
     record = MergeInfo(
         time=time.time(), seconds=round(time.monotonic() - t0, 3), rows=rows,
         frames_per_split=per_split, partial=bool(missing or failed), missing_chunks=missing,
@@ -81,6 +83,12 @@ def finish(rd: RunDir, allow_partial: bool = False,
         statuses=state.statuses, worst_videos=state.worst_videos())
     rd.update(lambda i: _record(i, record))
     return record
+
+
+def _cannot_write(rd: RunDir, e: OSError) -> JobFailed:
+    return JobFailed(f"cannot write the merged outputs in {rd.path} ({e}). Free space or fix "
+                     f"permissions, then run `phoenix-keypoints merge --out {rd.path}` (or the same "
+                     "`run`) again.")
 
 
 def _mark_interrupted(info: RunInfo) -> None:

@@ -226,14 +226,20 @@ class BackgroundMerge:
         if self._thread.is_alive():
             self._thread.join()
 
+    def settle(self) -> None:
+        """Stop merging; raise what stopped it (a part it moved aside must be redone first)."""
+        self.stop()
+        if self.error is not None:
+            error = self.error
+            self.discard()
+            raise error
+
     def complete(self, chunks: list[int]) -> tuple[int, dict[str, int]]:
         """Merge `chunks` (in order; what merged already must be their start) and commit."""
-        self.stop()
+        self.settle()
         todo = sorted(chunks)
         merger = self.merger
         try:
-            if self.error is not None:
-                raise self.error
             if merger is None or merger.merged != todo[:len(merger.merged)]:
                 if merger is not None:  # merged a part that is no longer trusted: start over
                     merger.discard()

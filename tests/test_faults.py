@@ -35,7 +35,10 @@ from helpers import (
     wait_for,
 )
 
+from jobs.finish import finish
+from jobs.merge import BackgroundMerge, CorruptPart
 from jobs.parts import read_part_info
+from jobs.rundir import RunDir
 
 SLOW = {"PHOENIX_KEYPOINTS_FAULTS": "frame-delay=0.1"}  # chunks last seconds: kills land mid-chunk
 
@@ -235,6 +238,26 @@ def test_damaged_part_redone_never_merged(damage, clean_run: Path, foreign_parts
         assert why in told or "is corrupt" in told, told
     assert not temps(out)
     assert_same_output(out, clean_run)
+
+
+def test_corrupt_part_found_beside_the_run_is_redone_not_refused(clean_run: Path,
+                                                                 foreign_parts: dict[str, Path],
+                                                                 tmp_path: Path):
+    """The merge beside the run may reach a corrupt part before the final scan of parts/: what it
+    moved aside must come back as "redo that chunk", not as "a chunk is missing"."""
+    out = tmp_path / "run"
+    shutil.copytree(clean_run, out)
+    _bit_flip(out / "parts", foreign_parts)
+    rd = RunDir(out)
+    plan = rd.load_plan()
+    chunks = sorted({c for c in plan["chunk"].to_pylist() if c >= 0})
+    merging = BackgroundMerge(rd, plan, chunks, ready=lambda c: True).start()
+    wait_for(lambda: merging.error is not None, 30, "the merge beside the run finds chunk 3 corrupt")
+    assert not (out / "parts" / "chunk-000003.parquet").exists()
+    with pytest.raises(CorruptPart) as raised:
+        finish(rd, merging=merging)
+    assert raised.value.chunk == 3
+    assert not temps(out)
 
 
 # --- the disk refuses a write --------------------------------------------------------------------
