@@ -19,12 +19,12 @@ import sys
 import types
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 from typing import Any
 
 import numpy as np
 
-from extract.schema import PARTS
+from extract.schema import PARTS, layout
 
 _POSE_MODELS = {0: "pose_landmark_lite.tflite", 1: "pose_landmark_full.tflite",
                 2: "pose_landmark_heavy.tflite"}
@@ -41,11 +41,23 @@ class HolisticOptions:
 
     model_complexity: int = 1
     smooth_landmarks: bool = True
+    refine_face_landmarks: bool = False  # the attention face model: 478 face points, not 468
+    static_image_mode: bool = False  # detect on every frame; Extractor still resets per video
     min_detection_confidence: float = 0.5
     min_tracking_confidence: float = 0.5
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+    @classmethod
+    def from_dict(cls, raw: dict[str, Any]) -> HolisticOptions:
+        """A recorded options dict; keys an older run.json lacks take the value that run used."""
+        return cls(**{f.name: raw[f.name] for f in fields(cls) if f.name in raw})
+
+    @property
+    def layout(self) -> dict[str, tuple[int, int]]:
+        """part -> (points, values per point) these options make."""
+        return layout(self.refine_face_landmarks)
 
 
 def _mediapipe_root() -> str:
@@ -123,14 +135,15 @@ def _capped_holistic_class(num_threads: int) -> type:
 
 
 def new_holistic(options: HolisticOptions, num_threads: int | None = 1) -> Any:
-    """A Holistic graph in video mode; num_threads=None leaves MediaPipe's default (one per core)."""
+    """A Holistic graph with these options; num_threads=None leaves MediaPipe's default (one per
+    core)."""
     check_model(options)
     kwargs = dict(
-        static_image_mode=False,
+        static_image_mode=options.static_image_mode,
         model_complexity=options.model_complexity,
         smooth_landmarks=options.smooth_landmarks,
         enable_segmentation=False,
-        refine_face_landmarks=False,
+        refine_face_landmarks=options.refine_face_landmarks,
         min_detection_confidence=options.min_detection_confidence,
         min_tracking_confidence=options.min_tracking_confidence,
     )
@@ -176,10 +189,14 @@ def _points_from_attributes(lm: Any, c: int) -> np.ndarray:
     return np.array([(p.x, p.y, p.z) for p in lm.landmark], np.float32).reshape(-1)
 
 
-def landmarks_to_arrays(results: Any) -> dict[str, np.ndarray | None]:
-    """MediaPipe results -> {part: float32 [points * values] or None}, values exactly as returned."""
+def landmarks_to_arrays(results: Any, parts: dict[str, tuple[int, int]] = PARTS
+                        ) -> dict[str, np.ndarray | None]:
+    """MediaPipe results -> {part: float32 [points * values] or None}, values exactly as returned.
+
+    `parts` is the layout the graph's options make (HolisticOptions.layout): 478 face points when
+    refined."""
     out: dict[str, np.ndarray | None] = {}
-    for part, (n, c) in PARTS.items():
+    for part, (n, c) in parts.items():
         lm = getattr(results, f"{part}_landmarks")
         if lm is None:
             out[part] = None
@@ -198,6 +215,7 @@ class Extractor:
 
     def __init__(self, options: HolisticOptions, num_threads: int | None = 1) -> None:
         self.options = options
+        self.layout = options.layout
         self._graph = new_holistic(options, num_threads)
         self._dirty = False
 
@@ -208,7 +226,7 @@ class Extractor:
 
     def process(self, rgb: np.ndarray) -> dict[str, np.ndarray | None]:
         self._dirty = True
-        return landmarks_to_arrays(self._graph.process(rgb))
+        return landmarks_to_arrays(self._graph.process(rgb), self.layout)
 
     def close(self) -> None:
         if self._graph is not None:

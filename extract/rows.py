@@ -19,7 +19,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from extract.schema import PARTS, SCHEMA
+from extract.schema import PARTS, SCHEMA, leading
 
 
 class ReportError(Exception):
@@ -122,12 +122,14 @@ def present_values(col: pa.ChunkedArray | pa.Array, points: int,
     width = points * values
     offsets = arr.offsets.to_numpy()
     flat = arr.values.to_numpy(zero_copy_only=False)[offsets[0]:offsets[-1]]
-    if flat.size != int(present.sum()) * width:  # null rows backed by values: copy the lists out
+    rows = int(present.sum())
+    if np.diff(offsets)[~present].any():  # null rows backed by values: copy the lists out
         flat = arr.flatten().to_numpy(zero_copy_only=False)
-    if flat.size != int(present.sum()) * width:
+    block = leading(flat, rows, width)  # a refined face: its first 468 points
+    if block is None:
         raise ReportError(f"landmark lists of {flat.size / max(1, present.sum()):g} values, "
                           f"expected {width}: not a keypoints file of this schema")
-    return present, flat.reshape(-1, points, values)
+    return present, block.reshape(-1, points, values)
 
 
 def scatter(present: np.ndarray, vals: np.ndarray) -> np.ndarray:

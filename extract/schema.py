@@ -19,6 +19,15 @@ PARTS: dict[str, tuple[int, int]] = {
     "right_hand": (21, 3),
 }
 NUM_POINTS = sum(n for n, _ in PARTS.values())  # 543
+FACE_POINTS_REFINED = 478  # refine_face_landmarks: the 468 mesh points, then 10 iris points
+
+
+def layout(refine_face: bool = False) -> dict[str, tuple[int, int]]:
+    """part -> (points, values) as Holistic returns them with or without refine_face_landmarks."""
+    if not refine_face:
+        return dict(PARTS)
+    return {p: ((FACE_POINTS_REFINED, c) if p == "face" else (n, c)) for p, (n, c) in PARTS.items()}
+
 
 # Where each part's points start in the [543, 3] tensor layout.
 OFFSETS: dict[str, int] = {}
@@ -60,17 +69,37 @@ def part_column(block: np.ndarray, present: np.ndarray, width: int) -> pa.Array:
     return pa.ListArray.from_arrays(offsets, values, mask=pa.array(~present, pa.bool_()))
 
 
+def leading(flat: np.ndarray, rows: int, width: int) -> np.ndarray | None:
+    """[rows, width] from `rows` lists of `width` values, or of more (a refined face: 478 points
+    whose first 468 are the mesh every 468-point reader expects); None if the sizes fit neither."""
+    if flat.size == rows * width:
+        return flat.reshape(rows, width)
+    if rows and flat.size % rows == 0 and flat.size // rows > width:
+        return flat.reshape(rows, -1)[:, :width]
+    return None
+
+
+def list_width(col: pa.ChunkedArray | pa.Array) -> int | None:
+    """Values per list of the column's first non-null row (None when all rows are null)."""
+    arr = col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
+    valid = arr.drop_null()
+    return len(valid[0].values) if len(valid) else None
+
+
 def column_block(col: pa.ChunkedArray | pa.Array, width: int) -> tuple[np.ndarray, np.ndarray]:
-    """A landmark column -> (float32 [rows, width], 0 in null rows; bool [rows], True if present)."""
+    """A landmark column -> (float32 [rows, width], 0 in null rows; bool [rows], True if present).
+
+    A refined face (478 points) is cut to its first `width` values."""
     arr = col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
     n = len(arr)
     present = ~np.asarray(arr.is_null(), dtype=bool)
     block = np.zeros((n, width), np.float32)
     flat = np.asarray(arr.flatten(), dtype=np.float32)
-    if flat.size != int(present.sum()) * width:
+    rows = leading(flat, int(present.sum()), width)
+    if rows is None:
         raise ValueError(f"landmark lists of {flat.size / max(1, present.sum()):g} values, "
                          f"expected {width}")
-    block[present] = flat.reshape(-1, width)
+    block[present] = rows
     return block, present
 
 

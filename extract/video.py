@@ -35,6 +35,7 @@ class Block:
     file_sha256: list[str | None] = field(default_factory=list)
     values: dict[str, list[np.ndarray]] = field(default_factory=dict)
     present: dict[str, list[np.ndarray]] = field(default_factory=dict)
+    layout: dict[str, tuple[int, int]] = field(default_factory=lambda: dict(PARTS))
 
     def __len__(self) -> int:
         return len(self.frame)
@@ -53,7 +54,7 @@ class Block:
             "file_mtime_ns": pa.array(self.file_mtime_ns, pa.int64()),
             "file_sha256": pa.array(self.file_sha256, pa.string()),
         }
-        for part, (n, c) in PARTS.items():
+        for part, (n, c) in self.layout.items():
             vals = self.values.get(part) or [np.zeros((0, n * c), np.float32)]
             pres = self.present.get(part) or [np.zeros(0, bool)]
             cols[part] = part_column(np.concatenate(vals), np.concatenate(pres), n * c)
@@ -78,8 +79,8 @@ def extract_video(
     """
     extractor.start_video()
     n = len(files)
-    values = {p: np.zeros((n, k * c), np.float32) for p, (k, c) in PARTS.items()}
-    present = {p: np.zeros(n, bool) for p in PARTS}
+    values = {p: np.zeros((n, k * c), np.float32) for p, (k, c) in extractor.layout.items()}
+    present = {p: np.zeros(n, bool) for p in extractor.layout}
     first_size: tuple[int, int] | None = None
     for i, name in enumerate(files):
         rel = f"{folder}/{name}"
@@ -115,6 +116,6 @@ def extract_video(
         out.file_sha256.append(source.sha256)
         if on_frame is not None:
             on_frame()
-    for part in PARTS:
+    for part in extractor.layout:
         out.values.setdefault(part, []).append(values[part])
         out.present.setdefault(part, []).append(present[part])

@@ -51,6 +51,13 @@ def _plan_args(p: argparse.ArgumentParser) -> None:
                         "dataset and the worker count, at most 1000, shrinking toward the end)")
     p.add_argument("--model-complexity", type=int, choices=(0, 1, 2),
                    help="Holistic pose model (default 1, the only one mediapipe 0.10.21 ships)")
+    p.add_argument("--refine-face-landmarks", action="store_true", default=None,
+                   help="Holistic's attention face model: 478 face points (468 + 10 iris)")
+    p.add_argument("--static-image-mode", action="store_true", default=None,
+                   help="detect on every frame instead of tracking (slower; tracking is still "
+                        "reset between videos)")
+    p.add_argument("--no-smooth-landmarks", dest="smooth_landmarks", action="store_false",
+                   default=None, help="turn off Holistic's landmark smoothing across frames")
 
 
 def _add_run(sub: argparse._SubParsersAction) -> None:
@@ -216,7 +223,8 @@ def _options(args: argparse.Namespace) -> RunOptions:
     from jobs.options import RunOptions
 
     return RunOptions(args.dataset, args.splits, args.videos, args.limit_videos,
-                      args.chunk_frames, args.model_complexity)
+                      args.chunk_frames, args.model_complexity, args.refine_face_landmarks,
+                      args.static_image_mode, args.smooth_landmarks)
 
 
 def _run(args: argparse.Namespace) -> int:

@@ -20,6 +20,18 @@ class RunOptions:
     limit_videos: int | None = None
     chunk_frames: int | None = None
     model_complexity: int | None = None
+    refine_face_landmarks: bool | None = None
+    static_image_mode: bool | None = None
+    smooth_landmarks: bool | None = None
+
+    def _holistic_over(self, base: dict) -> dict:
+        """The Holistic options of `base` (a recorded dict) with what was asked put over them."""
+        asked = {"model_complexity": self.model_complexity,
+                 "refine_face_landmarks": self.refine_face_landmarks,
+                 "static_image_mode": self.static_image_mode,
+                 "smooth_landmarks": self.smooth_landmarks}
+        have = HolisticOptions.from_dict(base).as_dict()
+        return have | {k: v for k, v in asked.items() if v is not None}
 
     def resolved(self) -> PlanOptions:
         """The options of a new run: what was asked, defaults for the rest."""
@@ -28,12 +40,14 @@ class RunOptions:
             videos=list(self.videos) if self.videos else None,
             limit_videos=self.limit_videos,
             chunk_frames=self.chunk_frames,
-            holistic=HolisticOptions(model_complexity=self.model_complexity or 1).as_dict(),
+            holistic=self._holistic_over({}),
         )
 
     def holistic(self, info: RunInfo | None) -> dict:
         """The graph options workers need: the run's own when resuming, else what was asked."""
-        return dict(info.options.holistic) if info else self.resolved().holistic
+        if info is None:
+            return self.resolved().holistic
+        return HolisticOptions.from_dict(info.options.holistic).as_dict()
 
     def conflicts(self, info: RunInfo, num_shards: int | None = None) -> list[str]:
         """What was asked that differs from the run recorded in `info` (empty: it may resume)."""
@@ -43,10 +57,12 @@ class RunOptions:
             videos=list(self.videos) if self.videos else have.videos,
             limit_videos=self.limit_videos if self.limit_videos is not None else have.limit_videos,
             chunk_frames=self.chunk_frames or have.chunk_frames,
-            holistic=HolisticOptions(model_complexity=self.model_complexity
-                                     or have.holistic["model_complexity"]).as_dict(),
+            holistic=self._holistic_over(have.holistic),
         )
-        diffs = [k for k in vars(asked) if getattr(asked, k) != getattr(have, k)]
+        diffs = [k for k in vars(asked) if k != "holistic" and getattr(asked, k) != getattr(have, k)]
+        recorded = HolisticOptions.from_dict(have.holistic).as_dict()
+        diffs += [f"{k} ({recorded[k]} when planned)" for k in recorded
+                  if asked.holistic[k] != recorded[k]]
         if self.dataset is not None and str(self.dataset.resolve()) != info.dataset.root:
             diffs.insert(0, f"dataset ({info.dataset.root})")
         if num_shards is not None and num_shards != info.num_shards:

@@ -41,19 +41,22 @@ class PartInfo:
     failed: dict[str, str] = field(default_factory=dict)  # video -> why it has no rows
     statuses: dict[str, int] = field(default_factory=dict)  # row status -> rows
     not_ok: dict[str, int] = field(default_factory=dict)  # video -> rows whose status is not ok
+    holistic: dict = field(default_factory=dict)  # the graph options its rows were made with
 
     @classmethod
     def of_rows(cls, chunk: int, videos: Sequence[str], statuses: Sequence[str],
-                failed: dict[str, str]) -> PartInfo:
+                failed: dict[str, str], holistic: dict | None = None) -> PartInfo:
         """The footer of a part holding these rows (one video and status per row)."""
         bad = Counter(v for v, s in zip(videos, statuses, strict=True) if s != "ok")
-        return cls(chunk, len(statuses), dict(failed), dict(Counter(statuses)), dict(bad))
+        return cls(chunk, len(statuses), dict(failed), dict(Counter(statuses)), dict(bad),
+                   dict(holistic or {}))
 
 
 def write_part(path: Path, table: pa.Table, info: PartInfo, fingerprint: str) -> None:
     """Write a chunk's rows and commit them with one rename; on any error no part is left."""
     meta = {"fingerprint": fingerprint, "chunk": info.chunk, "rows": info.rows,
-            "failed": info.failed, "statuses": info.statuses, "not_ok": info.not_ok}
+            "failed": info.failed, "statuses": info.statuses, "not_ok": info.not_ok,
+            "holistic": info.holistic}
     table = table.replace_schema_metadata({META_KEY: json.dumps(meta).encode()})
     tmp = path.with_name(f".{path.stem}.{os.getpid()}.tmp")
     try:
@@ -83,7 +86,8 @@ def read_part_info(path: Path) -> tuple[PartInfo, str]:
     try:
         meta = json.loads(raw)
         info = PartInfo(int(meta["chunk"]), int(meta["rows"]), dict(meta.get("failed") or {}),
-                        _counts(meta.get("statuses")), _counts(meta.get("not_ok")))
+                        _counts(meta.get("statuses")), _counts(meta.get("not_ok")),
+                        dict(meta.get("holistic") or {}))
         fingerprint = str(meta["fingerprint"])
     except (ValueError, KeyError, TypeError) as e:
         raise ValueError(f"metadata unreadable ({e})") from None

@@ -94,7 +94,7 @@ def load_or_plan(rd: RunDir, opts: RunOptions, workers: int, fresh: bool = False
     ds = discover(opts.dataset, options.splits, options.videos, options.limit_videos)
     if ds.num_frames == 0:  # nothing to do is not success: say where we looked
         raise DatasetError(no_frames_message(ds))
-    check_model(HolisticOptions(**options.holistic))
+    check_model(HolisticOptions.from_dict(options.holistic))
     info, plan = new_run(ds, options, workers, num_shards or 1, time.monotonic() - t0)
     rd.save_plan(plan)
     rd.save(info)  # last: its presence means the plan is complete

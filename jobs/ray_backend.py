@@ -57,7 +57,7 @@ class _ChunkActor:
 
         log_to_file(Path(log_path))
         self.ray, self.log = ray, log
-        self.worker = ChunkWorker(slot, Path(run_dir), HolisticOptions(**holistic))
+        self.worker = ChunkWorker(slot, Path(run_dir), HolisticOptions.from_dict(holistic))
 
     def ready(self) -> Event:
         return self.worker.ready()

@@ -93,7 +93,7 @@ class ChunkWorker:
 
     def run(self, task: ChunkTask, send: Callable[[Event], None]) -> Committed | WriteFailed:
         """Extract the chunk's videos (minus task.skip) and commit its part."""
-        out = Block()
+        out = Block(layout=self.extractor.layout)
         counter = _FrameCounter(self.slot, send)
         root = Path(task.root)
         for v in task.videos:
@@ -104,7 +104,8 @@ class ChunkWorker:
             extract_video(self.extractor, root, v.split, v.name, v.folder, v.files, out, counter)
         counter.flush()
         send(Writing(self.slot, task.chunk))
-        info = PartInfo.of_rows(task.chunk, out.video, out.status, dict(task.skip))
+        info = PartInfo.of_rows(task.chunk, out.video, out.status, dict(task.skip),
+                                self.extractor.options.as_dict())
         try:
             write_part(self.rd.part_path(task.chunk), out.to_table(), info, task.fingerprint)
         except OSError as e:  # the part could not be written: not the chunk's fault
@@ -158,7 +159,7 @@ def worker_main(slot: int, conn: Connection, run_dir: str, cpus: list[int], opti
         log_to_file(Path(log_path))
         if cpus:
             os.sched_setaffinity(0, cpus)
-        with ChunkWorker(slot, Path(run_dir), HolisticOptions(**options)) as worker:
+        with ChunkWorker(slot, Path(run_dir), HolisticOptions.from_dict(options)) as worker:
             conn.send(worker.ready())
             while (task := conn.recv()) is not None:
                 conn.send(worker.run(task, conn.send))

@@ -68,7 +68,7 @@ def extract_frames(args: argparse.Namespace, wl: dict) -> tuple[int, list[dict],
             print(f"{done:6d} frames  RSS {series[-1]['rss_mib']:7.1f} MiB", file=sys.stderr)
             next_mark += args.every
 
-    with ChunkWorker(0, rd.path, HolisticOptions(**info.options.holistic)) as worker:
+    with ChunkWorker(0, rd.path, HolisticOptions.from_dict(info.options.holistic)) as worker:
         send(None)
         while done < args.frames:
             for c in sorted(chunks):

@@ -230,3 +230,38 @@ def session_members(sid: int) -> list[str]:
                 cmd = "?"
             out.append(f"{d.name} (ppid {fields[1]}, {fields[0]}): {cmd[:200]}")
     return out
+
+
+# --- MediaPipe run directly: the reference a run must equal ---------------------------------------
+def direct_holistic(root: Path, images: list[str], **options: Any) -> list[dict]:
+    """A fresh Holistic built with exactly these keyword options, straight over one video's frames
+    (read as the job reads them: cv2, BGR -> RGB); each frame's parts as the job stores them."""
+    import cv2
+    import mediapipe as mp
+
+    from extract.holistic import landmarks_to_arrays
+    from extract.schema import layout
+
+    parts = layout(options.get("refine_face_landmarks", False))
+    out = []
+    with mp.solutions.holistic.Holistic(**options) as h:
+        for rel in images:
+            bgr = cv2.imread(str(Path(root) / rel))
+            out.append(landmarks_to_arrays(h.process(cv2.cvtColor(bgr, cv2.COLOR_BGR2RGB)), parts))
+    return out
+
+
+def max_abs_diff(got: list[dict], ref: list[dict], where: str = "") -> float:
+    """Largest |difference| over every part of every frame; a part found in one and not the other
+    fails the assertion (with where, frame and part)."""
+    worst = 0.0
+    for i, (g, r) in enumerate(zip(got, ref, strict=True)):
+        assert set(g) == set(r), (where, i)
+        for part, rv in r.items():
+            gv = g[part]
+            assert (gv is None) == (rv is None), (where, i, part, "found in one only")
+            if rv is not None:
+                gv = np.asarray(gv, np.float32)
+                assert gv.shape == rv.shape, (where, i, part, gv.shape, rv.shape)
+                worst = max(worst, float(np.abs(gv - rv).max()))
+    return worst

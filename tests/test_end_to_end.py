@@ -9,15 +9,12 @@ import os
 import signal
 from pathlib import Path
 
-import cv2
-import mediapipe as mp
 import numpy as np
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
-from helpers import popen_cli, read_keypoints, run_cli, wait_for
+from helpers import direct_holistic, popen_cli, read_keypoints, run_cli, wait_for
 
-from extract.holistic import landmarks_to_arrays
 from extract.schema import OFFSETS, PARTS, SCHEMA
 
 
@@ -27,12 +24,7 @@ def sha256(path: Path) -> str:
 
 def fresh_holistic_keypoints(root: Path, images: list[str]) -> list[dict]:
     """The reference: a fresh default Holistic (same options) straight over one video's frames."""
-    out = []
-    with mp.solutions.holistic.Holistic(static_image_mode=False, model_complexity=1) as h:
-        for rel in images:
-            bgr = cv2.imread(str(root / rel))
-            out.append(landmarks_to_arrays(h.process(cv2.cvtColor(bgr, cv2.COLOR_BGR2RGB))))
-    return out
+    return direct_holistic(root, images, static_image_mode=False, model_complexity=1)
 
 
 def assert_faithful(run_dir: Path, root: Path) -> int:

@@ -1,0 +1,129 @@
+"""Holistic options researchers set (refine, static image mode, smoothing, confidences): recorded,
+checked on resume, and passed to MediaPipe exactly: every row equals Holistic run directly with the
+same options on the same frames (max abs diff 0), whatever the worker count or a kill between."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+from helpers import (
+    direct_holistic,
+    max_abs_diff,
+    popen_cli,
+    read_keypoints,
+    run_cli,
+    sha256,
+    wait_for,
+)
+
+from extract.frames import read_frame
+from extract.holistic import Extractor, HolisticOptions
+from extract.schema import layout
+from jobs.parts import META_KEY
+
+REFINE_STATIC = ["--refine-face-landmarks", "--static-image-mode"]
+# The videos of the shared sample one Extractor sees in turn (a reset between each): the signer's
+# 58 frames, then single frames of other people (tracking would carry over without the reset).
+SEQUENCE = ("signer_demo-1", "portrait-1", "two_hands-1")
+
+
+def _rows_by_video(table, parts: dict) -> dict[str, tuple[list[str], list[dict]]]:
+    """video -> (its image paths, its frames' {part: values or None}) in file order."""
+    cols = {p: table[p].to_pylist() for p in parts}
+    out: dict[str, tuple[list[str], list[dict]]] = {}
+    for i, (video, image) in enumerate(zip(table["video"].to_pylist(), table["image"].to_pylist(),
+                                           strict=True)):
+        images, frames = out.setdefault(video, ([], []))
+        images.append(image)
+        frames.append({p: cols[p][i] for p in parts})
+    return out
+
+
+def _holistic_kwargs(options: HolisticOptions) -> dict:
+    return dict(options.as_dict(), enable_segmentation=False)
+
+
+@pytest.fixture(scope="module")
+def refined_run(shared_sample: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """refine + static image mode over the whole shared sample, 2 workers."""
+    out = tmp_path_factory.mktemp("refined") / "run"
+    proc = run_cli(["run", "--dataset", shared_sample, "--out", out, "--chunk-frames", "60",
+                    "--workers-per-gpu", "2", *REFINE_STATIC])
+    assert proc.returncode == 0, proc.stderr
+    return out
+
+
+def test_refine_static_run_equals_mediapipe_direct(refined_run: Path, shared_sample: Path):
+    options = HolisticOptions(refine_face_landmarks=True, static_image_mode=True)
+    recorded = json.loads((refined_run / "run.json").read_text())["options"]["holistic"]
+    assert recorded == options.as_dict()
+    for part in sorted((refined_run / "parts").glob("chunk-*.parquet")):
+        meta = json.loads(pq.read_metadata(part).metadata[META_KEY])
+        assert meta["holistic"] == options.as_dict(), part.name
+    table = read_keypoints(refined_run)
+    faces = {len(v) for v in table["face"].to_pylist() if v is not None}
+    assert faces == {478 * 3}, "refined face: 468 mesh + 10 iris points"
+    checked = 0
+    for video, (images, got) in _rows_by_video(table, options.layout).items():
+        ref = direct_holistic(shared_sample, images, **_holistic_kwargs(options))
+        assert max_abs_diff(got, ref, video) == 0.0
+        checked += sum(r["face"] is not None for r in ref)
+    assert checked > 0, "a face was found, so the 478-point face was compared"
+
+
+def test_one_worker_equals_two(refined_run: Path, shared_sample: Path, tmp_path: Path):
+    out = tmp_path / "one"
+    proc = run_cli(["run", "--dataset", shared_sample, "--out", out, "--chunk-frames", "60",
+                    "--workers-per-gpu", "1", *REFINE_STATIC])
+    assert proc.returncode == 0, proc.stderr
+    assert sha256(out / "keypoints.parquet") == sha256(refined_run / "keypoints.parquet")
+
+
+def test_kill_then_resume_keeps_the_options(refined_run: Path, shared_sample: Path, tmp_path: Path):
+    """Killed after a part, resumed without repeating the options: the run's own are used; asking
+    for another value of one on the planned folder is refused, naming it."""
+    out = tmp_path / "run"
+    args = ["run", "--dataset", shared_sample, "--out", out, "--chunk-frames", "60"]
+    proc = popen_cli([*args, *REFINE_STATIC, "--workers-per-gpu", "2"],
+                     env={"PHOENIX_KEYPOINTS_FAULTS": "frame-delay=0.1"})
+    wait_for(lambda: list((out / "parts").glob("chunk-*.parquet")), 120, "a committed part", proc)
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.communicate(timeout=60)
+    assert not (out / "keypoints.parquet").exists()
+
+    refused = run_cli([*args, "--no-smooth-landmarks"])
+    assert refused.returncode != 0 and "Traceback" not in refused.stderr
+    assert "smooth_landmarks (True when planned)" in refused.stderr, refused.stderr
+
+    proc = run_cli([*args, "--workers-per-gpu", "1"])
+    assert proc.returncode == 0, proc.stderr
+    assert "resuming:" in proc.stderr
+    assert sha256(out / "keypoints.parquet") == sha256(refined_run / "keypoints.parquet")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("options", [
+    HolisticOptions(refine_face_landmarks=True),
+    HolisticOptions(static_image_mode=True),
+    HolisticOptions(smooth_landmarks=False),
+    HolisticOptions(min_detection_confidence=0.8, min_tracking_confidence=0.3),
+], ids=["refine", "static", "no-smooth", "confidences"])
+def test_each_option_equals_mediapipe_direct(options: HolisticOptions, shared_sample: Path):
+    """The worker's Extractor over several videos in turn (reset between them) equals a fresh
+    Holistic with the same options on each video: static image mode included, where the face and
+    hand tracking would otherwise carry over."""
+    frames_dir = next(shared_sample.glob("features/*"))
+    videos = {v: sorted(p.relative_to(shared_sample).as_posix() for p in d.glob("*.png"))
+              for v in SEQUENCE for d in frames_dir.glob(f"*/{v}")}
+    with Extractor(options) as ex:
+        for video in SEQUENCE:
+            ex.start_video()
+            got = [ex.process(read_frame(shared_sample / rel)[0]) for rel in videos[video]]
+            ref = direct_holistic(shared_sample, videos[video], **_holistic_kwargs(options))
+            assert max_abs_diff(got, ref, video) == 0.0
+            assert set(got[0]) == set(layout(options.refine_face_landmarks))
