@@ -18,7 +18,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from extract.rows import ReportError, open_keypoints, part_arrays
-from extract.schema import PARTS
+from extract.schema import PARTS, WORLD_PARTS
 from extract.tensors import iter_videos
 
 SHOWN = 8  # names listed when the video sets differ
@@ -122,7 +122,7 @@ def compare_video(split: str, video: str, ta: pa.Table, tb: pa.Table) -> VideoDi
     d.status = int(np.sum(ta["status"].to_numpy(zero_copy_only=False)
                           != tb["status"].to_numpy(zero_copy_only=False)))
     arr_a, arr_b = part_arrays(ta), part_arrays(tb)
-    for part in PARTS:
+    for part in [p for p in arr_a if p in arr_b]:
         a, b = arr_a[part].reshape(len(common), -1), arr_b[part].reshape(len(common), -1)
         pa_, pb_ = ~np.isnan(a[:, 0]), ~np.isnan(b[:, 0])
         both = pa_ & pb_
@@ -141,10 +141,9 @@ def diff_files(a: Path, b: Path, tolerance: float = 0.0,
     """Compare two keypoints files; report() gets one line per differing video."""
     if tolerance < 0:
         raise ReportError(f"--tolerance must be >= 0, not {tolerance}")
-    open_keypoints(a)
-    open_keypoints(b)
+    both = set(open_keypoints(a).schema_arrow.names) & set(open_keypoints(b).schema_arrow.names)
     check_same_videos(a, b)
-    cols = ["frame", "status", *PARTS]
+    cols = ["frame", "status", *PARTS, *(p for p in WORLD_PARTS if p in both)]
     out = DiffSummary()
     for (sa, va, ta), (sb, vb, tb) in zip(iter_videos(a, cols), iter_videos(b, cols), strict=True):
         if (sa, va) != (sb, vb):

@@ -14,9 +14,10 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.parquet as pq
 
 from extract.loader import SplitData
-from extract.schema import PARTS
+from extract.schema import FACE_POINTS_REFINED, PARTS, layout, list_width
 from extract.tensors import TensorsError, iter_videos, part_blocks
 
 PHOENIX_FPS = 25
@@ -83,7 +84,10 @@ def write_pkl(splits: Iterable[SplitData], path: Path) -> int:
 
 # --- pose-format -----------------------------------------------------------------------------
 
-HOLISTIC_COMPONENTS = ("POSE_LANDMARKS", "FACE_LANDMARKS", "LEFT_HAND_LANDMARKS", "RIGHT_HAND_LANDMARKS")
+# Our columns -> pose-format's holistic component names, in its order.
+HOLISTIC_COMPONENTS = {"pose": "POSE_LANDMARKS", "face": "FACE_LANDMARKS",
+                       "left_hand": "LEFT_HAND_LANDMARKS", "right_hand": "RIGHT_HAND_LANDMARKS",
+                       "pose_world": "POSE_WORLD_LANDMARKS"}
 
 
 def _pose_format():
@@ -110,18 +114,34 @@ def video_size(table: pa.Table) -> tuple[int, int]:
     return int(width), int(height)
 
 
-def pose_arrays(table: pa.Table, width: int, height: int) -> tuple[np.ndarray, np.ndarray]:
-    """One video's rows -> (data [T, 1, 543, 3] float32, confidence [T, 1, 543] float32).
+def file_layout(keypoints: Path) -> dict[str, tuple[int, int]]:
+    """The landmark columns a keypoints file holds and their point counts: a 478-point face when
+    it was extracted with refine_face_landmarks, pose_world when the file records it."""
+    pf = pq.ParquetFile(keypoints)
+    refined = False
+    for batch in pf.iter_batches(batch_size=4096, columns=["face"]):
+        width = list_width(batch.column(0))
+        if width is not None:
+            refined = width == FACE_POINTS_REFINED * 3
+            break
+    return {p: nc for p, nc in layout(refined).items() if p in pf.schema_arrow.names}
+
+
+def pose_arrays(table: pa.Table, width: int, height: int,
+                parts: dict[str, tuple[int, int]] | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """One video's rows -> (data [T, 1, points, 3] float32, confidence [T, 1, points] float32).
 
     pose-format's holistic layout, as its own MediaPipe loader fills it: x, y in pixels, z as
-    MediaPipe gives it, confidence = pose visibility for body points and 1 for face and hand
-    points; 0 (and masked) where nothing was detected.
+    MediaPipe gives it (POSE_WORLD_LANDMARKS too: that loader scales world x, y by the frame
+    size as well), confidence = visibility for body points and 1 for face and hand points; 0
+    (and masked) where nothing was detected. `parts` defaults to the 543-point layout.
     """
     n = table.num_rows
+    parts = parts or dict(PARTS)
     data, conf = [], []
-    for part, (block, present) in part_blocks(table, list(PARTS)).items():
+    for block, present in part_blocks(table, list(parts), parts).values():
         xyz = block[:, :, :3].astype(np.float32) * np.float32([width, height, 1])
-        c = block[:, :, 3] if part == "pose" else np.ones(block.shape[:2], np.float32)
+        c = block[:, :, 3] if block.shape[2] == 4 else np.ones(block.shape[:2], np.float32)
         xyz[~present] = 0
         data.append(xyz)
         conf.append(np.where(present[:, None], c, 0).astype(np.float32))
@@ -132,13 +152,16 @@ def pose_arrays(table: pa.Table, width: int, height: int) -> tuple[np.ndarray, n
 def write_pose_files(keypoints: Path, out_dir: Path, fps: float = PHOENIX_FPS) -> int:
     """One `<out_dir>/<split>/<video>.pose` per video from keypoints.parquet; returns how many."""
     Pose, NumPyPoseBody, PoseHeader, PoseHeaderDimensions, holistic_components = _pose_format()
-    components = [c for c in holistic_components("XYZC") if c.name in HOLISTIC_COMPONENTS]
+    parts = file_layout(keypoints)
+    extra_face = parts["face"][0] - PARTS["face"][0]  # 10 iris points when refined
+    by_name = {c.name: c for c in holistic_components("XYZC", extra_face)}
+    components = [by_name[HOLISTIC_COMPONENTS[p]] for p in parts]
     n = 0
-    for split, video, table in iter_videos(keypoints, ["width", "height", *PARTS]):
+    for split, video, table in iter_videos(keypoints, ["width", "height", *parts]):
         width, height = video_size(table)
         header = PoseHeader(version=0.2, dimensions=PoseHeaderDimensions(width, height, 0),
                             components=components)
-        data, conf = pose_arrays(table, width, height)
+        data, conf = pose_arrays(table, width, height, parts)
         pose = Pose(header, NumPyPoseBody(fps=fps, data=data, confidence=conf))
         dest = Path(out_dir) / split / f"{video}.pose"
         dest.parent.mkdir(parents=True, exist_ok=True)

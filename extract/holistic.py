@@ -24,7 +24,9 @@ from typing import Any
 
 import numpy as np
 
-from extract.schema import PARTS, layout
+from extract.schema import layout
+
+LAYOUT = layout()
 
 _POSE_MODELS = {0: "pose_landmark_lite.tflite", 1: "pose_landmark_full.tflite",
                 2: "pose_landmark_heavy.tflite"}
@@ -189,7 +191,7 @@ def _points_from_attributes(lm: Any, c: int) -> np.ndarray:
     return np.array([(p.x, p.y, p.z) for p in lm.landmark], np.float32).reshape(-1)
 
 
-def landmarks_to_arrays(results: Any, parts: dict[str, tuple[int, int]] = PARTS
+def landmarks_to_arrays(results: Any, parts: dict[str, tuple[int, int]] = LAYOUT
                         ) -> dict[str, np.ndarray | None]:
     """MediaPipe results -> {part: float32 [points * values] or None}, values exactly as returned.
 

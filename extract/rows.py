@@ -19,7 +19,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from extract.schema import PARTS, SCHEMA, leading
+from extract.schema import OPTIONAL_COLUMNS, PARTS, SCHEMA, WORLD_PARTS, leading
 
 
 class ReportError(Exception):
@@ -34,7 +34,8 @@ def open_keypoints(path: Path) -> pq.ParquetFile:
         raise ReportError(f"{path} does not exist") from None
     except (OSError, pa.ArrowException) as e:
         raise ReportError(f"{path}: not a readable Parquet file ({e})") from None
-    missing = [n for n in SCHEMA.names if n not in pf.schema_arrow.names]
+    missing = [n for n in SCHEMA.names
+               if n not in pf.schema_arrow.names and n not in OPTIONAL_COLUMNS]
     if missing:
         raise ReportError(f"{path}: not a keypoints file (no column {', '.join(missing)})")
     return pf
@@ -140,5 +141,7 @@ def scatter(present: np.ndarray, vals: np.ndarray) -> np.ndarray:
 
 
 def part_arrays(table: pa.Table) -> dict[str, np.ndarray]:
-    """part -> float32 [rows, points, values], NaN where the part was not found."""
-    return {p: scatter(*present_values(table.column(p), k, c)) for p, (k, c) in PARTS.items()}
+    """part -> float32 [rows, points, values], NaN where the part was not found (pose_world too
+    when the table has that column)."""
+    parts = PARTS | {p: nc for p, nc in WORLD_PARTS.items() if p in table.column_names}
+    return {p: scatter(*present_values(table.column(p), k, c)) for p, (k, c) in parts.items()}

@@ -19,14 +19,19 @@ PARTS: dict[str, tuple[int, int]] = {
     "right_hand": (21, 3),
 }
 NUM_POINTS = sum(n for n, _ in PARTS.values())  # 543
+# Recorded beside the image-space parts, not in the 543-point tensor layout: pose_world_landmarks,
+# x, y, z in metres around the hip midpoint, and visibility.
+WORLD_PARTS: dict[str, tuple[int, int]] = {"pose_world": (33, 4)}
+# Columns a file written before pose_world existed lacks; readers treat them as absent, not damage.
+OPTIONAL_COLUMNS: tuple[str, ...] = tuple(WORLD_PARTS)
 FACE_POINTS_REFINED = 478  # refine_face_landmarks: the 468 mesh points, then 10 iris points
 
 
 def layout(refine_face: bool = False) -> dict[str, tuple[int, int]]:
-    """part -> (points, values) as Holistic returns them with or without refine_face_landmarks."""
-    if not refine_face:
-        return dict(PARTS)
-    return {p: ((FACE_POINTS_REFINED, c) if p == "face" else (n, c)) for p, (n, c) in PARTS.items()}
+    """part -> (points, values) of every landmark column, as Holistic returns them with or without
+    refine_face_landmarks (pose_world included)."""
+    face = FACE_POINTS_REFINED if refine_face else PARTS["face"][0]
+    return {p: ((face, c) if p == "face" else (n, c)) for p, (n, c) in (PARTS | WORLD_PARTS).items()}
 
 
 # Where each part's points start in the [543, 3] tensor layout.
@@ -55,8 +60,10 @@ SCHEMA = pa.schema(
         pa.field("file_mtime_ns", pa.int64()),
         pa.field("file_sha256", pa.string()),
     ]
-    + [pa.field(name, pa.list_(pa.float32())) for name in PARTS]
+    + [pa.field(name, pa.list_(pa.float32())) for name in (*PARTS, *WORLD_PARTS)]
 )
+# The schema of files written before pose_world was recorded (still read: see OPTIONAL_COLUMNS).
+SCHEMA_WITHOUT_WORLD = pa.schema([f for f in SCHEMA if f.name not in OPTIONAL_COLUMNS])
 
 
 def part_column(block: np.ndarray, present: np.ndarray, width: int) -> pa.Array:
@@ -117,5 +124,5 @@ def parquet_write_options() -> dict:
         "write_page_checksum": True,
         "use_dictionary": [f.name for f in SCHEMA
                            if f.type == pa.string() and f.name != "file_sha256"],
-        "use_byte_stream_split": [f"{p}.list.element" for p in PARTS],
+        "use_byte_stream_split": [f"{p}.list.element" for p in (*PARTS, *WORLD_PARTS)],
     }

@@ -151,12 +151,14 @@ def tag_dir(tensors_root: Path, tag: str | None) -> Path:
 
 # --- reading keypoints.parquet ---------------------------------------------------------------
 
-def part_blocks(table: pa.Table | pa.RecordBatch, parts: Sequence[str]) -> dict[str, tuple]:
-    """part -> (float32 [rows, points, values], bool [rows] present) for the parts asked."""
+def part_blocks(table: pa.Table | pa.RecordBatch, parts: Sequence[str],
+                layout: dict[str, tuple[int, int]] | None = None) -> dict[str, tuple]:
+    """part -> (float32 [rows, points, values], bool [rows] present) for the parts asked, with
+    the point counts of `layout` (default PARTS: a refined face's first 468 points)."""
     out = {}
     n = table.num_rows
     for part in parts:
-        k, c = PARTS[part]
+        k, c = (layout or PARTS)[part]
         block, present = column_block(table.column(part), k * c)
         out[part] = (block.reshape(n, k, c), present)
     return out

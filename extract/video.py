@@ -15,7 +15,7 @@ import pyarrow as pa
 
 from extract.frames import read_frame
 from extract.holistic import Extractor
-from extract.schema import PARTS, SCHEMA, part_column
+from extract.schema import SCHEMA, layout, part_column
 
 
 @dataclass
@@ -35,7 +35,7 @@ class Block:
     file_sha256: list[str | None] = field(default_factory=list)
     values: dict[str, list[np.ndarray]] = field(default_factory=dict)
     present: dict[str, list[np.ndarray]] = field(default_factory=dict)
-    layout: dict[str, tuple[int, int]] = field(default_factory=lambda: dict(PARTS))
+    layout: dict[str, tuple[int, int]] = field(default_factory=layout)
 
     def __len__(self) -> int:
         return len(self.frame)

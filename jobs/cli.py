@@ -147,11 +147,14 @@ def _add_small(sub: argparse._SubParsersAction) -> None:
                    help="merge although chunks are missing or videos failed")
     m.set_defaults(handler=_merge)
 
-    e = sub.add_parser("export", help="export keypoints for existing code (pkl dict, .pose files)")
+    e = sub.add_parser("export", help="export keypoints for existing code (pkl dict, .pose files, "
+                                      "Kaggle islr parquets)")
     e.add_argument("--out", type=Path, required=True, help="a finished run folder")
-    e.add_argument("--format", choices=("pkl", "pose"), required=True)
+    e.add_argument("--format", choices=("pkl", "pose", "islr"), required=True)
     e.add_argument("--to", type=Path, required=True,
-                   help="pkl: the file to write; pose: a folder (one <split>/<video>.pose each)")
+                   help="pkl: the file to write; pose: a folder (one <split>/<video>.pose each); "
+                        "islr: a folder (one <split>/<video>.parquet each, Kaggle isolated-sign "
+                        "layout)")
     e.add_argument("--tag", default="", help="pkl: tensor set to export (default: the run's own)")
     e.set_defaults(handler=_export)
 

@@ -19,7 +19,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from extract.schema import SCHEMA, parquet_write_options
+from extract.schema import OPTIONAL_COLUMNS, SCHEMA, parquet_write_options
 from extract.tensors import TensorSetWriter, video_runs
 from jobs.outputs import corpus_from_plan
 from jobs.parts import reject
@@ -38,8 +38,14 @@ class CorruptPart(JobFailed):
 
 
 def read_part(path: Path) -> pa.Table:
-    """A committed part's rows, every page's checksum verified, without our footer metadata."""
+    """A committed part's rows, every page's checksum verified, without our footer metadata.
+
+    A part written before pose_world was recorded gets that column all null (not recorded)."""
     table = pq.ParquetFile(path, page_checksum_verification=True).read()
+    for name in OPTIONAL_COLUMNS:
+        if name not in table.column_names:
+            table = table.append_column(SCHEMA.field(name), pa.nulls(table.num_rows,
+                                                                    SCHEMA.field(name).type))
     return table.replace_schema_metadata(None)
 
 

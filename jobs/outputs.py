@@ -87,6 +87,22 @@ def export_pose(rd: RunDir, to: Path) -> int:
     return write_pose_files(_need_keypoints(rd), to)
 
 
+def export_islr(rd: RunDir, to: Path) -> int:
+    """One Kaggle isolated-sign parquet per video; says what that layout leaves out."""
+    from extract.export import file_layout
+    from extract.islr import write_islr_files
+    from extract.schema import PARTS
+
+    rd.load()
+    keypoints = _need_keypoints(rd)
+    n = write_islr_files(keypoints, to)
+    if file_layout(keypoints)["face"][0] > PARTS["face"][0]:
+        messages.note("the run's face is refined (478 points): the islr layout holds face points "
+                      "0-467 only, so the 10 iris points (468-477) were left out")
+    messages.note("the islr layout has no pose visibility and no pose_world: those were left out")
+    return n
+
+
 def write_set_command(rd: RunDir, spec: TensorSpec) -> int:
     """`tensors`: one more tensor set of a finished run (under the run's lock)."""
     rd.load()  # not a run folder: say so before creating anything in it
@@ -111,8 +127,8 @@ def export_command(rd: RunDir, fmt: str, to: Path, tag: str = "") -> int:
         n = export_pkl(rd, to, tag)
     else:
         if tag:
-            raise RunError("--tag applies to --format pkl: .pose files always hold all 543 points "
-                           "in pixels, read from keypoints.parquet.")
-        n = export_pose(rd, to)
+            raise RunError("--tag applies to --format pkl: .pose and islr files hold all points, "
+                           "read from keypoints.parquet.")
+        n = export_pose(rd, to) if fmt == "pose" else export_islr(rd, to)
     messages.result(f"{fmt}: {to} ({n} videos)")
     return 0

@@ -20,7 +20,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from extract.schema import SCHEMA, parquet_write_options
+from extract.schema import SCHEMA, SCHEMA_WITHOUT_WORLD, parquet_write_options
 from jobs import faults
 from jobs.rundir import RunDir, fsync_dir
 
@@ -96,7 +96,8 @@ def read_part_info(path: Path) -> tuple[PartInfo, str]:
     if sum(info.statuses.values()) != info.rows:
         raise ValueError(f"status counts add up to {sum(info.statuses.values())} rows, not "
                          f"{info.rows}")
-    if not md.schema.to_arrow_schema().remove_metadata().equals(SCHEMA):
+    schema = md.schema.to_arrow_schema().remove_metadata()
+    if not (schema.equals(SCHEMA) or schema.equals(SCHEMA_WITHOUT_WORLD)):
         raise ValueError("schema differs from this version's")
     return info, fingerprint
 

@@ -25,7 +25,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from extract.schema import PARTS, SCHEMA
+from extract.schema import PARTS, SCHEMA, WORLD_PARTS
 from jobs.options import RunOptions
 from jobs.parts import PartInfo, write_part
 from jobs.prepare import new_run
@@ -57,7 +57,7 @@ def part_table(rng: np.random.Generator, videos: list[dict]) -> pa.Table:
         "status": pa.array(["ok"] * n), "note": pa.nulls(n, pa.string()),
         **fake_provenance(rng, n),
     }
-    cols.update({p: pa.nulls(n, pa.list_(pa.float32())) for p in PARTS})
+    cols.update({p: pa.nulls(n, pa.list_(pa.float32())) for p in (*PARTS, *WORLD_PARTS)})
     return pa.table(cols, schema=SCHEMA)
 
 

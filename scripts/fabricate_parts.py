@@ -24,7 +24,7 @@ import numpy as np
 import pyarrow as pa
 
 from extract.dataset import FRAMES_DIR, SPLITS, Dataset, Video
-from extract.schema import PARTS, SCHEMA, part_column
+from extract.schema import SCHEMA, layout, part_column
 from jobs.options import RunOptions
 from jobs.parts import PartInfo, write_part
 from jobs.prepare import new_run
@@ -90,10 +90,11 @@ def fake_table(rng: np.random.Generator, videos: list[dict]) -> pa.Table:
         "status": pa.array(["ok"] * n, pa.string()), "note": pa.nulls(n, pa.string()),
         **fake_provenance(rng, n),
     }
-    for part, (k, c) in PARTS.items():
-        present = rng.random(n) >= NULL_RATE[part]
+    present = {}
+    for part, (k, c) in layout().items():  # pose_world is found exactly where pose is
+        present[part] = present["pose"] if part == "pose_world" else rng.random(n) >= NULL_RATE[part]
         block = rng.random((n, k * c), dtype=np.float32)
-        cols[part] = part_column(block, present, k * c)
+        cols[part] = part_column(block, present[part], k * c)
     return pa.table(cols, schema=SCHEMA)
 
 

@@ -68,15 +68,24 @@ def test_pkl_export_is_one_plain_dict(run_copy: Path, tmp_path: Path) -> None:
 
 def test_pose_export_reads_back_with_pose_format(run_copy: Path, tmp_path: Path) -> None:
     pytest.importorskip("pose_format", reason="pose-format not installed (pip install -e '.[pose]')")
-    from pose_format import Pose
-
     out = tmp_path / "poses"
     proc = run_cli(["export", "--out", run_copy, "--format", "pose", "--to", out])
     assert proc.returncode == 0, proc.stderr
-    rows = rows_by_video(run_copy)
+    check_pose_export(run_copy, out)
+
+
+def check_pose_export(run: Path, out: Path) -> None:
+    """One .pose per video whose components (pose-format's names, a 478-point face when refined,
+    POSE_WORLD_LANDMARKS when recorded) hold exactly the run's values, as pose-format's loader
+    would fill them."""
+    from pose_format import Pose
+
+    from extract.export import HOLISTIC_COMPONENTS, file_layout
+
+    rows = rows_by_video(run)
+    parts = file_layout(run / "keypoints.parquet")
     files = sorted(out.rglob("*.pose"))
     assert {p.stem for p in files} == set(rows)
-    parts = {"pose": (33, 4), "face": (468, 3), "left_hand": (21, 3), "right_hand": (21, 3)}
     for path in files:
         r = rows[path.stem]
         assert path.parent.name == r["split"][0]
@@ -84,11 +93,10 @@ def test_pose_export_reads_back_with_pose_format(run_copy: Path, tmp_path: Path)
         h = pose.header
         assert (h.dimensions.width, h.dimensions.height) == (210, 260) and pose.body.fps == 25
         assert [(c.name, len(c.points)) for c in h.components] == [
-            ("POSE_LANDMARKS", 33), ("FACE_LANDMARKS", 468), ("LEFT_HAND_LANDMARKS", 21),
-            ("RIGHT_HAND_LANDMARKS", 21)]
+            (HOLISTIC_COMPONENTS[p], k) for p, (k, _) in parts.items()]
         data = np.asarray(pose.body.data.data)[:, 0]
         conf = np.asarray(pose.body.confidence)[:, 0]
-        assert data.shape == (len(r["frame"]), 543, 3)
+        assert data.shape == (len(r["frame"]), sum(k for k, _ in parts.values()), 3)
         o = 0
         for part, (k, c) in parts.items():
             for t, vals in enumerate(r[part]):
@@ -98,7 +106,7 @@ def test_pose_export_reads_back_with_pose_format(run_copy: Path, tmp_path: Path)
                 v = np.reshape(vals, (k, c)).astype(np.float32)
                 want = v[:, :3] * np.float32([r["width"][t], r["height"][t], 1])
                 np.testing.assert_allclose(data[t, o : o + k], want, rtol=1e-6, atol=1e-4)
-                np.testing.assert_array_equal(conf[t, o : o + k], v[:, 3] if part == "pose" else 1)
+                np.testing.assert_array_equal(conf[t, o : o + k], v[:, 3] if c == 4 else 1)
             o += k
 
 

@@ -9,6 +9,8 @@ import os
 import signal
 from pathlib import Path
 
+import numpy as np
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 from helpers import (
@@ -127,3 +129,52 @@ def test_each_option_equals_mediapipe_direct(options: HolisticOptions, shared_sa
             ref = direct_holistic(shared_sample, videos[video], **_holistic_kwargs(options))
             assert max_abs_diff(got, ref, video) == 0.0
             assert set(got[0]) == set(layout(options.refine_face_landmarks))
+
+
+def test_refined_run_exports_pose_format_components(refined_run: Path, tmp_path: Path):
+    """The .pose export names pose-format's components: a 478-point FACE_LANDMARKS and
+    POSE_WORLD_LANDMARKS, each holding the run's own values."""
+    pytest.importorskip("pose_format", reason="pose-format not installed (pip install -e '.[pose]')")
+    from test_export import check_pose_export
+
+    out = tmp_path / "poses"
+    proc = run_cli(["export", "--out", refined_run, "--format", "pose", "--to", out])
+    assert proc.returncode == 0, proc.stderr
+    check_pose_export(refined_run, out)
+    assert read_keypoints(refined_run)["pose_world"].null_count < 143, "pose_world was recorded"
+
+
+def test_islr_export_rows_match_keypoints(refined_run: Path, tmp_path: Path):
+    """Kaggle isolated-sign layout: 543 rows per frame in its order, row_id strings, the run's own
+    values (a refined face's first 468 points), NaN exactly where a part was not found."""
+    out = tmp_path / "islr"
+    proc = run_cli(["export", "--out", refined_run, "--format", "islr", "--to", out])
+    assert proc.returncode == 0, proc.stderr
+    assert "iris points (468-477) were left out" in proc.stderr
+    table = read_keypoints(refined_run)
+    order = [("face", 468, 3), ("left_hand", 21, 3), ("pose", 33, 4), ("right_hand", 21, 3)]
+    seen = {"nan": 0, "values": 0}
+    for video, (_, frames) in _rows_by_video(table, dict.fromkeys(p for p, _, _ in order)).items():
+        split = table.filter(pc.equal(table["video"], video))["split"][0].as_py()
+        got = pq.read_table(out / split / f"{video}.parquet")
+        assert got.column_names == ["frame", "row_id", "type", "landmark_index", "x", "y", "z"]
+        assert got.num_rows == 543 * len(frames)
+        xyz = np.stack([got[c].to_numpy() for c in "xyz"], 1).reshape(len(frames), 543, 3)
+        kinds = np.asarray(got["type"].to_pylist()).reshape(len(frames), 543)
+        ids = np.asarray(got["landmark_index"].to_pylist()).reshape(len(frames), 543)
+        row_ids = np.asarray(got["row_id"].to_pylist()).reshape(len(frames), 543)
+        for t, parts in enumerate(frames):
+            o = 0
+            for part, k, c in order:
+                assert list(kinds[t, o:o + k]) == [part] * k
+                assert list(ids[t, o:o + k]) == list(range(k))
+                assert list(row_ids[t, o:o + k]) == [f"{t}-{part}-{i}" for i in range(k)]
+                if parts[part] is None:
+                    assert np.isnan(xyz[t, o:o + k]).all(), (video, t, part)
+                    seen["nan"] += 1
+                else:
+                    want = np.reshape(parts[part], (-1, c))[:k, :3].astype(np.float64)
+                    assert np.array_equal(xyz[t, o:o + k], want), (video, t, part)
+                    seen["values"] += 1
+                o += k
+    assert seen["nan"] and seen["values"], seen
