@@ -8,9 +8,9 @@ from __future__ import annotations
 import io
 import os
 import pickle
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import numpy as np
 import pyarrow as pa
@@ -163,15 +163,20 @@ def write_pose_files(keypoints: Path, out_dir: Path, fps: float = PHOENIX_FPS) -
                             components=components)
         data, conf = pose_arrays(table, width, height, parts)
         pose = Pose(header, NumPyPoseBody(fps=fps, data=data, confidence=conf))
-        dest = Path(out_dir) / split / f"{video}.pose"
-        dest.parent.mkdir(parents=True, exist_ok=True)
-        tmp = dest.with_name(f".{dest.name}.tmp")
-        try:
-            with open(tmp, "wb") as f:
-                pose.write(f)
-            os.replace(tmp, dest)
-        except BaseException:  # a full disk leaves no temp file beside the finished ones
-            tmp.unlink(missing_ok=True)
-            raise
+        write_file(Path(out_dir) / split / f"{video}.pose", pose.write)
         n += 1
     return n
+
+
+def write_file(dest: Path, write: Callable[[BinaryIO], Any]) -> None:
+    """write(f) into a temp file beside dest, renamed into place: a full disk leaves no temp file
+    and no half file beside the finished ones."""
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    tmp = dest.with_name(f".{dest.name}.tmp")
+    try:
+        with open(tmp, "wb") as f:
+            write(f)
+        os.replace(tmp, dest)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise

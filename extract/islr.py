@@ -10,7 +10,6 @@ pose_world: they are left out (the caller says so).
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import numpy as np
@@ -18,6 +17,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from extract.export import write_file
 from extract.schema import PARTS
 from extract.tensors import iter_videos, part_blocks
 
@@ -53,14 +53,8 @@ def write_islr_files(keypoints: Path, out_dir: Path) -> int:
     """`<out_dir>/<split>/<video>.parquet` per video; returns how many were written."""
     n = 0
     for split, video, rows in iter_videos(keypoints, ["frame", *ORDER]):
-        dest = Path(out_dir) / split / f"{video}.parquet"
-        dest.parent.mkdir(parents=True, exist_ok=True)
-        tmp = dest.with_name(f".{dest.name}.tmp")
-        try:
-            pq.write_table(islr_table(rows), tmp, compression="zstd")
-            os.replace(tmp, dest)
-        except BaseException:  # a full disk leaves no temp file beside the finished ones
-            tmp.unlink(missing_ok=True)
-            raise
+        table = islr_table(rows)
+        write_file(Path(out_dir) / split / f"{video}.parquet",
+                   lambda f, t=table: pq.write_table(t, f, compression="zstd"))
         n += 1
     return n

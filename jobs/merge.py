@@ -19,6 +19,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from extract.filemeta import file_metadata
 from extract.schema import OPTIONAL_COLUMNS, SCHEMA, parquet_write_options
 from extract.tensors import TensorSetWriter, video_runs
 from jobs.outputs import corpus_from_plan
@@ -55,7 +56,10 @@ class KeypointsWriter:
     def __init__(self, rd: RunDir) -> None:
         self.rd = rd
         self.tmp = rd.keypoints_path.with_name(".keypoints.parquet.tmp")
-        self._writer = pq.ParquetWriter(self.tmp, SCHEMA, **parquet_write_options())
+        info = rd.load()
+        meta = file_metadata(info.versions, info.options.holistic, info.dataset.fingerprint)
+        self._writer = pq.ParquetWriter(self.tmp, SCHEMA.with_metadata(meta),
+                                        **parquet_write_options())
         self._held: list[pa.Table] = []
         self._held_rows = 0
         self.rows = 0

@@ -178,3 +178,41 @@ def test_islr_export_rows_match_keypoints(refined_run: Path, tmp_path: Path):
                     seen["values"] += 1
                 o += k
     assert seen["nan"] and seen["values"], seen
+
+
+def test_file_names_how_it_was_made(refined_run: Path):
+    """Copied away from its run folder, keypoints.parquet still says how it was made (pyarrow
+    alone reads it), and polars and duckdb read its landmark columns at the recorded widths."""
+    import duckdb
+    import polars as pl
+
+    path = refined_run / "keypoints.parquet"
+    meta = json.loads(pq.read_schema(path).metadata[b"phoenix_keypoints.file"])
+    run = json.loads((refined_run / "run.json").read_text())
+    assert meta["schema_version"] == 2
+    assert meta["holistic"] == HolisticOptions(refine_face_landmarks=True,
+                                               static_image_mode=True).as_dict()
+    assert meta["dataset_fingerprint"] == run["dataset"]["fingerprint"]
+    assert {meta["versions"][k] for k in ("mediapipe", "numpy", "opencv-contrib-python")} == {
+        run["versions"][k] for k in ("mediapipe", "numpy", "opencv-contrib-python")}
+    assert meta["tool_version"] == run["versions"]["phoenix-keypoints"]
+    widths = {p: v["width"] for p, v in meta["layout"].items()}
+    assert widths == {"pose": 132, "face": 1434, "left_hand": 63, "right_hand": 63,
+                      "pose_world": 132}
+    assert meta["layout"]["pose"]["names"][11] == "LEFT_SHOULDER"
+    assert meta["layout"]["face"]["names"][468:] == [f"iris.{i}" for i in range(468, 478)]
+
+    table = read_keypoints(refined_run)
+    frame = pl.read_parquet(path)
+    for part, width in widths.items():
+        arr = frame.get_column(part).list.to_array(width)  # a fixed-width Array, nulls kept
+        assert arr.dtype == pl.Array(pl.Float32, width)
+        assert arr.null_count() == table[part].null_count
+        present = [v for v in table[part].to_pylist() if v is not None]
+        assert np.array_equal(np.asarray(arr.drop_nulls().to_list(), np.float32),
+                              np.asarray(present, np.float32))
+    got = duckdb.sql(f"SELECT count(*), count(face), max(len(face)), sum(pose_world[1]) "
+                     f"FROM read_parquet('{path}')").fetchall()[0]
+    world = [v[0] for v in table["pose_world"].to_pylist() if v is not None]
+    assert got[:3] == (143, 143 - table["face"].null_count, 1434)
+    assert got[3] == pytest.approx(sum(world), rel=1e-6)
