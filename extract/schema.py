@@ -1,9 +1,16 @@
 """The keypoint table's schema: one row per frame, the same in every part and in the merged file.
 
 Point counts and value layouts are MediaPipe Holistic's (pose 33 x (x, y, z, visibility), face 468,
-hands 21 x (x, y, z)). Landmark arrays are flat float32 lists of exactly points x values, or null
-where MediaPipe found nothing. (Plain lists, not Arrow fixed-size lists: pyarrow's Parquet reader
-rejects null fixed-size lists in the versions that still run on numpy 1.)
+or 478 with refine_face_landmarks, hands 21 x (x, y, z), pose_world 33 x (x, y, z, visibility)).
+Landmark arrays are flat float32 lists of exactly points x values, or null where MediaPipe found
+nothing; the file's own metadata (extract/filemeta.py) gives each column's width.
+
+They are Parquet LISTs, not Arrow fixed-size lists, because pyarrow 21 (the newest on numpy 1)
+still cannot round-trip a null fixed-size list through Parquet: writing one with a null slot fails
+("Lists with non-zero length null components are not supported", apache/arrow#35697), and an
+all-null one is written but not read back (apache/arrow#35692); tests/test_fixed_size_lists.py
+checks both. The supported way: read the lists and cast them (`as_fixed_size`; polars:
+`.list.to_array(width)`): nulls are kept and every present row has exactly `width` values.
 """
 
 from __future__ import annotations
@@ -108,6 +115,12 @@ def column_block(col: pa.ChunkedArray | pa.Array, width: int) -> tuple[np.ndarra
                          f"expected {width}")
     block[present] = rows
     return block, present
+
+
+def as_fixed_size(col: pa.ChunkedArray | pa.Array, width: int) -> pa.ChunkedArray | pa.Array:
+    """A landmark column as Arrow fixed-size lists of `width` float32 (nulls kept): numpy then
+    reshapes its values without a copy. Raises if a present row has another length."""
+    return col.cast(pa.list_(pa.float32(), width))
 
 
 def parquet_write_options() -> dict:
