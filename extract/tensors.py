@@ -36,11 +36,12 @@ from extract.normalize import (
     to_pixels,
 )
 from extract.points import DEFAULT_PRESET, SHOULDERS, PointSet
-from extract.schema import NUM_POINTS, OFFSETS, PARTS, column_block
+from extract.schema import NUM_POINTS, OFFSETS, PARTS, WORLD_PARTS, column_block
 
 TENSORS_FORMAT = 1
 POINTS_JSON = "points.json"
 DTYPES = ("float32", "float16")
+COORDS = ("image", "world")
 _TAG = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 
 
@@ -58,8 +59,10 @@ class TensorSpec:
     max_gap: int = 3
     dtype: str = "float32"
     name: str | None = None
+    coords: str = "image"  # world: pose points from pose_world (metres around the hips)
 
     def __post_init__(self) -> None:
+        self._check_coords()
         if self.normalize not in NORMALIZE_MODES:
             raise TensorsError(f"--normalize must be one of {', '.join(NORMALIZE_MODES)}")
         if self.fill not in FILL_MODES:
@@ -72,10 +75,23 @@ class TensorSpec:
             raise TensorsError(f"--name '{self.name}': use letters, digits, '.', '_' or '-' "
                                "(at most 64, not starting with a dot)")
 
+    def _check_coords(self) -> None:
+        if self.coords not in COORDS:
+            raise TensorsError(f"--coords must be one of {', '.join(COORDS)}")
+        if self.coords == "image":
+            return
+        pose = PARTS["pose"][0]
+        if int(self.points.array.max()) >= OFFSETS["pose"] + pose:
+            raise TensorsError("--coords world: world coordinates exist for the 33 pose points "
+                               "only; choose them with --points pose (or pose:N-M)")
+        if self.normalize != "none":
+            raise TensorsError("--coords world is in metres around the hips already: use it with "
+                               "--normalize none")
+
     @property
     def is_default(self) -> bool:
         return (self.points.name == DEFAULT_PRESET and self.normalize == "none"
-                and self.fill == "zero" and self.dtype == "float32")
+                and self.fill == "zero" and self.dtype == "float32" and self.coords == "image")
 
     @property
     def tag(self) -> str:
@@ -90,12 +106,14 @@ class TensorSpec:
             bits.append(f"interp{self.max_gap}")
         if self.dtype != "float32":
             bits.append("f16")
+        if self.coords != "image":
+            bits.append(self.coords)
         return "-".join(bits)
 
     def as_dict(self) -> dict[str, Any]:
         return {"points": self.points.name, "normalize": self.normalize, "fill": self.fill,
                 "max_gap": self.max_gap if self.fill == "interpolate" else None,
-                "dtype": self.dtype}
+                "dtype": self.dtype, "coords": self.coords}
 
 
 class NpyWriter:
@@ -217,6 +235,8 @@ def needed_parts(spec: TensorSpec) -> list[str]:
     parts = {names[i] for i in np.unique(np.searchsorted(starts, spec.points.array, "right") - 1)}
     if spec.normalize != "none":
         parts.add("pose")
+    if spec.coords == "world":
+        return list(WORLD_PARTS)
     return [p for p in PARTS if p in parts]
 
 
@@ -224,7 +244,9 @@ def video_tensor(table: pa.Table,
                  spec: TensorSpec) -> tuple[np.ndarray, np.ndarray, ShoulderFrame | None]:
     """One video's rows -> ([T, K, 3] float64 values, [T, K] detected, its shoulder frame or None)."""
     n = table.num_rows
-    blocks = part_blocks(table, needed_parts(spec))
+    blocks = part_blocks(table, needed_parts(spec), PARTS | WORLD_PARTS)
+    if spec.coords == "world":  # pose_world stands in the pose's place
+        blocks = {"pose": blocks["pose_world"]}
     xyz = np.zeros((n, NUM_POINTS, 3), np.float32)
     mask = np.zeros((n, NUM_POINTS), bool)
     for part, (block, present) in blocks.items():
@@ -388,6 +410,10 @@ def write_tensors(
     corpus: video -> {"speaker", "gloss", "translation"}, copied into the index.
     """
     keypoints = Path(keypoints)
+    spec = spec or TensorSpec()
+    if spec.coords == "world" and "pose_world" not in pq.read_schema(keypoints).names:
+        raise TensorsError(f"{keypoints} was made before pose_world was recorded: --coords world "
+                           "needs a run made by this version (run again into a new --out).")
     index = split_index(keypoints)
     capacity = {s: int(np.sum(t["length"].to_numpy())) if t.num_rows else 0 for s, t in index.items()}
     writer = TensorSetWriter(out_dir, capacity, spec, corpus)
@@ -428,7 +454,8 @@ def points_meta(spec: TensorSpec, frames: Mapping[str, int], videos: Mapping[str
         "indices": list(spec.points.indices),
         "points": spec.points.describe(),
         "channels": ["x", "y", "z"],
-        "units": UNITS[spec.normalize],
+        "units": UNITS[spec.normalize] if spec.coords == "image" else
+        "x, y, z in metres around the hip midpoint (pose_world)",
         "mask": "True where MediaPipe detected the point; filled or missing points are False",
         "files": {"array": "<split>.npy", "mask": "<split>.mask.npy", "index": "<split>.index.parquet"},
         "splits": {s: {"frames": int(frames[s]), "videos": int(videos[s])} for s in frames},

@@ -118,7 +118,7 @@ def _add_slurm(sub: argparse._SubParsersAction) -> None:
 def _add_tensors(sub: argparse._SubParsersAction) -> None:
     from extract.normalize import FILL_MODES, NORMALIZE_MODES
     from extract.points import DEFAULT_PRESET, PRESETS
-    from extract.tensors import DTYPES
+    from extract.tensors import COORDS, DTYPES
 
     t = sub.add_parser("tensors", help="write a tensor set (points, normalisation, gap filling)")
     t.add_argument("--out", type=Path, required=True, help="a run folder with keypoints.parquet")
@@ -131,6 +131,9 @@ def _add_tensors(sub: argparse._SubParsersAction) -> None:
     t.add_argument("--max-gap", type=_non_negative, default=3,
                    help="with --fill interpolate: longest gap (frames) filled, default 3")
     t.add_argument("--dtype", choices=DTYPES, default="float32")
+    t.add_argument("--coords", choices=COORDS, default="image",
+                   help="image: x, y normalised by the frame (default); world: the pose's "
+                        "pose_world, metres around the hips (pose points only)")
     t.add_argument("--name", help="tag (folder under tensors/); default: made from the options")
     t.set_defaults(handler=_tensors)
 
@@ -270,7 +273,8 @@ def _tensors(args: argparse.Namespace) -> int:
 
     points = PointSet.from_list(args.points) if args.points else PointSet.preset(
         args.preset or DEFAULT_PRESET)
-    spec = TensorSpec(points, args.normalize, args.fill, args.max_gap, args.dtype, args.name)
+    spec = TensorSpec(points, args.normalize, args.fill, args.max_gap, args.dtype, args.name,
+                      args.coords)
     return write_set_command(_rd(args.out), spec)
 
 

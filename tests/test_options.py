@@ -216,3 +216,25 @@ def test_file_names_how_it_was_made(refined_run: Path):
     world = [v[0] for v in table["pose_world"].to_pylist() if v is not None]
     assert got[:3] == (143, 143 - table["face"].null_count, 1434)
     assert got[3] == pytest.approx(sum(world), rel=1e-6)
+
+
+def test_world_coordinate_tensors(refined_run: Path):
+    """tensors --coords world: the pose points hold pose_world's x, y, z exactly, masked where no
+    pose was found; asking for points that have no world coordinates is refused, saying why."""
+    proc = run_cli(["tensors", "--out", refined_run, "--points", "pose", "--coords", "world",
+                    "--name", "pose-world"])
+    assert proc.returncode == 0, proc.stderr
+    table = read_keypoints(refined_run)
+    for split in sorted(set(table["split"].to_pylist())):
+        rows = table.filter(pc.equal(table["split"], split))
+        arr = np.load(refined_run / "tensors" / "pose-world" / f"{split}.npy")
+        mask = np.load(refined_run / "tensors" / "pose-world" / f"{split}.mask.npy")
+        assert arr.shape == (rows.num_rows, 33, 3)
+        for t, v in enumerate(rows["pose_world"].to_pylist()):
+            assert mask[t].all() == (v is not None) and mask[t].any() == (v is not None)
+            want = np.zeros((33, 3), np.float32) if v is None else \
+                np.reshape(np.asarray(v, np.float32), (33, 4))[:, :3]
+            assert np.array_equal(arr[t], want), (split, t)
+    refused = run_cli(["tensors", "--out", refined_run, "--coords", "world"])
+    assert refused.returncode != 0 and "Traceback" not in refused.stderr
+    assert "pose points only" in refused.stderr, refused.stderr
