@@ -142,9 +142,13 @@ def _add_small(sub: argparse._SubParsersAction) -> None:
 
     e = sub.add_parser("export", help="export keypoints for existing code (pkl dict, .pose files)")
     e.add_argument("--out", type=Path, required=True, help="a finished run folder")
-    e.add_argument("--format", choices=("pkl", "pose"), required=True)
+    e.add_argument("--format", choices=("pkl", "pose", "legacy-pkl", "legacy-npz"), required=True,
+                   help="pkl: {video: arrays} of a tensor set; pose: .pose files; legacy-pkl: the "
+                        "older script's pkl (what run --output_path writes); legacy-npz: its "
+                        "model input, <split>_keypoints.npz [N, 143, 3]")
     e.add_argument("--to", type=Path, required=True,
-                   help="pkl: the file to write; pose: a folder (one <split>/<video>.pose each)")
+                   help="pkl, legacy-pkl: the file to write; pose: a folder (one <split>/<video>.pose "
+                        "each); legacy-npz: a folder")
     e.add_argument("--tag", default="", help="pkl: tensor set to export (default: the run's own)")
     e.set_defaults(handler=_export)
 

@@ -49,6 +49,7 @@ def dataset_info(ds: Dataset) -> DatasetInfo:
         problems={v.name: v.problem for v in ds.videos if v.problem},
         unlisted_folders=list(ds.unlisted), ignored_files=len(ignored), ignored_reasons=reasons,
         ignored_examples=[f"{path} ({reason})" for path, reason in ignored[:IGNORED_EXAMPLES]],
+        given=str(ds.root),
     )
 
 

@@ -45,6 +45,7 @@ class DatasetInfo:
     ignored_files: int = 0
     ignored_reasons: dict[str, int] = field(default_factory=dict)  # reason -> entries
     ignored_examples: list[str] = field(default_factory=list)  # "<split>/<video>/<name> (reason)"
+    given: str = ""  # --dataset as the user typed it (the legacy pkl's image_paths start with it)
 
 
 @dataclass

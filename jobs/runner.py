@@ -89,9 +89,10 @@ def _merge(rd: RunDir, req: RunRequest, info: RunInfo, merging: BackgroundMerge)
 
 def _export_pkl(rd: RunDir, req: RunRequest) -> None:
     if req.pkl is not None:
-        from jobs.outputs import export_pkl
+        from jobs.outputs import export_legacy_pkl, legacy_pkl_line
 
-        messages.result(f"pkl:       {req.pkl} ({export_pkl(rd, req.pkl)} videos)")
+        given = str(req.options.dataset) if req.options.dataset is not None else None
+        messages.result(legacy_pkl_line(req.pkl, export_legacy_pkl(rd, req.pkl, given)))
 
 
 def _complete(rd: RunDir, req: RunRequest) -> bool:
@@ -158,7 +159,7 @@ def run(req: RunRequest) -> int:
     if req.pkl is not None and sharded:
         raise RunError("--output_path exports after the merge, which a shard does not do: once the "
                        f"merge job is done, run `phoenix-keypoints export --out {req.out} --format "
-                       f"pkl --to {req.pkl}`.")
+                       f"legacy-pkl --to {req.pkl}`.")
     if sharded:
         return run_shard(req, *sharded)
     written = req.pkl.stat().st_mtime_ns if req.pkl is not None and req.pkl.exists() else None
