@@ -30,6 +30,7 @@ class PlanOptions:
     limit_videos: int | None
     chunk_frames: int | None  # None: sizes chosen by the plan
     holistic: dict[str, Any]
+    max_samples_per_split: int | None = None  # first N videos of each split by folder name
 
 
 @dataclass
