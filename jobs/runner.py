@@ -11,6 +11,7 @@ from pathlib import Path
 
 from extract.tensors import write_tensors
 from jobs import messages, summary
+from jobs.devices import usable_cpus
 from jobs.extraction import extract, make_backend
 from jobs.finish import finish
 from jobs.locks import locked, run_folder
@@ -124,6 +125,19 @@ def _complete(rd: RunDir, req: RunRequest) -> bool:
     return True
 
 
+def _starting(rd: RunDir, req: RunRequest, info: RunInfo, backend: Backend) -> None:
+    """The start-of-run lines (local backend: Ray places its own workers)."""
+    slots = getattr(backend, "slots", None)
+    if slots is None:
+        return
+    plan = rd.load_plan()
+    frames: dict[str, int] = {}
+    for split, n in zip(plan["split"].to_pylist(), plan["num_frames"].to_pylist(), strict=True):
+        frames[split] = frames.get(split, 0) + n
+    writes = f"{rd.path}/ (keypoints.parquet, tensors/)" + (f" and {req.pkl}" if req.pkl else "")
+    summary.starting(info, frames, slots, len(usable_cpus()), writes)
+
+
 def run_whole(req: RunRequest) -> int:
     """`run` without shards: this node plans, extracts everything left, merges."""
     rd = RunDir(req.out)
@@ -137,6 +151,7 @@ def run_whole(req: RunRequest) -> int:
             for slot in range(backend.slot_count()):
                 backend.start(slot)
             info = load_or_plan(rd, req.options, backend.slot_count(), req.fresh)
+            _starting(rd, req, info, backend)
             summary.dataset_problems(info)
             for attempt in range(MERGE_TRIES):
                 code, merging = _extract_all(rd, req, info, backend, req.retry_failed and attempt == 0)
