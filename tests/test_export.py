@@ -112,7 +112,13 @@ def test_old_script_command_line_writes_its_pkl(sample_root: Path, clean_run: Pa
     pkl, run = tmp_path / "phoenix_keypoints_full.pkl", tmp_path / "phoenix_keypoints_full_run"
     assert pkl.is_file() and (run / "keypoints.parquet").is_file()
     assert "phoenix_keypoints_full.pkl" in proc.stdout
-    check_pkl(pkl, run)
+    with open(pkl, "rb") as f:  # the older script's layout (every field: tests/test_legacy.py)
+        data = pickle.load(f)
+    assert list(data) == ["train", "dev", "test", "stats", "keypoint_info", "dataset_info"]
+    rows = pq.read_table(run / "keypoints.parquet", columns=["split"])["split"].to_pylist()
+    assert {s: data["stats"][s]["total"] for s in ("train", "dev", "test")} == {
+        s: rows.count(s) for s in ("train", "dev", "test")}
+    assert data["dataset_info"]["source_path"] == str(sample_root)
     # 4 "GPUs" x 1 worker on a CPU machine: the same keypoints as the reference run
     a = pq.read_table(run / "keypoints.parquet").drop(["image"])
     b = pq.read_table(clean_run / "keypoints.parquet").drop(["image"])
