@@ -173,6 +173,11 @@ def test_default_options_give_no_idle_warning(shared_sample: Path, tmp_path: Pat
                     "portrait-1"])
     assert proc.returncode == 0, proc.stderr
     assert "workers:" in proc.stderr and "will idle" not in proc.stderr
+    # the rule itself, whatever this machine's cores: 1 worker on 2 cores warns, 2 on 2 do not
+    from jobs.summary import idle_cores
+
+    assert "1 core(s) will idle" in idle_cores(1, 2) and "--num_workers_per_gpu 2" in idle_cores(1, 2)
+    assert idle_cores(2, 2) is None and idle_cores(4, 2) is None
 
 
 def edited_copy(run: Path, dest: Path) -> dict[str, Any]:
