@@ -17,17 +17,13 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from helpers import LEGACY_FACE_68 as FACE_68
 from helpers import assert_no_traceback, run_cli
 
 from extract.loader import load_split
 
 pytestmark = pytest.mark.slow
 
-# The contract's 68 face-mesh indices, copied from legacy-format.md.
-FACE_68 = [10, 338, 297, 332, 284, 251, 389, 356, 454, 323, 361, 288, 397, 365, 379, 378, 400,
-           107, 55, 65, 52, 53, 336, 296, 334, 293, 300, 19, 1, 2, 5, 4, 6, 98, 97, 94,
-           33, 7, 163, 144, 145, 153, 362, 382, 381, 380, 374, 373,
-           61, 146, 91, 181, 84, 17, 314, 405, 320, 307, 375, 321, 78, 95, 88, 178, 87, 14, 317, 402]
 SPLITS = ("train", "dev", "test")
 PARTS = {"face": (468, 3), "left_hand": (21, 3), "right_hand": (21, 3), "pose": (33, 4)}
 GIVEN = "PHOENIX-2014-T"  # the dataset path as typed on the command line (a relative path)

@@ -14,7 +14,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
-from helpers import assert_no_traceback, run_cli
+from helpers import LEGACY_FACE_68, assert_no_traceback, run_cli
 
 from extract.loader import list_tags, load_split
 from extract.points import FACE_CONTOURS, HAND_NAMES, POSE_NAMES, PRESETS, PointSet, parse_points
@@ -90,6 +90,7 @@ def test_presets_pick_the_documented_indices(run_copy: Path) -> None:
                         *range(501, 543)],
         "hands-body-59": [*range(0, 17), *range(501, 543)],
         "holistic-543": list(range(543)),
+        "legacy-143": [*(33 + i for i in LEGACY_FACE_68), *range(501, 543), *range(0, 33)],
     }
     assert set(documented) == set(PRESETS)
     kp = pq.read_table(run_copy / "keypoints.parquet")
@@ -101,7 +102,7 @@ def test_presets_pick_the_documented_indices(run_copy: Path) -> None:
         assert meta["indices"] == want
         assert [p["index"] for p in meta["points"]] == want
         names = [p["name"] for p in meta["points"]]
-        if name != "holistic-543":
+        if name in ("compact-187", "hands-body-59"):
             assert names[11:13] == ["pose.LEFT_SHOULDER", "pose.RIGHT_SHOULDER"]
             assert names[-21] == "right_hand.WRIST"
         for split in meta["splits"]:
