@@ -265,9 +265,9 @@ def _run(args: argparse.Namespace) -> int:
             raise RunError(f"--output_path {pkl} is a folder; give the .pkl file to write.")
         out = out or (args.temp_dir or pkl.parent) / f"{pkl.stem}_run"
     if args.temp_dir is not None and (args.out is not None or pkl is None):
-        messages.note(f"--temp_dir {args.temp_dir} not used: it places the run folder of "
-                      "--output_path, and --out names it" if args.out else
-                      f"--temp_dir {args.temp_dir} not used: it places the run folder of --output_path")
+        why = "--out names the run folder" if args.out else "there is no --output_path"
+        messages.note(f"--temp_dir {args.temp_dir} not used ({why}): it only places the run folder "
+                      "of --output_path when --out is not given")
     if out is None:
         raise RunError("run needs --out RUN_DIR (or the older --output_path FILE.pkl).")
     return run(RunRequest(out, _options(args), args.num_gpus, args.workers_per_gpu, args.fresh,

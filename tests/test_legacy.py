@@ -174,6 +174,8 @@ def test_default_options_give_no_idle_warning(shared_sample: Path, tmp_path: Pat
 
     assert "1 core(s) will idle" in idle_cores(1, 2) and "--num_workers_per_gpu 2" in idle_cores(1, 2)
     assert idle_cores(2, 2) is None and idle_cores(4, 2) is None
+    big = idle_cores(4, 32)  # the older script's --num_gpus 4 --num_workers_per_gpu 1, 32 cores
+    assert "28 core(s) will idle" in big and "--num_workers_per_gpu 8" in big
 
 
 def edited_copy(run: Path, dest: Path) -> dict[str, Any]:
