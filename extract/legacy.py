@@ -25,7 +25,7 @@ import numpy as np
 import pyarrow.parquet as pq
 
 from extract.points import LEGACY_FACE, PointSet
-from extract.tensors import NpyWriter, TensorSpec, iter_videos, video_tensor
+from extract.tensors import NpyWriter, TensorsError, TensorSpec, iter_videos, video_tensor
 
 SPLITS = ("train", "dev", "test")  # the pkl always has all three, in this order
 # (name, first point, points) of the legacy-143 layout, the frame dict's parts in their order
@@ -89,7 +89,7 @@ def kept_rows(table: Any) -> np.ndarray:
     present = np.zeros(len(names), bool)
     for name, _, _ in REGIONS:
         present |= ~np.asarray(table.column(name).is_null(), bool)
-    return np.array([i for i in order if present[i]], np.int64)
+    return np.array([i for i in order if present[i]], np.int32)
 
 
 def first_pass(keypoints: Path, split: str, dataset_path: str,
@@ -102,7 +102,8 @@ def first_pass(keypoints: Path, split: str, dataset_path: str,
         done.videos.append((video, rows))
         done.total += table.num_rows
         done.success += len(rows)
-        done.longest_video = max(done.longest_video, len(video))
+        if len(rows):  # as np.array(video_ids) sizes its strings: only ids that are in it
+            done.longest_video = max(done.longest_video, len(video))
         for rel in kept.column("image").to_pylist():
             done.longest_path = max(done.longest_path, len(_image_path(dataset_path, rel)))
         vals, det = video_tensor(kept, SPEC)[:2]
@@ -120,10 +121,12 @@ def paths_pass(keypoints: Path, split: str, dataset_path: str,
                               "export again.")
         images = table.column("image").to_pylist()
         yield video, [_image_path(dataset_path, images[i]) for i in rows]
+    if next(videos, None) is not None:
+        raise LegacyError(f"{keypoints} changed while it was exported; export again.")
 
 
-class LegacyError(Exception):
-    """The older layout cannot be written as asked; the message says what to do."""
+class LegacyError(TensorsError):
+    """The older layout cannot be written as asked; the message says what to do (exit 2)."""
 
 
 def frame_dicts(vals: np.ndarray, det: np.ndarray, kept: Any) -> Iterator[dict[str, Any]]:
