@@ -197,9 +197,12 @@ def edited_copy(run: Path, dest: Path) -> dict[str, Any]:
     rows["face"][i], rows["left_hand"][i], rows["right_hand"][i], rows["pose"][i] = \
         None, hand, None, pose
     dev = [i for i, s in enumerate(rows["split"]) if s == "dev"]
-    for i in dev:  # a whole video with nothing detected
-        for p in PARTS:
-            rows[p][i] = None
+    for i, v in enumerate(rows["video"]):
+        if rows["split"][i] == "dev" or v == "full_body-1":  # whole videos with nothing detected
+            for p in PARTS:
+                rows[p][i] = None
+        if v == "portrait-1":  # and a pose in the other test video, so that split has frames
+            rows["pose"][i] = pose
     pq.write_table(pa.table(rows, schema=table.schema), dest / "keypoints.parquet")
     return {"video": video, "gone": [rows["image"][first[0]], rows["image"][first[2]]],
             "partial": rows["image"][first[1]], "hand": hand, "pose": pose, "dev": len(dev)}
@@ -223,6 +226,7 @@ def test_export_legacy_pkl_and_npz_on_constructed_cases(older: dict[str, Any],
     np.testing.assert_array_equal(frame["left_hand"], np.reshape(made["hand"], (21, 3)))
     np.testing.assert_array_equal(frame["pose"], np.reshape(made["pose"], (33, 4))[:, :3])
     assert data["dev"] == {"keypoints": [], "image_paths": [], "video_ids": []}
+    assert set(data["test"]["video_ids"]) == {"portrait-1"}  # full_body-1 left out whole
     assert data["stats"]["dev"]["failed"] == data["stats"]["dev"]["total"] == made["dev"]
     assert data["stats"]["train"]["failed"] >= 2
 
