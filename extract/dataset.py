@@ -380,9 +380,21 @@ def _read_corpora(root: Path, layout: str,
     return rows, set(seen), digest.hexdigest()
 
 
+def _first_by_name(rows: list[CorpusRow], n: int) -> list[CorpusRow]:
+    """--max_samples_per_split: the first n videos of each split by folder name, as the older
+    script chose them (sorted folder names), whatever their corpus order."""
+    keep: set[tuple[str, str]] = set()
+    for split in dict.fromkeys(r.split for r in rows):
+        names = sorted(nfc(r.name) for r in rows if r.split == split)
+        keep.update((split, name) for name in names[:n])
+    return [r for r in rows if (r.split, nfc(r.name)) in keep]
+
+
 def _select(rows: list[CorpusRow], listed: set[str], splits: Sequence[str],
-            videos: Iterable[str] | None, limit_videos: int | None) -> list[CorpusRow]:
-    """--videos (by name, in NFC) and --limit-videos (first N of each split, in corpus order)."""
+            videos: Iterable[str] | None, limit_videos: int | None,
+            max_per_split: int | None = None) -> list[CorpusRow]:
+    """--videos (by name, in NFC), --limit-videos (first N of each split, in corpus order) and
+    --max_samples_per_split (first N of each split by name)."""
     if videos is not None:
         wanted = list(dict.fromkeys(videos))
         unknown = [n for n in wanted if nfc(n) not in listed]
@@ -401,6 +413,8 @@ def _select(rows: list[CorpusRow], listed: set[str], splits: Sequence[str],
             if per_split[r.split] <= limit_videos:
                 kept.append(r)
         rows = kept
+    if max_per_split is not None:
+        rows = _first_by_name(rows, max_per_split)
     return rows
 
 
@@ -409,6 +423,7 @@ def discover(
     splits: Sequence[str] = SPLITS,
     videos: Iterable[str] | None = None,
     limit_videos: int | None = None,
+    max_per_split: int | None = None,
 ) -> Dataset:
     """Read the corpus, select videos (splits, names, first N per split) and list their frames."""
     root = Path(root)
@@ -417,10 +432,11 @@ def discover(
         if s not in SPLITS:
             raise DatasetError(f"--splits: unknown split {s!r}; use some of {','.join(SPLITS)}.")
     rows, listed, digest = _read_corpora(root, layout, splits)
-    rows = _select(rows, listed, splits, videos, limit_videos)
+    rows = _select(rows, listed, splits, videos, limit_videos, max_per_split)
     names = _NameIndex(root)
     out = [_video(root, r, layout, names) for r in rows]
-    unlisted = [] if videos is not None or limit_videos is not None else \
+    selected = videos is not None or limit_videos is not None or max_per_split is not None
+    unlisted = [] if selected else \
         _unlisted(root, splits, {v.folder for v in out})
     # Output order is (split, video) ascending, the order of keypoints.parquet.
     out.sort(key=lambda v: (v.split, v.name))

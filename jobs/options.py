@@ -20,18 +20,24 @@ class RunOptions:
     limit_videos: int | None = None
     chunk_frames: int | None = None
     model_complexity: int | None = None
+    max_samples_per_split: int | None = None
+    min_detection_confidence: float | None = None
+    min_tracking_confidence: float | None = None
     refine_face_landmarks: bool | None = None
     static_image_mode: bool | None = None
     smooth_landmarks: bool | None = None
 
-    def _holistic_over(self, base: dict) -> dict:
-        """The Holistic options of `base` (a recorded dict) with what was asked put over them."""
+    def _holistic(self, have: dict | None = None) -> dict:
+        """Holistic's options: what was asked, else the run's own (`have`: a recorded dict, whose
+        missing keys take the value that run used), else the defaults."""
         asked = {"model_complexity": self.model_complexity,
+                 "min_detection_confidence": self.min_detection_confidence,
+                 "min_tracking_confidence": self.min_tracking_confidence,
                  "refine_face_landmarks": self.refine_face_landmarks,
                  "static_image_mode": self.static_image_mode,
                  "smooth_landmarks": self.smooth_landmarks}
-        have = HolisticOptions.from_dict(base).as_dict()
-        return have | {k: v for k, v in asked.items() if v is not None}
+        base = HolisticOptions.from_dict(have or {}).as_dict()
+        return base | {k: v for k, v in asked.items() if v is not None}
 
     def resolved(self) -> PlanOptions:
         """The options of a new run: what was asked, defaults for the rest."""
@@ -40,7 +46,8 @@ class RunOptions:
             videos=list(self.videos) if self.videos else None,
             limit_videos=self.limit_videos,
             chunk_frames=self.chunk_frames,
-            holistic=self._holistic_over({}),
+            holistic=self._holistic(),
+            max_samples_per_split=self.max_samples_per_split,
         )
 
     def holistic(self, info: RunInfo | None) -> dict:
@@ -57,12 +64,14 @@ class RunOptions:
             videos=list(self.videos) if self.videos else have.videos,
             limit_videos=self.limit_videos if self.limit_videos is not None else have.limit_videos,
             chunk_frames=self.chunk_frames or have.chunk_frames,
-            holistic=self._holistic_over(have.holistic),
+            holistic=self._holistic(have.holistic),
+            max_samples_per_split=self.max_samples_per_split
+            if self.max_samples_per_split is not None else have.max_samples_per_split,
         )
         diffs = [k for k in vars(asked) if k != "holistic" and getattr(asked, k) != getattr(have, k)]
         recorded = HolisticOptions.from_dict(have.holistic).as_dict()
-        diffs += [f"{k} ({recorded[k]} when planned)" for k in recorded
-                  if asked.holistic[k] != recorded[k]]
+        diffs += [f"{k} ({recorded[k]} when planned, {v} asked)"
+                  for k, v in asked.holistic.items() if recorded[k] != v]
         if self.dataset is not None and str(self.dataset.resolve()) != info.dataset.root:
             diffs.insert(0, f"dataset ({info.dataset.root})")
         if num_shards is not None and num_shards != info.num_shards:
