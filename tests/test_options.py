@@ -100,7 +100,7 @@ def test_kill_then_resume_keeps_the_options(refined_run: Path, shared_sample: Pa
 
     refused = run_cli([*args, "--no-smooth-landmarks"])
     assert refused.returncode != 0 and "Traceback" not in refused.stderr
-    assert "smooth_landmarks (True when planned)" in refused.stderr, refused.stderr
+    assert "smooth_landmarks (True when planned, False asked)" in refused.stderr, refused.stderr
 
     proc = run_cli([*args, "--workers-per-gpu", "1"])
     assert proc.returncode == 0, proc.stderr
