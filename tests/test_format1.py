@@ -59,6 +59,7 @@ def _ok(args: list) -> str:
     return proc.stdout + proc.stderr
 
 
+@pytest.mark.slow
 def test_old_folder_is_read_by_every_command(old_run: Path, clean_run: Path, tmp_path: Path):
     assert "Traceback" not in _ok(["status", "--out", old_run])
     _ok(["verify", "--out", old_run])

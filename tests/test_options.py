@@ -60,6 +60,7 @@ def refined_run(shared_sample: Path, tmp_path_factory: pytest.TempPathFactory) -
     return out
 
 
+@pytest.mark.slow
 def test_refine_static_run_equals_mediapipe_direct(refined_run: Path, shared_sample: Path):
     options = HolisticOptions(refine_face_landmarks=True, static_image_mode=True)
     recorded = json.loads((refined_run / "run.json").read_text())["options"]["holistic"]
@@ -78,6 +79,7 @@ def test_refine_static_run_equals_mediapipe_direct(refined_run: Path, shared_sam
     assert checked > 0, "a face was found, so the 478-point face was compared"
 
 
+@pytest.mark.slow
 def test_one_worker_equals_two(refined_run: Path, shared_sample: Path, tmp_path: Path):
     out = tmp_path / "one"
     proc = run_cli(["run", "--dataset", shared_sample, "--out", out, "--chunk-frames", "60",
@@ -86,6 +88,7 @@ def test_one_worker_equals_two(refined_run: Path, shared_sample: Path, tmp_path:
     assert sha256(out / "keypoints.parquet") == sha256(refined_run / "keypoints.parquet")
 
 
+@pytest.mark.slow
 def test_kill_then_resume_keeps_the_options(refined_run: Path, shared_sample: Path, tmp_path: Path):
     """Killed after a part, resumed without repeating the options: the run's own are used; asking
     for another value of one on the planned folder is refused, naming it."""
