@@ -43,7 +43,11 @@ def _plan_args(p: argparse.ArgumentParser) -> None:
     """What the plan is made of: used when a run folder is planned, checked when it is resumed."""
     from extract.corpora.base import SPLITS
 
-    p.add_argument("--splits", type=_csv, help=f"comma-separated, default {','.join(SPLITS)}")
+    p.add_argument("--manifest", type=Path, metavar="FILE",
+                   help="a csv/tsv/jsonl listing the videos (name, split, path, ...), instead of "
+                        "--dataset")
+    p.add_argument("--splits", type=_csv, help=f"comma-separated, default {','.join(SPLITS)} (for other "
+                   "corpora: every split they have)")
     p.add_argument("--limit-videos", type=_positive, help="first N videos of each split")
     p.add_argument("--videos", type=_csv, help="comma-separated video names")
     p.add_argument("--chunk-frames", type=_positive,
@@ -56,7 +60,8 @@ def _plan_args(p: argparse.ArgumentParser) -> None:
 def _add_run(sub: argparse._SubParsersAction) -> None:
     r = sub.add_parser("run", help="plan, extract what is not done yet, merge (resumes)")
     r.add_argument("--dataset", "--dataset_path", type=Path,
-                   help="folder holding annotations/ and features/")
+                   help="the corpus: a PHOENIX, CSL-Daily or How2Sign folder, a folder of videos, or a "
+                        "manifest file (docs/corpora.md)")
     r.add_argument("--out", type=Path, help="run folder (created if missing)")
     r.add_argument("--output_path", type=Path, metavar="FILE.pkl",
                    help="the older script's flag: also export the keypoints to this pkl at the end; "
@@ -215,7 +220,12 @@ def _rd(path: Path) -> RunDir:
 def _options(args: argparse.Namespace) -> RunOptions:
     from jobs.options import RunOptions
 
-    return RunOptions(args.dataset, args.splits, args.videos, args.limit_videos,
+    dataset = args.dataset
+    if getattr(args, "manifest", None) is not None:
+        if dataset is not None and dataset != args.manifest:
+            raise SystemExit("phoenix-keypoints: error: give --dataset or --manifest, not both")
+        dataset = args.manifest
+    return RunOptions(dataset, args.splits, args.videos, args.limit_videos,
                       args.chunk_frames, args.model_complexity)
 
 

@@ -47,8 +47,10 @@ class RunOptions:
                                      or have.holistic["model_complexity"]).as_dict(),
         )
         diffs = [k for k in vars(asked) if getattr(asked, k) != getattr(have, k)]
-        if self.dataset is not None and str(self.dataset.resolve()) != info.dataset.root:
-            diffs.insert(0, f"dataset ({info.dataset.root})")
+        given = Path(info.dataset.root) / info.dataset.manifest if info.dataset.manifest else \
+            Path(info.dataset.root)
+        if self.dataset is not None and self.dataset.resolve() != given:
+            diffs.insert(0, f"dataset ({given})")
         if num_shards is not None and num_shards != info.num_shards:
             diffs.append(f"num_shards (fixed at {info.num_shards} when planned)")
         return diffs

@@ -45,6 +45,8 @@ class DatasetInfo:
     ignored_files: int = 0
     ignored_reasons: dict[str, int] = field(default_factory=dict)  # reason -> entries
     ignored_examples: list[str] = field(default_factory=list)  # "<split>/<video>/<name> (reason)"
+    manifest: str = ""  # the manifest's file name in root, when a manifest lists the videos
+    decoder: str = ""  # the video decoder and its version, when videos are decoded
 
 
 @dataclass

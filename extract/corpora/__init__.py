@@ -17,10 +17,16 @@ from extract.corpora.base import no_frames_message as _generic_message
 # name -> module holding CORPUS, in detection order (the most specific layouts first)
 CORPORA: dict[str, str] = {
     "phoenix": "extract.corpora.phoenix",
+    "csl-daily": "extract.corpora.csl_daily",
+    "how2sign": "extract.corpora.how2sign",
+    "manifest": "extract.corpora.manifest",
+    "videos": "extract.corpora.videos",
 }
 
 EXPECTED = ("a PHOENIX-2014-T or PHOENIX-2014 tree (annotations/manual/PHOENIX-2014-T.train.corpus.csv "
-            "or train.corpus.csv, and features/fullFrame-210x260px/)")
+            "or train.corpus.csv, and features/fullFrame-210x260px/), CSL-Daily (sentence_label/"
+            "split_1.txt), How2Sign (sentence_level/<split>/rgb_front/raw_videos/), a folder holding "
+            "video files, or a manifest file (--manifest, .csv/.tsv/.jsonl)")
 
 
 def corpus(name: str) -> Corpus:
@@ -36,8 +42,7 @@ def detect(root: Path) -> Corpus:
     from extract.corpora.phoenix import inner_hint
 
     what = "does not exist" if not root.exists() else "is not a corpus this tool reads"
-    raise DatasetError(f"--dataset {root} {what}: expected {EXPECTED}.{inner_hint(root)} Pass the "
-                       "folder that holds annotations/ and features/.")
+    raise DatasetError(f"--dataset {root} {what}: expected {EXPECTED}.{inner_hint(root)}")
 
 
 def discover(root: Path, splits: Sequence[str] = SPLITS, videos: Iterable[str] | None = None,

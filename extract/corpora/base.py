@@ -67,6 +67,7 @@ class Dataset:
     unlisted: list[str] = field(default_factory=list)  # "<split>/<folder>" on disk, in no csv
     corpus_sha256: str = ""
     hint: str = ""  # what a reader adds when nothing is found (where it looked, what it expected)
+    manifest: str = ""  # the manifest's file name in root, for a dataset listed by one
 
     @property
     def num_frames(self) -> int:
@@ -146,7 +147,8 @@ def select(rows: list, listed: set[str], splits: Sequence[str],
     return rows
 
 
-def unique_names(rows: Iterable, what: str = "video") -> set[str]:
+def unique_names(rows: Iterable, what: str = "video",
+                 fix: str = "Remove one of the lines, or give them different names.") -> set[str]:
     """NFC names of rows (each with `name` and `source`), refusing a name listed twice."""
     seen: dict[str, tuple[str, str]] = {}
     for r in rows:
@@ -155,8 +157,7 @@ def unique_names(rows: Iterable, what: str = "video") -> set[str]:
             first, where = seen[key]
             how = "" if first == r.name else f" as {first!r}, equal in Unicode NFC"
             raise DatasetError(
-                f"{r.source}: {what} {r.name!r} is listed twice (first at {where}{how}). "
-                "Remove one of the lines, or give them different names."
+                f"{r.source}: {what} {r.name!r} is listed twice (first at {where}{how}). {fix}"
             )
         seen[key] = (r.name, r.source)
     return set(seen)

@@ -62,6 +62,7 @@ class Scan:
     problem: str = ""
     ignored: tuple[tuple[str, str], ...] = ()  # (name, why it is no frame), to be reported
     locator: str = ""  # the locator as found on disk, when it differs from the one asked for
+    start: int = 0  # 0-based index of the first frame taken (a range cut from a longer video)
 
 
 class Frame(NamedTuple):
