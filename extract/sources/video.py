@@ -7,7 +7,8 @@
 - Frame count: the packets of the video stream, counted by demuxing (no decoding), at plan time.
   A container's own count (stream.frames) is not trusted: it is 0 in WebM and can be wrong. Each
   decoded frame is put at its place by its timestamp among the packets' ones, so a frame that does
-  not decode costs its own row (`not_decoded`), not the numbering of those after it; when the
+  not decode costs its own row (`not_decoded`), not the numbering of those after it (a damaged
+  stream can even give frames out of order: up to WINDOW are held back to wait for one); when the
   timestamps cannot place frames (missing or repeated), frames are taken in decode order.
 - Times: each row's `time_s` is its frame's timestamp (pts x time_base) in seconds, so variable
   frame rates are kept; null where the file gives no usable (increasing) timestamp.
@@ -34,6 +35,7 @@ from extract.sources.base import Frame, Mismatch, Ref, Scan
 STATUS_NOT_DECODED = "not_decoded"
 VIDEO_SUFFIXES = (".mp4", ".m4v", ".mov", ".mkv", ".webm", ".avi", ".mpg", ".mpeg", ".ogv", ".flv")
 FRAGMENT = "frame"
+WINDOW = 16  # frames a damaged stream may give out of order before a missing one is given up
 
 
 class Probe(NamedTuple):
@@ -67,8 +69,8 @@ def _stream(container):
         raise ValueError("no video stream in the file")
     stream = container.streams.video[0]
     if stream.codec_context is None:
-        raise ValueError(f"no decoder for its codec ({stream.codec_tag or stream.type or '?'}); "
-                         "re-encode it (e.g. to H.264) or use a PyAV with that decoder")
+        raise ValueError("unknown codec: PyAV's FFmpeg has no decoder for this video's stream; "
+                         "re-encode it (e.g. to H.264)")
     stream.thread_type = "NONE"  # one thread per worker; the workers fill the cores
     stream.codec_context.thread_count = 1
     return stream
@@ -85,6 +87,7 @@ def probe(path: Path) -> Probe:
     note = ""
     try:
         stream = _stream(container)
+        header = stream.frames
         base = float(stream.time_base) if stream.time_base else None
         try:
             for p in container.demux(stream):
@@ -98,6 +101,9 @@ def probe(path: Path) -> Probe:
         container.close()
     if not times:
         return Probe([], "no frames" + (f": {note}" if note else ""))
+    if header and header != len(times) and not note:
+        note = (f"the container says {header} frames, its packets are {len(times)} (truncated or a "
+                "wrong header): the packets are what is planned")
     return Probe(_presentation_order(times), "", note)
 
 
@@ -196,8 +202,6 @@ class _Decode:
     def __iter__(self) -> Iterator[Frame]:
         ref = self.ref
         end = ref.start + ref.count
-        nxt = ref.start  # the next row to emit, as an index in the file
-        why = "the video ended before this frame"
         try:
             fd = os.open(self.root / ref.locator, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
         except OSError as e:
@@ -208,21 +212,37 @@ class _Decode:
             return
         with os.fdopen(fd, "rb") as f:
             self.size, self.mtime, self.sha = _hash(fd)
-            try:
-                for index, rgb, time_s in _decoded(f):
-                    if index < nxt:
-                        continue
-                    if index >= end:
-                        break
-                    while nxt < index:  # frames the decoder did not give
+            yield from self._placed(f, end)
+
+    def _placed(self, f, end: int) -> Iterator[Frame]:
+        """Rows start..end-1 in order. A damaged stream can give frames out of order, so a frame
+        that has not come is declared `not_decoded` only once WINDOW later ones are waiting."""
+        nxt, pending = self.ref.start, {}
+        why = "the video ended before this frame"
+        try:
+            for index, rgb, time_s in _decoded(f):
+                if nxt <= index < end:  # a second frame with one timestamp (damage) is dropped
+                    pending.setdefault(index, (rgb, time_s))
+                while pending:
+                    if nxt in pending:
+                        rgb_, t_ = pending.pop(nxt)
+                        yield self._row(nxt, rgb_, time_s=t_)
+                    elif len(pending) > WINDOW:
                         yield self._row(nxt, status=STATUS_NOT_DECODED, note="no frame decoded here")
-                        nxt += 1
-                    yield self._row(index, rgb, time_s=time_s)
+                    else:
+                        break
                     nxt += 1
-            except (ValueError, _av().FFmpegError) as e:
-                why = f"cannot decode: {_error(e)}"
+                if nxt >= end or index >= end + WINDOW:
+                    break
+        except (ValueError, _av().FFmpegError) as e:
+            why = f"cannot decode: {_error(e)}"
         for i in range(nxt, end):
-            yield self._row(i, status=STATUS_NOT_DECODED, note=why)
+            if i in pending:
+                rgb_, t_ = pending.pop(i)
+                yield self._row(i, rgb_, time_s=t_)
+            else:
+                yield self._row(i, status=STATUS_NOT_DECODED,
+                                note="no frame decoded here" if pending else why)
 
 
 def _decoded(f) -> Iterator[tuple[int, np.ndarray, float | None]]:
@@ -255,11 +275,13 @@ def _decoded(f) -> Iterator[tuple[int, np.ndarray, float | None]]:
                 continue
             for frame in frames:
                 t = frame.pts * base if frame.pts is not None and base else None
-                index = place.get(t, seq) if place else seq
+                if place and t in place:  # timestamps place it (and are usable times)
+                    index = place[t]
+                else:  # in decode order; a time only where it increases
+                    index, t = seq, t if t is not None and (last is None or t > last) else None
+                    last = t if t is not None else last
                 seq = index + 1
-                usable = t is not None and (last is None or t > last)
-                last = t if usable else last
-                yield index, _rgb(frame), t if usable else None
+                yield index, _rgb(frame), t
 
 
 def stale_videos(root: Path, recorded: pa.Table, content: bool) -> list[Mismatch]:
