@@ -52,6 +52,7 @@ def dataset_info(ds: Dataset) -> DatasetInfo:
         unlisted_folders=list(ds.unlisted), ignored_files=len(ignored), ignored_reasons=reasons,
         ignored_examples=[f"{path} ({reason})" for path, reason in ignored[:IGNORED_EXAMPLES]],
         manifest=ds.manifest, decoder=_decoder(ds),
+        notes={v.name: v.note for v in ds.videos if v.note},
     )
 
 

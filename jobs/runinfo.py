@@ -47,6 +47,7 @@ class DatasetInfo:
     ignored_examples: list[str] = field(default_factory=list)  # "<split>/<video>/<name> (reason)"
     manifest: str = ""  # the manifest's file name in root, when a manifest lists the videos
     decoder: str = ""  # the video decoder and its version, when videos are decoded
+    notes: dict[str, str] = field(default_factory=dict)  # video -> what its source noticed
 
 
 @dataclass

@@ -63,9 +63,8 @@ def test_scan_says_what_is_wrong(broken: Path):
     # the cut file's header still says 58 frames: its packets are planned, and the mismatch said
     cut = scans["truncated.mp4"]
     assert 0 < cut.count < 58 and not cut.problem
-    assert cut.ignored == (("truncated.mp4", f"the container says 58 frames, its packets are "
-                            f"{cut.count} (truncated or a wrong header): the packets are what is "
-                            "planned"),)
+    assert cut.note == (f"the container says 58 frames, its packets are {cut.count} (truncated or "
+                        "a wrong header): the packets are what is planned")
     past = src.scan(broken, "good.webm", start=50, end=70)
     assert past.problem == "range 50-70 is past the end: the video has 58 frames"
 
@@ -110,8 +109,9 @@ def test_run_over_broken_videos_keeps_the_good_one(broken: Path, tmp_path: Path)
     proc = run_cli(["run", "--manifest", manifest, "--out", out, "--allow-partial"])
     assert_no_traceback(proc)
     assert proc.returncode == 0, proc.stderr
-    problems = json.loads((out / "run.json").read_text())["dataset"]["problems"]
-    assert set(problems) == {"notavideo", "unknowncodec", "empty", "past"}
+    dataset = json.loads((out / "run.json").read_text())["dataset"]
+    assert set(dataset["problems"]) == {"notavideo", "unknowncodec", "empty", "past"}
+    assert set(dataset["notes"]) == {"truncated"} and "video(s) with a note: truncated" in proc.stderr
     table = read_keypoints(out)
     good = video_rows(table, "good")
     assert good.num_rows == 8 and set(good["status"].to_pylist()) == {"ok"}

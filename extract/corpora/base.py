@@ -53,6 +53,7 @@ class Video:
     count: int | None = None  # frames, for a source whose frames have no names
     start: int = 0
     extra: str = ""  # other corpus columns as one JSON object ("" when none)
+    note: str = ""  # what the source noticed that does not keep the video out (a wrong header)
 
     @property
     def num_frames(self) -> int:

@@ -74,7 +74,7 @@ def to_video(root: Path, e: Listing) -> Video:
         scan = _FOLDERS.scan(root, folder, pattern)
     elif is_video(path) or (root / path).is_file():
         s = _VIDEOS.scan(root, path, e.start, e.end, e.start_s, e.end_s)
-        return Video(e.split, e.name, path, (), problem=s.problem, ignored=s.ignored,
+        return Video(e.split, e.name, path, (), problem=s.problem, note=s.note,
                      source="video", count=s.count, start=s.start, **meta)
     else:
         scan = _FOLDERS.scan(root, path, IMAGE_NAMES)

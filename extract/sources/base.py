@@ -63,6 +63,7 @@ class Scan:
     ignored: tuple[tuple[str, str], ...] = ()  # (name, why it is no frame), to be reported
     locator: str = ""  # the locator as found on disk, when it differs from the one asked for
     start: int = 0  # 0-based index of the first frame taken (a range cut from a longer video)
+    note: str = ""  # something worth telling that does not keep the video out
 
 
 class Frame(NamedTuple):

@@ -155,8 +155,7 @@ class VideoSource:
         if found.problem:
             return Scan(count=0, problem=found.problem, locator=locator)
         first, count, problem = frame_range(found.times, start, end, start_s, end_s)
-        ignored = ((locator, found.note),) if found.note else ()
-        return Scan(count=count, problem=problem, locator=locator, ignored=ignored, start=first)
+        return Scan(count=count, problem=problem, locator=locator, start=first, note=found.note)
 
     def frames(self, root: Path, ref: Ref) -> Iterator[Frame]:
         """Exactly ref.count frames from ref.start; what cannot be decoded is `not_decoded`."""
