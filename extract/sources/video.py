@@ -83,18 +83,10 @@ def probe(path: Path) -> Probe:
         container = av.open(str(path), metadata_errors="ignore")
     except (av.FFmpegError, OSError, UnicodeDecodeError) as e:
         return Probe([], f"cannot open as a video ({_error(e)})")
-    times: list[float | None] = []
-    note = ""
     try:
         stream = _stream(container)
         header = stream.frames
-        base = float(stream.time_base) if stream.time_base else None
-        try:
-            for p in container.demux(stream):
-                if p.size:
-                    times.append(p.pts * base if p.pts is not None and base else None)
-        except av.FFmpegError as e:  # a truncated or damaged tail: the packets before it count
-            note = f"demux stopped after {len(times)} packets ({_error(e)})"
+        times, note = _packet_times(container, stream)
     except ValueError as e:
         return Probe([], str(e))
     finally:
@@ -105,6 +97,21 @@ def probe(path: Path) -> Probe:
         note = (f"the container says {header} frames, its packets are {len(times)} (truncated or a "
                 "wrong header): the packets are what is planned")
     return Probe(_presentation_order(times), "", note)
+
+
+def _packet_times(container, stream) -> tuple[list[float | None], str]:
+    """(time in seconds of each packet of the stream, in decode order; why the demux stopped early,
+    "" when it did not). A truncated or damaged tail ends the list: the packets before it count."""
+    av = _av()
+    base = float(stream.time_base) if stream.time_base else None
+    times: list[float | None] = []
+    try:
+        for p in container.demux(stream):
+            if p.size:
+                times.append(p.pts * base if p.pts is not None and base else None)
+    except av.FFmpegError as e:
+        return times, f"demux stopped after {len(times)} packets ({_error(e)})"
+    return times, ""
 
 
 def _presentation_order(times: list[float | None]) -> list[float | None]:
@@ -252,20 +259,13 @@ def _decoded(f) -> Iterator[tuple[int, np.ndarray, float | None]]:
     """
     av = _av()
     with av.open(f, metadata_errors="ignore") as container:
-        stream = _stream(container)
-        base = float(stream.time_base) if stream.time_base else None
-        times: list[float | None] = []
-        try:
-            for p in container.demux(stream):
-                if p.size:
-                    times.append(p.pts * base if p.pts is not None and base else None)
-        except av.FFmpegError:
-            pass
+        times, _ = _packet_times(container, _stream(container))
     order = _presentation_order(times)
     place = {t: i for i, t in enumerate(order) if t is not None}
     f.seek(0)
     with av.open(f, metadata_errors="ignore") as container:
         stream = _stream(container)
+        base = float(stream.time_base) if stream.time_base else None
         seq, last = 0, None
         for packet in container.demux(stream):
             try:
