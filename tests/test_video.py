@@ -182,3 +182,62 @@ def test_changed_video_is_named_by_verify_and_redone(video_run: Path, video_tree
     after = pq.read_table(out / "keypoints.parquet")
     assert after["file_mtime_ns"].to_pylist()[0] == webm.stat().st_mtime_ns
     assert after.select(list(PARTS)).equals(before.select(list(PARTS)))
+
+
+def test_display_rotation_is_applied(tmp_path: Path):
+    """signer_demo.mp4 remuxed (same packets) with a 90-degree display rotation: the frames come
+    out turned as FFmpeg's autorotate turns them (counterclockwise, np.rot90 k=1), and equal to
+    pose-format's own reader where that is installed."""
+    from extract import sources
+    from extract.sources.base import Ref
+
+    src, dest = VIDEOS / "signer_demo.mp4", tmp_path / "rot90.mp4"
+    with av.open(str(src)) as i, av.open(str(dest), "w") as o:
+        out = o.add_stream_from_template(i.streams.video[0])
+        out.set_display_rotation(90)
+        for packet in i.demux(i.streams.video[0]):
+            if packet.dts is not None:
+                packet.stream = out
+                o.mux(packet)
+    with av.open(str(dest)) as c:
+        assert next(c.decode(video=0)).rotation == 90
+    upright = pyav_frames(src)
+    got = list(sources.get("video").frames(tmp_path, Ref("video", dest.name, (), 0, len(upright))))
+    assert [f.status for f in got] == ["ok"] * len(upright)
+    for f, (rgb, _) in zip(got, upright, strict=True):
+        assert f.rgb.shape == (rgb.shape[1], rgb.shape[0], 3)
+        assert np.array_equal(f.rgb, np.rot90(rgb, 1))
+    svu = pytest.importorskip("simple_video_utils.frames")
+    theirs = list(svu.read_frames_exact(str(dest)))
+    assert all(np.array_equal(f.rgb, t) for f, t in zip(got, theirs, strict=True))
+
+
+def test_variable_frame_rate_times_kept(tmp_path: Path):
+    """A video encoded here with irregular timestamps (ms): each row's time_s is its frame's own,
+    and a range in seconds takes the frames whose times fall in it."""
+    from fractions import Fraction
+
+    from extract import sources
+    from extract.sources.base import Ref
+
+    ms = [0, 40, 80, 200, 240, 400, 433, 1000]
+    frames = [rgb for rgb, _ in pyav_frames(VIDEOS / "signer_demo.webm")[:len(ms)]]
+    with av.open(str(tmp_path / "vfr.mkv"), "w") as o:
+        s = o.add_stream("mpeg4", rate=25)
+        s.width, s.height, s.pix_fmt = frames[0].shape[1], frames[0].shape[0], "yuv420p"
+        s.time_base = s.codec_context.time_base = Fraction(1, 1000)
+        for rgb, t in zip(frames, ms, strict=True):
+            vf = av.VideoFrame.from_ndarray(rgb, format="rgb24")
+            vf.pts, vf.time_base = t, Fraction(1, 1000)
+            for packet in s.encode(vf):
+                o.mux(packet)
+        for packet in s.encode(None):
+            o.mux(packet)
+    src = sources.get("video")
+    scan = src.scan(tmp_path, "vfr.mkv")
+    got = list(src.frames(tmp_path, Ref("video", "vfr.mkv", (), 0, scan.count)))
+    assert [f.time_s for f in got] == [t / 1000 for t in ms]
+    cut = src.scan(tmp_path, "vfr.mkv", start_s=0.1, end_s=0.45)
+    assert (cut.start, cut.count) == (3, 4)
+    got = list(src.frames(tmp_path, Ref("video", "vfr.mkv", (), cut.start, cut.count)))
+    assert [f.time_s for f in got] == [0.2, 0.24, 0.4, 0.433]
