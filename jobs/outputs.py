@@ -22,9 +22,12 @@ from jobs.runinfo import RunInfo
 
 
 def corpus_from_plan(plan: pa.Table) -> dict[str, dict[str, str]]:
-    """video -> {speaker, gloss, translation} from the plan (the corpus files, as discovered)."""
+    """video -> {speaker, gloss, translation, extra} from the plan (the corpus files, as discovered;
+    extra, a corpus's other columns as JSON, is "" in plans made before it existed)."""
     cols = (plan[c].to_pylist() for c in ("video", "speaker", "gloss", "translation"))
-    return {v: {"speaker": s, "gloss": g, "translation": t} for v, s, g, t in zip(*cols, strict=True)}
+    extra = plan["extra"].to_pylist() if "extra" in plan.column_names else [""] * plan.num_rows
+    return {v: {"speaker": s, "gloss": g, "translation": t, "extra": x}
+            for v, s, g, t, x in zip(*cols, extra, strict=True)}
 
 
 def _need_keypoints(rd: RunDir) -> Path:

@@ -101,6 +101,7 @@ def test_csl_daily_run_text_reaches_index_pkl_and_report(tmp_path: Path):
     index = pq.read_table(out / "tensors" / "train.index.parquet").to_pylist()
     assert [(r["video"], r["speaker"], r["gloss"], r["translation"]) for r in index] == \
         [("S000001_P0000_T00", "3", "你 好", "你好。")]
+    assert json.loads(index[0]["extra"]) == {"label_word": "你好 。", "length": 3}
     with open(pkl, "rb") as f:
         entry = pickle.load(f)["S000002_P0001_T00"]
     got = (entry["split"], entry["gloss"], entry["text"], entry["speaker"])
