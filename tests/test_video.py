@@ -241,3 +241,15 @@ def test_variable_frame_rate_times_kept(tmp_path: Path):
     assert (cut.start, cut.count) == (3, 4)
     got = list(src.frames(tmp_path, Ref("video", "vfr.mkv", (), cut.start, cut.count)))
     assert [f.time_s for f in got] == [0.2, 0.24, 0.4, 0.433]
+
+
+def test_recorded_frames_read_back_for_drawing(video_tree: Path):
+    """report and show draw on a row's frame found by its `image`: for a video, that frame of the
+    file, in any order asked (a jump back decodes from the start again); past the end, None."""
+    from extract.sources import load_image
+
+    frames = pyav_frames(video_tree / "train" / "mp4demo.mp4")
+    for i in (0, 5, 6, 30, 2, 57):
+        assert np.array_equal(load_image(video_tree, f"train/mp4demo.mp4#frame={i}"), frames[i][0])
+    assert load_image(video_tree, "train/mp4demo.mp4#frame=58") is None
+    assert load_image(video_tree, "train/gone.mp4#frame=0") is None

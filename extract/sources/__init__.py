@@ -52,6 +52,14 @@ def source_of_image(image: str) -> str:
     return "folder"
 
 
+def load_image(root: Path, image: str) -> np.ndarray | None:
+    """A recorded row's frame, from the source that made it; None when it cannot be had."""
+    try:
+        return get(source_of_image(image)).image(root, image)
+    except (OSError, ValueError):
+        return None
+
+
 def changed_rows(root: Path, recorded: pa.Table, content: bool = False,
                  threads: int = 16) -> list[Mismatch]:
     """Every recorded row whose bytes changed on disk, asking each row's own source, in row order."""

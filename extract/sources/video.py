@@ -151,6 +151,9 @@ class VideoSource:
     kind = "video"
     fragment = FRAGMENT
 
+    def __init__(self) -> None:
+        self._last: tuple[str, int, Iterator[Frame]] | None = None  # the video `image` reads on
+
     def scan(self, root: Path, locator: str, start: int | None = None, end: int | None = None,
              start_s: float | None = None, end_s: float | None = None) -> Scan:
         """The frames of the range, counted by demuxing, or why the video cannot be used."""
@@ -170,6 +173,24 @@ class VideoSource:
 
     def stale(self, root: Path, recorded: pa.Table, content: bool, threads: int) -> list[Mismatch]:
         return stale_videos(root, recorded, content)
+
+    def image(self, root: Path, image: str) -> np.ndarray | None:
+        """One recorded row's frame again (for drawing): decoded from the start of the video, or
+        onward from the last one asked for, so drawing a video in order decodes it once."""
+        path, _, frag = image.rpartition("#")
+        index = int(frag.partition("=")[2])
+        key = (str(root / path), index)
+        if self._last is None or self._last[0] != key[0] or self._last[1] >= index:
+            ref = Ref(self.kind, path, (), 0, 1 << 31)
+            self._last = (key[0], -1, iter(_Decode(root, ref)))
+        _, at, frames = self._last
+        for f in frames:
+            at = int(f.image.rpartition("=")[2])
+            if at >= index:
+                self._last = (key[0], at, frames)
+                return f.rgb if at == index else None
+        self._last = None
+        return None
 
 
 def _hash(fd: int) -> tuple[int, int, str]:
@@ -225,6 +246,7 @@ class _Decode:
         that has not come is declared `not_decoded` only once WINDOW later ones are waiting."""
         nxt, pending = self.ref.start, {}
         why = "the video ended before this frame"
+        av = _av()  # bound now: the except clause below must not import (a generator closed late)
         try:
             for index, rgb, time_s in _decoded(f):
                 if nxt <= index < end:  # a second frame with one timestamp (damage) is dropped
@@ -240,7 +262,7 @@ class _Decode:
                     nxt += 1
                 if nxt >= end or index >= end + WINDOW:
                     break
-        except (ValueError, _av().FFmpegError) as e:
+        except (ValueError, av.FFmpegError) as e:
             why = f"cannot decode: {_error(e)}"
         for i in range(nxt, end):
             if i in pending:
