@@ -171,16 +171,18 @@ def video_runs(batch: pa.RecordBatch | pa.Table) -> Iterator[tuple[str, str, int
         yield str(splits[a]), str(vids[a]), int(a), int(b - a)
 
 
-def iter_videos(keypoints: Path, columns: Sequence[str],
-                batch_size: int = 4096) -> Iterator[tuple[str, str, pa.Table]]:
+def iter_videos(keypoints: Path, columns: Sequence[str], batch_size: int = 4096,
+                row_groups: Sequence[int] | None = None) -> Iterator[tuple[str, str, pa.Table]]:
     """(split, video, its rows) in file order, whole videos, one batch plus one video in memory.
 
     A video may straddle two batches (or row groups); its slices are gathered before it is yielded.
+    row_groups: read only these (contiguous) row groups; None: all.
     """
     cols = list(dict.fromkeys(["split", "video", *columns]))
     pending: list[pa.RecordBatch] = []
     key: tuple[str, str] | None = None
-    for batch in pq.ParquetFile(keypoints).iter_batches(batch_size=batch_size, columns=cols):
+    for batch in pq.ParquetFile(keypoints).iter_batches(batch_size=batch_size, columns=cols,
+                                                        row_groups=row_groups):
         for split, video, offset, length in video_runs(batch):
             if (split, video) != key:
                 if pending and key is not None:

@@ -46,10 +46,10 @@ def detect(root: Path) -> Corpus:
 
 
 def discover(root: Path, splits: Sequence[str] = SPLITS, videos: Iterable[str] | None = None,
-             limit_videos: int | None = None) -> Dataset:
+             limit_videos: int | None = None, max_per_split: int | None = None) -> Dataset:
     """Detect the corpus at root and read its selected videos, sorted by (split, name)."""
     root = Path(root)
-    return detect(root).read(root, splits, videos, limit_videos)
+    return detect(root).read(root, splits, videos, limit_videos, max_per_split)
 
 
 def no_frames_message(ds: Dataset) -> str:

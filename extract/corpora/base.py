@@ -97,7 +97,7 @@ class Corpus(Protocol):
         ...
 
     def read(self, root: Path, splits: Sequence[str], videos: Iterable[str] | None,
-             limit_videos: int | None) -> Dataset:
+             limit_videos: int | None, max_per_split: int | None = None) -> Dataset:
         """The selected videos, sorted by (split, name), with their frames listed."""
         ...
 
@@ -122,9 +122,21 @@ def check_splits(splits: Sequence[str], known: Sequence[str] = SPLITS) -> None:
             raise DatasetError(f"--splits: unknown split {s!r}; use some of {','.join(known)}.")
 
 
+def _first_by_name(rows: list, n: int) -> list:
+    """--max_samples_per_split: the first n videos of each split by name, as the older script
+    chose them (sorted folder names), whatever their corpus order."""
+    keep: set[tuple[str, str]] = set()
+    for split in dict.fromkeys(r.split for r in rows):
+        names = sorted(nfc(r.name) for r in rows if r.split == split)
+        keep.update((split, name) for name in names[:n])
+    return [r for r in rows if (r.split, nfc(r.name)) in keep]
+
+
 def select(rows: list, listed: set[str], splits: Sequence[str],
-           videos: Iterable[str] | None, limit_videos: int | None) -> list:
-    """--videos (by name, in NFC) and --limit-videos (first N of each split, in corpus order).
+           videos: Iterable[str] | None, limit_videos: int | None,
+           max_per_split: int | None = None) -> list:
+    """--videos (by name, in NFC), --limit-videos (first N of each split, in corpus order) and
+    --max_samples_per_split (first N of each split by name).
 
     `rows` are anything with `split` and `name`; `listed` the NFC names of every split."""
     if videos is not None:
@@ -145,6 +157,8 @@ def select(rows: list, listed: set[str], splits: Sequence[str],
             if per_split[r.split] <= limit_videos:
                 kept.append(r)
         rows = kept
+    if max_per_split is not None:
+        rows = _first_by_name(rows, max_per_split)
     return rows
 
 

@@ -105,7 +105,7 @@ class CslDaily:
         return (root / SPLIT_FILE).is_file() or (root / FRAMES).is_dir()
 
     def read(self, root: Path, splits: Sequence[str] = SPLITS, videos: Iterable[str] | None = None,
-             limit_videos: int | None = None) -> Dataset:
+             limit_videos: int | None = None, max_per_split: int | None = None) -> Dataset:
         if not (root / SPLIT_FILE).is_file():
             raise DatasetError(f"--dataset {root}: CSL-Daily frames without {SPLIT_FILE}: restore it "
                                "(it says which split each video is in).")

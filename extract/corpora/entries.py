@@ -99,12 +99,13 @@ def pick_splits(present: set[str], splits: tuple[str, ...] | list[str]) -> set[s
 
 def build(root: Path, layout: str, listings: list[Listing], digest: str,
           splits: tuple[str, ...] | list[str], videos: Iterable[str] | None,
-          limit_videos: int | None, hint: str = "", fix: str = "") -> Dataset:
+          limit_videos: int | None, hint: str = "", fix: str = "",
+          max_per_split: int | None = None) -> Dataset:
     """The Dataset of a corpus's listings: names checked unique, selection, scan, output order."""
     listed = unique_names(listings, fix=fix) if fix else unique_names(listings)
     keep = pick_splits({e.split for e in listings}, splits)
     rows = select([e for e in listings if e.split in keep], listed, sorted(keep), videos,
-                  limit_videos)
+                  limit_videos, max_per_split)
     out = [to_video(root, e) for e in rows]
     out.sort(key=lambda v: (v.split, v.name))
     return Dataset(root, layout, out, [], digest, hint)

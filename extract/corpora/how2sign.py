@@ -77,7 +77,7 @@ class How2Sign:
             or any((root / CSV_NAME.format(split=s)).is_file() for s in RELEASE_SPLITS))
 
     def read(self, root: Path, splits: Sequence[str] = SPLITS, videos: Iterable[str] | None = None,
-             limit_videos: int | None = None) -> Dataset:
+             limit_videos: int | None = None, max_per_split: int | None = None) -> Dataset:
         csvs = find_csvs(root)
         if not csvs:
             raise DatasetError(f"--dataset {root}: a How2Sign tree without its annotations: expected "
@@ -90,7 +90,7 @@ class How2Sign:
                 listings.extend(read_csv(csvs[split], split))
         ds = build(root, LAYOUT, listings, digest.hexdigest(), splits, videos, limit_videos,
                    hint=f"Expected clips in {root}/{CLIPS.format(split='<split>')}/<SENTENCE_NAME>.mp4.")
-        if videos is None and limit_videos is None:
+        if videos is None and limit_videos is None and max_per_split is None:
             ds.unlisted = _unlisted(root, {v.folder for v in ds.videos})
         return ds
 

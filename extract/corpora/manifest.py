@@ -88,7 +88,7 @@ class Manifest:
         return root.is_file() and root.suffix.lower() in SUFFIXES
 
     def read(self, root: Path, splits: Sequence[str] = SPLITS, videos: Iterable[str] | None = None,
-             limit_videos: int | None = None) -> Dataset:
+             limit_videos: int | None = None, max_per_split: int | None = None) -> Dataset:
         """`root` is the manifest file; paths are relative to its folder, the dataset's root."""
         path = root
         try:

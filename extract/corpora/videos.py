@@ -38,7 +38,7 @@ class Videos:
         return root.is_dir() and any(True for _ in _first(root))
 
     def read(self, root: Path, splits: Sequence[str] = SPLITS, videos: Iterable[str] | None = None,
-             limit_videos: int | None = None) -> Dataset:
+             limit_videos: int | None = None, max_per_split: int | None = None) -> Dataset:
         paths = video_files(root)
         if not paths:
             raise DatasetError(f"--dataset {root}: no video file ({', '.join(_SHOWN_SUFFIXES)}, ...).")
@@ -49,6 +49,7 @@ class Videos:
             listings.append(Listing(split, PurePosixPath(p).stem, p, source=str(root / p)))
         digest = hashlib.sha256("\0".join(paths).encode()).hexdigest()
         return build(root, LAYOUT, listings, digest, splits, videos, limit_videos,
+                     max_per_split=max_per_split,
                      hint=f"Expected video files under {root} (train/, dev/ or val/, test/ for splits).",
                      fix="Rename one of the files, or list them in a manifest (--manifest) with "
                          "distinct names.")
