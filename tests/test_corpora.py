@@ -92,8 +92,10 @@ def test_csl_daily_labels_that_would_run_code_are_refused(tmp_path: Path):
 def test_csl_daily_run_text_reaches_index_pkl_and_report(tmp_path: Path):
     root = build_csl(tmp_path / "csl", frames=3)
     out, pkl = tmp_path / "run", tmp_path / "out.pkl"
-    proc = run_cli(["run", "--dataset", root, "--out", out, "--output_path", pkl])
+    proc = run_cli(["run", "--dataset", root, "--out", out])
     assert proc.returncode == 0, proc.stderr
+    exported = run_cli(["export", "--out", out, "--format", "pkl", "--to", pkl])
+    assert exported.returncode == 0, exported.stderr
     table = pq.read_table(out / "keypoints.parquet")
     assert table.num_rows == 6 and table["status"].to_pylist().count("ok") == 6
     assert video_rows(table, "S000001_P0000_T00")["image"].to_pylist()[0] == \
