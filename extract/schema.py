@@ -29,8 +29,9 @@ NUM_POINTS = sum(n for n, _ in PARTS.values())  # 543
 # Recorded beside the image-space parts, not in the 543-point tensor layout: pose_world_landmarks,
 # x, y, z in metres around the hip midpoint, and visibility.
 WORLD_PARTS: dict[str, tuple[int, int]] = {"pose_world": (33, 4)}
-# Columns a file written before pose_world existed lacks; readers treat them as absent, not damage.
-OPTIONAL_COLUMNS: tuple[str, ...] = tuple(WORLD_PARTS)
+# Columns files of earlier versions lack (time_s: before video input; pose_world: before schema 2);
+# readers treat them as absent, not damage, and a merge fills them with nulls.
+OPTIONAL_COLUMNS: tuple[str, ...] = ("time_s", *WORLD_PARTS)
 FACE_POINTS_REFINED = 478  # refine_face_landmarks: the 468 mesh points, then 10 iris points
 
 
@@ -57,6 +58,8 @@ SCHEMA = pa.schema(
         pa.field("split", pa.string(), nullable=False),
         pa.field("video", pa.string(), nullable=False),
         pa.field("frame", pa.int32(), nullable=False),
+        # Presentation time in seconds, for frames of a video file (null for frame files).
+        pa.field("time_s", pa.float64()),
         pa.field("image", pa.string(), nullable=False),
         pa.field("width", pa.int32()),
         pa.field("height", pa.int32()),
@@ -69,8 +72,15 @@ SCHEMA = pa.schema(
     ]
     + [pa.field(name, pa.list_(pa.float32())) for name in (*PARTS, *WORLD_PARTS)]
 )
-# The schema of files written before pose_world was recorded (still read: see OPTIONAL_COLUMNS).
-SCHEMA_WITHOUT_WORLD = pa.schema([f for f in SCHEMA if f.name not in OPTIONAL_COLUMNS])
+# The schema of files written before time_s and pose_world existed (still read: OPTIONAL_COLUMNS).
+EARLIEST_SCHEMA = pa.schema([f for f in SCHEMA if f.name not in OPTIONAL_COLUMNS])
+
+
+def is_earlier_schema(schema: pa.Schema) -> bool:
+    """This version's schema, or one that lacks only some OPTIONAL_COLUMNS (an earlier version's)."""
+    missing = set(SCHEMA.names) - set(schema.names)
+    return missing <= set(OPTIONAL_COLUMNS) and schema.equals(
+        pa.schema([f for f in SCHEMA if f.name not in missing]))
 
 
 def part_column(block: np.ndarray, present: np.ndarray, width: int) -> pa.Array:

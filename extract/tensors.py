@@ -288,7 +288,10 @@ def _corpus_columns(idx: pa.Table, corpus: Mapping[str, Mapping[str, str]] | Non
     if corpus is None:
         return idx
     vids = idx["video"].to_pylist()
-    for key in ("speaker", "gloss", "translation"):
+    keys = ["speaker", "gloss", "translation"]
+    if any(c.get("extra") for c in corpus.values()):  # other corpus columns, one JSON object
+        keys.append("extra")
+    for key in keys:
         idx = idx.append_column(key, pa.array([corpus.get(v, {}).get(key, "") for v in vids],
                                               pa.string()))
     return idx
@@ -409,7 +412,8 @@ def write_tensors(
 ) -> dict[str, int]:
     """Write one tensor set for keypoints.parquet under out_dir (tensors/); returns frames per split.
 
-    corpus: video -> {"speaker", "gloss", "translation"}, copied into the index.
+    corpus: video -> {"speaker", "gloss", "translation"[, "extra"]}, copied into the index (extra:
+    a corpus's other columns as a JSON object, only when some video has any).
     """
     keypoints = Path(keypoints)
     spec = spec or TensorSpec()

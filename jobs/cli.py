@@ -51,11 +51,15 @@ def _non_negative(value: str) -> int:
 
 def _plan_args(p: argparse.ArgumentParser) -> None:
     """What the plan is made of: used when a run folder is planned, checked when it is resumed."""
-    from extract.dataset import SPLITS
+    from extract.corpora.base import SPLITS
 
+    p.add_argument("--manifest", type=Path, metavar="FILE",
+                   help="a csv/tsv/jsonl listing the videos (name, split, path, ...), instead of "
+                        "--dataset")
     p.add_argument("--splits", type=_csv, nargs="+", metavar="SPLIT",
                    help=f"splits to process, space- or comma-separated: --splits train dev, "
-                        f"--splits train,dev (default {','.join(SPLITS)})")
+                        f"--splits train,dev (default {','.join(SPLITS)}; for other corpora: "
+                        "every split they have)")
     p.add_argument("--limit-videos", type=_positive,
                    help="first N videos of each split, in corpus order")
     p.add_argument("--max-samples-per-split", "--max_samples_per_split", type=_positive,
@@ -83,7 +87,8 @@ def _plan_args(p: argparse.ArgumentParser) -> None:
 def _add_run(sub: argparse._SubParsersAction) -> None:
     r = sub.add_parser("run", help="plan, extract what is not done yet, merge (resumes)")
     r.add_argument("--dataset", "--dataset_path", type=Path,
-                   help="folder holding annotations/ and features/")
+                   help="the corpus: a PHOENIX, CSL-Daily or How2Sign folder, a folder of videos, or a "
+                        "manifest file (docs/corpora.md)")
     r.add_argument("--out", type=Path, help="run folder (created if missing)")
     r.add_argument("--output_path", type=Path, metavar="FILE.pkl",
                    help="the older script's flag: also write its pkl layout to FILE.pkl at the "
@@ -257,7 +262,12 @@ def _options(args: argparse.Namespace) -> RunOptions:
     from jobs.options import RunOptions
 
     splits = tuple(s for group in args.splits for s in group) if args.splits else None
-    return RunOptions(args.dataset, splits, args.videos, args.limit_videos, args.chunk_frames,
+    dataset = args.dataset
+    if getattr(args, "manifest", None) is not None:
+        if dataset is not None and dataset != args.manifest:
+            raise SystemExit("phoenix-keypoints: error: give --dataset or --manifest, not both")
+        dataset = args.manifest
+    return RunOptions(dataset, splits, args.videos, args.limit_videos, args.chunk_frames,
                       args.model_complexity, args.max_samples_per_split,
                       args.min_detection_confidence, args.min_tracking_confidence,
                       args.refine_face_landmarks, args.static_image_mode, args.smooth_landmarks)
@@ -394,7 +404,7 @@ def _on_sigterm(signum: int, frame: object) -> None:
 
 def _refusals() -> tuple[type[Exception], ...]:
     """The errors that mean refused input (exit 2): each says what, where and what to do."""
-    from extract.dataset import DatasetError
+    from extract.corpora.base import DatasetError
     from extract.holistic import ModelError
     from extract.points import PointsError
     from extract.rows import ReportError

@@ -41,13 +41,14 @@ class CorruptPart(JobFailed):
 def read_part(path: Path) -> pa.Table:
     """A committed part's rows, every page's checksum verified, without our footer metadata.
 
-    A part written before pose_world was recorded gets that column all null (not recorded)."""
+    A part of an earlier version gets the columns it lacks (time_s, pose_world) all null: not
+    recorded (time_s is null for frame files anyway)."""
     table = pq.ParquetFile(path, page_checksum_verification=True).read()
     for name in OPTIONAL_COLUMNS:
         if name not in table.column_names:
             table = table.append_column(SCHEMA.field(name), pa.nulls(table.num_rows,
                                                                     SCHEMA.field(name).type))
-    return table.replace_schema_metadata(None)
+    return table.select(SCHEMA.names).replace_schema_metadata(None)
 
 
 class KeypointsWriter:

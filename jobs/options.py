@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from extract.dataset import SPLITS
+from extract.corpora.base import SPLITS
 from extract.holistic import HolisticOptions
 from jobs.runinfo import PlanOptions, RunInfo
 
@@ -72,8 +72,10 @@ class RunOptions:
         recorded = HolisticOptions.from_dict(have.holistic).as_dict()
         diffs += [f"{k} ({recorded[k]} when planned, {v} asked)"
                   for k, v in asked.holistic.items() if recorded[k] != v]
-        if self.dataset is not None and str(self.dataset.resolve()) != info.dataset.root:
-            diffs.insert(0, f"dataset ({info.dataset.root})")
+        given = Path(info.dataset.root) / info.dataset.manifest if info.dataset.manifest else \
+            Path(info.dataset.root)
+        if self.dataset is not None and self.dataset.resolve() != given:
+            diffs.insert(0, f"dataset ({given})")
         if num_shards is not None and num_shards != info.num_shards:
             diffs.append(f"num_shards (fixed at {info.num_shards} when planned)")
         return diffs

@@ -22,9 +22,12 @@ from jobs.runinfo import RunInfo
 
 
 def corpus_from_plan(plan: pa.Table) -> dict[str, dict[str, str]]:
-    """video -> {speaker, gloss, translation} from the plan (the corpus files, as discovered)."""
+    """video -> {speaker, gloss, translation, extra} from the plan (the corpus files, as discovered;
+    extra, a corpus's other columns as JSON, is "" in plans made before it existed)."""
     cols = (plan[c].to_pylist() for c in ("video", "speaker", "gloss", "translation"))
-    return {v: {"speaker": s, "gloss": g, "translation": t} for v, s, g, t in zip(*cols, strict=True)}
+    extra = plan["extra"].to_pylist() if "extra" in plan.column_names else [""] * plan.num_rows
+    return {v: {"speaker": s, "gloss": g, "translation": t, "extra": x}
+            for v, s, g, t, x in zip(*cols, extra, strict=True)}
 
 
 def _need_keypoints(rd: RunDir) -> Path:
@@ -81,11 +84,12 @@ def export_pkl(rd: RunDir, to: Path, tag: str = "") -> int:
 
 def legacy_dataset_info(info: RunInfo, rd: RunDir, dataset_path: str | None = None) -> dict[str, Any]:
     """The legacy pkl's dataset_info: source_path is the dataset path as the user gave it."""
-    from extract.dataset import LAYOUT_T
+    from extract.corpora.phoenix import LAYOUT_2014, LAYOUT_T
 
     h = info.options.holistic
+    names = {LAYOUT_T: "PHOENIX-2014-T", LAYOUT_2014: "PHOENIX-2014"}
     return {
-        "name": "PHOENIX-2014-T" if info.dataset.layout == LAYOUT_T else "PHOENIX-2014",
+        "name": names.get(info.dataset.layout, info.dataset.layout),
         "source_path": dataset_path or info.dataset.given or info.dataset.root,
         "splits": list(info.options.splits),
         "processing_info": {

@@ -20,7 +20,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from extract.schema import SCHEMA, SCHEMA_WITHOUT_WORLD, parquet_write_options
+from extract.schema import is_earlier_schema, parquet_write_options
 from jobs import faults
 from jobs.rundir import RunDir, fsync_dir
 
@@ -97,7 +97,7 @@ def read_part_info(path: Path) -> tuple[PartInfo, str]:
         raise ValueError(f"status counts add up to {sum(info.statuses.values())} rows, not "
                          f"{info.rows}")
     schema = md.schema.to_arrow_schema().remove_metadata()
-    if not (schema.equals(SCHEMA) or schema.equals(SCHEMA_WITHOUT_WORLD)):
+    if not is_earlier_schema(schema):
         raise ValueError("schema differs from this version's")
     return info, fingerprint
 

@@ -13,7 +13,9 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from extract.dataset import FRAMES_DIR, Dataset, DatasetError, discover, no_frames_message
+from extract.corpora import discover, no_frames_message
+from extract.corpora.base import Dataset, DatasetError
+from extract.corpora.phoenix import FRAMES_DIR
 from extract.holistic import HolisticOptions, check_model
 from jobs import messages
 from jobs.locks import locked
@@ -49,8 +51,24 @@ def dataset_info(ds: Dataset) -> DatasetInfo:
         problems={v.name: v.problem for v in ds.videos if v.problem},
         unlisted_folders=list(ds.unlisted), ignored_files=len(ignored), ignored_reasons=reasons,
         ignored_examples=[f"{path} ({reason})" for path, reason in ignored[:IGNORED_EXAMPLES]],
-        given=str(ds.root),
+        manifest=ds.manifest, decoder=_decoder(ds),
+        notes={v.name: v.note for v in ds.videos if v.note}, given=str(ds.root),
     )
+
+
+def _decoder(ds: Dataset) -> str:
+    """The decoder and its version, when any video file is decoded (it decides the pixels)."""
+    if not any(v.source == "video" for v in ds.videos):
+        return ""
+    from extract.sources.video import decoder_version
+
+    return decoder_version()
+
+
+def given_path(info: RunInfo) -> Path:
+    """What --dataset (or --manifest) named when the run was planned."""
+    root = Path(info.dataset.root)
+    return root / info.dataset.manifest if info.dataset.manifest else root
 
 
 def new_run(ds: Dataset, options: PlanOptions, workers: int, num_shards: int = 1,
@@ -70,8 +88,7 @@ def _resume(rd: RunDir, opts: RunOptions, num_shards: int | None) -> RunInfo:
         raise RunError(f"{rd.path} holds a run with other {', '.join(diffs)}. Use another --out, or "
                        f"start afresh with the options you want: {messages.fresh(rd.path)}.")
     o = info.options
-    ds = discover(Path(info.dataset.root), o.splits, o.videos, o.limit_videos,
-                  o.max_samples_per_split)
+    ds = discover(given_path(info), o.splits, o.videos, o.limit_videos, o.max_samples_per_split)
     if ds.fingerprint() != info.dataset.fingerprint:
         raise RunError(f"the dataset at {ds.root} changed since {rd.path} was planned (its corpus "
                        "files, or which frame files there are). Start again on the data as it is now: "

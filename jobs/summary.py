@@ -40,8 +40,12 @@ def dataset_problems(info: RunInfo) -> None:
                       f"{messages.listing(shown, 5)}")
     unlisted = info.dataset.unlisted_folders
     if unlisted:
-        messages.note(f"{len(unlisted)} folder(s) on disk are in no corpus file and are skipped: "
-                      f"{messages.listing(unlisted, 5)}")
+        messages.note(f"{len(unlisted)} folder(s) or video(s) on disk are in no corpus file and are "
+                      f"skipped: {messages.listing(unlisted, 5)}")
+    notes = info.dataset.notes
+    if notes:
+        messages.note(f"{len(notes)} video(s) with a note: "
+                      f"{messages.listing([f'{v} ({n})' for v, n in notes.items()], 5)}")
     ignored = ignored_files(info.dataset)
     if ignored:
         messages.note(ignored)

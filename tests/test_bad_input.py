@@ -120,7 +120,7 @@ def test_missing_empty_and_unlisted_videos_reported(bad_run):
     out, proc = bad_run
     assert "warning: 2 listed video(s) cannot be processed: empty-1 (no frames), ghost-1 " \
            "(no folder)" in proc.stderr
-    assert "note: 1 folder(s) on disk are in no corpus file and are skipped: dev/stray-1" \
+    assert "note: 1 folder(s) or video(s) on disk are in no corpus file and are skipped: dev/stray-1" \
         in proc.stderr
     meta = json.loads((out / "run.json").read_text())
     assert meta["dataset"]["problems"] == {"empty-1": "no frames", "ghost-1": "no folder"}
@@ -208,7 +208,7 @@ def test_bad_corpus_refused_with_file_and_line(case: str, sample_root: Path, tmp
 def test_dataset_that_is_not_phoenix(sample_root: Path, tmp_path: Path):
     (tmp_path / "empty").mkdir()
     for dataset, expected in [
-        (tmp_path / "empty", "is not a PHOENIX-2014-T or PHOENIX-2014 tree"),
+        (tmp_path / "empty", "is not a corpus this tool reads"),
         (tmp_path / "nowhere", "does not exist"),
         (sample_root.parent, f"It has PHOENIX-2014-T/ inside: pass --dataset {sample_root}"),
     ]:

@@ -1,4 +1,4 @@
-"""A run folder made before pose_world and the refine/static options existed is not stranded:
+"""A run folder made before time_s, pose_world and the refine/static options existed is not stranded:
 status, verify, merge, report, diff, tensors and every export still read it."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import pyarrow.parquet as pq
 import pytest
 from helpers import assert_no_traceback, run_cli
 
-from extract.schema import OPTIONAL_COLUMNS, SCHEMA_WITHOUT_WORLD, parquet_write_options
+from extract.schema import EARLIEST_SCHEMA, OPTIONAL_COLUMNS, parquet_write_options
 from jobs.parts import META_KEY
 
 OLD_HOLISTIC_KEYS = ("model_complexity", "smooth_landmarks", "min_detection_confidence",
@@ -19,7 +19,7 @@ OLD_HOLISTIC_KEYS = ("model_complexity", "smooth_landmarks", "min_detection_conf
 
 
 def _without_world(src: Path, dest: Path) -> None:
-    """src rewritten as the previous version wrote it: no pose_world column, its footer's own
+    """src rewritten as the previous version wrote it: no time_s or pose_world column, its footer's own
     metadata kept (minus the Holistic options it did not record)."""
     pf = pq.ParquetFile(src)
     meta = dict(pf.schema_arrow.metadata or {})
@@ -28,7 +28,7 @@ def _without_world(src: Path, dest: Path) -> None:
         footer.pop("holistic", None)
         meta[META_KEY] = json.dumps(footer).encode()
     table = pf.read().drop_columns(list(OPTIONAL_COLUMNS)).replace_schema_metadata(meta or None)
-    assert table.schema.remove_metadata().equals(SCHEMA_WITHOUT_WORLD)
+    assert table.schema.remove_metadata().equals(EARLIEST_SCHEMA)
     options = parquet_write_options()
     options["use_byte_stream_split"] = [c for c in options["use_byte_stream_split"]
                                         if c.split(".")[0] not in OPTIONAL_COLUMNS]
@@ -37,8 +37,8 @@ def _without_world(src: Path, dest: Path) -> None:
 
 @pytest.fixture(scope="module")
 def old_run(clean_run: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The reference run as the previous version left it: run.json without the new Holistic
-    options, parts and keypoints.parquet without pose_world."""
+    """The reference run as the version before left it: run.json without the new Holistic
+    options, parts and keypoints.parquet without time_s and pose_world."""
     out = tmp_path_factory.mktemp("format1") / "run"
     (out / "parts").mkdir(parents=True)
     raw = json.loads((clean_run / "run.json").read_text())
@@ -84,5 +84,7 @@ def test_old_parts_merge_with_pose_world_null(old_run: Path, clean_run: Path):
     assert not (old_run / "parts" / "rejected").exists()
     got, ref = pq.read_table(old_run / "keypoints.parquet"), pq.read_table(clean_run /
                                                                             "keypoints.parquet")
+    assert got.column_names == ref.column_names
     assert got["pose_world"].null_count == got.num_rows
+    assert got["time_s"].null_count == got.num_rows == ref["time_s"].null_count  # frame files
     assert got.drop_columns(["pose_world"]).equals(ref.drop_columns(["pose_world"]))
