@@ -2,7 +2,9 @@
 what the frame was made from.
 
 Choices (documented in the README's bad-input table):
-- 0-byte file, not a PNG (by its signature), or undecodable: not processed; status says which.
+- 0-byte file, neither a PNG nor a JPEG (by its signature), or undecodable: not processed; status
+  says which (`not_png` for a `.png` name, `not_jpeg` for a `.jpg`/`.jpeg` one, else `not_image`;
+  `corrupt_png` or `corrupt_jpeg` by the signature found).
 - a frame name that is no readable regular file: a dangling link or vanished file is "missing",
   a directory (or FIFO, device) is "not_a_file", an open or read that fails is "unreadable". The
   row is kept either way, so frame numbers never shift.
@@ -29,12 +31,16 @@ import cv2
 import numpy as np
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+JPEG_SIGNATURE = b"\xff\xd8\xff"
 
 STATUS_OK = "ok"
 STATUS_EMPTY = "empty_file"
 STATUS_NOT_PNG = "not_png"
 STATUS_UNREADABLE = "unreadable"
 STATUS_CORRUPT = "corrupt_png"
+STATUS_NOT_JPEG = "not_jpeg"
+STATUS_NOT_IMAGE = "not_image"
+STATUS_CORRUPT_JPEG = "corrupt_jpeg"
 STATUS_MISSING = "missing"
 STATUS_NOT_A_FILE = "not_a_file"
 
@@ -107,21 +113,34 @@ def read_file(path: Path, digest: bool = True) -> tuple[bytes | None, Source, st
         os.close(fd)
 
 
-def decode_frame(data: bytes) -> tuple[np.ndarray | None, str, str]:
-    """(rgb uint8 [H, W, 3] or None, status, note) from a PNG file's bytes."""
+def _not_an_image(name: str) -> str:
+    suffix = name.rpartition(".")[2].lower()
+    return {"png": STATUS_NOT_PNG, "jpg": STATUS_NOT_JPEG, "jpeg": STATUS_NOT_JPEG}.get(
+        suffix, STATUS_NOT_IMAGE)
+
+
+def decode_frame(data: bytes, name: str = ".png") -> tuple[np.ndarray | None, str, str]:
+    """(rgb uint8 [H, W, 3] or None, status, note) from a PNG or JPEG file's bytes (`name` only
+    picks the status of bytes that are neither)."""
     if not data:
         return None, STATUS_EMPTY, ""
-    if not data.startswith(PNG_SIGNATURE):
-        return None, STATUS_NOT_PNG, ""
+    if data.startswith(PNG_SIGNATURE):
+        corrupt = STATUS_CORRUPT
+    elif data.startswith(JPEG_SIGNATURE):
+        corrupt = STATUS_CORRUPT_JPEG
+        if not data.rstrip(b"\0").endswith(b"\xff\xd9"):  # libjpeg would fill the rest with grey
+            return None, corrupt, "truncated (no end-of-image marker)"
+    else:
+        return None, _not_an_image(name), ""
     img = cv2.imdecode(np.frombuffer(data, np.uint8), cv2.IMREAD_UNCHANGED)
     if img is None or img.size == 0:
-        return None, STATUS_CORRUPT, ""
+        return None, corrupt, ""
     notes = []
     if img.dtype == np.uint16:
         img = (img >> 8).astype(np.uint8)
         notes.append("16-bit to 8-bit")
     elif img.dtype != np.uint8:
-        return None, STATUS_CORRUPT, f"unsupported sample type {img.dtype}"
+        return None, corrupt, f"unsupported sample type {img.dtype}"
     if img.ndim == 2 or img.shape[2] == 1:
         img = cv2.cvtColor(img, cv2.COLOR_GRAY2RGB)
         notes.append("grayscale to RGB")
@@ -141,5 +160,5 @@ def read_frame(path: Path, digest: bool = True) -> tuple[np.ndarray | None, str,
     data, source, status, note = read_file(path, digest)
     if data is None:
         return None, status, note, source
-    rgb, status, note = decode_frame(data)
+    rgb, status, note = decode_frame(data, path.name)
     return rgb, status, note, source

@@ -24,20 +24,13 @@ import pyarrow as pa
 
 from extract.frames import read_file
 from extract.schema import PROVENANCE_COLUMNS
+from extract.sources.base import Mismatch
 
 # What stat_frames found behind each path.
 KIND_FILE, KIND_MISSING, KIND_NOT_A_FILE, KIND_ERROR = 0, 1, 2, 3
 
 DEFAULT_THREADS = 16
 _BATCH = 2048
-
-
-class Mismatch(NamedTuple):
-    """One frame that no longer matches its row: the row's index, its image path, and why."""
-
-    row: int
-    image: str
-    why: str
 
 
 class Stats(NamedTuple):

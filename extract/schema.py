@@ -36,6 +36,8 @@ SCHEMA = pa.schema(
         pa.field("split", pa.string(), nullable=False),
         pa.field("video", pa.string(), nullable=False),
         pa.field("frame", pa.int32(), nullable=False),
+        # Presentation time in seconds, for frames of a video file (null for frame files).
+        pa.field("time_s", pa.float64()),
         pa.field("image", pa.string(), nullable=False),
         pa.field("width", pa.int32()),
         pa.field("height", pa.int32()),

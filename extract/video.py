@@ -6,16 +6,15 @@ with one call per chunk, so per-frame Python is MediaPipe's call plus the landma
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
 
-from extract.frames import read_frame
 from extract.holistic import Extractor
 from extract.schema import PARTS, SCHEMA, part_column
+from extract.sources.base import Frame
 
 
 @dataclass
@@ -25,6 +24,7 @@ class Block:
     split: list[str] = field(default_factory=list)
     video: list[str] = field(default_factory=list)
     frame: list[int] = field(default_factory=list)
+    time_s: list[float | None] = field(default_factory=list)
     image: list[str] = field(default_factory=list)
     width: list[int | None] = field(default_factory=list)
     height: list[int | None] = field(default_factory=list)
@@ -44,6 +44,7 @@ class Block:
             "split": pa.array(self.split, pa.string()),
             "video": pa.array(self.video, pa.string()),
             "frame": pa.array(self.frame, pa.int32()),
+            "time_s": pa.array(self.time_s, pa.float64()),
             "image": pa.array(self.image, pa.string()),
             "width": pa.array(self.width, pa.int32()),
             "height": pa.array(self.height, pa.int32()),
@@ -60,30 +61,45 @@ class Block:
         return pa.table(cols, schema=SCHEMA)
 
 
+STATUS_NOT_DECODED = "not_decoded"
+
+
+def _exactly(frames: Iterable[Frame], n: int, image: str) -> Iterator[Frame]:
+    """n frames: the source's first n, then rows saying the source ended early (its count was
+    planned, and a part is trusted only with every planned row). Sources pad themselves, with
+    their own image names; this is the guarantee behind them."""
+    it: Iterator[Frame] | None = iter(frames)
+    for _ in range(n):
+        f = next(it, None) if it is not None else None
+        if f is None:
+            it = None
+            f = Frame(None, STATUS_NOT_DECODED, "the source ended before this frame", image)
+        yield f
+
+
 def extract_video(
     extractor: Extractor,
-    root: Path,
     split: str,
     video: str,
-    folder: str,
-    files: Sequence[str],
+    frames: Iterable[Frame],
+    n: int,
     out: Block,
     on_frame: Callable[[], None] | None = None,
+    locator: str = "",
 ) -> None:
-    """Append one row per frame of a video to `out`, tracking reset first so videos are independent.
+    """Append one row per planned frame of a video to `out` (exactly n), tracking reset first so
+    videos are independent.
 
     A frame that cannot be read gets its row with null keypoints and a status saying why; MediaPipe
     is not shown it, so tracking carries on from the last good frame. Every row records the size,
     mtime and sha256 of the bytes it was made from (null when none could be read).
     """
     extractor.start_video()
-    n = len(files)
     values = {p: np.zeros((n, k * c), np.float32) for p, (k, c) in PARTS.items()}
     present = {p: np.zeros(n, bool) for p in PARTS}
     first_size: tuple[int, int] | None = None
-    for i, name in enumerate(files):
-        rel = f"{folder}/{name}"
-        rgb, status, note, source = read_frame(root / rel)
+    for i, f in enumerate(_exactly(frames, n, locator)):
+        rgb, status, note = f.rgb, f.status, f.note
         width = height = None
         if rgb is not None:
             height, width = rgb.shape[:2]
@@ -105,14 +121,15 @@ def extract_video(
         out.split.append(split)
         out.video.append(video)
         out.frame.append(i)
-        out.image.append(rel)
+        out.time_s.append(f.time_s)
+        out.image.append(f.image)
         out.width.append(width)
         out.height.append(height)
         out.status.append(status)
         out.note.append(note or None)
-        out.file_size.append(source.size)
-        out.file_mtime_ns.append(source.mtime_ns)
-        out.file_sha256.append(source.sha256)
+        out.file_size.append(f.size)
+        out.file_mtime_ns.append(f.mtime_ns)
+        out.file_sha256.append(f.sha256)
         if on_frame is not None:
             on_frame()
     for part in PARTS:

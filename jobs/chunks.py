@@ -37,9 +37,13 @@ class Chunks:
         return int(self._frames[self.rows[chunk]].sum())
 
     def videos(self, chunk: int) -> list[VideoRef]:
-        cols = self.plan.take(self.rows[chunk]).select(["split", "video", "folder", "files"])
-        return [VideoRef(s, v, f, tuple(files)) for s, v, f, files in
-                zip(*cols.to_pydict().values(), strict=True)]
+        rows = self.plan.take(self.rows[chunk])
+        cols = rows.select(["split", "video", "folder", "files", "num_frames"]).to_pydict()
+        n = rows.num_rows
+        source = rows["source"].to_pylist() if "source" in rows.column_names else ["folder"] * n
+        start = rows["start"].to_pylist() if "start" in rows.column_names else [0] * n
+        return [VideoRef(s, v, f, tuple(files), src, st, count) for s, v, f, files, count, src, st in
+                zip(*cols.values(), source, start, strict=True)]
 
     def task(self, chunk: int, skip: dict[str, str]) -> ChunkTask:
         return ChunkTask(chunk, self.root, self.fingerprint, tuple(self.videos(chunk)), dict(skip))

@@ -41,7 +41,7 @@ def _non_negative(value: str) -> int:
 
 def _plan_args(p: argparse.ArgumentParser) -> None:
     """What the plan is made of: used when a run folder is planned, checked when it is resumed."""
-    from extract.dataset import SPLITS
+    from extract.corpora.base import SPLITS
 
     p.add_argument("--splits", type=_csv, help=f"comma-separated, default {','.join(SPLITS)}")
     p.add_argument("--limit-videos", type=_positive, help="first N videos of each split")
@@ -345,7 +345,7 @@ def _on_sigterm(signum: int, frame: object) -> None:
 
 def _refusals() -> tuple[type[Exception], ...]:
     """The errors that mean refused input (exit 2): each says what, where and what to do."""
-    from extract.dataset import DatasetError
+    from extract.corpora.base import DatasetError
     from extract.holistic import ModelError
     from extract.points import PointsError
     from extract.rows import ReportError

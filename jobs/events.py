@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from extract.sources.base import Ref
+
 
 @dataclass(frozen=True)
 class VideoRef:
@@ -17,8 +19,20 @@ class VideoRef:
 
     split: str
     name: str
-    folder: str  # relative to the dataset root
+    folder: str  # the frame source's locator, relative to the dataset root
     files: tuple[str, ...]
+    source: str = "folder"  # a frame source's kind (extract/sources/)
+    start: int = 0  # 0-based index in the source of the first frame
+    count: int = 0  # frames, for a source whose frames have no names (0: len(files))
+
+    def ref(self) -> Ref:
+        """What the frame source reads in the worker."""
+        return Ref(self.source, self.folder, self.files, self.start,
+                   self.count if self.count or self.files else 0)
+
+    @property
+    def num_frames(self) -> int:
+        return len(self.files) if self.files else self.count
 
 
 @dataclass(frozen=True)

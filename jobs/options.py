@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from extract.dataset import SPLITS
+from extract.corpora.base import SPLITS
 from extract.holistic import HolisticOptions
 from jobs.runinfo import PlanOptions, RunInfo
 

@@ -19,7 +19,7 @@ from collections.abc import Sequence
 
 import pyarrow as pa
 
-from extract.dataset import Dataset
+from extract.corpora.base import Dataset
 
 MAX_CHUNK_FRAMES = 1000
 GUIDED_SHARE = 2  # each chunk takes remaining / (GUIDED_SHARE x workers) frames
@@ -37,8 +37,12 @@ PLAN_SCHEMA = pa.schema(
         ("gloss", pa.string()),
         ("translation", pa.string()),
         ("problem", pa.string()),
-        # entries of the frame folder that are no frames (extract/dataset.py), to be reported
+        # entries of the frame folder that are no frames (extract/sources/folder.py), to be reported
         ("ignored", pa.list_(pa.struct([("name", pa.string()), ("reason", pa.string())]))),
+        # the frame source (extract/sources/) `folder` is a locator of, and the first frame taken
+        ("source", pa.string()),
+        ("start", pa.int32()),
+        ("extra", pa.string()),  # other corpus columns as a JSON object, "" when none
     ]
 )
 
@@ -105,6 +109,9 @@ def make_plan(dataset: Dataset, workers: int, chunk_frames: int | None = None) -
         rows["translation"].append(v.translation)
         rows["problem"].append(v.problem)
         rows["ignored"].append([{"name": n, "reason": r} for n, r in v.ignored])
+        rows["source"].append(v.source)
+        rows["start"].append(v.start)
+        rows["extra"].append(v.extra)
     return pa.table(rows, schema=PLAN_SCHEMA)
 
 

@@ -13,7 +13,9 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from extract.dataset import FRAMES_DIR, Dataset, DatasetError, discover, no_frames_message
+from extract.corpora import discover, no_frames_message
+from extract.corpora.base import Dataset, DatasetError
+from extract.corpora.phoenix import FRAMES_DIR
 from extract.holistic import HolisticOptions, check_model
 from jobs import messages
 from jobs.locks import locked

@@ -16,8 +16,9 @@ from typing import NamedTuple
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from extract.provenance import DEFAULT_THREADS, changed_frames
+from extract.provenance import DEFAULT_THREADS
 from extract.schema import PROVENANCE_COLUMNS
+from extract.sources import changed_rows
 
 SHOWN = 3  # frames named in a part's .why; the rest are counted
 
@@ -41,7 +42,7 @@ def stale_rows(root: Path, table: pa.Table | pa.RecordBatch, content: bool = Fal
     """The rows of `table` (holding `columns(content)`) whose frames under root changed."""
     if isinstance(table, pa.RecordBatch):
         table = pa.Table.from_batches([table])
-    found = changed_frames(root, table, content=content, threads=threads)
+    found = changed_rows(root, table, content=content, threads=threads)
     if not found:
         return []
     video, frame = table["video"], table["frame"]

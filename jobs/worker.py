@@ -24,6 +24,7 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
+from extract import sources
 from extract.holistic import Extractor, HolisticOptions
 from extract.video import Block, extract_video
 from jobs import faults
@@ -101,7 +102,9 @@ class ChunkWorker:
                 continue
             send(VideoStarted(self.slot, task.chunk, v.name))
             faults.on_video_start(v.name)
-            extract_video(self.extractor, root, v.split, v.name, v.folder, v.files, out, counter)
+            frames = sources.get(v.source).frames(root, v.ref())
+            extract_video(self.extractor, v.split, v.name, frames, v.num_frames, out, counter,
+                          v.folder)
         counter.flush()
         send(Writing(self.slot, task.chunk))
         info = PartInfo.of_rows(task.chunk, out.video, out.status, dict(task.skip))

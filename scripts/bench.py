@@ -55,7 +55,7 @@ def bare_child(root: Path, cpu: int, share: str, result: Path) -> None:
     import cv2
     import mediapipe as mp
 
-    from extract.dataset import discover
+    from extract.corpora import discover
 
     index, count = (int(x) for x in share.split("/"))
     videos = [[str(root / v.folder / f) for f in v.files] for v in discover(root).videos]
@@ -234,7 +234,7 @@ def compare_keypoints(size: str, wl: dict, work: Path) -> dict:
     """The first video: ours (the last run's keypoints.parquet), pose-format's .pose, a fresh graph."""
     from posevideos import compare
 
-    from extract.dataset import discover
+    from extract.corpora import discover
 
     root = Path(wl["root"])
     video = discover(root).videos[0].name

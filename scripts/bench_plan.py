@@ -24,7 +24,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from benchutil import SHARED_INDEX, loadavg, machine, save_json, table  # noqa: E402
 from fabricate_parts import index_dataset  # noqa: E402
 
-from extract.dataset import SPLITS, discover  # noqa: E402
+from extract.corpora import discover  # noqa: E402
+from extract.corpora.base import SPLITS  # noqa: E402
 from jobs.options import RunOptions  # noqa: E402
 from jobs.plan import make_plan  # noqa: E402
 from jobs.prepare import load_or_plan  # noqa: E402

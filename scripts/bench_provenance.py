@@ -26,7 +26,7 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from extract.dataset import discover
+from extract.corpora import discover
 from extract.frames import decode_frame, read_file, read_frame
 from extract.provenance import changed_frames
 

@@ -23,7 +23,8 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
-from extract.dataset import FRAMES_DIR, SPLITS, Dataset, Video
+from extract.corpora.base import SPLITS, Dataset, Video
+from extract.corpora.phoenix import FRAMES_DIR
 from extract.schema import PARTS, SCHEMA, part_column
 from jobs.options import RunOptions
 from jobs.parts import PartInfo, write_part

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
-from extract.dataset import discover
+from extract.corpora import discover
 from extract.frames import read_frame
 from extract.schema import OFFSETS, PARTS
 

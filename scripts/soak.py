@@ -32,7 +32,9 @@ sys.path.insert(0, str(REPO))
 
 import pyarrow.parquet as pq  # noqa: E402
 
-from extract.dataset import FRAMES_DIR, SPLITS, discover  # noqa: E402
+from extract.corpora import discover  # noqa: E402
+from extract.corpora.base import SPLITS  # noqa: E402
+from extract.corpora.phoenix import FRAMES_DIR  # noqa: E402
 from extract.sample import build_sample  # noqa: E402
 
 CSV_HEADER = "name|video|start|end|speaker|orth|translation"

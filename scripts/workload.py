@@ -13,7 +13,8 @@ from pathlib import Path
 
 from benchutil import SHARED_SAMPLE
 
-from extract.dataset import FRAMES_DIR, discover
+from extract.corpora import discover
+from extract.corpora.phoenix import FRAMES_DIR
 from extract.sample import build_sample
 
 HEADER = "name|video|start|end|speaker|orth|translation"

@@ -191,7 +191,9 @@ def build_2014_layout(t_root: Path, dest: Path) -> Path:
     import csv
     import shutil
 
-    from extract.dataset import FRAMES_DIR, SPLITS, discover
+    from extract.corpora import discover
+    from extract.corpora.base import SPLITS
+    from extract.corpora.phoenix import FRAMES_DIR
 
     ds = discover(t_root)
     manual = dest / "annotations" / "manual"

@@ -208,7 +208,7 @@ def test_bad_corpus_refused_with_file_and_line(case: str, sample_root: Path, tmp
 def test_dataset_that_is_not_phoenix(sample_root: Path, tmp_path: Path):
     (tmp_path / "empty").mkdir()
     for dataset, expected in [
-        (tmp_path / "empty", "is not a PHOENIX-2014-T or PHOENIX-2014 tree"),
+        (tmp_path / "empty", "is not a corpus this tool reads"),
         (tmp_path / "nowhere", "does not exist"),
         (sample_root.parent, f"It has PHOENIX-2014-T/ inside: pass --dataset {sample_root}"),
     ]:

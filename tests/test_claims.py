@@ -103,7 +103,7 @@ def test_small_local_try_uses_every_worker_it_starts(shared_index: Path, slots: 
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
     from fabricate_parts import index_dataset
 
-    from extract.dataset import Dataset
+    from extract.corpora.base import Dataset
     from jobs.chunks import Chunks
     from jobs.options import RunOptions
     from jobs.plan import handout_order

@@ -25,7 +25,9 @@ from helpers import (
     video_rows,
 )
 
-from extract.dataset import LAYOUT_2014, LAYOUT_T, DatasetError, discover, list_frames
+from extract.corpora import discover
+from extract.corpora.base import DatasetError
+from extract.corpora.phoenix import LAYOUT_2014, LAYOUT_T, list_frames
 from extract.schema import PARTS
 from jobs.plan import make_plan
 

@@ -12,7 +12,7 @@ import pyarrow.parquet as pq
 import pytest
 from mediapipe.framework.formats import landmark_pb2
 
-from extract.dataset import discover
+from extract.corpora import discover
 from extract.frames import read_frame
 from extract.holistic import Extractor, HolisticOptions, _points_from_attributes, _points_from_bytes
 from extract.schema import PARTS

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from extract.dataset import SPLITS, Dataset, Video, discover
+from extract.corpora import discover
+from extract.corpora.base import SPLITS, Dataset, Video
 from jobs.plan import balanced_cuts, make_plan
 
 
@@ -75,7 +76,7 @@ def test_limit_and_select(shared_sample: Path):
 @pytest.mark.parametrize("n", [9, 10, 11, 100])
 def test_frames_sort_numerically(tmp_path: Path, n: int):
     """Unpadded numbers, where plain string order would put images10 before images2."""
-    from extract.dataset import list_frames
+    from extract.corpora.phoenix import list_frames
 
     for i in range(1, n + 1):
         (tmp_path / f"images{i}.png").write_bytes(b"")

@@ -1,0 +1,204 @@
+"""What every corpus reader produces, and what is shared between readers.
+
+A corpus reader (one module in extract/corpora/) turns the folder the user gives into a Dataset: one
+Video per listed video, with its split, its name as the corpus spells it, what the corpus says of it
+(speaker, gloss, translation: these reach the tensors' index, the pkl export and the report), and
+where its frames are: a frame source (extract/sources/) and a locator that source understands.
+A video the reader lists but cannot use keeps its place with a `problem`, so that plan, status and
+the end of a run can report it; a corpus file that cannot be trusted is refused whole with a
+DatasetError that says what, where and what to do.
+
+Adding a corpus: a module with a `Corpus` object (name, detect, read, and optionally hint), listed
+in extract/corpora/__init__.py's CORPORA, and its tests on a tree built in the test.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import unicodedata
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+from typing import Protocol
+
+SPLITS: tuple[str, ...] = ("train", "dev", "test")
+
+
+class DatasetError(Exception):
+    """The dataset cannot be used as given; the message says what, where and what to do."""
+
+
+@dataclass(frozen=True)
+class Video:
+    """One listed video: where its frames are and what the corpus says of it.
+
+    `source` names the frame source (extract/sources/) and `folder` is its locator relative to the
+    dataset root: a frame folder for "folder", a video file for "video". `files` are a folder's frame
+    names in frame order; a source without names (a video file) gives `count` instead, and `start`,
+    the 0-based index in the source of the first frame taken (a range cut from a longer video).
+    """
+
+    split: str
+    name: str
+    folder: str  # locator, relative to the dataset root, posix separators
+    files: tuple[str, ...]  # frame file names in folder, in frame order
+    speaker: str = ""
+    gloss: str = ""
+    translation: str = ""
+    problem: str = ""  # "" when frames were found, else why the video cannot be processed
+    # (name, reason) of each entry of the frame folder that is no frame, in name order
+    ignored: tuple[tuple[str, str], ...] = ()
+    source: str = "folder"
+    count: int | None = None  # frames, for a source whose frames have no names
+    start: int = 0
+    extra: str = ""  # other corpus columns as one JSON object ("" when none)
+
+    @property
+    def num_frames(self) -> int:
+        return len(self.files) if self.count is None else self.count
+
+
+@dataclass
+class Dataset:
+    root: Path
+    layout: str
+    videos: list[Video]
+    unlisted: list[str] = field(default_factory=list)  # "<split>/<folder>" on disk, in no csv
+    corpus_sha256: str = ""
+    hint: str = ""  # what a reader adds when nothing is found (where it looked, what it expected)
+
+    @property
+    def num_frames(self) -> int:
+        return sum(v.num_frames for v in self.videos)
+
+    def fingerprint(self) -> str:
+        """A digest of everything that decides the output: corpus text and every frame path."""
+        h = hashlib.sha256()
+        h.update(self.layout.encode())
+        h.update(self.corpus_sha256.encode())
+        for v in self.videos:
+            h.update(f"\0{v.split}\0{v.name}\0{v.folder}\0".encode())
+            h.update("\0".join(v.files).encode())
+            if v.source != "folder":  # kept out for folders: their fingerprints stay as they were
+                h.update(f"\0{v.source}\0{v.count}\0{v.start}\0{v.extra}".encode())
+        return h.hexdigest()
+
+
+class Corpus(Protocol):
+    """A corpus reader: recognises its layout and lists its videos."""
+
+    name: str
+
+    def detect(self, root: Path) -> bool:
+        """Whether `root` is this corpus (cheap: a few file checks)."""
+        ...
+
+    def read(self, root: Path, splits: Sequence[str], videos: Iterable[str] | None,
+             limit_videos: int | None) -> Dataset:
+        """The selected videos, sorted by (split, name), with their frames listed."""
+        ...
+
+
+def nfc(name: str) -> str:
+    """The one normalisation names are compared in (see extract/corpora/phoenix.py)."""
+    return unicodedata.normalize("NFC", name)
+
+
+@dataclass(frozen=True)
+class Listed:
+    """A video as a corpus file lists it, before its frames are looked for."""
+
+    split: str
+    name: str
+    source: str  # "file:line", for messages
+
+
+def check_splits(splits: Sequence[str], known: Sequence[str] = SPLITS) -> None:
+    for s in splits:
+        if s not in known:
+            raise DatasetError(f"--splits: unknown split {s!r}; use some of {','.join(known)}.")
+
+
+def select(rows: list, listed: set[str], splits: Sequence[str],
+           videos: Iterable[str] | None, limit_videos: int | None) -> list:
+    """--videos (by name, in NFC) and --limit-videos (first N of each split, in corpus order).
+
+    `rows` are anything with `split` and `name`; `listed` the NFC names of every split."""
+    if videos is not None:
+        wanted = list(dict.fromkeys(videos))
+        unknown = [n for n in wanted if nfc(n) not in listed]
+        if unknown:
+            raise DatasetError(
+                f"--videos: {', '.join(unknown[:5])} not listed in the corpus of split(s) "
+                f"{','.join(splits)}."
+            )
+        keep = {nfc(n) for n in wanted}
+        rows = [r for r in rows if nfc(r.name) in keep]
+    if limit_videos is not None:
+        per_split: dict[str, int] = {}
+        kept = []
+        for r in rows:
+            per_split[r.split] = per_split.get(r.split, 0) + 1
+            if per_split[r.split] <= limit_videos:
+                kept.append(r)
+        rows = kept
+    return rows
+
+
+def unique_names(rows: Iterable, what: str = "video") -> set[str]:
+    """NFC names of rows (each with `name` and `source`), refusing a name listed twice."""
+    seen: dict[str, tuple[str, str]] = {}
+    for r in rows:
+        key = nfc(r.name)
+        if key in seen:
+            first, where = seen[key]
+            how = "" if first == r.name else f" as {first!r}, equal in Unicode NFC"
+            raise DatasetError(
+                f"{r.source}: {what} {r.name!r} is listed twice (first at {where}{how}). "
+                "Remove one of the lines, or give them different names."
+            )
+        seen[key] = (r.name, r.source)
+    return set(seen)
+
+
+def safe_component(value: str, what: str, where: str) -> str:
+    if not value or value in (".", "..") or "/" in value or "\\" in value or "\0" in value:
+        raise DatasetError(
+            f"{where}: {what} {value!r} is not a plain folder name (no '/', '..' or empty). "
+            "Fix or remove that line of the corpus file."
+        )
+    return value
+
+
+def safe_relative(value: str, where: str) -> str:
+    p = PurePosixPath(value.replace("\\", "/"))
+    if value.startswith(("/", "\\")) or re.match(r"^[A-Za-z]:", value) or ".." in p.parts:
+        raise DatasetError(
+            f"{where}: video path {value!r} points outside the dataset root (absolute or '..'). "
+            "Fix or remove that line of the corpus file."
+        )
+    return str(p)
+
+
+# --- a selection without a single frame: where we looked and what we expected -------------------
+SHOWN = 5
+
+
+def names(videos: Sequence[Video]) -> str:
+    shown = ", ".join(f"{v.split}/{v.name}" for v in videos[:SHOWN])
+    return shown + (" ..." if len(videos) > SHOWN else "")
+
+
+def count(videos: Sequence[Video]) -> str:
+    return f"{len(videos)} {'has' if len(videos) == 1 else 'have'}"
+
+
+def no_frames_message(ds: Dataset) -> str:
+    """Why a selection holds no frame at all, for a reader without its own message."""
+    if not ds.videos:
+        return (f"no frames found: {ds.root} ({ds.layout}) lists no video for this selection. "
+                f"Check --splits, --videos and the corpus files. {ds.hint}").strip()
+    bits = ", ".join(f"{v.split}/{v.name}: {v.problem or 'no frames'}" for v in ds.videos[:SHOWN])
+    more = " ..." if len(ds.videos) > SHOWN else ""
+    return f"no frames found: of the {len(ds.videos)} listed video(s), {bits}{more}. {ds.hint}".strip()

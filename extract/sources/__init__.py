@@ -1,0 +1,66 @@
+"""The frame sources by kind, and the dispatch of recorded rows to the source that made them.
+
+See extract/sources/base.py for what a source is and how to add one.
+"""
+
+from __future__ import annotations
+
+import importlib
+from functools import cache
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+
+from extract.sources.base import FrameSource, Mismatch
+
+# kind -> "module:class"; modules are imported when first used (a decoder only where it is needed)
+SOURCES: dict[str, str] = {
+    "folder": "extract.sources.folder:FolderSource",
+}
+
+
+@cache
+def get(kind: str) -> FrameSource:
+    """The source of that kind (one instance per process: it may keep handles open)."""
+    if kind not in SOURCES:
+        raise KeyError(f"unknown frame source {kind!r}; known: {', '.join(SOURCES)}")
+    module, cls = SOURCES[kind].split(":")
+    return getattr(importlib.import_module(module), cls)()
+
+
+@cache
+def _fragments() -> dict[str, str]:
+    """`#key=` of each source's images -> its kind (only sources whose images have one)."""
+    out = {}
+    for kind in SOURCES:
+        frag = get(kind).fragment
+        if frag:
+            out[frag] = kind
+    return out
+
+
+def source_of_image(image: str) -> str:
+    """The kind of source a recorded row's `image` came from: a plain path is a frame file."""
+    _, sep, frag = image.rpartition("#")
+    if sep:
+        key = frag.split("=", 1)[0]
+        kind = _fragments().get(key)
+        if kind is not None:
+            return kind
+    return "folder"
+
+
+def changed_rows(root: Path, recorded: pa.Table, content: bool = False,
+                 threads: int = 16) -> list[Mismatch]:
+    """Every recorded row whose bytes changed on disk, asking each row's own source, in row order."""
+    images = recorded["image"].to_pylist()
+    kinds = [source_of_image(im) for im in images]
+    if all(k == "folder" for k in kinds):  # the common case, without a copy of the table
+        return get("folder").stale(root, recorded, content, threads)
+    out: list[Mismatch] = []
+    for kind in sorted(set(kinds)):
+        rows = np.flatnonzero(np.array(kinds) == kind)
+        found = get(kind).stale(root, recorded.take(pa.array(rows)), content, threads)
+        out.extend(Mismatch(int(rows[m.row]), m.image, m.why) for m in found)
+    return sorted(out)

@@ -1,0 +1,98 @@
+"""Frame sources: where a video's frames come from (a folder of frame files, a video file, ...).
+
+A corpus reader (extract/corpora/) says, per video, which source holds its frames and where (the
+source's kind and a locator relative to the dataset root). A source then plays three roles, in
+three places:
+
+- `scan` on the coordinator, at plan time: what the video holds (frame names or a frame count) or
+  the `problem` that keeps it out of the plan. Counts must be exact: a worker emits exactly the
+  planned rows, and a part is trusted only when it holds them.
+- `frames` in a worker process, after spawn: the video's frames in order, one `Frame` per planned
+  row, from a small picklable `Ref` (plain strings and ints; open files and decoders are never
+  pickled: the worker opens them itself). A frame that cannot be read or decoded is still yielded,
+  with rgb None and a status saying why, so frame numbers never shift and one bad frame costs only
+  its row. Whatever fails for the whole video (cannot open it, it ends early) becomes that status
+  on each remaining row, never an exception that would cost the chunk's other videos.
+- `stale` for resume and `verify`: given recorded rows (their `image` and the provenance columns
+  file_size, file_mtime_ns, file_sha256) say which rows were made from bytes that are not on disk
+  any more, and why. Each row's provenance describes the very bytes the frame was decoded from
+  (for a frame file: the file; for a frame inside a container: the container).
+
+A row's `image` names what it was made from: a frame file's path for "folder"; for a frame inside
+another file, `<path>#<FRAGMENT>=<detail>` (video: `clip.mp4#frame=12`), so that `stale` can hand
+each recorded row to the source that made it (extract/sources/__init__.py: `source_of_image`).
+
+Adding a source (e.g. frames inside a tar.gz or zip): one module in extract/sources/ defining a
+class with `kind` (the name plans and corpus readers use), `fragment` (the `#key=` of its images,
+"" for plain paths) and the three methods of `FrameSource` below; register it in SOURCES in
+extract/sources/__init__.py; corpus readers then name it in Video.source. Keep heavy imports (a
+decoder library) inside the methods, so that the coordinator and other sources never pay for them.
+Tests: a tree built in the test from the shared data, the frames compared with a direct decode,
+and one test per way the input can be broken.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import NamedTuple, Protocol
+
+import numpy as np
+import pyarrow as pa
+
+
+@dataclass(frozen=True)
+class Ref:
+    """What a worker needs to read one video's frames: picklable, plain values only."""
+
+    source: str  # a source's kind
+    locator: str  # relative to the dataset root
+    files: tuple[str, ...] = ()  # frame names, for sources that list them
+    start: int = 0  # 0-based index of the first frame taken
+    count: int = 0  # frames to yield (len(files) when files are given)
+
+
+@dataclass(frozen=True)
+class Scan:
+    """What the coordinator found for one video: frame names or a count, or why it is unusable."""
+
+    files: tuple[str, ...] = ()
+    count: int | None = None  # None: the frames are `files`
+    problem: str = ""
+    ignored: tuple[tuple[str, str], ...] = ()  # (name, why it is no frame), to be reported
+    locator: str = ""  # the locator as found on disk, when it differs from the one asked for
+
+
+class Frame(NamedTuple):
+    """One planned row's frame: the image MediaPipe is shown, or why there is none."""
+
+    rgb: np.ndarray | None  # uint8 [H, W, 3] RGB, or None
+    status: str  # "ok" when rgb is usable
+    note: str
+    image: str  # the row's `image`: what it was made from
+    size: int | None = None  # provenance: size, mtime and sha256 of the bytes read
+    mtime_ns: int | None = None
+    sha256: str | None = None
+    time_s: float | None = None  # presentation time, for sources that have one
+
+
+class Mismatch(NamedTuple):
+    """One recorded row that no longer matches what is on disk: the row's index, image and why."""
+
+    row: int
+    image: str
+    why: str
+
+
+class FrameSource(Protocol):
+    kind: str
+    fragment: str
+
+    def frames(self, root: Path, ref: Ref) -> Iterator[Frame]:
+        """Exactly ref's planned frames, in order (see the module docstring)."""
+        ...
+
+    def stale(self, root: Path, recorded: pa.Table, content: bool, threads: int) -> list[Mismatch]:
+        """Rows of `recorded` (image and provenance columns) whose bytes changed on disk."""
+        ...

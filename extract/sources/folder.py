@@ -1,0 +1,134 @@
+"""Frame files in a folder (PNG or JPEG): the source of PHOENIX and CSL-Daily.
+
+A video's frames are the names its corpus gives them (a pattern): a dangling link or a directory
+named like a frame is still a frame, and its row says why it could not be read, so frame numbers
+never shift. Anything else in the folder (hidden files such as macOS's `._images0001.png`,
+`notes.txt`, `images0001.png.bak`, subfolders) is no frame: it is kept in Scan.ignored with the
+reason, to be reported, and never numbered. Reading one file is extract/frames.py; the stat-based
+check of recorded rows is extract/provenance.py.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterator
+from pathlib import Path, PurePosixPath
+
+import pyarrow as pa
+
+from extract.corpora.base import nfc
+from extract.frames import read_frame
+from extract.sources.base import Frame, Mismatch, Ref, Scan
+
+IGNORED_HIDDEN = "hidden file"
+IGNORED_FOLDER = "folder"
+IGNORED_NAME = "not a frame name"
+
+_DIGITS = re.compile(r"([0-9]+)")
+
+
+def frame_sort_key(name: str) -> tuple:
+    """Natural order: images0002 before images0010; 2014's fn000009-0 before fn000010-0."""
+    return tuple(int(t) if t.isdigit() else t for t in _DIGITS.split(name))
+
+
+def list_frames(folder: Path, pattern: re.Pattern[str]
+                ) -> tuple[list[str], list[tuple[str, str]]] | None:
+    """(frame names in frame order, [(name, why it is no frame)]); None when there is no folder.
+
+    A name is a frame by its name alone, never by what it points to: a dangling link or a directory
+    named like a frame stays in the list, so that its row says why and later frames keep their
+    numbers. Hidden names are never frames (`._images0001.png` is macOS metadata, not an image).
+    """
+    frames: list[str] = []
+    ignored: list[tuple[str, str]] = []
+    try:
+        with os.scandir(folder) as it:
+            for e in it:
+                if e.name.startswith("."):
+                    ignored.append((e.name, IGNORED_HIDDEN))
+                elif pattern.fullmatch(e.name):
+                    frames.append(e.name)
+                else:
+                    ignored.append((e.name, IGNORED_FOLDER if _is_dir(e) else IGNORED_NAME))
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    frames.sort(key=frame_sort_key)
+    ignored.sort()
+    return frames, ignored
+
+
+def _is_dir(entry: os.DirEntry) -> bool:
+    try:
+        return entry.is_dir()
+    except OSError:
+        return False
+
+
+class NameIndex:
+    """Finds a path on disk whose components equal the wanted ones in NFC; one scan per folder."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self._dirs: dict[str, dict[str, list[str]]] = {}
+
+    def _entries(self, rel: str) -> dict[str, list[str]]:
+        if rel not in self._dirs:
+            found: dict[str, list[str]] = {}
+            try:
+                with os.scandir(self.root / rel) as it:
+                    for e in it:
+                        found.setdefault(nfc(e.name), []).append(e.name)
+            except OSError:
+                pass
+            self._dirs[rel] = found
+        return self._dirs[rel]
+
+    def resolve(self, rel: str) -> tuple[str | None, str]:
+        """(the folder as spelt on disk or None, "" or why no folder can be chosen)."""
+        cur = PurePosixPath()
+        for part in PurePosixPath(rel).parts:
+            if (self.root / cur / part).exists():
+                cur /= part
+                continue
+            names = sorted(self._entries(str(cur)).get(nfc(part), []))
+            if len(names) > 1:
+                shown = " and ".join(repr(n) for n in names)
+                return None, f"folders {shown} differ only in Unicode normalisation"
+            if not names:
+                return None, ""
+            cur /= names[0]
+        return str(cur), ""
+
+
+class FolderSource:
+    """Frame files named by a pattern, in one folder per video."""
+
+    kind = "folder"
+    fragment = ""
+
+    def scan(self, root: Path, locator: str, pattern: re.Pattern[str],
+             names: NameIndex | None = None) -> Scan:
+        """The folder's frames, found in NFC when its spelling on disk differs (see NameIndex)."""
+        listing = list_frames(root / locator, pattern)
+        problem = ""
+        if listing is None and names is not None:
+            found, problem = names.resolve(locator)
+            if found is not None:
+                locator, listing = found, list_frames(root / found, pattern)
+        frames, ignored = listing or ([], [])
+        if not problem:
+            problem = "no folder" if listing is None else ("no frames" if not frames else "")
+        return Scan(tuple(frames), None, problem, tuple(ignored), locator)
+
+    def frames(self, root: Path, ref: Ref) -> Iterator[Frame]:
+        for name in ref.files:
+            rel = f"{ref.locator}/{name}"
+            rgb, status, note, src = read_frame(root / rel)
+            yield Frame(rgb, status, note, rel, src.size, src.mtime_ns, src.sha256)
+
+    def stale(self, root: Path, recorded: pa.Table, content: bool, threads: int) -> list[Mismatch]:
+        from extract.provenance import changed_frames
+
+        return changed_frames(root, recorded, content=content, threads=threads)
