@@ -90,6 +90,7 @@ class ChunkWorker:
         cv2.setNumThreads(1)
         self.slot = slot
         self.rd = RunDir(Path(run_dir))
+        self.rd.use_archive_index(write=False, build=False)
         self.extractor = Extractor(options, num_threads=1)
 
     def run(self, task: ChunkTask, send: Callable[[Event], None]) -> Committed | WriteFailed:
