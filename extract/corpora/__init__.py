@@ -55,8 +55,23 @@ def discover(root: Path, splits: Sequence[str] = SPLITS, videos: Iterable[str] |
     if inside is None:
         return detect(root).read(root, splits, videos, limit_videos)
     ds = detect(inside).read(inside, splits, videos, limit_videos)  # type: ignore[arg-type]
-    ds.videos = [replace(v, source="archive") if v.source == "folder" else v for v in ds.videos]
+    cut = _cut_folder(inside)
+    ds.videos = [replace(v, source="archive", problem=v.problem or (
+        TRUNCATED if f"{inside.rel}/{v.folder}".strip("/") == cut else ""))
+        if v.source == "folder" else v for v in ds.videos]
     return ds
+
+
+TRUNCATED = "the archive ends inside its frames (truncated)"
+
+
+def _cut_folder(inside: ArchivePath) -> str | None:
+    """The folder of the last member a damaged archive could be read to: its video may have lost
+    frames, so it is not planned with fewer than it has."""
+    index = inside.index
+    if not index.problem or not index.members.num_rows:
+        return None
+    return index.members["name"][-1].as_py().rpartition("/")[0]
 
 
 def _folders(top: ArchivePath, depth: int) -> list[ArchivePath]:
