@@ -1,0 +1,223 @@
+#!/usr/bin/env python3
+"""Reading the dataset from its tar.gz in place, against the unpacked folder; and the index at scale.
+
+run: a workload of real frames (scripts/workload.py: the shared sample's two signing videos copied
+  under many names) as a folder and packed as the release is (`PHOENIX-2014-T-release-v3/
+  PHOENIX-2014-T/...`, every member a real copy), then `phoenix-keypoints run` with default options
+  on each, alternated (folder, archive, archive, folder, ...). Wall time per run, and each worker
+  process's peak RSS (sampled from /proc). Ratio: archive frames/s over folder frames/s.
+index: the index build alone on that archive (MB/s, members/s, peak RSS), and one process that
+  loads the saved index and reads every member in archive order (what a worker holds).
+full: a fabricated tar.gz with the release's 947,756 member names (from the release index's
+  per-video frame counts, in (split, name, frame) order) and tiny members (one 1x1 PNG each): the
+  index build, the corpus read from it (detection, listing every video's frames), and what loading
+  the saved index costs one process (time, RSS).
+
+    .venv/bin/python scripts/bench_archive.py --copies 25 --repeat 2 --full --save archive.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tarfile
+import threading
+import time
+from pathlib import Path
+
+sys.path[:0] = [str(Path(__file__).resolve().parent), str(Path(__file__).resolve().parents[1])]
+from benchutil import REPO, SHARED_INDEX, loadavg, machine, rss_mib, save_json, tree_pids  # noqa: E402
+from workload import build_workload  # noqa: E402
+
+TOP = "PHOENIX-2014-T-release-v3/PHOENIX-2014-T"
+
+
+def pack(tree: Path, dest: Path) -> Path:
+    """tree packed under TOP, symlinked folders followed and every frame stored as itself."""
+    with tarfile.open(dest, "w:gz", compresslevel=6, dereference=True) as tf:
+        tf.add(tree, arcname=TOP)
+    return dest
+
+
+def _worker_peaks(pid: int, stop: threading.Event, peaks: dict[int, float]) -> None:
+    while not stop.is_set():
+        for p in tree_pids(pid):
+            if p != pid:
+                peaks[p] = max(peaks.get(p, 0.0), rss_mib(p) or 0.0)
+        stop.wait(0.25)
+
+
+def timed_run(dataset: Path, out: Path) -> dict:
+    shutil.rmtree(out, ignore_errors=True)
+    cmd = [sys.executable, "-m", "jobs.cli", "run", "--dataset", str(dataset), "--out", str(out)]
+    peaks: dict[int, float] = {}
+    stop = threading.Event()
+    t0 = time.monotonic()
+    proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                            text=True)
+    sampler = threading.Thread(target=_worker_peaks, args=(proc.pid, stop, peaks), daemon=True)
+    sampler.start()
+    _, err = proc.communicate()
+    wall = time.monotonic() - t0
+    stop.set()
+    sampler.join()
+    if proc.returncode:
+        raise SystemExit(f"run on {dataset} exited {proc.returncode}:\n{err[-2000:]}")
+    rows = json.loads((out / "run.json").read_text())["merge"]["rows"]
+    return {"wall_s": round(wall, 2), "frames": rows, "fps": round(rows / wall, 2),
+            "worker_peak_rss_mib": sorted(round(v, 1) for v in peaks.values())[-2:],
+            "load_1min": loadavg()[0]}
+
+
+def bench_runs(folder: Path, tgz: Path, work: Path, repeat: int) -> dict:
+    runs: dict[str, list[dict]] = {"folder": [], "archive": []}
+    order = ["folder", "archive"]
+    for rep in range(repeat):
+        for kind in order if rep % 2 == 0 else order[::-1]:
+            r = timed_run(folder if kind == "folder" else tgz, work / f"out-{kind}")
+            runs[kind].append(r)
+            print(kind, r, flush=True)
+    fps = {k: sum(r["fps"] for r in v) / len(v) for k, v in runs.items()}
+    return {"runs": runs, "archive_over_folder": round(fps["archive"] / fps["folder"], 3)}
+
+
+def _child(code: str) -> dict:
+    out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True,
+                         env={**os.environ, "PYTHONPATH": str(REPO)})
+    if out.returncode:
+        raise SystemExit(out.stderr[-2000:])
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+_BUILD = """
+import json, resource, time
+from pathlib import Path
+from extract.sources import archive
+t0 = time.perf_counter()
+ix = archive.build_index(Path({path!r}))
+t = time.perf_counter() - t0
+archive.save_index(ix, Path({folder!r}))
+print(json.dumps({{"seconds": round(t, 2), "members": ix.members.num_rows, "bytes": ix.size,
+                  "MB_per_s": round(ix.size / 1e6 / t, 1),
+                  "members_per_s": round(ix.members.num_rows / t),
+                  "index_bytes": sum(p.stat().st_size for p in Path({folder!r}).iterdir()),
+                  "peak_rss_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)}}))
+"""
+
+_READ = """
+import json, resource, time
+from pathlib import Path
+from extract.sources import archive
+base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+t0 = time.perf_counter()
+archive.set_index_dir(Path({folder!r}), write=False, build=False)
+ix = archive.open_index(Path({path!r}))
+names = ix.members["name"].to_pylist()
+files = [i for i in range(len(names)) if ix.kind[i] == archive.KIND_FILE]
+ix.find(names[-1])
+loaded = time.perf_counter() - t0
+r = archive.reader(ix)
+t1 = time.perf_counter()
+n = sum(len(r.read(i)[0]) for i in files[:{limit}])
+t = time.perf_counter() - t1
+r.close()
+print(json.dumps({{"load_index_s": round(loaded, 2), "read_members": min(len(files), {limit}),
+                  "read_MB_per_s": round(n / 1e6 / t, 1), "baseline_rss_mib": round(base, 1),
+                  "peak_rss_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)}}))
+"""
+
+
+def bench_index(tgz: Path, work: Path, limit: int = 10**9) -> dict:
+    folder = work / "index"
+    shutil.rmtree(folder, ignore_errors=True)
+    build = _child(_BUILD.format(path=str(tgz), folder=str(folder)))
+    read = _child(_READ.format(path=str(tgz), folder=str(folder), limit=limit))
+    return {"build": build, "worker": read}
+
+
+_PNG = bytes.fromhex("89504e470d0a1a0a0000000d4948445200000001000000010802000000907753de0000000c"
+                     "4944415408d763f8ffff3f0005fe02fea7d6a4b20000000049454e44ae426082")
+
+
+def fabricate(dest: Path) -> dict:
+    """The release's member names, one tiny PNG each, corpus csv files from the release index."""
+    import io
+
+    t0 = time.monotonic()
+    members = 0
+    with tarfile.open(dest, "w:gz", compresslevel=6) as tf:
+        for csv in sorted(SHARED_INDEX.glob("*.corpus.csv")):
+            tf.add(csv, arcname=f"{TOP}/annotations/manual/{csv.name}")
+            members += 1
+        for split in ("dev", "test", "train"):
+            lines = (SHARED_INDEX / f"PHOENIX-2014-T.{split}.frame_counts.tsv").read_text().splitlines()
+            for line in sorted(lines[1:]):
+                _, name, n, _ = line.split("\t")
+                for i in range(1, int(n) + 1):
+                    ti = tarfile.TarInfo(f"{TOP}/features/fullFrame-210x260px/{split}/{name}/"
+                                         f"images{i:04d}.png")
+                    ti.size, ti.mtime = len(_PNG), 1_400_000_000
+                    tf.addfile(ti, io.BytesIO(_PNG))
+                    members += 1
+    return {"members": members, "bytes": dest.stat().st_size,
+            "seconds_to_write": round(time.monotonic() - t0, 1)}
+
+
+_DISCOVER = """
+import json, resource, time
+from pathlib import Path
+from extract.sources import archive
+from extract.corpora import discover
+archive.set_index_dir(Path({folder!r}), write=False, build=False)
+t0 = time.perf_counter()
+ds = discover(Path({path!r}))
+print(json.dumps({{"discover_s": round(time.perf_counter() - t0, 2), "videos": len(ds.videos),
+                  "frames": ds.num_frames, "problems": sum(1 for v in ds.videos if v.problem),
+                  "peak_rss_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)}}))
+"""
+
+
+def bench_full(work: Path) -> dict:
+    dest = work / "fabricated-release.tar.gz"
+    made = fabricate(dest)
+    print("fabricated", made, flush=True)
+    res = {"fabricated": made, **bench_index(dest, work, limit=20_000)}
+    print("index", res, flush=True)
+    res["discover"] = _child(_DISCOVER.format(path=str(dest), folder=str(work / "index")))
+    print("discover", res["discover"], flush=True)
+    dest.unlink()
+    return res
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--copies", type=int, default=25, help="copies of the two sample videos")
+    ap.add_argument("--repeat", type=int, default=2, help="runs of each, alternated (0: none)")
+    ap.add_argument("--full", action="store_true", help="also the fabricated full-scale archive")
+    ap.add_argument("--work", type=Path, default=Path("/tmp/bench-archive"))
+    ap.add_argument("--save", default="")
+    a = ap.parse_args()
+    a.work.mkdir(parents=True, exist_ok=True)
+    res: dict = {"machine": machine(), "load_before": loadavg()}
+    folder = a.work / "tree" / "PHOENIX-2014-T"
+    res["workload"] = build_workload(folder, a.copies)
+    tgz = pack(folder, a.work / "PHOENIX-2014-T-release-v3.tar.gz")
+    res["archive_bytes"] = tgz.stat().st_size
+    res["index"] = bench_index(tgz, a.work)
+    print("index", res["index"], flush=True)
+    if a.repeat:
+        res["run"] = bench_runs(folder, tgz, a.work, a.repeat)
+    if a.full:
+        res["full"] = bench_full(a.work)
+    res["load_after"] = loadavg()
+    print(json.dumps({k: v for k, v in res.items() if k != "machine"}, indent=1))
+    if a.save:
+        save_json(a.save, res)
+
+
+if __name__ == "__main__":
+    main()
