@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import shutil
 import subprocess
 import sys
@@ -51,11 +52,18 @@ def _worker_peaks(pid: int, stop: threading.Event, peaks: dict[int, float]) -> N
         stop.wait(0.25)
 
 
+def _cpu() -> float:
+    """CPU seconds of finished children (the coordinator and, through it, its workers)."""
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
+
+
 def timed_run(dataset: Path, out: Path) -> dict:
     shutil.rmtree(out, ignore_errors=True)
     cmd = [sys.executable, "-m", "jobs.cli", "run", "--dataset", str(dataset), "--out", str(out)]
     peaks: dict[int, float] = {}
     stop = threading.Event()
+    cpu0 = _cpu()
     t0 = time.monotonic()
     proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                             text=True)
@@ -63,12 +71,14 @@ def timed_run(dataset: Path, out: Path) -> dict:
     sampler.start()
     _, err = proc.communicate()
     wall = time.monotonic() - t0
+    cpu = _cpu() - cpu0
     stop.set()
     sampler.join()
     if proc.returncode:
         raise SystemExit(f"run on {dataset} exited {proc.returncode}:\n{err[-2000:]}")
     rows = json.loads((out / "run.json").read_text())["merge"]["rows"]
     return {"wall_s": round(wall, 2), "frames": rows, "fps": round(rows / wall, 2),
+            "cpu_s": round(cpu, 1), "cpu_ms_per_frame": round(1000 * cpu / rows, 1),
             "worker_peak_rss_mib": sorted(round(v, 1) for v in peaks.values())[-2:],
             "load_1min": loadavg()[0]}
 
@@ -82,7 +92,9 @@ def bench_runs(folder: Path, tgz: Path, work: Path, repeat: int) -> dict:
             runs[kind].append(r)
             print(kind, r, flush=True)
     fps = {k: sum(r["fps"] for r in v) / len(v) for k, v in runs.items()}
-    return {"runs": runs, "archive_over_folder": round(fps["archive"] / fps["folder"], 3)}
+    cpu = {k: sum(r["cpu_s"] for r in v) for k, v in runs.items()}
+    return {"runs": runs, "archive_over_folder": round(fps["archive"] / fps["folder"], 3),
+            "archive_over_folder_by_cpu": round(cpu["folder"] / cpu["archive"], 3)}
 
 
 def _child(code: str) -> dict:
