@@ -42,7 +42,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
+import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from extract.frames import STATUS_MISSING, STATUS_NOT_A_FILE, STATUS_UNREADABLE, decode_frame
@@ -87,10 +89,12 @@ class ArchiveIndex:
     size: int
     mtime_ns: int
     members: pa.Table  # _MEMBERS_SCHEMA, in archive order
-    gzip_index: bytes = b""  # rapidgzip's export (tar.gz only)
+    gzip_index: bytes = b""  # rapidgzip's export (tar.gz only), when just built
     problem: str = ""  # why part of the archive could not be read (truncated, ...)
     digest: str = ""
-    _lookup: dict[str, int] | None = field(default=None, repr=False)
+    gzip_file: Path | None = None  # or where it is saved (a worker never holds it in Python)
+    _folders: dict[str, tuple[int, int]] | None = field(default=None, repr=False)
+    _names: dict[str, dict[str, int]] = field(default_factory=dict, repr=False)
     _tree: dict[str, dict[str, int]] | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
@@ -107,10 +111,32 @@ class ArchiveIndex:
             h.update(self.gzip_index)
             self.digest = h.hexdigest()
 
+    def _group(self) -> None:
+        """Members grouped by folder (Arrow and numpy only): a worker holding the release's index
+        keeps no Python string per member, only those of the folders it reads."""
+        names = self.members["name"]
+        parent = pc.if_else(pc.match_substring(names, "/"),
+                            pc.replace_substring_regex(names, "/[^/]*$", ""), "")
+        enc = parent.combine_chunks().dictionary_encode()
+        codes = enc.indices.to_numpy()
+        self._order = np.argsort(codes, kind="stable")
+        bounds = np.r_[0, np.cumsum(np.bincount(codes, minlength=len(enc.dictionary)))]
+        self._folders = {d: (int(bounds[k]), int(bounds[k + 1]))
+                         for k, d in enumerate(enc.dictionary.to_pylist())}
+
     def find(self, name: str) -> int | None:
-        if self._lookup is None:
-            self._lookup = {n: i for i, n in enumerate(self.members["name"].to_pylist())}
-        return self._lookup.get(name)
+        """The member of that name (the last one, as tar does when a name is there twice)."""
+        folder, _, base = name.rpartition("/")
+        entries = self._names.get(folder)
+        if entries is None:
+            if self._folders is None:
+                self._group()
+            start, stop = self._folders.get(folder, (0, 0))
+            idx = self._order[start:stop]
+            names = self.members["name"].take(pa.array(idx)).to_pylist()
+            entries = {n.rpartition("/")[2]: int(i) for n, i in zip(names, idx, strict=True)}
+            self._names[folder] = entries
+        return entries.get(base)
 
     def tree(self) -> dict[str, dict[str, int]]:
         """folder -> {entry name: member index, or -1 for a folder only implied by paths}."""
@@ -245,11 +271,12 @@ def load_index(path: Path, folder: Path) -> ArchiveIndex | None:
         if meta.get("version") != INDEX_VERSION or meta["path"] != str(Path(path).absolute()):
             return None
         members = pq.read_table(folder / "members.parquet")
-        gz = (folder / "gzip.index").read_bytes()
+        if not (folder / "gzip.index").is_file():
+            return None
     except (OSError, ValueError, KeyError):
         return None
     index = ArchiveIndex(Path(meta["path"]), meta["format"], meta["size"], meta["mtime_ns"],
-                         members, gz, meta["problem"], meta["digest"])
+                         members, b"", meta["problem"], meta["digest"], folder / "gzip.index")
     return None if index.changed() else index
 
 
@@ -394,7 +421,11 @@ class _Reader:
         import rapidgzip
 
         f = rapidgzip.RapidgzipFile(str(ix.path), parallelization=1, chunk_size=GZIP_CHUNK)
-        f.import_index(io.BytesIO(ix.gzip_index))
+        if ix.gzip_file is not None:
+            with open(ix.gzip_file, "rb") as fi:
+                f.import_index(fi)
+        else:
+            f.import_index(io.BytesIO(ix.gzip_index))
         return f
 
     def read(self, i: int) -> tuple[bytes | None, str]:
