@@ -14,8 +14,8 @@ from pathlib import Path
 import cv2
 import numpy as np
 
-from extract.frames import STATUS_OK, read_frame
 from extract.schema import PARTS
+from extract.sources import load_image
 
 # RGB; chosen to stay apart from each other and from PHOENIX's grey-blue background.
 COLOURS: dict[str, tuple[int, int, int]] = {
@@ -46,8 +46,7 @@ def load_frame(root: Path | None, image: str) -> np.ndarray | None:
     """The frame's RGB pixels, or None when the dataset or the file is gone or unreadable."""
     if root is None:
         return None
-    rgb, status, _, _ = read_frame(Path(root) / image, digest=False)
-    return rgb if status == STATUS_OK else None
+    return load_image(Path(root), image)
 
 
 def _canvas(rgb: np.ndarray | None, width: int, height: int) -> np.ndarray:

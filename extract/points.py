@@ -11,6 +11,8 @@ Presets (the README lists them in full):
   and eyebrows carry non-manual signals (mouthings, questions); the other 340 mesh points mostly
   describe the skin surface between them.
 - hands-body-59: pose 0-16 and both hands, for models that ignore the face mesh.
+- legacy-143: the older pipeline's model input (../shared/docs/legacy-format.md): 68 face-mesh
+  points (LEGACY_FACE, in its order), left hand 21, right hand 21, pose 33, in that order.
 Pose 17-22 (pinky/index/thumb tips from the pose model) duplicate the hand models' 21 points more
 coarsely, and pose 23-32 (hips, legs) lie at or below the bottom of PHOENIX's 210x260 frames, where
 MediaPipe guesses rather than sees them; the compact presets drop both.
@@ -58,6 +60,18 @@ FACE_CONTOURS: dict[str, tuple[int, ...]] = {
                   234, 251, 284, 288, 297, 323, 332, 338, 356, 361, 365, 377, 378, 379, 389, 397, 400,
                   454),
 }
+# The older pipeline's 68 face points (outline 17, right brow 5, left brow 5, nose 9, right eye 6,
+# left eye 6, outer lips 12, inner lips 8), in its order: its models index them by position.
+LEGACY_FACE = (
+    10, 338, 297, 332, 284, 251, 389, 356, 454, 323, 361, 288, 397, 365, 379, 378, 400,
+    107, 55, 65, 52, 53,
+    336, 296, 334, 293, 300,
+    19, 1, 2, 5, 4, 6, 98, 97, 94,
+    33, 7, 163, 144, 145, 153,
+    362, 382, 381, 380, 374, 373,
+    61, 146, 91, 181, 84, 17, 314, 405, 320, 307, 375, 321,
+    78, 95, 88, 178, 87, 14, 317, 402,
+)
 UPPER_BODY = tuple(range(17))  # pose 0-16: nose, eyes, ears, mouth, shoulders, elbows, wrists
 SHOULDERS = (11, 12)  # pose LEFT_SHOULDER, RIGHT_SHOULDER
 
@@ -76,6 +90,7 @@ PRESETS: dict[str, tuple[int, ...]] = {
                          + _part("face", sorted(i for r in FACE_CONTOURS.values() for i in r))
                          + _hands()),
     "hands-body-59": tuple(_part("pose", UPPER_BODY) + _hands()),
+    "legacy-143": tuple(_part("face", LEGACY_FACE) + _hands() + _part("pose", range(33))),
 }
 DEFAULT_PRESET = "holistic-543"
 

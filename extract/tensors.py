@@ -171,16 +171,18 @@ def video_runs(batch: pa.RecordBatch | pa.Table) -> Iterator[tuple[str, str, int
         yield str(splits[a]), str(vids[a]), int(a), int(b - a)
 
 
-def iter_videos(keypoints: Path, columns: Sequence[str],
-                batch_size: int = 4096) -> Iterator[tuple[str, str, pa.Table]]:
+def iter_videos(keypoints: Path, columns: Sequence[str], batch_size: int = 4096,
+                row_groups: Sequence[int] | None = None) -> Iterator[tuple[str, str, pa.Table]]:
     """(split, video, its rows) in file order, whole videos, one batch plus one video in memory.
 
     A video may straddle two batches (or row groups); its slices are gathered before it is yielded.
+    row_groups: read only these (contiguous) row groups; None: all.
     """
     cols = list(dict.fromkeys(["split", "video", *columns]))
     pending: list[pa.RecordBatch] = []
     key: tuple[str, str] | None = None
-    for batch in pq.ParquetFile(keypoints).iter_batches(batch_size=batch_size, columns=cols):
+    for batch in pq.ParquetFile(keypoints).iter_batches(batch_size=batch_size, columns=cols,
+                                                        row_groups=row_groups):
         for split, video, offset, length in video_runs(batch):
             if (split, video) != key:
                 if pending and key is not None:
@@ -262,7 +264,10 @@ def _corpus_columns(idx: pa.Table, corpus: Mapping[str, Mapping[str, str]] | Non
     if corpus is None:
         return idx
     vids = idx["video"].to_pylist()
-    for key in ("speaker", "gloss", "translation"):
+    keys = ["speaker", "gloss", "translation"]
+    if any(c.get("extra") for c in corpus.values()):  # other corpus columns, one JSON object
+        keys.append("extra")
+    for key in keys:
         idx = idx.append_column(key, pa.array([corpus.get(v, {}).get(key, "") for v in vids],
                                               pa.string()))
     return idx
@@ -383,7 +388,8 @@ def write_tensors(
 ) -> dict[str, int]:
     """Write one tensor set for keypoints.parquet under out_dir (tensors/); returns frames per split.
 
-    corpus: video -> {"speaker", "gloss", "translation"}, copied into the index.
+    corpus: video -> {"speaker", "gloss", "translation"[, "extra"]}, copied into the index (extra:
+    a corpus's other columns as a JSON object, only when some video has any).
     """
     keypoints = Path(keypoints)
     index = split_index(keypoints)

@@ -32,6 +32,16 @@ def _positive(value: str) -> int:
     return n
 
 
+def _confidence(value: str) -> float:
+    try:
+        x = float(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a number in (0, 1], not {value!r}") from None
+    if not 0 < x <= 1:
+        raise argparse.ArgumentTypeError(f"must be in (0, 1] (greater than 0, at most 1), not {x:g}")
+    return x
+
+
 def _non_negative(value: str) -> int:
     n = int(value)
     if n < 0:
@@ -43,24 +53,42 @@ def _plan_args(p: argparse.ArgumentParser) -> None:
     """What the plan is made of: used when a run folder is planned, checked when it is resumed."""
     from extract.corpora.base import SPLITS
 
-    p.add_argument("--splits", type=_csv, help=f"comma-separated, default {','.join(SPLITS)}")
-    p.add_argument("--limit-videos", type=_positive, help="first N videos of each split")
+    p.add_argument("--manifest", type=Path, metavar="FILE",
+                   help="a csv/tsv/jsonl listing the videos (name, split, path, ...), instead of "
+                        "--dataset")
+    p.add_argument("--splits", type=_csv, nargs="+", metavar="SPLIT",
+                   help=f"splits to process, space- or comma-separated: --splits train dev, "
+                        f"--splits train,dev (default {','.join(SPLITS)}; for other corpora: "
+                        "every split they have)")
+    p.add_argument("--limit-videos", type=_positive,
+                   help="first N videos of each split, in corpus order")
+    p.add_argument("--max-samples-per-split", "--max_samples_per_split", type=_positive,
+                   metavar="N", help="the older script's: first N video folders of each split, "
+                                     "folders sorted by name")
     p.add_argument("--videos", type=_csv, help="comma-separated video names")
     p.add_argument("--chunk-frames", type=_positive,
                    help="fixed frames per chunk, whole videos (default: sizes chosen from the "
                         "dataset and the worker count, at most 1000, shrinking toward the end)")
     p.add_argument("--model-complexity", type=int, choices=(0, 1, 2),
                    help="Holistic pose model (default 1, the only one mediapipe 0.10.21 ships)")
+    p.add_argument("--min-detection-confidence", "--min_detection_confidence", type=_confidence,
+                   metavar="F", help="Holistic's min_detection_confidence, in (0, 1] (default 0.5)")
+    p.add_argument("--min-tracking-confidence", "--min_tracking_confidence", type=_confidence,
+                   metavar="F", help="Holistic's min_tracking_confidence, in (0, 1] (default 0.5)")
 
 
 def _add_run(sub: argparse._SubParsersAction) -> None:
     r = sub.add_parser("run", help="plan, extract what is not done yet, merge (resumes)")
     r.add_argument("--dataset", "--dataset_path", type=Path,
-                   help="folder holding annotations/ and features/")
+                   help="the corpus: a PHOENIX, CSL-Daily or How2Sign folder, a folder of videos, or a "
+                        "manifest file (docs/corpora.md)")
     r.add_argument("--out", type=Path, help="run folder (created if missing)")
     r.add_argument("--output_path", type=Path, metavar="FILE.pkl",
-                   help="the older script's flag: also export the keypoints to this pkl at the end; "
-                        "without --out the run folder is FILE_run/ beside it")
+                   help="the older script's flag: also write its pkl layout to FILE.pkl at the "
+                        "end; without --out the run folder is FILE_run/ beside it (or in --temp_dir)")
+    r.add_argument("--temp_dir", "--temp-dir", type=Path, metavar="DIR",
+                   help="the older script's flag: with --output_path and no --out, the run folder "
+                        "(parts, logs, keypoints.parquet) goes in DIR")
     r.add_argument("--num-gpus", "--num_gpus", type=_non_negative,
                    help="GPUs to pin workers to (default: visible GPUs, 0 when none)")
     r.add_argument("--workers-per-gpu", "--num_workers_per_gpu", type=_positive,
@@ -142,9 +170,13 @@ def _add_small(sub: argparse._SubParsersAction) -> None:
 
     e = sub.add_parser("export", help="export keypoints for existing code (pkl dict, .pose files)")
     e.add_argument("--out", type=Path, required=True, help="a finished run folder")
-    e.add_argument("--format", choices=("pkl", "pose"), required=True)
+    e.add_argument("--format", choices=("pkl", "pose", "legacy-pkl", "legacy-npz"), required=True,
+                   help="pkl: {video: arrays} of a tensor set; pose: .pose files; legacy-pkl: the "
+                        "older script's pkl (what run --output_path writes); legacy-npz: its "
+                        "model input, <split>_keypoints.npz [N, 143, 3]")
     e.add_argument("--to", type=Path, required=True,
-                   help="pkl: the file to write; pose: a folder (one <split>/<video>.pose each)")
+                   help="pkl, legacy-pkl: the file to write; pose: a folder (one <split>/<video>.pose "
+                        "each); legacy-npz: a folder")
     e.add_argument("--tag", default="", help="pkl: tensor set to export (default: the run's own)")
     e.set_defaults(handler=_export)
 
@@ -215,8 +247,15 @@ def _rd(path: Path) -> RunDir:
 def _options(args: argparse.Namespace) -> RunOptions:
     from jobs.options import RunOptions
 
-    return RunOptions(args.dataset, args.splits, args.videos, args.limit_videos,
-                      args.chunk_frames, args.model_complexity)
+    splits = tuple(s for group in args.splits for s in group) if args.splits else None
+    dataset = args.dataset
+    if getattr(args, "manifest", None) is not None:
+        if dataset is not None and dataset != args.manifest:
+            raise SystemExit("phoenix-keypoints: error: give --dataset or --manifest, not both")
+        dataset = args.manifest
+    return RunOptions(dataset, splits, args.videos, args.limit_videos, args.chunk_frames,
+                      args.model_complexity, args.max_samples_per_split,
+                      args.min_detection_confidence, args.min_tracking_confidence)
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -234,7 +273,11 @@ def _run(args: argparse.Namespace) -> int:
     if pkl is not None:
         if pkl.is_dir():
             raise RunError(f"--output_path {pkl} is a folder; give the .pkl file to write.")
-        out = out or pkl.with_name(f"{pkl.stem}_run")
+        out = out or (args.temp_dir or pkl.parent) / f"{pkl.stem}_run"
+    if args.temp_dir is not None and (args.out is not None or pkl is None):
+        why = "--out names the run folder" if args.out else "there is no --output_path"
+        messages.note(f"--temp_dir {args.temp_dir} not used ({why}): it only places the run folder "
+                      "of --output_path when --out is not given")
     if out is None:
         raise RunError("run needs --out RUN_DIR (or the older --output_path FILE.pkl).")
     return run(RunRequest(out, _options(args), args.num_gpus, args.workers_per_gpu, args.fresh,

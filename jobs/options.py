@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from extract.corpora.base import SPLITS
@@ -20,6 +20,17 @@ class RunOptions:
     limit_videos: int | None = None
     chunk_frames: int | None = None
     model_complexity: int | None = None
+    max_samples_per_split: int | None = None
+    min_detection_confidence: float | None = None
+    min_tracking_confidence: float | None = None
+
+    def _holistic(self, have: dict | None = None) -> dict:
+        """Holistic's options: what was asked, else the run's own (`have`), else the defaults."""
+        base = HolisticOptions(**have) if have else HolisticOptions()
+        asked = {"model_complexity": self.model_complexity,
+                 "min_detection_confidence": self.min_detection_confidence,
+                 "min_tracking_confidence": self.min_tracking_confidence}
+        return replace(base, **{k: v for k, v in asked.items() if v is not None}).as_dict()
 
     def resolved(self) -> PlanOptions:
         """The options of a new run: what was asked, defaults for the rest."""
@@ -28,7 +39,8 @@ class RunOptions:
             videos=list(self.videos) if self.videos else None,
             limit_videos=self.limit_videos,
             chunk_frames=self.chunk_frames,
-            holistic=HolisticOptions(model_complexity=self.model_complexity or 1).as_dict(),
+            holistic=self._holistic(),
+            max_samples_per_split=self.max_samples_per_split,
         )
 
     def holistic(self, info: RunInfo | None) -> dict:
@@ -43,12 +55,17 @@ class RunOptions:
             videos=list(self.videos) if self.videos else have.videos,
             limit_videos=self.limit_videos if self.limit_videos is not None else have.limit_videos,
             chunk_frames=self.chunk_frames or have.chunk_frames,
-            holistic=HolisticOptions(model_complexity=self.model_complexity
-                                     or have.holistic["model_complexity"]).as_dict(),
+            holistic=self._holistic(have.holistic),
+            max_samples_per_split=self.max_samples_per_split
+            if self.max_samples_per_split is not None else have.max_samples_per_split,
         )
-        diffs = [k for k in vars(asked) if getattr(asked, k) != getattr(have, k)]
-        if self.dataset is not None and str(self.dataset.resolve()) != info.dataset.root:
-            diffs.insert(0, f"dataset ({info.dataset.root})")
+        diffs = [k for k in vars(asked) if k != "holistic" and getattr(asked, k) != getattr(have, k)]
+        diffs += [f"{k} ({have.holistic.get(k)} when planned, {v} asked)"
+                  for k, v in asked.holistic.items() if have.holistic.get(k) != v]
+        given = Path(info.dataset.root) / info.dataset.manifest if info.dataset.manifest else \
+            Path(info.dataset.root)
+        if self.dataset is not None and self.dataset.resolve() != given:
+            diffs.insert(0, f"dataset ({given})")
         if num_shards is not None and num_shards != info.num_shards:
             diffs.append(f"num_shards (fixed at {info.num_shards} when planned)")
         return diffs

@@ -22,9 +22,12 @@ from jobs.runinfo import RunInfo
 
 
 def corpus_from_plan(plan: pa.Table) -> dict[str, dict[str, str]]:
-    """video -> {speaker, gloss, translation} from the plan (the corpus files, as discovered)."""
+    """video -> {speaker, gloss, translation, extra} from the plan (the corpus files, as discovered;
+    extra, a corpus's other columns as JSON, is "" in plans made before it existed)."""
     cols = (plan[c].to_pylist() for c in ("video", "speaker", "gloss", "translation"))
-    return {v: {"speaker": s, "gloss": g, "translation": t} for v, s, g, t in zip(*cols, strict=True)}
+    extra = plan["extra"].to_pylist() if "extra" in plan.column_names else [""] * plan.num_rows
+    return {v: {"speaker": s, "gloss": g, "translation": t, "extra": x}
+            for v, s, g, t, x in zip(*cols, extra, strict=True)}
 
 
 def _need_keypoints(rd: RunDir) -> Path:
@@ -79,6 +82,63 @@ def export_pkl(rd: RunDir, to: Path, tag: str = "") -> int:
     return write_pkl((load_split(rd.path, s, tag, mmap=False) for s in meta["splits"]), to)
 
 
+def legacy_dataset_info(info: RunInfo, rd: RunDir, dataset_path: str | None = None) -> dict[str, Any]:
+    """The legacy pkl's dataset_info: source_path is the dataset path as the user gave it."""
+    from extract.corpora.phoenix import LAYOUT_2014, LAYOUT_T
+
+    h = info.options.holistic
+    names = {LAYOUT_T: "PHOENIX-2014-T", LAYOUT_2014: "PHOENIX-2014"}
+    return {
+        "name": names.get(info.dataset.layout, info.dataset.layout),
+        "source_path": dataset_path or info.dataset.given or info.dataset.root,
+        "splits": list(info.options.splits),
+        "processing_info": {
+            "extractor": "phoenix-keypoints: MediaPipe Holistic, video mode, tracking reset per video",
+            "mediapipe": info.versions.get("mediapipe", ""),
+            **{k: h[k] for k in ("model_complexity", "min_detection_confidence",
+                                 "min_tracking_confidence") if k in h},
+            "max_samples_per_split": getattr(info.options, "max_samples_per_split", None),
+            "run_dir": str(rd.path.resolve()),
+            "keypoints": str(rd.keypoints_path.resolve()),
+        },
+    }
+
+
+def split_seconds(info: RunInfo) -> dict[str, float]:
+    """Each split's share of the last extraction's wall time, in proportion to its frames."""
+    ex, merge = info.extraction, info.merge
+    if ex is None or merge is None or ex.first_frame is None or ex.last_frame is None:
+        return {}
+    total = sum(merge.frames_per_split.values()) or 1
+    wall = max(0.0, ex.last_frame - ex.first_frame)
+    return {s: round(wall * n / total, 3) for s, n in merge.frames_per_split.items()}
+
+
+def export_legacy_pkl(rd: RunDir, to: Path, dataset_path: str | None = None) -> dict[str, dict]:
+    """The older script's pkl (../shared/docs/legacy-format.md) from keypoints.parquet."""
+    from extract.legacy import write_legacy_pkl
+
+    info = rd.load()
+    return write_legacy_pkl(_need_keypoints(rd), to, legacy_dataset_info(info, rd, dataset_path),
+                            split_seconds(info))
+
+
+def export_legacy_npz(rd: RunDir, to: Path, dataset_path: str | None = None) -> dict[str, int]:
+    """`<split>_keypoints.npz` as the older pipeline's prepare_model_input makes them."""
+    from extract.legacy import write_legacy_npz
+
+    info = rd.load()
+    return write_legacy_npz(_need_keypoints(rd), to,
+                            legacy_dataset_info(info, rd, dataset_path)["source_path"])
+
+
+def legacy_pkl_line(to: Path, stats: dict[str, dict]) -> str:
+    per = ", ".join(f"{s} {v['success']} of {v['total']}" for s, v in stats.items() if v["total"])
+    failed = sum(v["failed"] for v in stats.values())
+    return (f"legacy pkl: {to} (frames kept: {per or 'none'}; {failed} frame(s) with nothing "
+            "detected left out, counted in stats)")
+
+
 def export_pose(rd: RunDir, to: Path) -> int:
     """One .pose file per video (pose-format's holistic layout) from keypoints.parquet."""
     from extract.export import write_pose_files
@@ -106,7 +166,19 @@ def write_set_command(rd: RunDir, spec: TensorSpec) -> int:
 
 
 def export_command(rd: RunDir, fmt: str, to: Path, tag: str = "") -> int:
-    """`export`: the keypoints as a pkl dict (of a tensor set) or as .pose files."""
+    """`export`: the keypoints as a pkl dict (of a tensor set), .pose files, or the older
+    pipeline's pkl / npz."""
+    if fmt.startswith("legacy") and tag:
+        raise RunError("--tag applies to --format pkl: the legacy formats always hold their 143 "
+                       "points, read from keypoints.parquet.")
+    if fmt == "legacy-pkl":
+        messages.result(legacy_pkl_line(to, export_legacy_pkl(rd, to)))
+        return 0
+    if fmt == "legacy-npz":
+        per = export_legacy_npz(rd, to)
+        shown = ", ".join(f"{s}_keypoints.npz {n}" for s, n in per.items())
+        messages.result(f"legacy npz: {to}/ ({shown or 'no split has a frame with anything detected'})")
+        return 0
     if fmt == "pkl":
         n = export_pkl(rd, to, tag)
     else:

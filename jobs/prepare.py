@@ -51,7 +51,24 @@ def dataset_info(ds: Dataset) -> DatasetInfo:
         problems={v.name: v.problem for v in ds.videos if v.problem},
         unlisted_folders=list(ds.unlisted), ignored_files=len(ignored), ignored_reasons=reasons,
         ignored_examples=[f"{path} ({reason})" for path, reason in ignored[:IGNORED_EXAMPLES]],
+        manifest=ds.manifest, decoder=_decoder(ds),
+        notes={v.name: v.note for v in ds.videos if v.note}, given=str(ds.root),
     )
+
+
+def _decoder(ds: Dataset) -> str:
+    """The decoder and its version, when any video file is decoded (it decides the pixels)."""
+    if not any(v.source == "video" for v in ds.videos):
+        return ""
+    from extract.sources.video import decoder_version
+
+    return decoder_version()
+
+
+def given_path(info: RunInfo) -> Path:
+    """What --dataset (or --manifest) named when the run was planned."""
+    root = Path(info.dataset.root)
+    return root / info.dataset.manifest if info.dataset.manifest else root
 
 
 def new_run(ds: Dataset, options: PlanOptions, workers: int, num_shards: int = 1,
@@ -71,7 +88,7 @@ def _resume(rd: RunDir, opts: RunOptions, num_shards: int | None) -> RunInfo:
         raise RunError(f"{rd.path} holds a run with other {', '.join(diffs)}. Use another --out, or "
                        f"start afresh with the options you want: {messages.fresh(rd.path)}.")
     o = info.options
-    ds = discover(Path(info.dataset.root), o.splits, o.videos, o.limit_videos)
+    ds = discover(given_path(info), o.splits, o.videos, o.limit_videos, o.max_samples_per_split)
     if ds.fingerprint() != info.dataset.fingerprint:
         raise RunError(f"the dataset at {ds.root} changed since {rd.path} was planned (its corpus "
                        "files, or which frame files there are). Start again on the data as it is now: "
@@ -102,7 +119,8 @@ def load_or_plan(rd: RunDir, opts: RunOptions, workers: int, fresh: bool = False
                        f"{messages.fresh(rd.path)}.")
     t0 = time.monotonic()
     options = opts.resolved()
-    ds = discover(opts.dataset, options.splits, options.videos, options.limit_videos)
+    ds = discover(opts.dataset, options.splits, options.videos, options.limit_videos,
+                  options.max_samples_per_split)
     if ds.num_frames == 0:  # nothing to do is not success: say where we looked
         raise DatasetError(no_frames_message(ds))
     _archive_problem(ds)

@@ -30,6 +30,7 @@ class PlanOptions:
     limit_videos: int | None
     chunk_frames: int | None  # None: sizes chosen by the plan
     holistic: dict[str, Any]
+    max_samples_per_split: int | None = None  # first N videos of each split by folder name
 
 
 @dataclass
@@ -45,6 +46,10 @@ class DatasetInfo:
     ignored_files: int = 0
     ignored_reasons: dict[str, int] = field(default_factory=dict)  # reason -> entries
     ignored_examples: list[str] = field(default_factory=list)  # "<split>/<video>/<name> (reason)"
+    given: str = ""  # --dataset as the user typed it (the legacy pkl's image_paths start with it)
+    manifest: str = ""  # the manifest's file name in root, when a manifest lists the videos
+    decoder: str = ""  # the video decoder and its version, when videos are decoded
+    notes: dict[str, str] = field(default_factory=dict)  # video -> what its source noticed
 
 
 @dataclass

@@ -12,6 +12,7 @@ from pathlib import Path
 from extract.sources.archive import ArchiveError
 from extract.tensors import write_tensors
 from jobs import messages, summary
+from jobs.devices import usable_cpus
 from jobs.extraction import extract, make_backend
 from jobs.finish import finish
 from jobs.locks import locked, run_folder
@@ -90,9 +91,10 @@ def _merge(rd: RunDir, req: RunRequest, info: RunInfo, merging: BackgroundMerge)
 
 def _export_pkl(rd: RunDir, req: RunRequest) -> None:
     if req.pkl is not None:
-        from jobs.outputs import export_pkl
+        from jobs.outputs import export_legacy_pkl, legacy_pkl_line
 
-        messages.result(f"pkl:       {req.pkl} ({export_pkl(rd, req.pkl)} videos)")
+        given = str(req.options.dataset) if req.options.dataset is not None else None
+        messages.result(legacy_pkl_line(req.pkl, export_legacy_pkl(rd, req.pkl, given)))
 
 
 def _complete(rd: RunDir, req: RunRequest) -> bool:
@@ -128,6 +130,19 @@ def _complete(rd: RunDir, req: RunRequest) -> bool:
     return True
 
 
+def _starting(rd: RunDir, req: RunRequest, info: RunInfo, backend: Backend) -> None:
+    """The start-of-run lines (local backend: Ray places its own workers)."""
+    slots = getattr(backend, "slots", None)
+    if slots is None:
+        return
+    plan = rd.load_plan()
+    frames: dict[str, int] = {}
+    for split, n in zip(plan["split"].to_pylist(), plan["num_frames"].to_pylist(), strict=True):
+        frames[split] = frames.get(split, 0) + n
+    writes = f"{rd.path}/ (keypoints.parquet, tensors/)" + (f" and {req.pkl}" if req.pkl else "")
+    summary.starting(info, frames, slots, len(usable_cpus()), writes)
+
+
 def run_whole(req: RunRequest) -> int:
     """`run` without shards: this node plans, extracts everything left, merges."""
     rd = RunDir(req.out)
@@ -141,6 +156,7 @@ def run_whole(req: RunRequest) -> int:
             for slot in range(backend.slot_count()):
                 backend.start(slot)
             info = load_or_plan(rd, req.options, backend.slot_count(), req.fresh)
+            _starting(rd, req, info, backend)
             summary.dataset_problems(info)
             for attempt in range(MERGE_TRIES):
                 code, merging = _extract_all(rd, req, info, backend, req.retry_failed and attempt == 0)
@@ -163,7 +179,7 @@ def run(req: RunRequest) -> int:
     if req.pkl is not None and sharded:
         raise RunError("--output_path exports after the merge, which a shard does not do: once the "
                        f"merge job is done, run `phoenix-keypoints export --out {req.out} --format "
-                       f"pkl --to {req.pkl}`.")
+                       f"legacy-pkl --to {req.pkl}`.")
     if sharded:
         return run_shard(req, *sharded)
     written = req.pkl.stat().st_mtime_ns if req.pkl is not None and req.pkl.exists() else None

@@ -40,11 +40,41 @@ def dataset_problems(info: RunInfo) -> None:
                       f"{messages.listing(shown, 5)}")
     unlisted = info.dataset.unlisted_folders
     if unlisted:
-        messages.note(f"{len(unlisted)} folder(s) on disk are in no corpus file and are skipped: "
-                      f"{messages.listing(unlisted, 5)}")
+        messages.note(f"{len(unlisted)} folder(s) or video(s) on disk are in no corpus file and are "
+                      f"skipped: {messages.listing(unlisted, 5)}")
+    notes = info.dataset.notes
+    if notes:
+        messages.note(f"{len(notes)} video(s) with a note: "
+                      f"{messages.listing([f'{v} ({n})' for v, n in notes.items()], 5)}")
     ignored = ignored_files(info.dataset)
     if ignored:
         messages.note(ignored)
+
+
+def idle_cores(workers: int, cpus: int) -> str | None:
+    """The warning for fewer workers than usable cores (None when every core has a worker)."""
+    if workers >= cpus:
+        return None
+    return (f"{workers} worker(s) for {cpus} usable CPU core(s): {cpus - workers} core(s) will idle. "
+            "MediaPipe runs on the CPU here (GPUs only pin workers), one worker per core; leave "
+            "out --num_gpus/--num_workers_per_gpu for one worker per core, or ask for "
+            f"--num_workers_per_gpu {-(-cpus // max(1, workers))} (workers = GPUs x workers per "
+            "GPU, or workers per GPU alone with --num_gpus 0)")
+
+
+def starting(info: RunInfo, split_frames: dict[str, int], slots: list, cpus: int,
+             writes: str) -> None:
+    """What the run will do, before it does it: dataset, plan, workers, where it writes."""
+    d = info.dataset
+    per_split = ", ".join(f"{s} {n}" for s, n in split_frames.items())
+    messages.say(f"dataset: {d.layout} at {d.given or d.root}: {info.plan.videos} video(s), "
+                 f"{info.plan.frames} frame(s) ({per_split}); plan: {info.plan.chunks} chunk(s)")
+    gpus = sorted({s.gpu for s in slots if s.gpu})
+    pinned = f"GPU(s) {','.join(gpus)}" if gpus else "no GPU"
+    messages.say(f"workers: {len(slots)} ({pinned}; 1 CPU each, of {cpus} usable); writing {writes}")
+    warning = idle_cores(len(slots), cpus)
+    if warning:
+        messages.warn(warning)
 
 
 def failed_videos(failed: dict[str, str]) -> str:

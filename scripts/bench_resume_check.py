@@ -52,6 +52,7 @@ def part_table(rng: np.random.Generator, videos: list[dict]) -> pa.Table:
         "split": pa.array([v["split"] for v in videos for _ in range(v["num_frames"])]),
         "video": pa.array([v["video"] for v in videos for _ in range(v["num_frames"])]),
         "frame": pa.array([i for v in videos for i in range(v["num_frames"])], pa.int32()),
+        "time_s": pa.nulls(n, pa.float64()),
         "image": pa.array([f"{v['folder']}/{f}" for v in videos for f in v["files"]]),
         "width": pa.nulls(n, pa.int32()), "height": pa.nulls(n, pa.int32()),
         "status": pa.array(["ok"] * n), "note": pa.nulls(n, pa.string()),

@@ -87,6 +87,7 @@ def fake_table(rng: np.random.Generator, videos: list[dict]) -> pa.Table:
     cols = {
         "split": pa.array(split, pa.string()), "video": pa.array(video, pa.string()),
         "frame": pa.array(frame, pa.int32()), "image": pa.array(image, pa.string()),
+        "time_s": pa.nulls(n, pa.float64()),
         "width": pa.array(np.full(n, 210, np.int32)), "height": pa.array(np.full(n, 260, np.int32)),
         "status": pa.array(["ok"] * n, pa.string()), "note": pa.nulls(n, pa.string()),
         **fake_provenance(rng, n),

@@ -120,7 +120,7 @@ def test_missing_empty_and_unlisted_videos_reported(bad_run):
     out, proc = bad_run
     assert "warning: 2 listed video(s) cannot be processed: empty-1 (no frames), ghost-1 " \
            "(no folder)" in proc.stderr
-    assert "note: 1 folder(s) on disk are in no corpus file and are skipped: dev/stray-1" \
+    assert "note: 1 folder(s) or video(s) on disk are in no corpus file and are skipped: dev/stray-1" \
         in proc.stderr
     meta = json.loads((out / "run.json").read_text())
     assert meta["dataset"]["problems"] == {"empty-1": "no frames", "ghost-1": "no folder"}

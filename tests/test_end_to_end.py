@@ -12,7 +12,6 @@ from pathlib import Path
 import cv2
 import mediapipe as mp
 import numpy as np
-import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 from helpers import popen_cli, read_keypoints, run_cli, wait_for
@@ -68,10 +67,8 @@ def test_shared_sample_outputs(shared_run: Path, shared_sample: Path):
     for img in table["image"].to_pylist():
         assert (shared_sample / img).is_file()
     assert set(table["width"].to_pylist()) == {210} and set(table["height"].to_pylist()) == {260}
-    # Real detections: the signing video has pose, face and hands; the hand-only video no face.
-    sign = table.filter(pc.equal(table["video"], "signer_demo-1"))
-    assert sign["pose"].null_count < sign.num_rows and sign["face"].null_count < sign.num_rows
-    assert sign["left_hand"].null_count + sign["right_hand"].null_count < 2 * sign.num_rows
+    # Which parts were detected in which frames is checked against MediaPipe run directly, frame
+    # by frame (test_fidelity_shared_sample), not assumed here: it may differ between CPUs.
     for part, (n, c) in PARTS.items():
         lengths = {len(v) for v in table[part].to_pylist() if v is not None}
         assert lengths <= {n * c}

@@ -129,22 +129,41 @@ def test_face_column_path_gives_the_same_figures(shared_run: Path, reported: Pat
     assert "tensor mask" in (reported / "report" / "index.html").read_text()
 
 
-def test_fingerspelling_flagged_for_its_face(reported: Path) -> None:
-    videos = pq.read_table(reported / "report" / "videos.parquet").to_pandas().set_index("video")
+def test_video_without_a_face_is_flagged_for_it(shared_run: Path, tmp_path: Path) -> None:
+    """A video whose face is never found is flagged for it; one whose face is always found is not.
+
+    Constructed, not found: in a copy of the run, the face is removed from every frame of
+    fingerspelling_hand-1 and a real face from the run placed in every frame of signer_demo-1, so
+    the verdict does not depend on which frames MediaPipe detects a face in on this CPU."""
+    run = copy_run(shared_run, tmp_path / "run", tensors=False)
+    t = pq.read_table(run / "keypoints.parquet")
+    vids = t["video"].to_pylist()
+    face = t["face"].to_pylist()
+    real = next(f for f in face if f is not None)
+    face = [None if v == "fingerspelling_hand-1" else real if v == "signer_demo-1" else f
+            for v, f in zip(vids, face, strict=True)]
+    t = t.set_column(t.schema.get_field_index("face"), "face", pa.array(face, pa.list_(pa.float32())))
+    pq.write_table(t, run / "keypoints.parquet", **parquet_write_options())
+    proc = run_cli(["report", "--out", run])
+    assert proc.returncode == 0, proc.stderr
+    videos = pq.read_table(run / "report" / "videos.parquet").to_pandas().set_index("video")
     row = videos.loc["fingerspelling_hand-1"]
     assert row["face_rate"] == 0.0
     assert "face" in list(row["flags"])
     assert any(r.startswith("face found in 0%") for r in row["reasons"])
-    page = (reported / "report" / "index.html").read_text()
+    page = (run / "report" / "index.html").read_text()
     assert "fingerspelling_hand-1" in page and "face found in 0% of frames" in page
-    # a video whose face is always found is not flagged for it
+    assert videos.loc["signer_demo-1", "face_rate"] == 1.0
     assert "face" not in list(videos.loc["signer_demo-1", "flags"])
 
 
 def test_thresholds_are_overridable(shared_run: Path, tmp_path: Path) -> None:
     run = copy_run(shared_run, tmp_path / "run")
+    # every flag's threshold set where nothing can pass it, so the verdict does not depend on
+    # what MediaPipe found on this CPU (swaps, jitter, points outside the frame included)
     proc = run_cli(["report", "--out", run, "--min-face-rate", "0", "--min-pose-rate", "0",
-                    "--min-hand-rate", "0", "--max-hand-gap", "1000"])
+                    "--min-hand-rate", "0", "--max-hand-gap", "1000", "--max-swaps", "1000",
+                    "--max-jitter", "1e9", "--max-outside", "1", "--max-not-ok", "1000"])
     assert proc.returncode == 0, proc.stderr
     videos = pq.read_table(run / "report" / "videos.parquet").to_pandas()
     assert all(len(f) == 0 for f in videos["flags"]), videos[["video", "flags"]]

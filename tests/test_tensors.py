@@ -14,7 +14,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
-from helpers import assert_no_traceback, run_cli
+from helpers import LEGACY_FACE_68, assert_no_traceback, run_cli
 
 from extract.loader import list_tags, load_split
 from extract.points import FACE_CONTOURS, HAND_NAMES, POSE_NAMES, PRESETS, PointSet, parse_points
@@ -90,6 +90,7 @@ def test_presets_pick_the_documented_indices(run_copy: Path) -> None:
                         *range(501, 543)],
         "hands-body-59": [*range(0, 17), *range(501, 543)],
         "holistic-543": list(range(543)),
+        "legacy-143": [*(33 + i for i in LEGACY_FACE_68), *range(501, 543), *range(0, 33)],
     }
     assert set(documented) == set(PRESETS)
     kp = pq.read_table(run_copy / "keypoints.parquet")
@@ -101,7 +102,7 @@ def test_presets_pick_the_documented_indices(run_copy: Path) -> None:
         assert meta["indices"] == want
         assert [p["index"] for p in meta["points"]] == want
         names = [p["name"] for p in meta["points"]]
-        if name != "holistic-543":
+        if name in ("compact-187", "hands-body-59"):
             assert names[11:13] == ["pose.LEFT_SHOULDER", "pose.RIGHT_SHOULDER"]
             assert names[-21] == "right_hand.WRIST"
         for split in meta["splits"]:
@@ -285,10 +286,21 @@ def test_interpolation_on_real_hand_gaps(shared_sample: Path, tmp_path_factory) 
     proc = run_cli(["run", "--dataset", shared_sample, "--out", out, "--videos", "signer_demo-1",
                     "--chunk-frames", "100"])
     assert proc.returncode == 0, proc.stderr
+    # Gaps of 1 and 3 frames between real right hands are constructed (a real hand from the run
+    # placed around them), so the test does not depend on where MediaPipe loses the hand on this
+    # CPU; the video's own gaps stay as they are and are filled by the same rule.
+    t = pq.read_table(out / "keypoints.parquet")
+    hands = t["right_hand"].to_pylist()
+    hand = next(h for h in hands + t["left_hand"].to_pylist() if h is not None)
+    hands[10:17] = [hand, None, hand, None, None, None, hand]
+    t = t.set_column(t.schema.get_field_index("right_hand"), "right_hand",
+                     pa.array(hands, t.schema.field("right_hand").type))
+    pq.write_table(t, out / "keypoints.parquet")
+    assert run_cli(["tensors", "--out", out, "--name", "raw"]).returncode == 0
     right = np.arange(522, 543)
-    raw = load_split(out, "train").video("signer_demo-1")
+    raw = load_split(out, "train", "raw").video("signer_demo-1")
     gaps = [n for s, n, inner in runs_of_missing(raw["mask"][:, 522]) if inner]
-    assert gaps, "the right hand comes and goes inside the video"
+    assert {1, 3} <= set(gaps), gaps
     for gap in sorted({0, max(gaps) - 1, max(gaps)}):  # none filled, all but the longest, all
         proc = run_cli(["tensors", "--out", out, "--fill", "interpolate", "--max-gap", gap,
                         "--name", f"g{gap}"])

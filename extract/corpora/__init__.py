@@ -20,10 +20,16 @@ from extract.sources.archive import ArchivePath
 # name -> module holding CORPUS, in detection order (the most specific layouts first)
 CORPORA: dict[str, str] = {
     "phoenix": "extract.corpora.phoenix",
+    "csl-daily": "extract.corpora.csl_daily",
+    "how2sign": "extract.corpora.how2sign",
+    "manifest": "extract.corpora.manifest",
+    "videos": "extract.corpora.videos",
 }
 
 EXPECTED = ("a PHOENIX-2014-T or PHOENIX-2014 tree (annotations/manual/PHOENIX-2014-T.train.corpus.csv "
-            "or train.corpus.csv, and features/fullFrame-210x260px/)")
+            "or train.corpus.csv, and features/fullFrame-210x260px/), CSL-Daily (sentence_label/"
+            "split_1.txt), How2Sign (sentence_level/<split>/rgb_front/raw_videos/), a folder holding "
+            "video files, or a manifest file (--manifest, .csv/.tsv/.jsonl)")
 
 
 def corpus(name: str) -> Corpus:
@@ -39,12 +45,11 @@ def detect(root: Path) -> Corpus:
     from extract.corpora.phoenix import inner_hint
 
     what = "does not exist" if not root.exists() else "is not a corpus this tool reads"
-    raise DatasetError(f"--dataset {root} {what}: expected {EXPECTED}.{inner_hint(root)} Pass the "
-                       "folder that holds annotations/ and features/.")
+    raise DatasetError(f"--dataset {root} {what}: expected {EXPECTED}.{inner_hint(root)}")
 
 
 def discover(root: Path, splits: Sequence[str] = SPLITS, videos: Iterable[str] | None = None,
-             limit_videos: int | None = None) -> Dataset:
+             limit_videos: int | None = None, max_per_split: int | None = None) -> Dataset:
     """Detect the corpus at root and read its selected videos, sorted by (split, name).
 
     root may be an archive file, or a folder inside one (`ARCHIVE/inner/folder`): the corpus in it is
@@ -53,8 +58,9 @@ def discover(root: Path, splits: Sequence[str] = SPLITS, videos: Iterable[str] |
     root = Path(root)
     inside = archive_root(root)
     if inside is None:
-        return detect(root).read(root, splits, videos, limit_videos)
-    ds = detect(inside).read(inside, splits, videos, limit_videos)  # type: ignore[arg-type]
+        return detect(root).read(root, splits, videos, limit_videos, max_per_split)
+    ds = corpus(ARCHIVE_CORPORA[0]).read(inside, splits, videos,  # type: ignore[arg-type]
+                                         limit_videos, max_per_split)
     cut = _cut_folder(inside)
     ds.videos = [replace(v, source="archive", problem=v.problem or (
         TRUNCATED if f"{inside.rel}/{v.folder}".strip("/") == cut else ""))
@@ -72,6 +78,13 @@ def _cut_folder(inside: ArchivePath) -> str | None:
     if not index.problem or not index.members.num_rows:
         return None
     return index.members["name"][-1].as_py().rpartition("/")[0]
+
+
+# Corpora read from inside an archive: frame-folder layouts whose reader needs only the calls
+# ArchivePath answers (tested on PHOENIX; the video corpora decode files and stay on disk).
+ARCHIVE_CORPORA = ("phoenix",)
+ARCHIVE_EXPECTED = ("a PHOENIX-2014-T or PHOENIX-2014 tree (annotations/manual/PHOENIX-2014-T.train."
+                    "corpus.csv or train.corpus.csv, and features/fullFrame-210x260px/)")
 
 
 def _folders(top: ArchivePath, depth: int) -> list[ArchivePath]:
@@ -98,13 +111,14 @@ def archive_root(root: Path) -> ArchivePath | None:
         if not (top / inner).is_dir():
             raise DatasetError(f"--dataset {root}: the archive {path} has no folder {inner}/.")
         return top / inner
-    corpora = [p for p in _folders(top, 2) if any(corpus(n).detect(p) for n in CORPORA)]
+    corpora = [p for p in _folders(top, 2) if any(corpus(n).detect(p) for n in ARCHIVE_CORPORA)]
     if len(corpora) == 1:
         return corpora[0]
     if not corpora:
         shown = ", ".join(sorted(e.name + ("/" if e.is_dir() else "") for e in top.scandir())[:8])
         raise DatasetError(f"--dataset {path}: no corpus inside the archive (looked at its top and "
-                           f"two folders down for {EXPECTED}; its top holds {shown or 'nothing'}).")
+                           f"two folders down for {ARCHIVE_EXPECTED}; its top holds "
+                           f"{shown or 'nothing'}). Other corpora are read from their folders.")
     listed = ", ".join(f"{path}/{p.rel}" for p in corpora[:5])
     raise DatasetError(f"--dataset {path}: the archive holds {len(corpora)} corpora ({listed}). "
                        "Pass the one to use as --dataset, written as above.")

@@ -53,6 +53,7 @@ class Video:
     count: int | None = None  # frames, for a source whose frames have no names
     start: int = 0
     extra: str = ""  # other corpus columns as one JSON object ("" when none)
+    note: str = ""  # what the source noticed that does not keep the video out (a wrong header)
 
     @property
     def num_frames(self) -> int:
@@ -67,6 +68,7 @@ class Dataset:
     unlisted: list[str] = field(default_factory=list)  # "<split>/<folder>" on disk, in no csv
     corpus_sha256: str = ""
     hint: str = ""  # what a reader adds when nothing is found (where it looked, what it expected)
+    manifest: str = ""  # the manifest's file name in root, for a dataset listed by one
 
     @property
     def num_frames(self) -> int:
@@ -95,7 +97,7 @@ class Corpus(Protocol):
         ...
 
     def read(self, root: Path, splits: Sequence[str], videos: Iterable[str] | None,
-             limit_videos: int | None) -> Dataset:
+             limit_videos: int | None, max_per_split: int | None = None) -> Dataset:
         """The selected videos, sorted by (split, name), with their frames listed."""
         ...
 
@@ -120,9 +122,21 @@ def check_splits(splits: Sequence[str], known: Sequence[str] = SPLITS) -> None:
             raise DatasetError(f"--splits: unknown split {s!r}; use some of {','.join(known)}.")
 
 
+def _first_by_name(rows: list, n: int) -> list:
+    """--max_samples_per_split: the first n videos of each split by name, as the older script
+    chose them (sorted folder names), whatever their corpus order."""
+    keep: set[tuple[str, str]] = set()
+    for split in dict.fromkeys(r.split for r in rows):
+        names = sorted(nfc(r.name) for r in rows if r.split == split)
+        keep.update((split, name) for name in names[:n])
+    return [r for r in rows if (r.split, nfc(r.name)) in keep]
+
+
 def select(rows: list, listed: set[str], splits: Sequence[str],
-           videos: Iterable[str] | None, limit_videos: int | None) -> list:
-    """--videos (by name, in NFC) and --limit-videos (first N of each split, in corpus order).
+           videos: Iterable[str] | None, limit_videos: int | None,
+           max_per_split: int | None = None) -> list:
+    """--videos (by name, in NFC), --limit-videos (first N of each split, in corpus order) and
+    --max_samples_per_split (first N of each split by name).
 
     `rows` are anything with `split` and `name`; `listed` the NFC names of every split."""
     if videos is not None:
@@ -143,10 +157,13 @@ def select(rows: list, listed: set[str], splits: Sequence[str],
             if per_split[r.split] <= limit_videos:
                 kept.append(r)
         rows = kept
+    if max_per_split is not None:
+        rows = _first_by_name(rows, max_per_split)
     return rows
 
 
-def unique_names(rows: Iterable, what: str = "video") -> set[str]:
+def unique_names(rows: Iterable, what: str = "video",
+                 fix: str = "Remove one of the lines, or give them different names.") -> set[str]:
     """NFC names of rows (each with `name` and `source`), refusing a name listed twice."""
     seen: dict[str, tuple[str, str]] = {}
     for r in rows:
@@ -155,8 +172,7 @@ def unique_names(rows: Iterable, what: str = "video") -> set[str]:
             first, where = seen[key]
             how = "" if first == r.name else f" as {first!r}, equal in Unicode NFC"
             raise DatasetError(
-                f"{r.source}: {what} {r.name!r} is listed twice (first at {where}{how}). "
-                "Remove one of the lines, or give them different names."
+                f"{r.source}: {what} {r.name!r} is listed twice (first at {where}{how}). {fix}"
             )
         seen[key] = (r.name, r.source)
     return set(seen)

@@ -235,18 +235,18 @@ class Phoenix:
         return detect_layout(root) is not None
 
     def read(self, root: Path, splits: Sequence[str] = SPLITS, videos: Iterable[str] | None = None,
-             limit_videos: int | None = None) -> Dataset:
+             limit_videos: int | None = None, max_per_split: int | None = None) -> Dataset:
         """Read the corpus, select videos (splits, names, first N per split) and list their frames."""
         layout = detect_layout(root)
         if layout is None:
             raise DatasetError(f"--dataset {root}: not a PHOENIX tree (no corpus csv files).")
         check_splits(splits)
         rows, listed, digest = _read_corpora(root, layout, splits)
-        rows = select(rows, listed, splits, videos, limit_videos)
+        rows = select(rows, listed, splits, videos, limit_videos, max_per_split)
         index = NameIndex(root)
         out = [_video(root, r, layout, index) for r in rows]
-        unlisted = [] if videos is not None or limit_videos is not None else \
-            _unlisted(root, splits, {v.folder for v in out})
+        selected = videos is not None or limit_videos is not None or max_per_split is not None
+        unlisted = [] if selected else _unlisted(root, splits, {v.folder for v in out})
         # Output order is (split, video) ascending, the order of keypoints.parquet.
         out.sort(key=lambda v: (v.split, v.name))
         return Dataset(root, layout, out, sorted(unlisted), digest)
@@ -259,9 +259,9 @@ CORPUS = Phoenix()
 
 
 def discover(root: Path, splits: Sequence[str] = SPLITS, videos: Iterable[str] | None = None,
-             limit_videos: int | None = None) -> Dataset:
+             limit_videos: int | None = None, max_per_split: int | None = None) -> Dataset:
     """A PHOENIX tree's selected videos (extract/corpora/__init__.py detects any corpus)."""
-    return CORPUS.read(Path(root), splits, videos, limit_videos)
+    return CORPUS.read(Path(root), splits, videos, limit_videos, max_per_split)
 
 
 # --- a selection without a single frame: where we looked and what we expected -------------------

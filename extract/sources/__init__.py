@@ -18,6 +18,7 @@ from extract.sources.base import FrameSource, Mismatch
 SOURCES: dict[str, str] = {
     "folder": "extract.sources.folder:FolderSource",
     "archive": "extract.sources.archive:ArchiveSource",
+    "video": "extract.sources.video:VideoSource",
 }
 
 
@@ -50,6 +51,14 @@ def source_of_image(image: str) -> str:
         if kind is not None:
             return kind
     return "folder"
+
+
+def load_image(root: Path, image: str) -> np.ndarray | None:
+    """A recorded row's frame, from the source that made it; None when it cannot be had."""
+    try:
+        return get(source_of_image(image)).image(root, image)
+    except (OSError, ValueError):
+        return None
 
 
 def changed_rows(root: Path, recorded: pa.Table, content: bool = False,

@@ -13,6 +13,7 @@ three places:
   with rgb None and a status saying why, so frame numbers never shift and one bad frame costs only
   its row. Whatever fails for the whole video (cannot open it, it ends early) becomes that status
   on each remaining row, never an exception that would cost the chunk's other videos.
+- `image` for the report and `show`: a recorded row's frame again, by its `image`.
 - `stale` for resume and `verify`: given recorded rows (their `image` and the provenance columns
   file_size, file_mtime_ns, file_sha256) say which rows were made from bytes that are not on disk
   any more, and why. Each row's provenance describes the very bytes the frame was decoded from
@@ -62,6 +63,8 @@ class Scan:
     problem: str = ""
     ignored: tuple[tuple[str, str], ...] = ()  # (name, why it is no frame), to be reported
     locator: str = ""  # the locator as found on disk, when it differs from the one asked for
+    start: int = 0  # 0-based index of the first frame taken (a range cut from a longer video)
+    note: str = ""  # something worth telling that does not keep the video out
 
 
 class Frame(NamedTuple):
@@ -95,4 +98,9 @@ class FrameSource(Protocol):
 
     def stale(self, root: Path, recorded: pa.Table, content: bool, threads: int) -> list[Mismatch]:
         """Rows of `recorded` (image and provenance columns) whose bytes changed on disk."""
+        ...
+
+    def image(self, root: Path, image: str) -> np.ndarray | None:
+        """A recorded row's frame again, by its `image` (report and show draw on it); None when it
+        cannot be had."""
         ...

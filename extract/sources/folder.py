@@ -15,10 +15,11 @@ import re
 from collections.abc import Iterator
 from pathlib import Path, PurePosixPath
 
+import numpy as np
 import pyarrow as pa
 
 from extract.corpora.base import nfc
-from extract.frames import read_frame
+from extract.frames import STATUS_OK, read_frame
 from extract.sources.base import Frame, Mismatch, Ref, Scan
 
 IGNORED_HIDDEN = "hidden file"
@@ -130,6 +131,11 @@ class FolderSource:
             rel = f"{ref.locator}/{name}"
             rgb, status, note, src = read_frame(root / rel)
             yield Frame(rgb, status, note, rel, src.size, src.mtime_ns, src.sha256)
+
+    def image(self, root: Path, image: str) -> np.ndarray | None:
+        """One recorded row's frame again (for drawing), None when it cannot be read."""
+        rgb, status, _, _ = read_frame(root / image, digest=False)
+        return rgb if status == STATUS_OK else None
 
     def stale(self, root: Path, recorded: pa.Table, content: bool, threads: int) -> list[Mismatch]:
         from extract.provenance import changed_frames

@@ -1,0 +1,118 @@
+"""One listed video -> a Video, whatever holds its frames: a video file, a frame folder, a glob.
+
+The corpora that list videos by path (a folder of videos, a manifest, How2Sign, CSL-Daily) share
+this: which frame source a path is, the scan of that source, and a frame range.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+
+from extract.corpora.base import SPLITS, Dataset, DatasetError, Video, select, unique_names
+from extract.sources.folder import FolderSource
+from extract.sources.video import VIDEO_SUFFIXES, VideoSource
+
+# Frame files of a folder given without a pattern: any visible PNG or JPEG.
+IMAGE_NAMES = re.compile(r"[^.].*\.(png|jpe?g)", re.IGNORECASE | re.DOTALL)
+_FOLDERS = FolderSource()
+_VIDEOS = VideoSource()
+
+
+@dataclass(frozen=True)
+class Listing:
+    """A video as a corpus lists it: its name, split, path (relative to root) and what it says."""
+
+    split: str
+    name: str
+    path: str  # a video file, a frame folder, or a glob of frame files
+    source: str  # "file:line", for messages and duplicate names
+    start: int | None = None  # 1-based inclusive frames
+    end: int | None = None
+    start_s: float | None = None  # or seconds: frames with start_s <= time < end_s
+    end_s: float | None = None
+    speaker: str = ""
+    gloss: str = ""
+    translation: str = ""
+    extra: str = ""  # other columns, one JSON object
+
+
+def _outside(path: str) -> bool:
+    p = PurePosixPath(path)
+    return path.startswith("/") or bool(re.match(r"^[A-Za-z]:", path)) or ".." in p.parts
+
+
+def is_video(path: str) -> bool:
+    return path.lower().endswith(VIDEO_SUFFIXES)
+
+
+def _slice(files: tuple[str, ...], e: Listing) -> tuple[tuple[str, ...], str]:
+    """A frame folder's files cut to the listing's 1-based inclusive range."""
+    if e.start_s is not None or e.end_s is not None:
+        return (), "a range in seconds needs a video file (frame files have no times)"
+    if e.start is None and e.end is None:
+        return files, ""
+    first, last = e.start or 1, len(files) if e.end in (None, -1) else e.end
+    if first < 1 or last < first or last > len(files):
+        return (), f"range {first}-{last} does not fit the {len(files)} frame files"
+    return files[first - 1:last], ""
+
+
+def to_video(root: Path, e: Listing) -> Video:
+    """The listing scanned by its frame source, or with the problem that keeps it out."""
+    meta = dict(speaker=e.speaker, gloss=e.gloss, translation=e.translation, extra=e.extra)
+    path = e.path
+    if _outside(path):
+        return Video(e.split, e.name, path, (), problem=f"path {path!r} leaves the dataset's folder "
+                     "(absolute or '..'): paths are relative to it", **meta)
+    if any(c in PurePosixPath(path).name for c in "*?["):  # a glob of frame files
+        folder = str(PurePosixPath(path).parent)
+        pattern = re.compile(fnmatch.translate(PurePosixPath(path).name), re.DOTALL)
+        scan = _FOLDERS.scan(root, folder, pattern)
+    elif is_video(path) or (root / path).is_file():
+        s = _VIDEOS.scan(root, path, e.start, e.end, e.start_s, e.end_s)
+        return Video(e.split, e.name, path, (), problem=s.problem, note=s.note,
+                     source="video", count=s.count, start=s.start, **meta)
+    else:
+        scan = _FOLDERS.scan(root, path, IMAGE_NAMES)
+        if scan.problem == "no folder" and not (root / path).exists():
+            scan = type(scan)(problem=f"nothing at {path}", locator=path)
+    files, problem = _slice(scan.files, e) if not scan.problem else ((), scan.problem)
+    return Video(e.split, e.name, scan.locator or path, files, problem=problem,
+                 ignored=scan.ignored, **meta)
+
+
+def pick_splits(present: set[str], splits: tuple[str, ...] | list[str]) -> set[str]:
+    """The splits to read: all the corpus has unless --splits named others (the default names
+    PHOENIX's three, so it stands for "every split")."""
+    if tuple(splits) == SPLITS:
+        return present
+    absent = [s for s in splits if s not in present]
+    if absent:
+        raise DatasetError(f"--splits: no video in split(s) {', '.join(absent)}; this corpus has "
+                           f"{', '.join(sorted(present)) or 'no video'}.")
+    return set(splits)
+
+
+def build(root: Path, layout: str, listings: list[Listing], digest: str,
+          splits: tuple[str, ...] | list[str], videos: Iterable[str] | None,
+          limit_videos: int | None, hint: str = "", fix: str = "",
+          max_per_split: int | None = None) -> Dataset:
+    """The Dataset of a corpus's listings: names checked unique, selection, scan, output order."""
+    listed = unique_names(listings, fix=fix) if fix else unique_names(listings)
+    keep = pick_splits({e.split for e in listings}, splits)
+    rows = select([e for e in listings if e.split in keep], listed, sorted(keep), videos,
+                  limit_videos, max_per_split)
+    out = [to_video(root, e) for e in rows]
+    out.sort(key=lambda v: (v.split, v.name))
+    return Dataset(root, layout, out, [], digest, hint)
+
+
+def split_of(folder: str) -> str | None:
+    """A first folder level that names a split: train, dev, test; `val` (How2Sign's, and many
+    others') is the dev split and named `dev`, as PHOENIX names it."""
+    name = folder.lower()
+    return {"train": "train", "dev": "dev", "val": "dev", "test": "test"}.get(name)

@@ -1,0 +1,110 @@
+"""A manifest (`--manifest FILE`): one row per video, in csv, tsv or jsonl (by the file's suffix).
+
+Columns: `name` (the video's name in every output), `split`, `path` (relative to the manifest's
+folder: a video file, a folder of PNG/JPEG frames, or a glob of frame files such as
+`frames/a/*.jpg`), optional `start`/`end` (frames, 1-based, inclusive; `end` -1 = to the end) or
+`start_s`/`end_s` (seconds: the frames whose time is in [start_s, end_s)), and any other columns:
+`text` (or `translation`), `gloss` and `signer` (or `speaker`) reach the tensors' index, the pkl
+export and the report like PHOENIX's; the rest is carried as one JSON object (the plan's `extra`).
+
+A row whose path leaves the manifest's folder (absolute, `..`) or points at nothing keeps its
+place with that problem, reported at the end; a file that cannot be parsed, a missing column, a bad
+number or a name used twice is refused with its file and line.
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import io
+import json
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+
+from extract.corpora.base import SPLITS, Dataset, DatasetError
+from extract.corpora.entries import Listing, build
+
+LAYOUT = "manifest"
+SUFFIXES = (".csv", ".tsv", ".jsonl")
+REQUIRED = ("name", "split", "path")
+_ALIASES = {"text": "translation", "translation": "translation", "gloss": "gloss",
+            "signer": "speaker", "speaker": "speaker"}
+_RANGE = ("start", "end", "start_s", "end_s")
+
+
+def _records(path: Path, text: str) -> Iterable[tuple[int, dict]]:
+    """(line, row as strings) of each row of the file."""
+    if path.suffix.lower() == ".jsonl":
+        for lineno, line in enumerate(text.splitlines(), start=1):
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+            except ValueError as e:
+                raise DatasetError(f"{path}:{lineno}: not a JSON object ({e}).") from None
+            if not isinstance(row, dict):
+                raise DatasetError(f"{path}:{lineno}: not a JSON object.")
+            yield lineno, {k: "" if v is None else str(v) for k, v in row.items()}
+        return
+    reader = csv.DictReader(io.StringIO(text), delimiter="\t" if path.suffix.lower() == ".tsv" else ",")
+    missing = [c for c in REQUIRED if c not in (reader.fieldnames or [])]
+    if missing:
+        raise DatasetError(f"{path}:1: header lacks column(s) {', '.join(missing)}; a manifest needs "
+                           f"{', '.join(REQUIRED)} (optional start, end or start_s, end_s, then any).")
+    for row in reader:
+        yield reader.line_num, {k: (v or "").strip() for k, v in row.items() if k is not None}
+
+
+def _number(row: dict, key: str, where: str, kind: type) -> int | float | None:
+    value = row.get(key, "")
+    if value == "":
+        return None
+    try:
+        return kind(value)
+    except ValueError:
+        what = "an integer" if kind is int else "a number"
+        raise DatasetError(f"{where}: {key} {value!r} is not {what}. Fix that row.") from None
+
+
+def _listing(row: dict, where: str) -> Listing:
+    for c in REQUIRED:
+        if not row.get(c):
+            raise DatasetError(f"{where}: empty or missing {c!r}; every row needs name, split, path.")
+    for c in ("name", "split"):
+        if "/" in row[c] or "\0" in row[c] or row[c] in (".", ".."):
+            raise DatasetError(f"{where}: {c} {row[c]!r} is not a plain name (no '/').")
+    meta = {v: row.get(k, "") for k, v in _ALIASES.items() if row.get(k)}
+    extra = {k: v for k, v in row.items() if k not in (*REQUIRED, *_RANGE, *_ALIASES) and v != ""}
+    return Listing(row["split"], row["name"], row["path"].replace("\\", "/"), where,
+                   _number(row, "start", where, int), _number(row, "end", where, int),
+                   _number(row, "start_s", where, float), _number(row, "end_s", where, float),
+                   extra=json.dumps(extra, ensure_ascii=False, sort_keys=True) if extra else "", **meta)
+
+
+class Manifest:
+    name = LAYOUT
+
+    def detect(self, root: Path) -> bool:
+        return root.is_file() and root.suffix.lower() in SUFFIXES
+
+    def read(self, root: Path, splits: Sequence[str] = SPLITS, videos: Iterable[str] | None = None,
+             limit_videos: int | None = None, max_per_split: int | None = None) -> Dataset:
+        """`root` is the manifest file; paths are relative to its folder, the dataset's root."""
+        path = root
+        try:
+            raw = path.read_bytes()
+            text = raw.decode("utf-8-sig")
+        except UnicodeDecodeError as e:
+            raise DatasetError(f"{path}: not UTF-8 ({e}). Save it as UTF-8.") from None
+        except OSError as e:
+            raise DatasetError(f"{path}: cannot read ({e.strerror}).") from None
+        listings = [_listing(row, f"{path}:{line}") for line, row in _records(path, text)]
+        if not listings:
+            raise DatasetError(f"{path}: no rows; a manifest lists one video per row.")
+        ds = build(path.parent, LAYOUT, listings, hashlib.sha256(raw).hexdigest(), splits, videos,
+                   limit_videos, hint=f"Paths in {path} are relative to {path.parent}.")
+        ds.manifest = path.name
+        return ds
+
+
+CORPUS = Manifest()

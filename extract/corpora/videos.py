@@ -1,0 +1,70 @@
+"""A folder of video files: every video under it, like pose-format's videos_to_poses.
+
+Each video is named by its file name without extension and lies in the split its first folder
+level names (train, dev, test; `val` is named `dev`); a video outside such a folder is in split
+`all`. Hidden files and folders are skipped. Two videos with one name in a split (`a.mp4` and
+`a.webm`, or the same name in two subfolders) are refused with both paths: give them different
+names, or list them in a manifest (--manifest) with a `name` column.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from collections.abc import Iterable, Sequence
+from pathlib import Path, PurePosixPath
+
+from extract.corpora.base import SPLITS, Dataset, DatasetError
+from extract.corpora.entries import Listing, build, is_video, split_of
+
+LAYOUT = "videos"
+UNSPLIT = "all"
+
+
+def video_files(root: Path) -> list[str]:
+    """Every visible video file under root, relative, posix, sorted."""
+    found = []
+    for folder, dirs, files in os.walk(root):
+        dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+        rel = PurePosixPath(Path(folder).relative_to(root).as_posix())
+        found.extend(str(rel / f) for f in files if not f.startswith(".") and is_video(f))
+    return sorted(found)
+
+
+class Videos:
+    name = LAYOUT
+
+    def detect(self, root: Path) -> bool:
+        return root.is_dir() and any(True for _ in _first(root))
+
+    def read(self, root: Path, splits: Sequence[str] = SPLITS, videos: Iterable[str] | None = None,
+             limit_videos: int | None = None, max_per_split: int | None = None) -> Dataset:
+        paths = video_files(root)
+        if not paths:
+            raise DatasetError(f"--dataset {root}: no video file ({', '.join(_SHOWN_SUFFIXES)}, ...).")
+        listings = []
+        for p in paths:
+            parts = PurePosixPath(p).parts
+            split = (split_of(parts[0]) if len(parts) > 1 else None) or UNSPLIT
+            listings.append(Listing(split, PurePosixPath(p).stem, p, source=str(root / p)))
+        digest = hashlib.sha256("\0".join(paths).encode()).hexdigest()
+        return build(root, LAYOUT, listings, digest, splits, videos, limit_videos,
+                     max_per_split=max_per_split,
+                     hint=f"Expected video files under {root} (train/, dev/ or val/, test/ for splits).",
+                     fix="Rename one of the files, or list them in a manifest (--manifest) with "
+                         "distinct names.")
+
+
+_SHOWN_SUFFIXES = (".mp4", ".webm", ".mkv", ".mov", ".avi")
+
+
+def _first(root: Path) -> Iterable[str]:
+    """Video files under root, lazily (detection stops at the first)."""
+    for folder, dirs, files in os.walk(root):
+        dirs[:] = [d for d in dirs if not d.startswith(".")]
+        for f in files:
+            if not f.startswith(".") and is_video(f):
+                yield os.path.join(folder, f)
+
+
+CORPUS = Videos()

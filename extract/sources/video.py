@@ -1,0 +1,345 @@
+"""Video files (mp4, webm, mkv, mov, avi ...) as a frame source, decoded with PyAV.
+
+- One decoder: PyAV's FFmpeg (its version is recorded in run.json), one thread per worker (the
+  workers already fill the cores), every frame in presentation order, converted to RGB24 by PyAV
+  (`to_ndarray(format="rgb24")`), the container's display rotation applied (np.rot90, the
+  pixel permutation FFmpeg's autorotate does).
+- Frame count: the packets of the video stream, counted by demuxing (no decoding), at plan time.
+  A container's own count (stream.frames) is not trusted: it is 0 in WebM and can be wrong. Each
+  decoded frame is put at its place by its timestamp among the packets' ones, so a frame that does
+  not decode costs its own row (`not_decoded`), not the numbering of those after it (a damaged
+  stream can even give frames out of order: up to WINDOW are held back to wait for one); when the
+  timestamps cannot place frames (missing or repeated), frames are taken in decode order.
+- Times: each row's `time_s` is its frame's timestamp (pts x time_base) in seconds, so variable
+  frame rates are kept; null where the file gives no usable (increasing) timestamp.
+- A range (`start`, `count`) is frames start..start+count-1 (0-based) of the file; corpus readers
+  turn 1-based inclusive frames or seconds into that at plan time (`frame_range`).
+- Provenance: every row of a video records the video file's size, mtime and sha256 (hashed once, from
+  the descriptor the decoder then reads), and its image is `<path>#frame=<0-based index in file>`.
+  A changed video makes all its rows stale, so resume redoes its chunk and verify names it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import NamedTuple
+
+import numpy as np
+import pyarrow as pa
+
+from extract.sources.base import Frame, Mismatch, Ref, Scan
+
+STATUS_NOT_DECODED = "not_decoded"
+VIDEO_SUFFIXES = (".mp4", ".m4v", ".mov", ".mkv", ".webm", ".avi", ".mpg", ".mpeg", ".ogv", ".flv")
+FRAGMENT = "frame"
+WINDOW = 16  # frames a damaged stream may give out of order before a missing one is given up
+
+
+class Probe(NamedTuple):
+    """What demuxing a video found: packet times (seconds, None when unusable) or why not."""
+
+    times: list[float | None]
+    problem: str = ""
+    note: str = ""  # something the demux met that did not stop it (a truncated tail)
+
+
+def _av():
+    import av  # imported where used: the coordinator of a PHOENIX run never pays for it
+
+    return av
+
+
+def decoder_version() -> str:
+    """PyAV's and its FFmpeg's versions, as recorded in run.json."""
+    av = _av()
+    codec = ".".join(map(str, av.library_versions.get("libavcodec", ())))
+    return f"av {av.__version__} (FFmpeg {getattr(av, 'ffmpeg_version_info', '?')}, libavcodec {codec})"
+
+
+def _error(e: BaseException) -> str:
+    return f"{type(e).__name__}: {e}"[:300]
+
+
+def _stream(container):
+    """The first video stream with a decoder, or raise ValueError saying why there is none."""
+    if not container.streams.video:
+        raise ValueError("no video stream in the file")
+    stream = container.streams.video[0]
+    if stream.codec_context is None:
+        raise ValueError("unknown codec: PyAV's FFmpeg has no decoder for this video's stream; "
+                         "re-encode it (e.g. to H.264)")
+    stream.thread_type = "NONE"  # one thread per worker; the workers fill the cores
+    stream.codec_context.thread_count = 1
+    return stream
+
+
+def probe(path: Path) -> Probe:
+    """Demux (no decode) the video's packets: their presentation times, in order."""
+    av = _av()
+    try:
+        container = av.open(str(path), metadata_errors="ignore")
+    except (av.FFmpegError, OSError, UnicodeDecodeError) as e:
+        return Probe([], f"cannot open as a video ({_error(e)})")
+    try:
+        stream = _stream(container)
+        header = stream.frames
+        times, note = _packet_times(container, stream)
+    except ValueError as e:
+        return Probe([], str(e))
+    finally:
+        container.close()
+    if not times:
+        return Probe([], "no frames" + (f": {note}" if note else ""))
+    if header and header != len(times) and not note:
+        note = (f"the container says {header} frames, its packets are {len(times)} (truncated or a "
+                "wrong header): the packets are what is planned")
+    return Probe(_presentation_order(times), "", note)
+
+
+def _packet_times(container, stream) -> tuple[list[float | None], str]:
+    """(time in seconds of each packet of the stream, in decode order; why the demux stopped early,
+    "" when it did not). A truncated or damaged tail ends the list: the packets before it count."""
+    av = _av()
+    base = float(stream.time_base) if stream.time_base else None
+    times: list[float | None] = []
+    try:
+        for p in container.demux(stream):
+            if p.size:
+                times.append(p.pts * base if p.pts is not None and base else None)
+    except av.FFmpegError as e:
+        return times, f"demux stopped after {len(times)} packets ({_error(e)})"
+    return times, ""
+
+
+def _presentation_order(times: list[float | None]) -> list[float | None]:
+    """Packet times sorted (packets come in decode order); unusable ones (None, repeats) -> None."""
+    if any(t is None for t in times) or len(set(times)) != len(times):
+        return [None] * len(times)
+    return sorted(times)  # type: ignore[arg-type]
+
+
+def frame_range(times: list[float | None], start: int | None = None, end: int | None = None,
+                start_s: float | None = None, end_s: float | None = None) -> tuple[int, int, str]:
+    """(0-based first frame, count, problem) of a range: 1-based inclusive frames, or seconds
+    (frames whose time is in [start_s, end_s)); the whole video when none is given."""
+    n = len(times)
+    if start_s is not None or end_s is not None:
+        if any(t is None for t in times):
+            return 0, 0, "a range in seconds, but the video's timestamps are missing or repeated"
+        lo = start_s if start_s is not None else -np.inf
+        hi = end_s if end_s is not None else np.inf
+        picked = [i for i, t in enumerate(times) if lo <= t < hi]  # type: ignore[operator]
+        if not picked:
+            last = times[-1]
+            return 0, 0, f"range {lo}-{hi} s holds no frame (the video's last frame is at {last:.3f} s)"
+        return picked[0], len(picked), ""
+    first = 1 if start is None else start
+    last = n if end is None or end == -1 else end
+    if first < 1 or last < first:
+        return 0, 0, f"range {first}-{last}: frames are numbered from 1 and the end is inclusive"
+    if last > n:
+        return 0, 0, f"range {first}-{last} is past the end: the video has {n} frames"
+    return first - 1, last - first + 1, ""
+
+
+class VideoSource:
+    """Frames decoded from a video file with PyAV."""
+
+    kind = "video"
+    fragment = FRAGMENT
+
+    def __init__(self) -> None:
+        self._last: tuple[str, int, Iterator[Frame]] | None = None  # the video `image` reads on
+
+    def scan(self, root: Path, locator: str, start: int | None = None, end: int | None = None,
+             start_s: float | None = None, end_s: float | None = None) -> Scan:
+        """The frames of the range, counted by demuxing, or why the video cannot be used."""
+        path = root / locator
+        if not path.is_file():
+            return Scan(count=0, problem="no video file" if not path.exists() else "not a file",
+                        locator=locator)
+        found = probe(path)
+        if found.problem:
+            return Scan(count=0, problem=found.problem, locator=locator)
+        first, count, problem = frame_range(found.times, start, end, start_s, end_s)
+        return Scan(count=count, problem=problem, locator=locator, start=first, note=found.note)
+
+    def frames(self, root: Path, ref: Ref) -> Iterator[Frame]:
+        """Exactly ref.count frames from ref.start; what cannot be decoded is `not_decoded`."""
+        yield from _Decode(root, ref)
+
+    def stale(self, root: Path, recorded: pa.Table, content: bool, threads: int) -> list[Mismatch]:
+        return stale_videos(root, recorded, content)
+
+    def image(self, root: Path, image: str) -> np.ndarray | None:
+        """One recorded row's frame again (for drawing): decoded from the start of the video, or
+        onward from the last one asked for, so drawing a video in order decodes it once."""
+        path, _, frag = image.rpartition("#")
+        index = int(frag.partition("=")[2])
+        key = (str(root / path), index)
+        if self._last is None or self._last[0] != key[0] or self._last[1] >= index:
+            ref = Ref(self.kind, path, (), 0, 1 << 31)
+            self._last = (key[0], -1, iter(_Decode(root, ref)))
+        _, at, frames = self._last
+        for f in frames:
+            at = int(f.image.rpartition("=")[2])
+            if at >= index:
+                self._last = (key[0], at, frames)
+                return f.rgb if at == index else None
+        self._last = None
+        return None
+
+
+def _hash(fd: int) -> tuple[int, int, str]:
+    """(size, mtime_ns, sha256) of an open file, read whole from its descriptor."""
+    st = os.fstat(fd)
+    h = hashlib.sha256()
+    while chunk := os.read(fd, 1 << 20):
+        h.update(chunk)
+    os.lseek(fd, 0, os.SEEK_SET)
+    return st.st_size, st.st_mtime_ns, h.hexdigest()
+
+
+def _rgb(frame) -> np.ndarray:
+    """The frame as RGB24 in display orientation (the container's rotation applied)."""
+    rgb = frame.to_ndarray(format="rgb24")
+    k = (getattr(frame, "rotation", 0) or 0) % 360
+    if k and k % 90 == 0:
+        rgb = np.ascontiguousarray(np.rot90(rgb, k // 90))
+    return rgb
+
+
+class _Decode:
+    """One video's planned frames, streamed: decoded frames placed by timestamp, gaps filled."""
+
+    def __init__(self, root: Path, ref: Ref) -> None:
+        self.root, self.ref = root, ref
+        self.size: int | None = None
+        self.mtime: int | None = None
+        self.sha: str | None = None
+
+    def _row(self, i: int, rgb: np.ndarray | None = None, status: str = "ok", note: str = "",
+             time_s: float | None = None) -> Frame:
+        return Frame(rgb, status, note, f"{self.ref.locator}#{FRAGMENT}={i}", self.size,
+                     self.mtime, self.sha, time_s)
+
+    def __iter__(self) -> Iterator[Frame]:
+        ref = self.ref
+        end = ref.start + ref.count
+        try:
+            fd = os.open(self.root / ref.locator, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+        except OSError as e:
+            status = "missing" if isinstance(e, FileNotFoundError) else "unreadable"
+            for i in range(ref.start, end):
+                yield Frame(None, status, e.strerror or type(e).__name__,
+                            f"{ref.locator}#{FRAGMENT}={i}")
+            return
+        with os.fdopen(fd, "rb") as f:
+            self.size, self.mtime, self.sha = _hash(fd)
+            yield from self._placed(f, end)
+
+    def _placed(self, f, end: int) -> Iterator[Frame]:
+        """Rows start..end-1 in order. A damaged stream can give frames out of order, so a frame
+        that has not come is declared `not_decoded` only once WINDOW later ones are waiting."""
+        nxt, pending = self.ref.start, {}
+        why = "the video ended before this frame"
+        av = _av()  # bound now: the except clause below must not import (a generator closed late)
+        try:
+            for index, rgb, time_s in _decoded(f):
+                if nxt <= index < end:  # a second frame with one timestamp (damage) is dropped
+                    pending.setdefault(index, (rgb, time_s))
+                while pending:
+                    if nxt in pending:
+                        rgb_, t_ = pending.pop(nxt)
+                        yield self._row(nxt, rgb_, time_s=t_)
+                    elif len(pending) > WINDOW:
+                        yield self._row(nxt, status=STATUS_NOT_DECODED, note="no frame decoded here")
+                    else:
+                        break
+                    nxt += 1
+                if nxt >= end or index >= end + WINDOW:
+                    break
+        except (ValueError, av.FFmpegError) as e:
+            why = f"cannot decode: {_error(e)}"
+        for i in range(nxt, end):
+            if i in pending:
+                rgb_, t_ = pending.pop(i)
+                yield self._row(i, rgb_, time_s=t_)
+            else:
+                yield self._row(i, status=STATUS_NOT_DECODED,
+                                note="no frame decoded here" if pending else why)
+
+
+def _decoded(f) -> Iterator[tuple[int, np.ndarray, float | None]]:
+    """(index in the file, rgb, time_s) of each frame that decodes, in presentation order.
+
+    One demux pass first gives the packets' times, the index of each frame; a packet that does not
+    decode is skipped (its frame becomes `not_decoded`), the ones after it still count.
+    """
+    av = _av()
+    with av.open(f, metadata_errors="ignore") as container:
+        times, _ = _packet_times(container, _stream(container))
+    order = _presentation_order(times)
+    place = {t: i for i, t in enumerate(order) if t is not None}
+    f.seek(0)
+    with av.open(f, metadata_errors="ignore") as container:
+        stream = _stream(container)
+        base = float(stream.time_base) if stream.time_base else None
+        seq, last = 0, None
+        for packet in container.demux(stream):
+            try:
+                frames = packet.decode()
+            except av.FFmpegError:
+                continue
+            for frame in frames:
+                t = frame.pts * base if frame.pts is not None and base else None
+                if place and t in place:  # timestamps place it (and are usable times)
+                    index = place[t]
+                else:  # in decode order; a time only where it increases
+                    index, t = seq, t if t is not None and (last is None or t > last) else None
+                    last = t if t is not None else last
+                seq = index + 1
+                yield index, _rgb(frame), t
+
+
+def stale_videos(root: Path, recorded: pa.Table, content: bool) -> list[Mismatch]:
+    """Rows whose video file differs from what they were made from: one stat (and with content,
+    one hash) per video, every row of a changed video named stale."""
+    images = recorded["image"].to_pylist()
+    size = recorded["file_size"].to_pylist()
+    mtime = recorded["file_mtime_ns"].to_pylist()
+    sha = recorded["file_sha256"].to_pylist() if content else [None] * len(images)
+    verdict: dict[tuple, str] = {}
+    out = []
+    for i, image in enumerate(images):
+        path = image.rpartition("#")[0]
+        key = (path, size[i], mtime[i], sha[i])
+        if key not in verdict:
+            verdict[key] = _why(root / path, size[i], mtime[i], sha[i])
+        if verdict[key]:
+            out.append(Mismatch(i, image, verdict[key]))
+    return out
+
+
+def _why(path: Path, size: int | None, mtime: int | None, sha: str | None) -> str:
+    """Why a video file is not what a row recorded ("" when it is)."""
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return "video missing" if size is not None else ""
+    except OSError as e:
+        return f"cannot stat the video ({e.strerror})"
+    if size is None:
+        return f"video was not readable, now a file of {st.st_size} bytes"
+    if st.st_size != size:
+        return f"video size {size} -> {st.st_size}"
+    if st.st_mtime_ns != mtime:
+        return "video modified"
+    if sha is not None:
+        with open(path, "rb") as f:
+            if _hash(f.fileno())[2] != sha:
+                return "video content differs"
+    return ""
