@@ -217,6 +217,53 @@ def bench_full(work: Path) -> dict:
     return res
 
 
+_WORKER_INDEX = _HWM + """
+import json, time
+from pathlib import Path
+import pyarrow as pa
+from extract.sources import archive
+r0 = hwm("VmRSS")
+t0 = time.perf_counter()
+archive.set_index_dir(Path({folder!r}), write=False, build=False)
+ix = archive.open_index(Path({path!r}))
+loaded = hwm("VmRSS")
+for i in range(0, ix.members.num_rows, 5000):  # a worker's share of folders, as frames() does
+    ix.find(ix.members["name"][i].as_py())
+    pa.default_memory_pool().release_unused()
+print(json.dumps({{"rss_imports_mib": r0, "rss_index_loaded_mib": loaded,
+                  "rss_after_190_folders_mib": hwm("VmRSS"),
+                  "seconds": round(time.perf_counter() - t0, 1),
+                  "members": ix.members.num_rows}}))
+"""
+
+
+def worker_index_memory(work: Path) -> dict:
+    """A worker's index for the release's 947,759 names alone (members.parquet written directly,
+    a 1-byte stand-in archive): what loading it and looking up frames costs one process."""
+    import numpy as np
+    import pyarrow as pa
+
+    from extract.sources import archive
+
+    names = [f"{TOP}/annotations/manual/{c.name}" for c in sorted(SHARED_INDEX.glob("*.corpus.csv"))]
+    for split in ("dev", "test", "train"):
+        lines = (SHARED_INDEX / f"PHOENIX-2014-T.{split}.frame_counts.tsv").read_text().splitlines()
+        for line in sorted(lines[1:]):
+            _, name, n, _ = line.split("\t")
+            names += [f"{TOP}/features/fullFrame-210x260px/{split}/{name}/images{i:04d}.png"
+                      for i in range(1, int(n) + 1)]
+    n = len(names)
+    members = pa.table({"name": names, "offset": np.arange(n, dtype=np.int64),
+                        "size": np.ones(n, np.int64), "mtime_ns": np.zeros(n, np.int64),
+                        "kind": np.zeros(n, np.int8)}, schema=archive._MEMBERS_SCHEMA)
+    stand_in = work / "stand-in.tar.gz"
+    stand_in.write_bytes(b"x")
+    st = stand_in.stat()
+    archive.save_index(archive.ArchiveIndex(stand_in.absolute(), "tar.gz", st.st_size,
+                                            st.st_mtime_ns, members), work / "index-only")
+    return _child(_WORKER_INDEX.format(path=str(stand_in), folder=str(work / "index-only")))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--copies", type=int, default=25, help="copies of the two sample videos")
@@ -224,8 +271,16 @@ def main() -> None:
     ap.add_argument("--full", action="store_true", help="also the fabricated full-scale archive")
     ap.add_argument("--work", type=Path, default=Path("/tmp/bench-archive"))
     ap.add_argument("--save", default="")
+    ap.add_argument("--worker-index", action="store_true",
+                    help="only a worker's index memory for the release's names (no archive)")
     a = ap.parse_args()
     a.work.mkdir(parents=True, exist_ok=True)
+    if a.worker_index:
+        res = {"machine": machine(), "worker_index": worker_index_memory(a.work)}
+        print(res["worker_index"])
+        if a.save:
+            save_json(a.save, res)
+        return
     res: dict = {"machine": machine(), "load_before": loadavg()}
     folder = a.work / "tree" / "PHOENIX-2014-T"
     res["workload"] = build_workload(folder, a.copies)

@@ -123,6 +123,8 @@ class ArchiveIndex:
         bounds = np.r_[0, np.cumsum(np.bincount(codes, minlength=len(enc.dictionary)))]
         self._folders = {d: (int(bounds[k]), int(bounds[k + 1]))
                          for k, d in enumerate(enc.dictionary.to_pylist())}
+        del names, parent, enc, codes
+        pa.default_memory_pool().release_unused()  # the temporaries' pages back to the system
 
     def find(self, name: str) -> int | None:
         """The member of that name (the last one, as tar does when a name is there twice)."""
@@ -277,6 +279,7 @@ def load_index(path: Path, folder: Path) -> ArchiveIndex | None:
         return None
     index = ArchiveIndex(Path(meta["path"]), meta["format"], meta["size"], meta["mtime_ns"],
                          members, b"", meta["problem"], meta["digest"], folder / "gzip.index")
+    pa.default_memory_pool().release_unused()  # Parquet decoding's buffers
     return None if index.changed() else index
 
 
@@ -504,8 +507,9 @@ class ArchiveSource:
                 yield Frame(None, STATUS_UNREADABLE, str(e)[:200], rel + tag)
             return
         r = reader(index)
-        for rel in names:
-            i = index.find(_member_name(prefix, rel))
+        found = [index.find(_member_name(prefix, rel)) for rel in names]
+        pa.default_memory_pool().release_unused()  # the lookup's Arrow temporaries (~1 ms)
+        for rel, i in zip(names, found, strict=True):
             if i is None:
                 yield Frame(None, STATUS_MISSING, "no such member in the archive", rel + tag)
                 continue
