@@ -233,8 +233,9 @@ def write_legacy_npz(keypoints: Path, out_dir: Path, dataset_path: str) -> dict[
     a part was not detected), image_paths, video_ids; the frames of the pkl, in its order.
 
     Each array is streamed to a temp .npy (the strings once their longest is known), then stored
-    in the zip as np.savez does. Returns frames per split written (a split without any is skipped:
-    the pipeline's own step cannot stack an empty list either).
+    in the zip deflated, as the pipeline's np.savez_compressed does. Returns frames per split
+    written (a split without any is skipped: the pipeline's own step cannot stack an empty list
+    either).
     """
     keypoints, out_dir = Path(keypoints), Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -279,6 +280,6 @@ def _strings(tmp: Path, keypoints: Path, split: str, dataset_path: str, done: Sp
 
 
 def _zip(f: Any, tmp: Path, names: tuple[str, ...]) -> None:
-    with zipfile.ZipFile(f, "w", zipfile.ZIP_STORED, allowZip64=True) as z:
+    with zipfile.ZipFile(f, "w", zipfile.ZIP_DEFLATED, allowZip64=True) as z:
         for name in names:
             z.write(tmp / f"{name}.npy", f"{name}.npy")

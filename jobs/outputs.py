@@ -87,6 +87,7 @@ def legacy_dataset_info(info: RunInfo, rd: RunDir, dataset_path: str | None = No
     from extract.corpora.phoenix import LAYOUT_2014, LAYOUT_T
 
     h = info.options.holistic
+    workers = info.extraction.workers if info.extraction else info.plan.workers
     names = {LAYOUT_T: "PHOENIX-2014-T", LAYOUT_2014: "PHOENIX-2014"}
     return {
         "name": names.get(info.dataset.layout, info.dataset.layout),
@@ -98,6 +99,10 @@ def legacy_dataset_info(info: RunInfo, rd: RunDir, dataset_path: str | None = No
             **{k: h[k] for k in ("model_complexity", "min_detection_confidence",
                                  "min_tracking_confidence") if k in h},
             "max_samples_per_split": getattr(info.options, "max_samples_per_split", None),
+            # the keys the older script wrote, which its pipeline's progress check prints
+            "num_workers": workers,
+            "distributed": workers > 1,
+            "gpu_optimized": False,  # MediaPipe runs on the CPU here; GPUs only pin workers
             "run_dir": str(rd.path.resolve()),
             "keypoints": str(rd.keypoints_path.resolve()),
         },

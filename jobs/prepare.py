@@ -25,7 +25,7 @@ from jobs.rundir import RunDir, RunError, versions
 from jobs.runinfo import DatasetInfo, PlanInfo, PlanOptions, RunInfo
 
 _OUR_FILES = ("run.json", "plan.parquet", "progress.json", "keypoints.parquet")
-_OUR_DIRS = ("parts", "tensors", "claims")
+_OUR_DIRS = ("parts", "tensors", "claims", "archive")
 IGNORED_EXAMPLES = 10  # skipped entries named in run.json (all are in the plan's `ignored` column)
 
 
@@ -96,11 +96,20 @@ def _resume(rd: RunDir, opts: RunOptions, num_shards: int | None) -> RunInfo:
     return info
 
 
+def _archive_problem(ds: Dataset) -> None:
+    """A damaged archive (truncated, ...) is used as far as it can be read: say where it ends."""
+    problem = getattr(getattr(ds.root, "index", None), "problem", "")
+    if problem:
+        messages.warn(f"{ds.root}: {problem}. Videos whose frames lie beyond have no folder "
+                      "(listed at the start); download the archive again to get them.")
+
+
 def load_or_plan(rd: RunDir, opts: RunOptions, workers: int, fresh: bool = False,
                  num_shards: int | None = None) -> RunInfo:
     """The run in rd (checked against what was asked), or a new one planned for `workers`."""
     if fresh:
         clear_run(rd)
+    rd.use_archive_index()
     if rd.exists():
         return _resume(rd, opts, num_shards)
     if opts.dataset is None:
@@ -114,6 +123,7 @@ def load_or_plan(rd: RunDir, opts: RunOptions, workers: int, fresh: bool = False
                   options.max_samples_per_split)
     if ds.num_frames == 0:  # nothing to do is not success: say where we looked
         raise DatasetError(no_frames_message(ds))
+    _archive_problem(ds)
     check_model(HolisticOptions.from_dict(options.holistic))
     info, plan = new_run(ds, options, workers, num_shards or 1, time.monotonic() - t0)
     rd.save_plan(plan)

@@ -162,6 +162,17 @@ class RunDir:
     def part_path(self, chunk: int) -> Path:
         return self.parts_dir / f"chunk-{chunk:06d}.parquet"
 
+    @property
+    def archive_dir(self) -> Path:
+        """The index of a dataset read from an archive file (extract/sources/archive.py)."""
+        return self.path / "archive"
+
+    def use_archive_index(self, write: bool = True, build: bool = True) -> None:
+        """This process finds (and keeps) archive indexes in this run folder."""
+        from extract.sources.archive import set_index_dir
+
+        set_index_dir(self.archive_dir, write, build)
+
     def exists(self) -> bool:
         return self.run_json.is_file()
 

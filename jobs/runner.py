@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from extract.sources.archive import ArchiveError
 from extract.tensors import write_tensors
 from jobs import messages, summary
 from jobs.devices import usable_cpus
@@ -111,7 +112,11 @@ def _complete(rd: RunDir, req: RunRequest) -> bool:
     state = outputs_state(rd, info)
     if state == "stale":
         return False
-    if merged_frames_changed(rd, Path(info.dataset.root)):
+    rd.use_archive_index(write=False, build=False)
+    try:
+        if merged_frames_changed(rd, Path(info.dataset.root)):
+            return False
+    except ArchiveError:  # the archive changed: the normal path indexes it again
         return False
     if state == "no tensors":
         with locked(rd):

@@ -16,6 +16,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 
 from extract.provenance import DEFAULT_THREADS
+from extract.sources.archive import split_root
 from jobs import messages
 from jobs.resume import scan_parts
 from jobs.rundir import JobFailed, RunDir, RunError
@@ -82,7 +83,8 @@ def verify_command(rd: RunDir, content: bool = False) -> int:
     """`verify`: 0 when every frame of the run is what its row was made from, 1 when any changed."""
     info = rd.load()  # not a run folder: refused (exit 2)
     root = Path(info.dataset.root)
-    if not root.is_dir():
+    rd.use_archive_index(write=False)
+    if not root.is_dir() and split_root(root) is None:
         messages.error(f"the dataset folder {root} (run.json's dataset.root) is gone: none of the "
                        f"run's {info.dataset.frames} frames can be found. Put it back there.")
         return 1

@@ -90,6 +90,7 @@ class ChunkWorker:
         cv2.setNumThreads(1)
         self.slot = slot
         self.rd = RunDir(Path(run_dir))
+        self.rd.use_archive_index(write=False, build=False)
         self.extractor = Extractor(options, num_threads=1)
 
     def run(self, task: ChunkTask, send: Callable[[Event], None]) -> Committed | WriteFailed:
@@ -154,11 +155,11 @@ def worker_main(slot: int, conn: Connection, run_dir: str, cpus: list[int], opti
     """Entry point of a local worker process (spawned)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, _on_sigterm)
-    _die_with_parent()
-    parent = multiprocessing.parent_process()
-    if parent is not None and os.getppid() != parent.pid:  # it died before the line above
-        return
-    try:
+    try:  # from here: a SIGTERM while starting (a refused plan stops idle workers) is a quiet exit
+        _die_with_parent()
+        parent = multiprocessing.parent_process()
+        if parent is not None and os.getppid() != parent.pid:  # it died before the line above
+            return
         log_to_file(Path(log_path))
         if cpus:
             os.sched_setaffinity(0, cpus)

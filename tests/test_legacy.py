@@ -121,7 +121,7 @@ def prepare_model_input(data: dict[str, Any], out: Path) -> None:
             for part, o, n in regions:
                 if frame[part] is not None:
                     arr[i, o : o + n] = frame[part]
-        np.savez(out / f"{split}_keypoints.npz", keypoints=arr,
+        np.savez_compressed(out / f"{split}_keypoints.npz", keypoints=arr,
                  image_paths=np.array(data[split]["image_paths"]),
                  video_ids=np.array(data[split]["video_ids"]))
 
@@ -139,6 +139,7 @@ def test_older_command_line_writes_the_older_pkl(older: dict[str, Any]) -> None:
     assert set(data["test"]["video_ids"]) <= {"full_body-1", "portrait-1"}
     h = data["dataset_info"]["processing_info"]
     assert h["min_detection_confidence"] == 0.5 and h["min_tracking_confidence"] == 0.5
+    assert (h["num_workers"], h["distributed"], h["gpu_optimized"]) == (1, False, False)
     # the start-of-run lines, and the warning for 1 worker when more cores are usable
     assert "dataset: phoenix-2014-T at PHOENIX-2014-T:" in proc.stderr
     assert "workers: 1 (GPU(s) 0;" in proc.stderr

@@ -9,10 +9,13 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Iterable, Sequence
+from dataclasses import replace
 from pathlib import Path
 
 from extract.corpora.base import SPLITS, Corpus, Dataset, DatasetError
 from extract.corpora.base import no_frames_message as _generic_message
+from extract.sources import archive
+from extract.sources.archive import ArchivePath
 
 # name -> module holding CORPUS, in detection order (the most specific layouts first)
 CORPORA: dict[str, str] = {
@@ -47,9 +50,78 @@ def detect(root: Path) -> Corpus:
 
 def discover(root: Path, splits: Sequence[str] = SPLITS, videos: Iterable[str] | None = None,
              limit_videos: int | None = None, max_per_split: int | None = None) -> Dataset:
-    """Detect the corpus at root and read its selected videos, sorted by (split, name)."""
+    """Detect the corpus at root and read its selected videos, sorted by (split, name).
+
+    root may be an archive file, or a folder inside one (`ARCHIVE/inner/folder`): the corpus in it is
+    read as from a folder, and its frames come from the archive source (extract/sources/archive.py).
+    """
     root = Path(root)
-    return detect(root).read(root, splits, videos, limit_videos, max_per_split)
+    inside = archive_root(root)
+    if inside is None:
+        return detect(root).read(root, splits, videos, limit_videos, max_per_split)
+    ds = corpus(ARCHIVE_CORPORA[0]).read(inside, splits, videos,  # type: ignore[arg-type]
+                                         limit_videos, max_per_split)
+    cut = _cut_folder(inside)
+    ds.videos = [replace(v, source="archive", problem=v.problem or (
+        TRUNCATED if f"{inside.rel}/{v.folder}".strip("/") == cut else ""))
+        if v.source == "folder" else v for v in ds.videos]
+    return ds
+
+
+TRUNCATED = "the archive ends inside its frames (truncated)"
+
+
+def _cut_folder(inside: ArchivePath) -> str | None:
+    """The folder of the last member a damaged archive could be read to: its video may have lost
+    frames, so it is not planned with fewer than it has."""
+    index = inside.index
+    if not index.problem or not index.members.num_rows:
+        return None
+    return index.members["name"][-1].as_py().rpartition("/")[0]
+
+
+# Corpora read from inside an archive: frame-folder layouts whose reader needs only the calls
+# ArchivePath answers (tested on PHOENIX; the video corpora decode files and stay on disk).
+ARCHIVE_CORPORA = ("phoenix",)
+ARCHIVE_EXPECTED = ("a PHOENIX-2014-T or PHOENIX-2014 tree (annotations/manual/PHOENIX-2014-T.train."
+                    "corpus.csv or train.corpus.csv, and features/fullFrame-210x260px/)")
+
+
+def _folders(top: ArchivePath, depth: int) -> list[ArchivePath]:
+    """top and the folders down to `depth` levels below it."""
+    level, found = [top], [top]
+    for _ in range(depth):
+        level = [p for d in level for p in d.iterdir() if p.is_dir()]
+        found += level
+    return found
+
+
+def archive_root(root: Path) -> ArchivePath | None:
+    """The corpus folder inside an archive (None when root is no archive): the archive's top or
+    the one folder one or two levels down that is a corpus (the release's own top folders)."""
+    found = archive.split_root(root)
+    if found is None:
+        return None
+    path, inner = found
+    try:
+        top = ArchivePath(archive.open_index(path))
+    except archive.ArchiveError as e:
+        raise DatasetError(str(e)) from None
+    if inner:
+        if not (top / inner).is_dir():
+            raise DatasetError(f"--dataset {root}: the archive {path} has no folder {inner}/.")
+        return top / inner
+    corpora = [p for p in _folders(top, 2) if any(corpus(n).detect(p) for n in ARCHIVE_CORPORA)]
+    if len(corpora) == 1:
+        return corpora[0]
+    if not corpora:
+        shown = ", ".join(sorted(e.name + ("/" if e.is_dir() else "") for e in top.scandir())[:8])
+        raise DatasetError(f"--dataset {path}: no corpus inside the archive (looked at its top and "
+                           f"two folders down for {ARCHIVE_EXPECTED}; its top holds "
+                           f"{shown or 'nothing'}). Other corpora are read from their folders.")
+    listed = ", ".join(f"{path}/{p.rel}" for p in corpora[:5])
+    raise DatasetError(f"--dataset {path}: the archive holds {len(corpora)} corpora ({listed}). "
+                       "Pass the one to use as --dataset, written as above.")
 
 
 def no_frames_message(ds: Dataset) -> str:

@@ -27,7 +27,6 @@ twice.
 from __future__ import annotations
 
 import hashlib
-import os
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -47,7 +46,7 @@ from extract.corpora.base import (
     select,
     unique_names,
 )
-from extract.sources.folder import IGNORED_FOLDER, FolderSource, NameIndex
+from extract.sources.folder import IGNORED_FOLDER, FolderSource, NameIndex, scandir
 from extract.sources.folder import list_frames as _list_frames
 
 FRAMES_DIR = "features/fullFrame-210x260px"
@@ -185,11 +184,10 @@ def _unlisted(root: Path, splits: Sequence[str], listed_dirs: set[str]) -> list[
         split_dir = root / FRAMES_DIR / split
         if not split_dir.is_dir():
             continue
-        with os.scandir(split_dir) as it:
-            for e in it:
-                rel = f"{FRAMES_DIR}/{split}/{e.name}"
-                if e.is_dir() and not {rel, rel + "/1"} & listed_dirs:
-                    unlisted.append(f"{split}/{e.name}")
+        for e in scandir(split_dir):
+            rel = f"{FRAMES_DIR}/{split}/{e.name}"
+            if e.is_dir() and not {rel, rel + "/1"} & listed_dirs:
+                unlisted.append(f"{split}/{e.name}")
     return unlisted
 
 

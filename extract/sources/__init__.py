@@ -17,6 +17,7 @@ from extract.sources.base import FrameSource, Mismatch
 # kind -> "module:class"; modules are imported when first used (a decoder only where it is needed)
 SOURCES: dict[str, str] = {
     "folder": "extract.sources.folder:FolderSource",
+    "archive": "extract.sources.archive:ArchiveSource",
     "video": "extract.sources.video:VideoSource",
 }
 

@@ -34,6 +34,11 @@ def frame_sort_key(name: str) -> tuple:
     return tuple(int(t) if t.isdigit() else t for t in _DIGITS.split(name))
 
 
+def scandir(folder: Path):
+    """os.scandir, or the entries of a folder inside an archive (extract/sources/archive.py)."""
+    return folder.scandir() if hasattr(folder, "scandir") else os.scandir(folder)
+
+
 def list_frames(folder: Path, pattern: re.Pattern[str]
                 ) -> tuple[list[str], list[tuple[str, str]]] | None:
     """(frame names in frame order, [(name, why it is no frame)]); None when there is no folder.
@@ -45,14 +50,13 @@ def list_frames(folder: Path, pattern: re.Pattern[str]
     frames: list[str] = []
     ignored: list[tuple[str, str]] = []
     try:
-        with os.scandir(folder) as it:
-            for e in it:
-                if e.name.startswith("."):
-                    ignored.append((e.name, IGNORED_HIDDEN))
-                elif pattern.fullmatch(e.name):
-                    frames.append(e.name)
-                else:
-                    ignored.append((e.name, IGNORED_FOLDER if _is_dir(e) else IGNORED_NAME))
+        for e in scandir(folder):
+            if e.name.startswith("."):
+                ignored.append((e.name, IGNORED_HIDDEN))
+            elif pattern.fullmatch(e.name):
+                frames.append(e.name)
+            else:
+                ignored.append((e.name, IGNORED_FOLDER if _is_dir(e) else IGNORED_NAME))
     except (FileNotFoundError, NotADirectoryError):
         return None
     frames.sort(key=frame_sort_key)
@@ -78,9 +82,8 @@ class NameIndex:
         if rel not in self._dirs:
             found: dict[str, list[str]] = {}
             try:
-                with os.scandir(self.root / rel) as it:
-                    for e in it:
-                        found.setdefault(nfc(e.name), []).append(e.name)
+                for e in scandir(self.root / rel):
+                    found.setdefault(nfc(e.name), []).append(e.name)
             except OSError:
                 pass
             self._dirs[rel] = found

@@ -1,0 +1,569 @@
+"""Frames inside one archive file (.tar, .tar.gz/.tgz, .zip), read in place: nothing is unpacked.
+
+PHOENIX-2014-T ships as one tar.gz of 947,756 PNG files; unpacking it costs time and about a
+million inodes. Here the archive is read once, at planning, into an index kept in the run folder
+(`archive/`): every member's name, data offset, size, mtime and kind (`members.parquet`), the gzip
+stream's seek points (`gzip.index`, rapidgzip's export: rapidgzip does the seeking, no index of our
+own making) and `archive.json` (the archive's size and mtime when indexed, and a digest of the
+index, which needs no second read of the archive). A worker, after spawn, opens the archive itself
+with that index and reads each frame's member by seeking to its offset; one open reader per
+archive per process, parallelization 1 (one core per worker), temp space none.
+
+The corpus inside is detected as from a folder: `ArchivePath` gives the corpus readers the
+archive's tree (is_file, is_dir, iterdir, scandir, read_text) without touching the disk, and the
+corpus folder is the archive's top, or one or two folders down (the release's own
+`PHOENIX-2014-T-release-v3/PHOENIX-2014-T/`). A dataset root inside an archive is written
+`ARCHIVE/inner/folder`, so run.json's dataset root names both.
+
+Rows: `image` is the frame's path under the corpus folder (as for a folder dataset) followed by
+`#archive=<archive file name>`; file_size, file_mtime_ns and file_sha256 are the member's (size and
+sha256 equal the unpacked file's; mtime is the tar header's, whole seconds, or a zip's local
+date-time read as UTC). A changed archive (size or mtime) is indexed again when a run resumes, and
+the rows whose member now differs are found by comparing the new index, so only their chunks are
+redone.
+
+Damage: a truncated archive is indexed up to where it can be read (`problem` says where it
+ends; videos whose frames lie beyond have no folder); a member whose bytes cannot be read (a gzip
+error, past the end) gets status `unreadable` with the reason; a member that is not an image gets
+the folder source's statuses (`not_png`, ...). Nothing else in the run is lost.
+"""
+
+from __future__ import annotations
+
+import atexit
+import calendar
+import hashlib
+import io
+import json
+import os
+import tarfile
+import zipfile
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from extract.frames import STATUS_MISSING, STATUS_NOT_A_FILE, STATUS_UNREADABLE, decode_frame
+from extract.sources.base import Frame, Mismatch, Ref
+
+FORMATS = {".tar.gz": "tar.gz", ".tgz": "tar.gz", ".tar": "tar", ".zip": "zip"}
+FRAGMENT = "archive"
+INDEX_VERSION = 1
+KIND_FILE, KIND_DIR, KIND_OTHER = 0, 1, 2
+GZIP_CHUNK = 4 * 2**20  # rapidgzip's seek-point spacing (its default): see docs/archives.md
+
+_MEMBERS_SCHEMA = pa.schema([("name", pa.string()), ("offset", pa.int64()), ("size", pa.int64()),
+                             ("mtime_ns", pa.int64()), ("kind", pa.int8())])
+
+
+class ArchiveError(Exception):
+    """The archive cannot be used at all; the message says what, where and what to do."""
+
+
+def archive_format(path: Path | str) -> str | None:
+    """'tar.gz', 'tar' or 'zip' by the file name, else None."""
+    name = str(path).lower()
+    return next((f for s, f in FORMATS.items() if name.endswith(s)), None)
+
+
+def split_root(root: Path | str) -> tuple[Path, str] | None:
+    """(archive file, folder inside it) when root is an archive or a path through one, else None."""
+    p = Path(root)
+    for cand in (p, *p.parents):
+        if archive_format(cand.name) and cand.is_file():
+            return cand, "" if p == cand else p.relative_to(cand).as_posix()
+    return None
+
+
+# --- the index ----------------------------------------------------------------------------------
+@dataclass
+class ArchiveIndex:
+    """What planning read from an archive once, and what a worker needs to read members back."""
+
+    path: Path
+    fmt: str
+    size: int
+    mtime_ns: int
+    members: pa.Table  # _MEMBERS_SCHEMA, in archive order
+    gzip_index: bytes = b""  # rapidgzip's export (tar.gz only), when just built
+    problem: str = ""  # why part of the archive could not be read (truncated, ...)
+    digest: str = ""
+    gzip_file: Path | None = None  # or where it is saved (a worker never holds it in Python)
+    _folders: dict[str, tuple[int, int]] | None = field(default=None, repr=False)
+    _names: dict[str, dict[str, int]] = field(default_factory=dict, repr=False)
+    _tree: dict[str, dict[str, int]] | None = field(default=None, repr=False)
+
+    def __post_init__(self) -> None:
+        self.offset = self.members["offset"].to_numpy()
+        self.length = self.members["size"].to_numpy()
+        self.mtime = self.members["mtime_ns"].to_numpy()
+        self.kind = self.members["kind"].to_numpy()
+        if not self.digest:
+            h = hashlib.sha256(f"{self.fmt}\0{self.size}\0{self.problem}\0".encode())
+            for col in ("name", "offset", "size", "mtime_ns", "kind"):
+                for buf in self.members[col].combine_chunks().buffers():
+                    if buf is not None:
+                        h.update(buf)
+            h.update(self.gzip_index)
+            self.digest = h.hexdigest()
+
+    def _group(self) -> None:
+        """Members grouped by folder (Arrow and numpy only): a worker holding the release's index
+        keeps no Python string per member, only those of the folders it reads."""
+        names = self.members["name"]
+        parent = pc.if_else(pc.match_substring(names, "/"),
+                            pc.replace_substring_regex(names, "/[^/]*$", ""), "")
+        enc = parent.combine_chunks().dictionary_encode()
+        codes = enc.indices.to_numpy()
+        self._order = np.argsort(codes, kind="stable")
+        bounds = np.r_[0, np.cumsum(np.bincount(codes, minlength=len(enc.dictionary)))]
+        self._folders = {d: (int(bounds[k]), int(bounds[k + 1]))
+                         for k, d in enumerate(enc.dictionary.to_pylist())}
+        del names, parent, enc, codes
+        pa.default_memory_pool().release_unused()  # the temporaries' pages back to the system
+
+    def find(self, name: str) -> int | None:
+        """The member of that name (the last one, as tar does when a name is there twice)."""
+        folder, _, base = name.rpartition("/")
+        entries = self._names.get(folder)
+        if entries is None:
+            if self._folders is None:
+                self._group()
+            start, stop = self._folders.get(folder, (0, 0))
+            idx = self._order[start:stop]
+            names = self.members["name"].take(pa.array(idx)).to_pylist()
+            entries = {n.rpartition("/")[2]: int(i) for n, i in zip(names, idx, strict=True)}
+            self._names[folder] = entries
+        return entries.get(base)
+
+    def tree(self) -> dict[str, dict[str, int]]:
+        """folder -> {entry name: member index, or -1 for a folder only implied by paths}."""
+        if self._tree is None:
+            tree: dict[str, dict[str, int]] = {"": {}}
+            for i, name in enumerate(self.members["name"].to_pylist()):
+                parts = name.split("/")
+                for d in range(len(parts) - 1):
+                    parent, folder = "/".join(parts[:d]), "/".join(parts[:d + 1])
+                    tree[parent].setdefault(parts[d], -1)
+                    tree.setdefault(folder, {})
+                tree.setdefault("/".join(parts[:-1]), {})[parts[-1]] = i
+                if self.kind[i] == KIND_DIR:
+                    tree.setdefault(name, {})
+            self._tree = tree
+        return self._tree
+
+    def changed(self) -> str:
+        """"" when the archive still has the size and mtime it was indexed with, else what changed."""
+        try:
+            st = os.stat(self.path)
+        except OSError as e:
+            return f"cannot stat {self.path} ({e.strerror})"
+        if (st.st_size, st.st_mtime_ns) != (self.size, self.mtime_ns):
+            return f"{self.path} changed since it was indexed (size {self.size} -> {st.st_size})" \
+                if st.st_size != self.size else f"{self.path} was modified since it was indexed"
+        return ""
+
+
+def _clean(name: str) -> str:
+    return PurePosixPath(name.removeprefix("./")).as_posix().strip("/") if name not in (".", "./") \
+        else ""
+
+
+def _tar_rows(fileobj) -> tuple[dict[str, list], str]:
+    """Walk a tar stream's headers: members in archive order, and why the walk stopped early."""
+    rows: dict[str, list] = {k: [] for k in _MEMBERS_SCHEMA.names}
+    links: list[tuple[int, str]] = []
+    problem = ""
+    try:
+        with tarfile.open(fileobj=fileobj, mode="r:") as tf:
+            while (m := tf.next()) is not None:
+                tf.members.clear()  # tarfile keeps every header otherwise: 947,756 of them
+                name = _clean(m.name)
+                if not name:
+                    continue
+                kind = KIND_FILE if m.isfile() or m.islnk() else KIND_DIR if m.isdir() else KIND_OTHER
+                if m.islnk():
+                    links.append((len(rows["name"]), _clean(m.linkname)))
+                for k, v in zip(_MEMBERS_SCHEMA.names,
+                                (name, m.offset_data, m.size, int(m.mtime) * 10**9, kind), strict=True):
+                    rows[k].append(v)
+    except (tarfile.TarError, OSError, ValueError, EOFError, RuntimeError) as e:
+        problem = (f"the archive cannot be read past member {len(rows['name'])} "
+                   f"({type(e).__name__}: {str(e)[:160]}); it is probably truncated or damaged")
+    where = {n: i for i, n in enumerate(rows["name"])}
+    for i, target in links:  # a hard link's data is its target's
+        j = where.get(target)
+        if j is None:
+            rows["kind"][i] = KIND_OTHER
+        else:
+            rows["offset"][i], rows["size"][i] = rows["offset"][j], rows["size"][j]
+    return rows, problem
+
+
+def _zip_rows(path: Path) -> dict[str, list]:
+    rows: dict[str, list] = {k: [] for k in _MEMBERS_SCHEMA.names}
+    with zipfile.ZipFile(path) as zf:
+        for zi in zf.infolist():
+            name = _clean(zi.filename)
+            if not name:
+                continue
+            ts = calendar.timegm((*zi.date_time, 0, 0, 0))
+            kind = KIND_DIR if zi.is_dir() else KIND_FILE
+            for k, v in zip(_MEMBERS_SCHEMA.names, (name, zi.header_offset, zi.file_size,
+                                                    ts * 10**9, kind), strict=True):
+                rows[k].append(v)
+    return rows
+
+
+def build_index(path: Path, parallelization: int | None = None) -> ArchiveIndex:
+    """Read the archive once: its members and, for tar.gz, the gzip seek points."""
+    path = Path(path).absolute()
+    fmt = archive_format(path)
+    if fmt is None:
+        raise ArchiveError(f"{path}: not an archive this tool reads ({', '.join(FORMATS)}).")
+    st = os.stat(path)
+    gz, problem = b"", ""
+    try:
+        if fmt == "zip":
+            rows = _zip_rows(path)
+        elif fmt == "tar":
+            with open(path, "rb") as f:
+                rows, problem = _tar_rows(f)
+        else:
+            import rapidgzip
+
+            with rapidgzip.RapidgzipFile(str(path), parallelization=parallelization or
+                                         len(os.sched_getaffinity(0)), chunk_size=GZIP_CHUNK) as f:
+                rows, problem = _tar_rows(f)
+                buf = io.BytesIO()
+                f.export_index(buf)
+                gz = buf.getvalue()
+    except (zipfile.BadZipFile, OSError, ValueError, RuntimeError) as e:
+        raise ArchiveError(f"{path}: cannot be read as {fmt} ({type(e).__name__}: {str(e)[:200]}). "
+                           "Check the file (download it again?).") from None
+    if not rows["name"]:
+        raise ArchiveError(f"{path}: no member could be read as {fmt}. " + (problem or "It is empty.")
+                           + " Check the file (download it again?).")
+    members = pa.table(rows, schema=_MEMBERS_SCHEMA)
+    return ArchiveIndex(path, fmt, st.st_size, st.st_mtime_ns, members, gz, problem)
+
+
+def save_index(index: ArchiveIndex, folder: Path) -> None:
+    """The index in `folder`, archive.json last (its presence means the rest is whole)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "archive.json").unlink(missing_ok=True)
+    buf = io.BytesIO()
+    pq.write_table(index.members, buf, compression="zstd")
+    atomic_bytes(folder / "members.parquet", buf.getvalue())
+    atomic_bytes(folder / "gzip.index", index.gzip_index)
+    meta = {"version": INDEX_VERSION, "path": str(index.path), "format": index.fmt,
+            "size": index.size, "mtime_ns": index.mtime_ns, "members": index.members.num_rows,
+            "digest": index.digest, "problem": index.problem}
+    atomic_bytes(folder / "archive.json", (json.dumps(meta, indent=2) + "\n").encode())
+
+
+def load_index(path: Path, folder: Path) -> ArchiveIndex | None:
+    """The index saved in folder for this archive, or None when there is none or it is outdated."""
+    try:
+        meta = json.loads((folder / "archive.json").read_text())
+        if meta.get("version") != INDEX_VERSION or meta["path"] != str(Path(path).absolute()):
+            return None
+        members = pq.read_table(folder / "members.parquet")
+        if not (folder / "gzip.index").is_file():
+            return None
+    except (OSError, ValueError, KeyError):
+        return None
+    index = ArchiveIndex(Path(meta["path"]), meta["format"], meta["size"], meta["mtime_ns"],
+                         members, b"", meta["problem"], meta["digest"], folder / "gzip.index")
+    pa.default_memory_pool().release_unused()  # Parquet decoding's buffers
+    return None if index.changed() else index
+
+
+def atomic_bytes(path: Path, data: bytes) -> None:
+    """Readers see the old file or the whole new one."""
+    tmp = path.with_name(f".{path.name}.tmp")
+    with open(tmp, "wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+# Where this process keeps archive indexes (the run folder's archive/); None: in memory only.
+_INDEX_DIR: dict[str, Path | bool | None] = {"dir": None, "write": True, "build": True}
+_INDEXES: dict[str, ArchiveIndex] = {}
+
+
+def set_index_dir(folder: Path | None, write: bool = True, build: bool = True) -> None:
+    """Keep (and find) indexes in folder. write=False: a read-only command (verify) builds an
+    outdated index in memory only; build=False: a worker, which never reads a whole archive, refuses
+    an archive whose index is outdated (the coordinator indexes it again when the run resumes)."""
+    _INDEX_DIR.update(dir=folder, write=write, build=build)
+
+
+def open_index(path: Path) -> ArchiveIndex:
+    """The archive's index: this process's, the run folder's when still valid, else built now."""
+    path = Path(path).absolute()
+    key = str(path)
+    index = _INDEXES.get(key)
+    if index is not None and not index.changed():
+        return index
+    folder = _INDEX_DIR["dir"]
+    index = load_index(path, folder) if isinstance(folder, Path) else None
+    if index is None:
+        if not _INDEX_DIR["build"]:
+            raise ArchiveError(f"{path} changed since the run indexed it (or its index in "
+                               f"{folder} is gone): run the same command again; the run indexes "
+                               "it anew and redoes the frames that changed.")
+        index = build_index(path)
+        if isinstance(folder, Path) and _INDEX_DIR["write"]:
+            save_index(index, folder)
+    _INDEXES[key] = index
+    _READERS.pop(key, None)
+    return index
+
+
+# --- the archive as a folder tree for corpus readers --------------------------------------------
+class _Entry:
+    """What os.scandir yields, for one archive entry."""
+
+    def __init__(self, name: str, is_dir: bool) -> None:
+        self.name, self._dir = name, is_dir
+
+    def is_dir(self) -> bool:
+        return self._dir
+
+
+class ArchivePath:
+    """A path inside an archive with the pathlib calls corpus readers make; str() names both."""
+
+    def __init__(self, index: ArchiveIndex, rel: str = "") -> None:
+        self.index, self.rel = index, rel.strip("/")
+
+    def __truediv__(self, other: object) -> ArchivePath:
+        parts = [p for p in (self.rel, *PurePosixPath(str(other)).parts) if p not in ("", ".", "/")]
+        return ArchivePath(self.index, "/".join(parts))
+
+    def __str__(self) -> str:
+        return f"{self.index.path}/{self.rel}" if self.rel else str(self.index.path)
+
+    def __repr__(self) -> str:
+        return f"ArchivePath({str(self)!r})"
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, ArchivePath) and str(self) == str(other)
+
+    def __hash__(self) -> int:
+        return hash(str(self))
+
+    @property
+    def name(self) -> str:
+        return self.rel.rpartition("/")[2] or self.index.path.name
+
+    @property
+    def parent(self) -> ArchivePath:
+        return ArchivePath(self.index, self.rel.rpartition("/")[0])
+
+    def resolve(self) -> ArchivePath:
+        return self
+
+    def _member(self) -> int | None:
+        return self.index.find(self.rel)
+
+    def is_dir(self) -> bool:
+        return self.rel in self.index.tree()
+
+    def is_file(self) -> bool:
+        i = self._member()
+        return i is not None and self.index.kind[i] == KIND_FILE
+
+    def exists(self) -> bool:
+        return self.is_dir() or self._member() is not None
+
+    def scandir(self) -> Iterator[_Entry]:
+        entries = self.index.tree().get(self.rel)
+        if entries is None:
+            raise FileNotFoundError(str(self))
+        tree = self.index.tree()
+        prefix = f"{self.rel}/" if self.rel else ""
+        return iter([_Entry(n, f"{prefix}{n}" in tree) for n in entries])
+
+    def iterdir(self) -> Iterator[ArchivePath]:
+        return (self / e.name for e in self.scandir())
+
+    def read_bytes(self) -> bytes:
+        i = self._member()
+        if i is None or self.index.kind[i] != KIND_FILE:
+            raise FileNotFoundError(str(self))
+        data, why = reader(self.index).read(i)
+        if data is None:
+            raise OSError(why)
+        return data
+
+    def read_text(self, encoding: str = "utf-8") -> str:
+        return self.read_bytes().decode(encoding)
+
+
+# --- reading members ----------------------------------------------------------------------------
+class _Reader:
+    """One open archive in this process: members read by seeking (rapidgzip for tar.gz)."""
+
+    def __init__(self, index: ArchiveIndex) -> None:
+        self.index, self.f = index, None
+
+    def _open(self):
+        ix = self.index
+        if ix.fmt == "zip":
+            return zipfile.ZipFile(ix.path)
+        if ix.fmt == "tar":
+            return open(ix.path, "rb")
+        import rapidgzip
+
+        f = rapidgzip.RapidgzipFile(str(ix.path), parallelization=1, chunk_size=GZIP_CHUNK)
+        if ix.gzip_file is not None:
+            with open(ix.gzip_file, "rb") as fi:
+                f.import_index(fi)
+        else:
+            f.import_index(io.BytesIO(ix.gzip_index))
+        return f
+
+    def read(self, i: int) -> tuple[bytes | None, str]:
+        """(the member's bytes, "") or (None, why they cannot be read)."""
+        ix = self.index
+        try:
+            if self.f is None:
+                self.f = self._open()
+            if ix.fmt == "zip":
+                name = ix.members["name"][i].as_py()
+                with self.f.open(name) as fh:
+                    data = fh.read()
+            else:
+                self.f.seek(int(ix.offset[i]))
+                data = self.f.read(int(ix.length[i]))
+        except (OSError, ValueError, RuntimeError, EOFError, zipfile.BadZipFile) as e:
+            self.close()  # the reader's state is unknown after an error: reopen for the next one
+            return None, f"cannot read it from the archive ({type(e).__name__}: {str(e)[:160]})"
+        if len(data) != int(ix.length[i]):
+            return None, (f"the archive ends inside it ({len(data)} of {int(ix.length[i])} bytes): "
+                          "truncated")
+        return data, ""
+
+    def close(self) -> None:
+        if self.f is not None:
+            try:
+                self.f.close()
+            finally:
+                self.f = None
+
+
+_READERS: dict[str, _Reader] = {}
+
+
+def reader(index: ArchiveIndex) -> _Reader:
+    key = str(index.path)
+    r = _READERS.get(key)
+    if r is None or r.index is not index:
+        if r is not None:
+            r.close()
+        r = _READERS[key] = _Reader(index)
+    return r
+
+
+@atexit.register
+def _close_readers() -> None:
+    """rapidgzip aborts the interpreter when a reader's threads outlive it: close them first."""
+    for r in _READERS.values():
+        r.close()
+
+
+# --- the frame source ---------------------------------------------------------------------------
+def _member_name(prefix: str, rel: str) -> str:
+    return f"{prefix}/{rel}" if prefix else rel
+
+
+class ArchiveSource:
+    """Frame files of a folder dataset that lies inside one archive file."""
+
+    kind = "archive"
+    fragment = FRAGMENT
+
+    def frames(self, root: Path, ref: Ref) -> Iterator[Frame]:
+        found = split_root(root)
+        names = [f"{ref.locator}/{n}" for n in ref.files]
+        if found is None:
+            for rel in names:
+                yield Frame(None, STATUS_MISSING, f"the archive {root} is gone", rel)
+            return
+        archive, prefix = found
+        tag = f"#{FRAGMENT}={archive.name}"
+        try:
+            index = open_index(archive)
+        except ArchiveError as e:
+            for rel in names:
+                yield Frame(None, STATUS_UNREADABLE, str(e)[:200], rel + tag)
+            return
+        r = reader(index)
+        found = [index.find(_member_name(prefix, rel)) for rel in names]
+        pa.default_memory_pool().release_unused()  # the lookup's Arrow temporaries (~1 ms)
+        for rel, i in zip(names, found, strict=True):
+            if i is None:
+                yield Frame(None, STATUS_MISSING, "no such member in the archive", rel + tag)
+                continue
+            if index.kind[i] != KIND_FILE:
+                yield Frame(None, STATUS_NOT_A_FILE, "a folder or link in the archive", rel + tag)
+                continue
+            data, why = r.read(i)
+            if data is None:
+                yield Frame(None, STATUS_UNREADABLE, why, rel + tag)
+                continue
+            rgb, status, note = decode_frame(data, rel)
+            yield Frame(rgb, status, note, rel + tag, len(data), int(index.mtime[i]),
+                        hashlib.sha256(data).hexdigest())
+
+    def stale(self, root: Path, recorded: pa.Table, content: bool, threads: int) -> list[Mismatch]:
+        """Rows whose member differs in the archive as indexed now (a changed archive is indexed
+        again first); content=True also re-reads and hashes the members whose size and mtime match."""
+        images = recorded["image"].to_pylist()
+        found = split_root(root)
+        if found is None:
+            return [Mismatch(i, im, f"the archive {root} is gone") for i, im in enumerate(images)]
+        archive, prefix = found
+        index = open_index(archive)
+        size = recorded["file_size"].to_pylist()
+        mtime = recorded["file_mtime_ns"].to_pylist()
+        sha = recorded["file_sha256"].to_pylist() if content else [None] * len(images)
+        out = []
+        for row, image in enumerate(images):
+            why = self._why(index, _member_name(prefix, image.rpartition("#")[0]), size[row],
+                            mtime[row], sha[row])
+            if why:
+                out.append(Mismatch(row, image, why))
+        return out
+
+    @staticmethod
+    def _why(index: ArchiveIndex, member: str, size: int | None, mtime: int | None,
+             sha: str | None) -> str:
+        i = index.find(member)
+        if i is None:
+            return "missing" if size is not None else ""
+        if index.kind[i] != KIND_FILE:
+            return "not a file any more" if size is not None else ""
+        if size is None:
+            data, _ = reader(index).read(i)
+            return f"was not readable, now a file of {len(data)} bytes" if data is not None else ""
+        if int(index.length[i]) != size:
+            return f"size {size} -> {int(index.length[i])}"
+        if int(index.mtime[i]) != mtime:
+            return "modified"
+        if sha is not None:
+            data, why = reader(index).read(i)
+            if data is None:
+                return why
+            if hashlib.sha256(data).hexdigest() != sha:
+                return "content differs"
+        return ""
+

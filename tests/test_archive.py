@@ -1,0 +1,296 @@
+"""--dataset FILE.tar.gz (and .tar, .zip): the shared sample packed as the release is packed, read in
+place. The whole job on it gives the folder run's keypoints, statuses and order; 1 worker equals 2;
+a SIGKILLed run resumes exactly; a changed archive is found and only its chunk redone; damaged
+archives cost only what is damaged.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import os
+import shutil
+import signal
+import tarfile
+import zipfile
+import zlib
+from pathlib import Path
+
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+import pytest
+from helpers import (
+    KEYPOINT_COLUMNS,
+    assert_no_traceback,
+    assert_same_output,
+    popen_cli,
+    run_cli,
+    temps,
+    wait_for,
+)
+
+from extract.corpora import discover
+from extract.corpora.base import DatasetError
+from extract.sources import archive, get
+from extract.sources.base import Ref
+
+TOP = "PHOENIX-2014-T-release-v3"
+RUN_ARGS = ["--chunk-frames", "60"]  # as the shared_run fixture
+SIGNER = "features/fullFrame-210x260px/train/signer_demo-1"
+
+
+def pack(tree: Path, dest: Path, mode: str = "w:gz", skip: str = "") -> Path:
+    """tree/ packed with TOP/ on top, members in sorted order, as `tar czf` of the release."""
+    with tarfile.open(dest, mode) as tf:
+        tf.add(tree, arcname=f"{TOP}/PHOENIX-2014-T",
+               filter=lambda ti: None if skip and ti.name.endswith(skip) else ti)
+    return dest
+
+
+@pytest.fixture(scope="module")
+def tree(shared_sample: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A writable copy of the shared sample (mtimes kept) to pack and change."""
+    dest = tmp_path_factory.mktemp("tree") / "PHOENIX-2014-T"
+    shutil.copytree(shared_sample, dest)
+    for p in [dest, *dest.rglob("*")]:
+        p.chmod(0o755 if p.is_dir() else 0o644)
+    return dest
+
+
+@pytest.fixture(scope="module")
+def tgz(tree: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return pack(tree, tmp_path_factory.mktemp("tgz") / f"{TOP}.tar.gz")
+
+
+@pytest.fixture(scope="module")
+def archive_run(tgz: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("arun") / "run"
+    proc = run_cli(["run", "--dataset", tgz, "--out", out, *RUN_ARGS])
+    assert proc.returncode == 0, proc.stderr
+    assert_no_traceback(proc)
+    return out
+
+
+@pytest.mark.slow
+def test_archive_run_equals_folder_run(archive_run: Path, shared_run: Path, tgz: Path):
+    """Same keypoints, statuses and order as the unpacked folder; only `image` (+ #archive=NAME)
+    and file_mtime_ns (the tar header's whole seconds) differ; size and sha256 are the files'."""
+    a = pq.read_table(archive_run / "keypoints.parquet")
+    f = pq.read_table(shared_run / "keypoints.parquet")
+    assert a.num_rows == f.num_rows > 100
+    assert a.select(["split", "video", *KEYPOINT_COLUMNS, "note", "width", "height"]).equals(
+        f.select(["split", "video", *KEYPOINT_COLUMNS, "note", "width", "height"]))
+    assert a["file_size"].equals(f["file_size"]) and a["file_sha256"].equals(f["file_sha256"])
+    assert pc.all(pc.equal(a["status"], "ok")).as_py()
+    assert [im.rpartition("#")[0] for im in a["image"].to_pylist()] == f["image"].to_pylist()
+    assert set(im.rpartition("#")[2] for im in a["image"].to_pylist()) == {f"archive={tgz.name}"}
+    mt = f["file_mtime_ns"].to_numpy() // 10**9 * 10**9
+    assert (a["file_mtime_ns"].to_numpy() == mt).all()
+    index = archive.load_index(tgz, archive_run / "archive")
+    assert index is not None and index.fmt == "tar.gz" and index.gzip_file.stat().st_size
+    assert (archive_run / "archive" / "archive.json").is_file()
+
+
+@pytest.mark.slow
+def test_one_worker_equals_two(archive_run: Path, tgz: Path, tmp_path: Path):
+    out = tmp_path / "run1"
+    proc = run_cli(["run", "--dataset", tgz, "--out", out, *RUN_ARGS, "--workers-per-gpu", "1"])
+    assert proc.returncode == 0, proc.stderr
+    assert_same_output(out, archive_run)
+
+
+@pytest.mark.slow
+def test_sigkill_then_resume(archive_run: Path, tgz: Path, tmp_path: Path):
+    """Coordinator and workers SIGKILLed mid-commit; `run` again reuses the index and its parts."""
+    out = tmp_path / "run"
+    proc = popen_cli(["run", "--dataset", tgz, "--out", out, *RUN_ARGS],
+                     env={"PHOENIX_KEYPOINTS_FAULTS": "write-delay=2"})
+    wait_for(lambda: list((out / "parts").glob("chunk-*.parquet")) and temps(out), 180,
+             "a committed part and a part being committed", proc)
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.communicate(timeout=30)
+    committed = {p.name: p.stat().st_mtime_ns for p in (out / "parts").glob("chunk-*.parquet")}
+    index_mtime = (out / "archive" / "gzip.index").stat().st_mtime_ns
+    again = run_cli(["run", "--out", out])
+    assert again.returncode == 0, again.stderr
+    assert_no_traceback(again)
+    for name, mtime in committed.items():
+        assert (out / "parts" / name).stat().st_mtime_ns == mtime, f"{name} was redone"
+    assert (out / "archive" / "gzip.index").stat().st_mtime_ns == index_mtime, "index built twice"
+    assert_same_output(out, archive_run)
+
+
+@pytest.mark.slow
+def test_changed_archive_found_and_only_its_chunk_redone(archive_run: Path, tree: Path, tgz: Path,
+                                                         tmp_path: Path):
+    """The archive replaced by one in which one frame differs: verify names that frame, `run`
+    indexes the archive again and redoes that frame's chunk only; the rest stays as it was."""
+    work = tmp_path / "tree" / "PHOENIX-2014-T"
+    shutil.copytree(tree, work, copy_function=shutil.copy2)
+    out = tmp_path / "run"
+    shutil.copytree(archive_run, out)
+    frame = work / SIGNER / "images0010.png"
+    frame.write_bytes((work / SIGNER / "images0011.png").read_bytes())
+    os.utime(frame, ns=(frame.stat().st_atime_ns, frame.stat().st_mtime_ns + 5 * 10**9))
+    saved, saved_ns = tgz.read_bytes(), tgz.stat().st_mtime_ns
+    try:  # the archive the run names, replaced in place (and put back for the other tests)
+        pack(work, tgz)
+        v = run_cli(["verify", "--out", out])
+        assert v.returncode == 1, v.stderr
+        lines = v.stdout.splitlines()
+        assert len(lines) == 1 and lines[0].startswith(
+            f"signer_demo-1\t9\t{SIGNER}/images0010.png#archive={tgz.name}\t"), v.stdout
+        parts = {p.name: p.stat().st_mtime_ns for p in (out / "parts").glob("chunk-*.parquet")}
+        again = run_cli(["run", "--out", out])
+        assert again.returncode == 0, again.stderr
+        assert_no_traceback(again)
+        redone = [n for n, m in parts.items() if (out / "parts" / n).stat().st_mtime_ns != m]
+        assert len(redone) == 1, redone
+        got = pq.read_table(out / "keypoints.parquet")
+        row = got.filter(pc.and_(pc.equal(got["video"], "signer_demo-1"), pc.equal(got["frame"], 9)))
+        assert row["file_sha256"][0].as_py() == hashlib.sha256(frame.read_bytes()).hexdigest()
+        assert run_cli(["verify", "--out", out]).returncode == 0
+    finally:
+        tgz.write_bytes(saved)
+        os.utime(tgz, ns=(saved_ns, saved_ns))
+
+
+# --- the source alone, on each format -----------------------------------------------------------
+def _frames(root: Path, video: str = SIGNER) -> list:
+    ds = discover(root, videos=[Path(video).name])
+    v = ds.videos[0]
+    return list(get(v.source).frames(Path(str(ds.root)), Ref(v.source, v.folder, v.files)))
+
+
+@pytest.mark.parametrize("fmt", ["w:gz", "w", "zip"])
+def test_each_format_reads_the_files_bytes(fmt: str, tree: Path, tmp_path: Path):
+    """Every frame read from the archive is the file's bytes (sha256), in the folder's order."""
+    archive.set_index_dir(None)
+    if fmt == "zip":
+        dest = tmp_path / "corpus.zip"
+        with zipfile.ZipFile(dest, "w") as zf:  # stored: PNG does not compress
+            for p in sorted(tree.rglob("*")):
+                zf.write(p, f"{TOP}/PHOENIX-2014-T/{p.relative_to(tree)}")
+    else:
+        dest = pack(tree, tmp_path / ("corpus.tgz" if fmt == "w:gz" else "corpus.tar"), fmt)
+    frames = _frames(dest)
+    files = sorted((tree / SIGNER).glob("*.png"), key=lambda p: int(p.stem[6:]))
+    assert [f.status for f in frames] == ["ok"] * len(files)
+    assert [f.sha256 for f in frames] == [hashlib.sha256(p.read_bytes()).hexdigest() for p in files]
+    assert [f.image.rpartition("#")[0] for f in frames] == [f"{SIGNER}/{p.name}" for p in files]
+
+
+# --- bad input ----------------------------------------------------------------------------------
+def test_truncated_archive(tgz: Path, tree: Path, tmp_path: Path):
+    """Cut in the middle: indexed as far as it reads; the videos beyond have no folder; the run's
+    warning says where it ends and what to do; the frames before are read whole."""
+    archive.set_index_dir(None)
+    cut = tmp_path / "cut.tar.gz"
+    cut.write_bytes(tgz.read_bytes()[: tgz.stat().st_size * 2 // 3])
+    ds = discover(cut)
+    assert "truncated or damaged" in ds.root.index.problem
+    problems = {v.name: v.problem for v in ds.videos}
+    assert problems["signer_demo-1"] in ("no folder", "the archive ends inside its frames (truncated)")
+    ok = [v for v in ds.videos if not v.problem]
+    assert ok, problems
+    for v in ok:  # whole, never planned with fewer frames than the folder has
+        assert list(v.files) == sorted(p.name for p in (tree / v.folder).glob("*.png"))
+        got = list(get(v.source).frames(Path(str(ds.root)), Ref(v.source, v.folder, v.files)))
+        assert {f.status for f in got} <= {"ok", "unreadable"}, [f.note for f in got]
+    proc = run_cli(["run", "--dataset", cut, "--out", tmp_path / "run", "--videos", "portrait-1"])
+    assert_no_traceback(proc)
+    assert "probably truncated or damaged" in proc.stderr and "download the archive again" in \
+        proc.stderr, proc.stderr
+
+
+def _compressed_offset(gz: bytes, target: int) -> int:
+    """Where in a gzip file the byte `target` of its uncompressed stream is encoded (to 4 KiB)."""
+    d, out = zlib.decompressobj(wbits=31), 0
+    for at in range(0, len(gz), 4096):
+        out += len(d.decompress(gz[at:at + 4096]))
+        if out > target:
+            return at
+    raise AssertionError("target past the end")
+
+
+def test_corrupt_block_inside_one_member(tgz: Path, tmp_path: Path):
+    """Bit rot after indexing: bytes flipped inside the deflate data of one frame of signer_demo-1
+    (size and mtime kept). The frames from there to the next seek point of the index are
+    unreadable or corrupt_png (gzip cannot resync sooner), each with its reason; every frame of the
+    other videos, and of signer_demo-1 before the damage, is read whole."""
+    bad = tmp_path / "bad.tar.gz"
+    shutil.copy2(tgz, bad)
+    archive.set_index_dir(tmp_path / "index")
+    before = {v.name: _frames(bad, v.folder) for v in discover(bad).videos}
+    index = archive.open_index(bad)
+    member = index.find(f"{TOP}/PHOENIX-2014-T/{SIGNER}/images0030.png")
+    raw = bytearray(bad.read_bytes())
+    at = _compressed_offset(bytes(raw), int(index.offset[member]) + int(index.length[member]) // 2)
+    raw[at:at + 64] = bytes(b ^ 0x5A for b in raw[at:at + 64])
+    mtime = bad.stat().st_mtime_ns
+    bad.write_bytes(bytes(raw))
+    os.utime(bad, ns=(mtime, mtime))
+    archive._INDEXES.clear()
+    after = {name: _frames(bad, [f for f in before[name]][0].image.rpartition("/")[0])
+             for name in before}
+    hurt = [i for i, f in enumerate(after["signer_demo-1"]) if f.status != "ok"]
+    assert hurt and hurt[0] <= 29 < hurt[-1] + 1, hurt
+    assert all(after["signer_demo-1"][i].note or after["signer_demo-1"][i].status == "corrupt_png"
+               for i in hurt)
+    for i, f in enumerate(after["signer_demo-1"]):
+        if i not in hurt:
+            assert f.sha256 == before["signer_demo-1"][i].sha256
+    for name, frames in after.items():
+        if name != "signer_demo-1":
+            assert [f.sha256 for f in frames] == [f.sha256 for f in before[name]], name
+    archive.set_index_dir(None)
+
+
+def test_member_that_is_not_a_png(tree: Path, tmp_path: Path):
+    work = tmp_path / "t" / "PHOENIX-2014-T"
+    shutil.copytree(tree, work)
+    (work / SIGNER / "images0005.png").write_text("not an image\n")
+    archive.set_index_dir(None)
+    frames = _frames(pack(work, tmp_path / "np.tar.gz"))
+    assert [f.status for f in frames].count("not_png") == 1
+    assert frames[4].status == "not_png" and frames[4].sha256 is not None
+    assert {f.status for i, f in enumerate(frames) if i != 4} == {"ok"}
+
+
+def test_two_corpora_or_none_refused(tree: Path, tmp_path: Path):
+    """Refused at once (exit 2), saying what the archive holds and what to pass instead."""
+    two = tmp_path / "two.tar.gz"
+    with tarfile.open(two, "w:gz") as tf:
+        for top in ("a", "b"):
+            tf.add(tree / "annotations", arcname=f"{top}/PHOENIX-2014-T/annotations")
+    proc = run_cli(["run", "--dataset", two, "--out", tmp_path / "r2"])
+    assert proc.returncode == 2, proc.stderr
+    assert_no_traceback(proc)
+    assert "holds 2 corpora" in proc.stderr and f"{two}/a/PHOENIX-2014-T" in proc.stderr
+    none = tmp_path / "none.tar.gz"
+    with tarfile.open(none, "w:gz") as tf:
+        data = b"hello\n"
+        ti = tarfile.TarInfo("readme.txt")
+        ti.size = len(data)
+        tf.addfile(ti, io.BytesIO(data))
+    proc = run_cli(["run", "--dataset", none, "--out", tmp_path / "r0"])
+    assert proc.returncode == 2, proc.stderr
+    assert "no corpus inside the archive" in proc.stderr and "readme.txt" in proc.stderr
+    junk = tmp_path / "junk.tar.gz"
+    junk.write_bytes(b"this is not gzip at all" * 10)
+    proc = run_cli(["run", "--dataset", junk, "--out", tmp_path / "rj"])
+    assert proc.returncode == 2, proc.stderr
+    assert_no_traceback(proc)
+    assert str(junk) in proc.stderr
+
+
+def test_slurm_plans_one_shared_index(tgz: Path, tmp_path: Path):
+    """`slurm` (without --submit) plans on the login node: the index is in the run folder, and a
+    shard loading the plan finds it valid instead of reading the archive again."""
+    out = tmp_path / "run"
+    proc = run_cli(["slurm", "--dataset", tgz, "--out", out, "--num-shards", "2"])
+    assert proc.returncode == 0, proc.stderr
+    index = archive.load_index(tgz, out / "archive")
+    assert index is not None and index.members.num_rows > 140
+    with pytest.raises(DatasetError, match="no folder"):
+        discover(Path(f"{tgz}/{TOP}/nothing-here"))
