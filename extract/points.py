@@ -1,10 +1,12 @@
 """Which of the 543 Holistic points a tensor keeps: named presets, explicit lists, point names.
 
 Indices are global positions in the [543] layout of keypoints.parquet's parts in order: pose 0-32,
-face 33-500, left hand 501-521, right hand 522-542 (see extract.schema.OFFSETS).
+face 33-500, left hand 501-521, right hand 522-542 (see extract.schema.OFFSETS). A run made with
+refine_face_landmarks has 553: its face is 478 points (mesh 0-467, then iris 468-477) at 33-510,
+the left hand 511-531, the right hand 532-552; a set is read against its run's layout (`refined`).
 
 Presets (the README lists them in full):
-- holistic-543: everything, the layout `run` writes.
+- holistic-543: everything, the layout `run` writes (holistic-553 on a refined run: the iris too).
 - compact-187: upper body (pose 0-16: head, shoulders, elbows, wrists), both hands (42), and the
   128 face-mesh points on MediaPipe's FACEMESH_CONTOURS (lips, eyes, eyebrows, face oval), the
   reduced face that pose-format's reduce_holistic and many sign-language models keep. The mouth
@@ -27,7 +29,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from extract.schema import NUM_POINTS, OFFSETS, PARTS
+from extract.schema import FACE_POINTS_REFINED, PARTS
 
 # MediaPipe's landmark enums (mediapipe.python.solutions.pose.PoseLandmark / hands.HandLandmark),
 # spelled out so naming points does not import mediapipe; a test checks they still agree.
@@ -76,66 +78,102 @@ UPPER_BODY = tuple(range(17))  # pose 0-16: nose, eyes, ears, mouth, shoulders, 
 SHOULDERS = (11, 12)  # pose LEFT_SHOULDER, RIGHT_SHOULDER
 
 
-def _part(part: str, local: tuple[int, ...] | range) -> list[int]:
-    return [OFFSETS[part] + i for i in local]
+def point_layout(refined: bool = False) -> dict[str, tuple[int, int]]:
+    """part -> (first global index, points) of the tensor numbering of a run with or without
+    refine_face_landmarks (478 face points, not 468)."""
+    out, o = {}, 0
+    for part, (n, _) in PARTS.items():
+        n = FACE_POINTS_REFINED if refined and part == "face" else n
+        out[part] = (o, n)
+        o += n
+    return out
 
 
-def _hands() -> list[int]:
-    return _part("left_hand", range(21)) + _part("right_hand", range(21))
+def num_points(refined: bool = False) -> int:
+    """543, or 553 on a refined run."""
+    return sum(n for _, n in point_layout(refined).values())
 
 
-PRESETS: dict[str, tuple[int, ...]] = {
-    "holistic-543": tuple(range(NUM_POINTS)),
-    "compact-187": tuple(_part("pose", UPPER_BODY)
-                         + _part("face", sorted(i for r in FACE_CONTOURS.values() for i in r))
-                         + _hands()),
-    "hands-body-59": tuple(_part("pose", UPPER_BODY) + _hands()),
-    "legacy-143": tuple(_part("face", LEGACY_FACE) + _hands() + _part("pose", range(33))),
-}
+def _part(part: str, local: tuple[int, ...] | range, refined: bool = False) -> list[int]:
+    o = point_layout(refined)[part][0]
+    return [o + i for i in local]
+
+
+def _hands(refined: bool = False) -> list[int]:
+    return _part("left_hand", range(21), refined) + _part("right_hand", range(21), refined)
+
+
+def presets(refined: bool = False) -> dict[str, tuple[int, ...]]:
+    """The presets in a run's numbering. Only the full set changes in what it holds (the iris on a
+    refined run); the others pick mesh points below 468, the same values either way."""
+    full = f"holistic-{num_points(refined)}"
+    return {
+        full: tuple(range(num_points(refined))),
+        "compact-187": tuple(_part("pose", UPPER_BODY, refined)
+                             + _part("face", sorted(i for r in FACE_CONTOURS.values() for i in r),
+                                     refined)
+                             + _hands(refined)),
+        "hands-body-59": tuple(_part("pose", UPPER_BODY, refined) + _hands(refined)),
+        "legacy-143": tuple(_part("face", LEGACY_FACE, refined) + _hands(refined)
+                            + _part("pose", range(33), refined)),
+    }
+
+
+PRESETS = presets()
 DEFAULT_PRESET = "holistic-543"
+FULL_PRESETS = ("holistic-543", "holistic-553")  # everything: the default set, in tensors/ itself
+_NO_IRIS = ("the run was made without --refine-face-landmarks, so its face has 468 points and no "
+            "iris (468-477); run again with --refine-face-landmarks into a new --out to get them")
 
 
 class PointsError(ValueError):
     """A --points list that cannot be read; the message says which item and why."""
 
 
-def part_of(index: int) -> tuple[str, int]:
+def part_of(index: int, refined: bool = False) -> tuple[str, int]:
     """Global index -> (part, index within the part)."""
-    for part, (n, _) in PARTS.items():
-        o = OFFSETS[part]
+    for part, (o, n) in point_layout(refined).items():
         if o <= index < o + n:
             return part, index - o
-    raise PointsError(f"point {index} is outside 0-{NUM_POINTS - 1}")
+    raise PointsError(f"point {index} is outside 0-{num_points(refined) - 1}")
 
 
-def point_name(index: int) -> str:
-    """A readable, stable name: pose.LEFT_SHOULDER, face.61, left_hand.WRIST."""
-    part, i = part_of(index)
+def point_name(index: int, refined: bool = False) -> str:
+    """A readable, stable name: pose.LEFT_SHOULDER, face.61, face.iris.470, left_hand.WRIST."""
+    part, i = part_of(index, refined)
     if part == "pose":
         return f"pose.{POSE_NAMES[i]}"
     if part == "face":
-        return f"face.{i}"
+        return f"face.iris.{i}" if i >= PARTS["face"][0] else f"face.{i}"
     return f"{part}.{HAND_NAMES[i]}"
 
 
 _ITEM = re.compile(r"^(?:(?P<part>[a-z_]+)(?::(?P<range>.+))?|(?P<glob>\d+(?:-\d+)?))$")
 
 
-def _span(text: str, limit: int, where: str) -> list[int]:
+def _span(text: str, limit: int, where: str, refined_limit: int | None = None) -> list[int]:
+    """refined_limit: the bound on a refined run, for the message when an unrefined one is asked
+    for more (the iris)."""
     a, _, b = text.partition("-")
     if not a.isdigit() or (b and not b.isdigit()):
         raise PointsError(f"{where}: '{text}' is not N or N-M")
     lo, hi = int(a), int(b) if b else int(a)
     if lo > hi or hi >= limit:
+        if lo <= hi and refined_limit is not None and hi < refined_limit:
+            raise PointsError(f"{where}: '{text}' needs a refined face (553 points, face:468-477 "
+                              f"the iris), but {_NO_IRIS}")
         raise PointsError(f"{where}: '{text}' is not within 0-{limit - 1}")
     return list(range(lo, hi + 1))
 
 
-def parse_points(spec: str) -> tuple[int, ...]:
-    """'11-16,501-542' (global) or 'pose:11-16,left_hand,right_hand,face:0-10' -> global indices.
+def parse_points(spec: str, refined: bool = False) -> tuple[int, ...]:
+    """'11-16,501-542' (global) or 'pose:11-16,left_hand,right_hand,face:0-10' -> global indices
+    in the run's numbering (`refined`: 553 points, face:468-477 the iris).
 
     Order is kept as written (it is the tensor's point order); a point listed twice is refused.
     """
+    parts = point_layout(refined)
+    more = None if refined else point_layout(True)
     out: list[int] = []
     for raw in spec.split(","):
         item = raw.strip()
@@ -144,15 +182,17 @@ def parse_points(spec: str) -> tuple[int, ...]:
         m = _ITEM.match(item)
         if m is None:
             raise PointsError(f"--points item '{item}': use N, N-M, PART or PART:N-M")
+        where = f"--points item '{item}'"
         if m["glob"]:
-            out += _span(m["glob"], NUM_POINTS, f"--points item '{item}'")
+            out += _span(m["glob"], num_points(refined), where, more and num_points(True))
             continue
         part = m["part"]
-        if part not in PARTS:
-            raise PointsError(f"--points item '{item}': part must be one of {', '.join(PARTS)}")
-        n = PARTS[part][0]
-        local = range(n) if m["range"] is None else _span(m["range"], n, f"--points item '{item}'")
-        out += _part(part, tuple(local))
+        if part not in parts:
+            raise PointsError(f"{where}: part must be one of {', '.join(parts)}")
+        o, n = parts[part]
+        local = range(n) if m["range"] is None else _span(m["range"], n, where,
+                                                          more and more[part][1])
+        out += [o + i for i in local]
     if not out:
         raise PointsError("--points is empty")
     dup = sorted(i for i, n in Counter(out).items() if n > 1)
@@ -163,22 +203,39 @@ def parse_points(spec: str) -> tuple[int, ...]:
 
 @dataclass(frozen=True)
 class PointSet:
-    """The points of one tensor set: where they come from (preset or list) and their indices."""
+    """The points of one tensor set: where they come from (preset or list) and their indices, in
+    the numbering of a run with or without a refined face (`refined`: 553 points, not 543)."""
 
     name: str
     indices: tuple[int, ...]
+    refined: bool = False
+    spec: str | None = None  # the --points text, read again by for_run for the run's numbering
 
     @classmethod
-    def preset(cls, name: str) -> PointSet:
-        if name not in PRESETS:
+    def preset(cls, name: str, refined: bool = False) -> PointSet:
+        if name in FULL_PRESETS:  # everything the run has: the iris too when refined
+            if name == FULL_PRESETS[1] and not refined:
+                raise PointsError(f"preset '{name}' holds the iris points, but {_NO_IRIS}")
+            name = FULL_PRESETS[refined]
+        table = presets(refined)
+        if name not in table:
             raise PointsError(f"unknown preset '{name}'; choose one of {', '.join(PRESETS)}")
-        return cls(name, PRESETS[name])
+        return cls(name, table[name], refined)
 
     @classmethod
-    def from_list(cls, spec: str) -> PointSet:
-        idx = parse_points(spec)
+    def from_list(cls, spec: str, refined: bool = False) -> PointSet:
+        idx = parse_points(spec, refined)
         digest = hashlib.sha1(",".join(map(str, idx)).encode()).hexdigest()[:8]
-        return cls(f"points-{len(idx)}-{digest}", idx)
+        return cls(f"points-{len(idx)}-{digest}", idx, refined, spec)
+
+    def for_run(self, refined: bool) -> PointSet:
+        """The same choice in the numbering of a run with (or without) a refined face; raises
+        PointsError when it asks for iris points an unrefined run does not have."""
+        if refined == self.refined:
+            return self
+        if self.spec is not None:
+            return PointSet.from_list(self.spec, refined)
+        return PointSet.preset(self.name, refined)
 
     @property
     def array(self) -> np.ndarray:
@@ -188,6 +245,7 @@ class PointSet:
         """One entry per tensor point: its global index, part, index in the part, and name."""
         out: list[dict[str, object]] = []
         for k, g in enumerate(self.indices):
-            part, i = part_of(g)
-            out.append({"k": k, "index": g, "part": part, "part_index": i, "name": point_name(g)})
+            part, i = part_of(g, self.refined)
+            out.append({"k": k, "index": g, "part": part, "part_index": i,
+                        "name": point_name(g, self.refined)})
         return out

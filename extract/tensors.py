@@ -6,9 +6,10 @@ A tensor set (a "tag") is one choice of points, normalisation, gap filling and d
 `<split>.index.parquet` (video, start, length, speaker, gloss, translation, and the normalisation
 of each video when there is one), and one `points.json` naming the K points and the options.
 
-The default set (holistic-543, no normalisation, zeros, float32) lives directly in tensors/, the
-layout `run` has always written; every other tag in tensors/<tag>/. Arrays are plain .npy files,
-written sequentially: readers open them with np.load(mmap_mode="r") (extract.loader).
+The default set (holistic-543, holistic-553 on a refined run: no normalisation, zeros, float32)
+lives directly in tensors/, the layout `run` has always written; every other tag in tensors/<tag>/.
+Arrays are plain .npy files, written sequentially: readers open them with np.load(mmap_mode="r")
+(extract.loader).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import os
 import re
 import shutil
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +28,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from extract.filemeta import read_file_metadata
 from extract.normalize import (
     FILL_MODES,
     NORMALIZE_MODES,
@@ -35,8 +37,8 @@ from extract.normalize import (
     normalize_shoulders,
     to_pixels,
 )
-from extract.points import DEFAULT_PRESET, SHOULDERS, PointSet
-from extract.schema import NUM_POINTS, OFFSETS, PARTS, WORLD_PARTS, column_block
+from extract.points import FULL_PRESETS, SHOULDERS, PointSet, num_points, point_layout
+from extract.schema import FACE_POINTS_REFINED, OFFSETS, PARTS, WORLD_PARTS, column_block, layout
 
 TENSORS_FORMAT = 1
 POINTS_JSON = "points.json"
@@ -53,7 +55,7 @@ class TensorsError(Exception):
 class TensorSpec:
     """What one tensor set holds; its tag names the folder (the default set has tag "")."""
 
-    points: PointSet = field(default_factory=lambda: PointSet.preset(DEFAULT_PRESET))
+    points: PointSet = field(default_factory=lambda: PointSet.preset(FULL_PRESETS[0]))
     normalize: str = "none"
     fill: str = "zero"
     max_gap: int = 3
@@ -90,7 +92,7 @@ class TensorSpec:
 
     @property
     def is_default(self) -> bool:
-        return (self.points.name == DEFAULT_PRESET and self.normalize == "none"
+        return (self.points.name in FULL_PRESETS and self.normalize == "none"
                 and self.fill == "zero" and self.dtype == "float32" and self.coords == "image")
 
     @property
@@ -109,6 +111,10 @@ class TensorSpec:
         if self.coords != "image":
             bits.append(self.coords)
         return "-".join(bits)
+
+    def for_run(self, refined: bool) -> TensorSpec:
+        """This set in the point numbering of a run with (or without) a refined face."""
+        return replace(self, points=self.points.for_run(refined))
 
     def as_dict(self) -> dict[str, Any]:
         return {"points": self.points.name, "normalize": self.normalize, "fill": self.fill,
@@ -232,7 +238,7 @@ def split_index(keypoints: Path) -> dict[str, pa.Table]:
 def needed_parts(spec: TensorSpec) -> list[str]:
     """Parts to read: those the points come from, plus pose when normalising by the shoulders."""
     names = list(PARTS)
-    starts = np.array([OFFSETS[p] for p in names])
+    starts = np.array([o for o, _ in point_layout(spec.points.refined).values()])
     # Vectorised part lookup: called once per video, and 543 part_of() calls were ~16% of its time.
     parts = {names[i] for i in np.unique(np.searchsorted(starts, spec.points.array, "right") - 1)}
     if spec.normalize != "none":
@@ -245,14 +251,16 @@ def needed_parts(spec: TensorSpec) -> list[str]:
 def video_tensor(table: pa.Table,
                  spec: TensorSpec) -> tuple[np.ndarray, np.ndarray, ShoulderFrame | None]:
     """One video's rows -> ([T, K, 3] float64 values, [T, K] detected, its shoulder frame or None)."""
-    n = table.num_rows
-    blocks = part_blocks(table, needed_parts(spec), PARTS | WORLD_PARTS)
+    n, refined = table.num_rows, spec.points.refined
+    blocks = part_blocks(table, needed_parts(spec), layout(refined))
     if spec.coords == "world":  # pose_world stands in the pose's place
         blocks = {"pose": blocks["pose_world"]}
-    xyz = np.zeros((n, NUM_POINTS, 3), np.float32)
-    mask = np.zeros((n, NUM_POINTS), bool)
-    for part, (block, present) in blocks.items():
-        o, k = OFFSETS[part], PARTS[part][0]
+    xyz = np.zeros((n, num_points(refined), 3), np.float32)
+    mask = np.zeros((n, num_points(refined)), bool)
+    for part, (o, k) in point_layout(refined).items():
+        if part not in blocks:
+            continue
+        block, present = blocks[part]
         xyz[:, o : o + k] = block[:, :, :3]
         mask[:, o : o + k] = present[:, None]
     idx = spec.points.array
@@ -331,8 +339,11 @@ class TensorSetWriter:
     """
 
     def __init__(self, out_dir: Path, capacity: Mapping[str, int], spec: TensorSpec | None = None,
-                 corpus: Mapping[str, Mapping[str, str]] | None = None) -> None:
-        self.spec, self.corpus = spec or TensorSpec(), corpus
+                 corpus: Mapping[str, Mapping[str, str]] | None = None,
+                 refined: bool = False) -> None:
+        """refined: the run's face has 478 points (refine_face_landmarks); the set's points are
+        read in that numbering (PointSet.for_run)."""
+        self.spec, self.corpus = (spec or TensorSpec()).for_run(refined), corpus
         self.out_dir, self.capacity = Path(out_dir), dict(capacity)
         self.tmp = self.out_dir / f".tmp-{self.spec.tag or 'default'}"
         shutil.rmtree(self.tmp, ignore_errors=True)
@@ -403,6 +414,12 @@ class TensorSetWriter:
         shutil.rmtree(self.tmp, ignore_errors=True)
 
 
+def refined_face(keypoints: Path) -> bool:
+    """Whether the file's face has 478 points (its metadata says; files without one have 468)."""
+    meta = read_file_metadata(keypoints)
+    return bool(meta) and meta.get("face_points") == FACE_POINTS_REFINED
+
+
 def write_tensors(
     keypoints: Path,
     out_dir: Path,
@@ -422,7 +439,7 @@ def write_tensors(
                            "needs a run made by this version (run again into a new --out).")
     index = split_index(keypoints)
     capacity = {s: int(np.sum(t["length"].to_numpy())) if t.num_rows else 0 for s, t in index.items()}
-    writer = TensorSetWriter(out_dir, capacity, spec, corpus)
+    writer = TensorSetWriter(out_dir, capacity, spec, corpus, refined_face(keypoints))
     nth = dict.fromkeys(index, 0)
     try:
         for split, video, table in iter_videos(keypoints, writer.columns, batch_size):
@@ -457,6 +474,8 @@ def points_meta(spec: TensorSpec, frames: Mapping[str, int], videos: Mapping[str
         "format": TENSORS_FORMAT,
         "tag": spec.tag,
         **spec.as_dict(),
+        "num_points": len(spec.points.indices),
+        "face_points": FACE_POINTS_REFINED if spec.points.refined else PARTS["face"][0],
         "indices": list(spec.points.indices),
         "points": spec.points.describe(),
         "channels": ["x", "y", "z"],

@@ -145,13 +145,14 @@ def _add_slurm(sub: argparse._SubParsersAction) -> None:
 
 def _add_tensors(sub: argparse._SubParsersAction) -> None:
     from extract.normalize import FILL_MODES, NORMALIZE_MODES
-    from extract.points import DEFAULT_PRESET, PRESETS
+    from extract.points import DEFAULT_PRESET, FULL_PRESETS, PRESETS
     from extract.tensors import COORDS, DTYPES
 
     t = sub.add_parser("tensors", help="write a tensor set (points, normalisation, gap filling)")
     t.add_argument("--out", type=Path, required=True, help="a run folder with keypoints.parquet")
     which = t.add_mutually_exclusive_group()
-    which.add_argument("--preset", choices=tuple(PRESETS), help=f"default {DEFAULT_PRESET}")
+    which.add_argument("--preset", choices=(*PRESETS, FULL_PRESETS[1]),
+                       help=f"default {DEFAULT_PRESET} ({FULL_PRESETS[1]} on a refined run)")
     which.add_argument("--points", help="explicit points: global indices and ranges (11-16,501-542) "
                                         "or PART[:N-M] (pose:11-16,left_hand,right_hand)")
     t.add_argument("--normalize", choices=NORMALIZE_MODES, default="none")
@@ -315,7 +316,9 @@ def _tensors(args: argparse.Namespace) -> int:
     from extract.tensors import TensorSpec
     from jobs.outputs import write_set_command
 
-    points = PointSet.from_list(args.points) if args.points else PointSet.preset(
+    # Read as a refined run's numbering (the widest) to catch typos now; write_tensors reads the
+    # choice again in the run's own numbering and refuses iris points an unrefined run lacks.
+    points = PointSet.from_list(args.points, refined=True) if args.points else PointSet.preset(
         args.preset or DEFAULT_PRESET)
     spec = TensorSpec(points, args.normalize, args.fill, args.max_gap, args.dtype, args.name,
                       args.coords)

@@ -159,7 +159,9 @@ class Merger:
             if c >= 0:
                 capacity[split] = capacity.get(split, 0) + n
         self.keypoints = KeypointsWriter(rd)
-        self.tensors = TensorSetWriter(rd.tensors_dir, capacity, corpus=corpus_from_plan(plan))
+        refined = bool(rd.load().options.holistic.get("refine_face_landmarks"))
+        self.tensors = TensorSetWriter(rd.tensors_dir, capacity, corpus=corpus_from_plan(plan),
+                                       refined=refined)
         self.stages = [_Stage("merge-keypoints", self.keypoints.append),
                        _Stage("merge-tensors", self._add_videos)]
         self.merged: list[int] = []

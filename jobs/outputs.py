@@ -14,7 +14,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from extract.loader import load_meta, load_split
-from extract.tensors import TensorsError, TensorSpec, tag_dir, write_tensors
+from extract.tensors import TensorsError, TensorSpec, refined_face, tag_dir, write_tensors
 from jobs import messages
 from jobs.locks import locked
 from jobs.rundir import JobFailed, RunDir, RunError
@@ -62,13 +62,14 @@ def write_set(rd: RunDir, spec: TensorSpec) -> dict[str, Any]:
     """Write one tensor set of a finished run and note it in run.json under `tensors`."""
     rd.load()  # a clear error for a folder that is not a run
     keypoints = _need_keypoints(rd)
+    spec = spec.for_run(refined_face(keypoints))  # its tag and points in the run's numbering
     t0 = time.monotonic()
     frames = write_tensors(keypoints, rd.tensors_dir, corpus_from_plan(rd.load_plan()), spec)
     meta = load_meta(rd.path, spec.tag)
     info = {"time": time.time(), "seconds": round(time.monotonic() - t0, 3),
             "dir": str(tag_dir(rd.tensors_dir, spec.tag).relative_to(rd.path)),
             **spec.as_dict(), "frames_per_split": frames,
-            "not_normalized": len(meta["not_normalized"])}
+            "not_normalized": len(meta["not_normalized"]), "num_points": len(spec.points.indices)}
     rd.update(lambda run: run.tensors.__setitem__(spec.tag or "default", info))
     return info
 
@@ -178,7 +179,7 @@ def write_set_command(rd: RunDir, spec: TensorSpec) -> int:
             raise JobFailed(f"cannot write the tensor set in {rd.tensors_dir} ({e}). Free space or "
                             "fix permissions, then run the same `tensors` command again.") from None
     per_split = ", ".join(f"{s} {n}" for s, n in sorted(info["frames_per_split"].items()))
-    messages.result(f"tensors:   {rd.path / info['dir']}/ ({len(spec.points.indices)} points; "
+    messages.result(f"tensors:   {rd.path / info['dir']}/ ({info['num_points']} points; "
                     f"{per_split} frames)")
     if info["not_normalized"]:
         messages.note(f"{info['not_normalized']} video(s) have no pose in any frame and were left "

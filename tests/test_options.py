@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 from pathlib import Path
 
 import numpy as np
+import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
@@ -23,8 +25,10 @@ from helpers import (
     wait_for,
 )
 
+from extract.filemeta import file_metadata, read_file_metadata
 from extract.frames import read_frame
 from extract.holistic import Extractor, HolisticOptions
+from extract.points import LEGACY_FACE
 from extract.schema import layout
 from jobs.parts import META_KEY
 
@@ -241,3 +245,56 @@ def test_world_coordinate_tensors(refined_run: Path):
     refused = run_cli(["tensors", "--out", refined_run, "--coords", "world"])
     assert refused.returncode != 0 and "Traceback" not in refused.stderr
     assert "pose points only" in refused.stderr, refused.stderr
+
+
+def _unrefined_copy(refined_run: Path, dest: Path) -> Path:
+    """The refined run as a run made without refine: its face cut to the 468 mesh points and its
+    file metadata saying so (the rows Holistic gives without refine are the same mesh points)."""
+    shutil.copytree(refined_run, dest, ignore=shutil.ignore_patterns("tensors"))
+    path = dest / "keypoints.parquet"
+    record = read_file_metadata(path)
+    table = pq.read_table(path)
+    face = pa.array([None if v is None else v[:468 * 3] for v in table["face"].to_pylist()],
+                    pa.list_(pa.float32()))
+    meta = file_metadata(record["versions"], {**record["holistic"], "refine_face_landmarks": False},
+                         record["dataset_fingerprint"])
+    table = table.set_column(table.schema.get_field_index("face"), "face", face)
+    pq.write_table(table.replace_schema_metadata(meta), path)
+    return dest
+
+
+def test_refined_tensors_hold_the_iris(refined_run: Path, tmp_path: Path):
+    """On a refined run the default set (written by the merge) has all 553 points, its 478 face
+    points equal to keypoints.parquet's face lists; --points face:468-477 gives the iris; the
+    legacy preset still reads mesh points; an unrefined run refuses iris points, saying why."""
+    table = read_keypoints(refined_run)
+    meta = json.loads((refined_run / "tensors" / "points.json").read_text())
+    assert (meta["num_points"], meta["face_points"]) == (553, 478)
+    assert meta["points"][33 + 468]["name"] == "face.iris.468"
+    proc = run_cli(["tensors", "--out", refined_run, "--points", "face:468-477", "--name", "iris"])
+    assert proc.returncode == 0, proc.stderr
+    proc = run_cli(["tensors", "--out", refined_run, "--preset", "legacy-143"])
+    assert proc.returncode == 0, proc.stderr
+    iris_meta = json.loads((refined_run / "tensors" / "iris" / "points.json").read_text())
+    assert [p["name"] for p in iris_meta["points"]] == [f"face.iris.{i}" for i in range(468, 478)]
+    for split in sorted(set(table["split"].to_pylist())):
+        rows = table.filter(pc.equal(table["split"], split))
+        full = np.load(refined_run / "tensors" / f"{split}.npy")
+        iris = np.load(refined_run / "tensors" / "iris" / f"{split}.npy")
+        legacy = np.load(refined_run / "tensors" / "legacy-143" / f"{split}.npy")
+        assert full.shape == (rows.num_rows, 553, 3) and iris.shape == (rows.num_rows, 10, 3)
+        for t, v in enumerate(rows["face"].to_pylist()):
+            want = np.zeros((478, 3), np.float32) if v is None else \
+                np.reshape(np.asarray(v, np.float32), (478, 3))
+            assert np.array_equal(full[t, 33:511], want), (split, t)
+            assert np.array_equal(iris[t], want[468:]), (split, t)
+            assert np.array_equal(legacy[t, :68], want[list(LEGACY_FACE)]), (split, t)
+    unrefined = _unrefined_copy(refined_run, tmp_path / "unrefined")
+    refused = run_cli(["tensors", "--out", unrefined, "--points", "face:468-477"])
+    assert refused.returncode != 0 and "Traceback" not in refused.stderr
+    assert "--refine-face-landmarks" in refused.stderr and "iris" in refused.stderr, refused.stderr
+    proc = run_cli(["tensors", "--out", unrefined, "--preset", "legacy-143"])
+    assert proc.returncode == 0, proc.stderr
+    for split in sorted(set(table["split"].to_pylist())):
+        assert np.array_equal(np.load(unrefined / "tensors" / "legacy-143" / f"{split}.npy"),
+                              np.load(refined_run / "tensors" / "legacy-143" / f"{split}.npy"))
