@@ -1,7 +1,8 @@
 """`run --backend ray` on a local Ray (ray.init(num_cpus=2) in the driver, two actors).
 
 An actor is SIGKILLed mid-chunk: it is replaced, its chunk retried, and the output equals the local
-reference run. A Ray run stopped half-way is finished by a local run that keeps Ray's parts.
+reference run. A Ray run stopped half-way is finished by a local run that keeps Ray's parts. A Ray
+run reads a dataset packed as a tar.gz through the one index its driver made at planning.
 """
 
 from __future__ import annotations
@@ -10,10 +11,13 @@ import importlib.util
 import json
 import os
 import signal
+import tarfile
 from pathlib import Path
 
+import pyarrow.parquet as pq
 import pytest
 from helpers import (
+    KEYPOINT_COLUMNS,
     REPO,
     assert_no_traceback,
     busy_workers,
@@ -115,3 +119,25 @@ def test_actor_resources_follow_gpus_and_workers() -> None:
     assert opts(None, None, CPU=6) == [{"num_cpus": 1, "num_gpus": 0}] * 6
     assert len(opts(0, 2, CPU=6, GPU=1)) == 2  # --num-gpus 0: CPU actors only
     assert len(opts(None, 16, CPU=4)) == 4  # never more actors than CPUs: they would wait forever
+
+
+@needs_ray
+def test_ray_reads_an_archive_through_the_planned_index(sample_root: Path, clean_run: Path,
+                                                         tmp_path: Path) -> None:
+    """Actors open the archive themselves with the run folder's index (never build one), and the
+    keypoints equal the folder run's; only image (+ #archive=NAME) and mtime columns differ."""
+    tgz = tmp_path / "sample.tar.gz"
+    with tarfile.open(tgz, "w:gz") as tf:
+        tf.add(sample_root, arcname="release/PHOENIX-2014-T")
+    out = tmp_path / "ray"
+    proc = run_cli(["run", "--dataset", tgz, "--out", out, "--chunk-frames", "20",
+                    "--backend", "ray", "--workers-per-gpu", "2"])
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert_no_traceback(proc)
+    assert (out / "archive" / "archive.json").is_file()  # the driver's index, which actors read
+    got, ref = pq.read_table(out / "keypoints.parquet"), pq.read_table(clean_run / "keypoints.parquet")
+    cols = ["split", "video", *KEYPOINT_COLUMNS, "file_size", "file_sha256"]
+    assert got.num_rows == ref.num_rows > 0 and got.select(cols).equals(ref.select(cols))
+    assert {im.rpartition("#")[2] for im in got["image"].to_pylist()} == {f"archive={tgz.name}"}
+    beat = json.loads((out / "progress.json").read_text())
+    assert beat["backend"] == "ray"
