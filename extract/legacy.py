@@ -25,6 +25,7 @@ import numpy as np
 import pyarrow.parquet as pq
 
 from extract.points import LEGACY_FACE, PointSet
+from extract.sources import source_of_image
 from extract.tensors import NpyWriter, TensorsError, TensorSpec, iter_videos, video_tensor
 
 SPLITS = ("train", "dev", "test")  # the pkl always has all three, in this order
@@ -78,7 +79,12 @@ def split_videos(keypoints: Path, split: str, columns: list[str]) -> Iterator[tu
 
 
 def _image_path(dataset_path: str, rel: str) -> str:
-    """As the older script built it: str(Path(dataset_path) / features/.../split/video/file)."""
+    """As the older script built it: str(Path(dataset_path) / features/.../split/video/file). A
+    frame read from an archive is named by its path through the archive file, as --dataset named
+    the archive (`R.tar.gz/PHOENIX-2014-T/features/...png`), without the row's `#archive=` tag:
+    readers that take the video or frame from the path's last components see what a folder gives."""
+    if source_of_image(rel) == "archive":
+        rel = rel.rpartition("#")[0]
     return str(Path(dataset_path) / PurePosixPath(rel))
 
 

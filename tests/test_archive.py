@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import io
 import os
+import pickle
 import shutil
 import signal
 import tarfile
@@ -16,6 +17,7 @@ import zipfile
 import zlib
 from pathlib import Path
 
+import numpy as np
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
@@ -89,6 +91,33 @@ def test_archive_run_equals_folder_run(archive_run: Path, shared_run: Path, tgz:
     index = archive.load_index(tgz, archive_run / "archive")
     assert index is not None and index.fmt == "tar.gz" and index.gzip_file.stat().st_size
     assert (archive_run / "archive" / "archive.json").is_file()
+
+
+def test_legacy_pkl_from_an_archive_run(archive_run: Path, shared_run: Path, tgz: Path,
+                                        tmp_path: Path):
+    """The older pipeline's pkl of an archive run is the folder run's, but for image_paths, which
+    run through the archive file (no `#archive=` tag), so the video and frame are their last parts."""
+    got = {}
+    for name, run in (("archive", archive_run), ("folder", shared_run)):
+        proc = run_cli(["export", "--out", run, "--format", "legacy-pkl", "--to", tmp_path / name])
+        assert proc.returncode == 0, proc.stderr
+        with open(tmp_path / name, "rb") as f:
+            got[name] = pickle.load(f)
+    a, f = got["archive"], got["folder"]
+    assert a["keypoint_info"] == f["keypoint_info"]
+    for split, counts in f["stats"].items():  # total_time is each run's own
+        assert {k: v for k, v in a["stats"][split].items() if k != "total_time"} == \
+            {k: v for k, v in counts.items() if k != "total_time"}
+    for split in ("train", "dev", "test"):
+        assert a[split]["video_ids"] == f[split]["video_ids"]
+        for x, y in zip(a[split]["keypoints"], f[split]["keypoints"], strict=True):
+            assert x.keys() == y.keys()
+            for part in x:
+                assert (x[part] is None and y[part] is None) or np.array_equal(x[part], y[part])
+        folder_root = f["dataset_info"]["source_path"]
+        assert [p.replace(a["dataset_info"]["source_path"], "", 1) for p in a[split]["image_paths"]] \
+            == [p.replace(folder_root, "", 1) for p in f[split]["image_paths"]]
+        assert all(p.startswith(f"{tgz}/") and "#" not in p for p in a[split]["image_paths"])
 
 
 @pytest.mark.slow
