@@ -12,6 +12,7 @@ import os
 import pickle
 import shutil
 import signal
+import subprocess
 import tarfile
 import zipfile
 import zlib
@@ -311,6 +312,23 @@ def test_two_corpora_or_none_refused(tree: Path, tmp_path: Path):
     assert proc.returncode == 2, proc.stderr
     assert_no_traceback(proc)
     assert str(junk) in proc.stderr
+
+
+def test_archives_not_read_in_place_say_how_to_repack(tree: Path, tmp_path: Path):
+    """A .tar.xz / .tar.bz2 is named for what it is, with a command that makes a .tar.gz of it;
+    that command's output is read (corpus found) without unpacking."""
+    for mode, suffix, tool in (("w:xz", ".tar.xz", "xz"), ("w:bz2", ".tar.bz2", "bzip2")):
+        packed = pack(tree, tmp_path / f"release{suffix}", mode)
+        proc = run_cli(["run", "--dataset", packed, "--out", tmp_path / f"r{tool}"])
+        assert proc.returncode == 2, proc.stderr
+        assert_no_traceback(proc)
+        command = f"`{tool} -dc release{suffix} | gzip > release.tar.gz`"
+        assert f"{packed} is {'an' if tool == 'xz' else 'a'} {tool}-compressed tar" in proc.stderr
+        assert command in proc.stderr
+        if shutil.which(tool):
+            subprocess.run(command.strip("`"), shell=True, cwd=tmp_path, check=True)
+            ds = discover(tmp_path / "release.tar.gz", limit_videos=1)
+            assert ds.layout.startswith("phoenix") and ds.videos and ds.num_frames
 
 
 def test_slurm_plans_one_shared_index(tgz: Path, tmp_path: Path):

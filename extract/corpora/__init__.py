@@ -44,6 +44,8 @@ def detect(root: Path) -> Corpus:
             return c
     from extract.corpora.phoenix import inner_hint
 
+    if why := archive.unreadable_archive(root):
+        raise DatasetError(why)
     what = "does not exist" if not root.exists() else "is not a corpus this tool reads"
     raise DatasetError(f"--dataset {root} {what}: expected {EXPECTED}.{inner_hint(root)}")
 

@@ -70,6 +70,37 @@ def archive_format(path: Path | str) -> str | None:
     return next((f for s, f in FORMATS.items() if name.endswith(s)), None)
 
 
+# Files named like archives this tool does not read in place: what they are, and the command that
+# turns one into what it reads ({name}: the file's name, {stem}: without the suffix).
+_REPACK = ("Unpack it and pass the folder, or make a .tar.gz of it without unpacking: "
+           "`{tool} -dc {name} | gzip > {stem}.tar.gz`")
+UNREADABLE = {
+    ".tar.xz": ("an xz-compressed tar", _REPACK.replace("{tool}", "xz")),
+    ".txz": ("an xz-compressed tar", _REPACK.replace("{tool}", "xz")),
+    ".tar.bz2": ("a bzip2-compressed tar", _REPACK.replace("{tool}", "bzip2")),
+    ".tbz2": ("a bzip2-compressed tar", _REPACK.replace("{tool}", "bzip2")),
+    ".tar.zst": ("a zstd-compressed tar", _REPACK.replace("{tool}", "zstd")),
+    ".tzst": ("a zstd-compressed tar", _REPACK.replace("{tool}", "zstd")),
+    ".7z": ("a 7-Zip archive", "Unpack it (`7z x {name}`) and pass the folder"),
+    ".rar": ("a RAR archive", "Unpack it (`unrar x {name}`) and pass the folder"),
+    ".gz": ("a gzip file whose name says no tar", "If it holds a tar, name it {stem}.tar.gz; "
+            "else unpack it (`gunzip -k {name}`) and pass what it holds"),
+}
+
+
+def unreadable_archive(path: Path | str) -> str:
+    """Why a file named like an archive this tool cannot read in place is refused, else ""."""
+    p = Path(path)
+    found = next(((s, w) for s, w in UNREADABLE.items() if p.name.lower().endswith(s)), None)
+    if found is None or not p.is_file():
+        return ""
+    suffix, (what, how) = found
+    stem = p.name[:-len(suffix)]
+    return (f"--dataset {p} is {what}, which is not read in place (this tool reads "
+            f"{', '.join(FORMATS)} files: a gzip stream can be indexed for seeking). "
+            + how.format(name=p.name, stem=stem) + ".")
+
+
 def split_root(root: Path | str) -> tuple[Path, str] | None:
     """(archive file, folder inside it) when root is an archive or a path through one, else None."""
     p = Path(root)
