@@ -12,6 +12,7 @@ from pathlib import Path
 import pandas as pd
 import pyarrow as pa
 
+from extract.sources.archive import split_root
 from jobs.rundir import RunDir, RunError
 
 REPORT_DIR = "report"
@@ -28,13 +29,14 @@ def _keypoints(rd: RunDir) -> Path:
 def _facts(rd: RunDir) -> tuple[Path, dict[str, str], dict[str, str]]:
     """(dataset root, video -> why it has no frames, video -> why its extraction failed)."""
     info = rd.load()
+    rd.use_archive_index(write=False)  # frames drawn from an archive are found through the run's index
     failed = info.merge.failed_videos if info.merge is not None else {}
     return Path(info.dataset.root), dict(info.dataset.problems), dict(failed)
 
 
 def frames_root(root: Path) -> tuple[Path | None, str]:
     """The dataset root when its frames can be read here, else None and what the page says."""
-    if root.is_dir():
+    if root.is_dir() or split_root(root) is not None:
         return root, ""
     return None, (f"The dataset folder {root} is gone or not reachable from here, so there are no "
                   "frame strips; every figure and timeline comes from keypoints.parquet alone.")

@@ -18,6 +18,7 @@ import zipfile
 import zlib
 from pathlib import Path
 
+import cv2
 import numpy as np
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
@@ -119,6 +120,19 @@ def test_legacy_pkl_from_an_archive_run(archive_run: Path, shared_run: Path, tgz
         assert [p.replace(a["dataset_info"]["source_path"], "", 1) for p in a[split]["image_paths"]] \
             == [p.replace(folder_root, "", 1) for p in f[split]["image_paths"]]
         assert all(p.startswith(f"{tgz}/") and "#" not in p for p in a[split]["image_paths"])
+
+
+def test_show_draws_the_archive_frames(archive_run: Path, shared_run: Path, tmp_path: Path):
+    """`show` reads the frames back from the archive through the run's index: its contact sheet
+    is the folder run's, pixel for pixel (not the grey canvas of a dataset that is gone)."""
+    sheets = {}
+    for name, run in (("archive", archive_run), ("folder", shared_run)):
+        dest = tmp_path / f"{name}.png"
+        proc = run_cli(["show", "--out", run, "--video", "signer_demo-1", "--to", dest])
+        assert proc.returncode == 0, proc.stderr
+        assert "gone" not in proc.stdout + proc.stderr
+        sheets[name] = cv2.imread(str(dest))
+    assert sheets["archive"] is not None and np.array_equal(sheets["archive"], sheets["folder"])
 
 
 @pytest.mark.slow

@@ -555,6 +555,23 @@ class ArchiveSource:
             yield Frame(rgb, status, note, rel + tag, len(data), int(index.mtime[i]),
                         hashlib.sha256(data).hexdigest())
 
+    def image(self, root: Path, image: str) -> np.ndarray | None:
+        """One recorded row's frame again (for drawing), None when it cannot be read."""
+        found = split_root(root)
+        if found is None:
+            return None
+        archive, prefix = found
+        try:
+            index = open_index(archive)
+        except ArchiveError:
+            return None
+        i = index.find(_member_name(prefix, image.rpartition("#")[0]))
+        if i is None or index.kind[i] != KIND_FILE:
+            return None
+        data, _ = reader(index).read(i)
+        rgb = decode_frame(data, image)[0] if data is not None else None
+        return rgb
+
     def stale(self, root: Path, recorded: pa.Table, content: bool, threads: int) -> list[Mismatch]:
         """Rows whose member differs in the archive as indexed now (a changed archive is indexed
         again first); content=True also re-reads and hashes the members whose size and mtime match."""
