@@ -24,6 +24,9 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+import pyarrow as pa
+
 from extract import sources
 from extract.holistic import Extractor, HolisticOptions
 from extract.video import Block, extract_video
@@ -34,6 +37,7 @@ from jobs.events import (
     Event,
     FramesDone,
     Ready,
+    VideoRef,
     VideoStarted,
     WriteFailed,
     Writing,
@@ -98,9 +102,8 @@ class ChunkWorker:
         out = Block(layout=self.extractor.layout)
         counter = _FrameCounter(self.slot, send)
         root = Path(task.root)
-        for v in task.videos:
-            if v.name in task.skip:
-                continue
+        videos = [v for v in task.videos if v.name not in task.skip]
+        for v in (videos[k] for k in read_order(root, videos)):
             send(VideoStarted(self.slot, task.chunk, v.name))
             faults.on_video_start(v.name)
             frames = sources.get(v.source).frames(root, v.ref())
@@ -111,7 +114,8 @@ class ChunkWorker:
         info = PartInfo.of_rows(task.chunk, out.video, out.status, dict(task.skip),
                                 self.extractor.options.as_dict())
         try:
-            write_part(self.rd.part_path(task.chunk), out.to_table(), info, task.fingerprint)
+            write_part(self.rd.part_path(task.chunk), in_plan_order(out.to_table(), videos), info,
+                       task.fingerprint)
         except OSError as e:  # the part could not be written: not the chunk's fault
             return WriteFailed(self.slot, task.chunk,
                                f"cannot write {e.filename or 'part'}: {e.strerror or e}")
@@ -129,6 +133,24 @@ class ChunkWorker:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def read_order(root: Path, videos: list[VideoRef]) -> list[int]:
+    """The order to extract a chunk's videos in: the source's own when it has one (an archive's:
+    forward through the file), else the plan's. Rows are written in plan order whatever it is."""
+    kinds = {v.source for v in videos}
+    source = sources.get(kinds.pop()) if len(kinds) == 1 else None
+    order = getattr(source, "read_order", None)
+    return order(root, [v.ref() for v in videos]) if order else list(range(len(videos)))
+
+
+def in_plan_order(table: pa.Table, videos: list[VideoRef]) -> pa.Table:
+    """A chunk's rows with its videos in plan order (a video's own rows keep their order)."""
+    rank = {v.name: k for k, v in enumerate(videos)}
+    keys = np.array([rank[name] for name in table["video"].to_pylist()])
+    if keys.size == 0 or (np.diff(keys) >= 0).all():
+        return table
+    return table.take(pa.array(np.argsort(keys, kind="stable")))
 
 
 def _die_with_parent() -> None:

@@ -10,6 +10,7 @@ import hashlib
 import io
 import os
 import pickle
+import random
 import shutil
 import signal
 import subprocess
@@ -222,6 +223,74 @@ def test_each_format_reads_the_files_bytes(fmt: str, tree: Path, tmp_path: Path)
     assert [f.status for f in frames] == ["ok"] * len(files)
     assert [f.sha256 for f in frames] == [hashlib.sha256(p.read_bytes()).hexdigest() for p in files]
     assert [f.image.rpartition("#")[0] for f in frames] == [f"{SIGNER}/{p.name}" for p in files]
+
+
+def pack_shuffled(tree: Path, dest: Path) -> Path:
+    """tree packed as `tar` may store it: folders in reverse name order and each folder's files in
+    a shuffled (seeded) order, not the frames' order."""
+    rng = random.Random(19)
+    with tarfile.open(dest, "w:gz") as tf:
+        def add(p: Path) -> None:
+            tf.add(p, arcname=f"{TOP}/PHOENIX-2014-T/{p.relative_to(tree)}".rstrip("/."),
+                   recursive=False)
+            if p.is_dir():
+                children = sorted(p.iterdir())
+                files = [c for c in children if not c.is_dir()]
+                rng.shuffle(files)
+                for c in files + sorted((c for c in children if c.is_dir()), reverse=True):
+                    add(c)
+        add(tree)
+    return dest
+
+
+@pytest.fixture(scope="module")
+def shuffled(tree: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return pack_shuffled(tree, tmp_path_factory.mktemp("shuffled") / f"{TOP}.tar.gz")
+
+
+def test_reads_run_forward_through_a_shuffled_archive(shuffled: Path, tree: Path,
+                                                      monkeypatch: pytest.MonkeyPatch):
+    """Members stored out of frame order are read in archive order (offsets only grow), and the
+    frames still come in frame order with the files' bytes; a chunk's videos are taken in the
+    order they lie in the archive."""
+    archive.set_index_dir(None)
+    offsets: list[int] = []
+    real_read = archive._Reader.read
+
+    def recording_read(self, i: int):  # the real read, its offset noted
+        offsets.append(int(self.index.offset[i]))
+        return real_read(self, i)
+
+    monkeypatch.setattr(archive._Reader, "read", recording_read)
+    ds = discover(shuffled)
+    v = next(v for v in ds.videos if f"{v.folder}" == SIGNER)
+    offsets.clear()  # the corpus files read by discover
+    frames = list(get(v.source).frames(Path(str(ds.root)), Ref(v.source, v.folder, v.files)))
+    files = sorted((tree / SIGNER).glob("*.png"), key=lambda p: int(p.stem[6:]))
+    assert [f.sha256 for f in frames] == [hashlib.sha256(p.read_bytes()).hexdigest() for p in files]
+    assert len(offsets) == len(files) and offsets == sorted(offsets)
+    index = archive.open_index(shuffled)
+    stored = [index.offset[index.find(f"{TOP}/PHOENIX-2014-T/{SIGNER}/{p.name}")] for p in files]
+    assert stored != sorted(stored), "the archive was meant to hold the frames out of order"
+    refs = [Ref(v.source, v.folder, v.files) for v in ds.videos if v.split == "train"]
+    order = get("archive").read_order(Path(str(ds.root)), refs)
+    assert order == list(range(len(refs)))[::-1]  # the folders were packed in reverse name order
+
+
+@pytest.mark.slow
+def test_shuffled_archive_run_equals_folder_run(shuffled: Path, shared_run: Path, tmp_path: Path):
+    """Reading in archive order changes nothing in the output: rows, order and keypoints are the
+    folder run's (one chunk of every video, taken in the archive's order: plan order reversed)."""
+    out = tmp_path / "run"
+    proc = run_cli(["run", "--dataset", shuffled, "--out", out, "--chunk-frames", "100000",
+                    "--workers-per-gpu", "1"])
+    assert proc.returncode == 0, proc.stderr
+    assert_no_traceback(proc)
+    a = pq.read_table(out / "keypoints.parquet")
+    f = pq.read_table(shared_run / "keypoints.parquet")
+    cols = ["split", "video", *KEYPOINT_COLUMNS, "note", "width", "height", "file_size",
+            "file_sha256"]
+    assert a.num_rows == f.num_rows > 100 and a.select(cols).equals(f.select(cols))
 
 
 # --- bad input ----------------------------------------------------------------------------------

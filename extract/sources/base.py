@@ -14,6 +14,8 @@ three places:
   its row. Whatever fails for the whole video (cannot open it, it ends early) becomes that status
   on each remaining row, never an exception that would cost the chunk's other videos.
 - `image` for the report and `show`: a recorded row's frame again, by its `image`.
+- optionally `read_order(root, refs)` in the worker: the order to extract one chunk's videos in
+  (an archive's: forward through the file); rows are still written in plan order.
 - `stale` for resume and `verify`: given recorded rows (their `image` and the provenance columns
   file_size, file_mtime_ns, file_sha256) say which rows were made from bytes that are not on disk
   any more, and why. Each row's provenance describes the very bytes the frame was decoded from
