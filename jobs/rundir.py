@@ -167,11 +167,11 @@ class RunDir:
         """The index of a dataset read from an archive file (extract/sources/archive.py)."""
         return self.path / "archive"
 
-    def use_archive_index(self, write: bool = True, build: bool = True) -> None:
-        """This process finds (and keeps) archive indexes in this run folder."""
+    def use_archive_index(self, write: bool = True, build: bool = True, lazy: bool = False) -> None:
+        """This process finds (and keeps) archive indexes in this run folder (lazy: a worker)."""
         from extract.sources.archive import set_index_dir
 
-        set_index_dir(self.archive_dir, write, build)
+        set_index_dir(self.archive_dir, write, build, lazy)
 
     def exists(self) -> bool:
         return self.run_json.is_file()

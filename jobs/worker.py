@@ -94,7 +94,7 @@ class ChunkWorker:
         cv2.setNumThreads(1)
         self.slot = slot
         self.rd = RunDir(Path(run_dir))
-        self.rd.use_archive_index(write=False, build=False)
+        self.rd.use_archive_index(write=False, build=False, lazy=True)
         self.extractor = Extractor(options, num_threads=1)
 
     def run(self, task: ChunkTask, send: Callable[[Event], None]) -> Committed | WriteFailed:

@@ -74,8 +74,10 @@ def build(lib: str, path: str, index: str) -> dict:
         names = _members_via_tarfile(f)
         members = len(names)
         if lib == "rapidgzip":
-            with open(index, "wb") as fo:
-                f.export_index(fo)
+            import rapidgzip
+
+            with open(index, "wb") as fo:  # the format the tool writes (sparse, compressed windows)
+                f.export_index(fo, rapidgzip.IndexFormat.GZTOOL)
         else:
             f.export_index(filename=index)
         f.close()

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import io
+import json
 import os
 import pickle
 import random
@@ -163,6 +164,25 @@ def test_sigkill_then_resume(archive_run: Path, tgz: Path, tmp_path: Path):
         assert (out / "parts" / name).stat().st_mtime_ns == mtime, f"{name} was redone"
     assert (out / "archive" / "gzip.index").stat().st_mtime_ns == index_mtime, "index built twice"
     assert_same_output(out, archive_run)
+
+
+def test_index_of_an_older_version_is_made_again_on_resume(archive_run: Path, tmp_path: Path):
+    """A run folder whose index an older version wrote (another members.parquet layout) is
+    finished by `run`: the index is made again, no part is redone, the output is the same."""
+    out = tmp_path / "run"
+    shutil.copytree(archive_run, out)
+    meta_path = out / "archive" / "archive.json"
+    meta = json.loads(meta_path.read_text())
+    meta["version"] = archive.INDEX_VERSION - 1
+    meta_path.write_text(json.dumps(meta))
+    parts = {p.name: p.stat().st_mtime_ns for p in (out / "parts").glob("chunk-*.parquet")}
+    proc = run_cli(["run", "--out", out])
+    assert proc.returncode == 0, proc.stderr
+    assert_no_traceback(proc)
+    assert json.loads(meta_path.read_text())["version"] == archive.INDEX_VERSION
+    assert {p.name: p.stat().st_mtime_ns for p in (out / "parts").glob("chunk-*.parquet")} == parts
+    assert pq.read_table(out / "keypoints.parquet").equals(
+        pq.read_table(archive_run / "keypoints.parquet"))
 
 
 @pytest.mark.slow

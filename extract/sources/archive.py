@@ -52,7 +52,9 @@ from extract.sources.base import Frame, Mismatch, Ref
 
 FORMATS = {".tar.gz": "tar.gz", ".tgz": "tar.gz", ".tar": "tar", ".zip": "zip"}
 FRAGMENT = "archive"
-INDEX_VERSION = 1
+INDEX_VERSION = 2  # 2: members.parquet sorted by folder, with `folder` and `pos` (archive order)
+ROW_GROUP = 16384  # members per row group of members.parquet: what a worker reads per lookup
+LAZY_MEMBERS_KEPT = 200_000  # members a worker keeps looked up before it forgets older folders
 KIND_FILE, KIND_DIR, KIND_OTHER = 0, 1, 2
 GZIP_CHUNK = 4 * 2**20  # rapidgzip's seek-point spacing (its default): see docs/archives.md
 
@@ -124,11 +126,18 @@ class ArchiveIndex:
     problem: str = ""  # why part of the archive could not be read (truncated, ...)
     digest: str = ""
     gzip_file: Path | None = None  # or where it is saved (a worker never holds it in Python)
+    members_file: Path | None = None  # a worker's index: members read from here a folder at a time
     _folders: dict[str, tuple[int, int]] | None = field(default=None, repr=False)
     _names: dict[str, dict[str, int]] = field(default_factory=dict, repr=False)
     _tree: dict[str, dict[str, int]] | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
+        if self.members_file is not None:  # filled by _load_folder: member id -> value
+            self.offset, self.length, self.mtime, self.kind = {}, {}, {}, {}  # type: ignore[assignment]
+            self._name_of: dict[int, str] = {}
+            self._groups: list[tuple[str, str]] | None = None
+            self._next_id = 0
+            return
         self.offset = self.members["offset"].to_numpy()
         self.length = self.members["size"].to_numpy()
         self.mtime = self.members["mtime_ns"].to_numpy()
@@ -146,8 +155,7 @@ class ArchiveIndex:
         """Members grouped by folder (Arrow and numpy only): a worker holding the release's index
         keeps no Python string per member, only those of the folders it reads."""
         names = self.members["name"]
-        parent = pc.if_else(pc.match_substring(names, "/"),
-                            pc.replace_substring_regex(names, "/[^/]*$", ""), "")
+        parent = _parent(names)
         enc = parent.combine_chunks().dictionary_encode()
         codes = enc.indices.to_numpy()
         self._order = np.argsort(codes, kind="stable")
@@ -161,7 +169,9 @@ class ArchiveIndex:
         """The member of that name (the last one, as tar does when a name is there twice)."""
         folder, _, base = name.rpartition("/")
         entries = self._names.get(folder)
-        if entries is None:
+        if entries is None and self.members_file is not None:
+            entries = self._names[folder] = self._load_folder(folder)
+        elif entries is None:
             if self._folders is None:
                 self._group()
             start, stop = self._folders.get(folder, (0, 0))
@@ -170,6 +180,41 @@ class ArchiveIndex:
             entries = {n.rpartition("/")[2]: int(i) for n, i in zip(names, idx, strict=True)}
             self._names[folder] = entries
         return entries.get(base)
+
+    def name(self, i: int) -> str:
+        """Member i's name."""
+        return self._name_of[i] if self.members_file is not None else self.members["name"][i].as_py()
+
+    def _load_folder(self, folder: str) -> dict[str, int]:
+        """A worker's lookup: only the row groups of members.parquet that can hold the folder's
+        members are read (the file is sorted by folder), so a worker holds the names of the
+        folders it reads, not the release's 947,756."""
+        pf = pq.ParquetFile(self.members_file)
+        if self._groups is None:
+            col = pf.schema_arrow.get_field_index("folder")
+            self._groups = [(st.min, st.max) if (st := pf.metadata.row_group(g).column(col)
+                                                 .statistics) is not None and st.has_min_max
+                            else ("", "\U0010ffff") for g in range(pf.metadata.num_row_groups)]
+        groups = [g for g, (lo, hi) in enumerate(self._groups) if lo <= folder <= hi]
+        if len(self._name_of) > LAZY_MEMBERS_KEPT:  # a long-lived worker: forget older folders
+            for d in (self.offset, self.length, self.mtime, self.kind, self._name_of):
+                d.clear()
+            self._names.clear()
+        entries: dict[str, int] = {}
+        if groups:
+            t = pf.read_row_groups(groups, columns=["folder", *_MEMBERS_SCHEMA.names],
+                                   use_threads=False)  # Arrow's thread pool: +22 MiB a worker
+            t = t.filter(pc.equal(t["folder"], folder))
+            for n, o, z, m, kd in zip(*(t[c].to_pylist() for c in _MEMBERS_SCHEMA.names),
+                                      strict=True):
+                i = self._next_id
+                self._next_id += 1
+                self._name_of[i], self.offset[i], self.length[i] = n, o, z
+                self.mtime[i], self.kind[i] = m, kd
+                entries[n.rpartition("/")[2]] = i  # rows are in archive order: the last one wins
+            del t
+        pa.default_memory_pool().release_unused()
+        return entries
 
     def tree(self) -> dict[str, dict[str, int]]:
         """folder -> {entry name: member index, or -1 for a folder only implied by paths}."""
@@ -271,7 +316,7 @@ def build_index(path: Path, parallelization: int | None = None) -> ArchiveIndex:
                                          len(os.sched_getaffinity(0)), chunk_size=GZIP_CHUNK) as f:
                 rows, problem = _tar_rows(f)
                 buf = io.BytesIO()
-                f.export_index(buf)
+                f.export_index(buf, rapidgzip.IndexFormat.GZTOOL)  # windows sparse and compressed
                 gz = buf.getvalue()
     except (zipfile.BadZipFile, OSError, ValueError, RuntimeError) as e:
         raise ArchiveError(f"{path}: cannot be read as {fmt} ({type(e).__name__}: {str(e)[:200]}). "
@@ -288,7 +333,7 @@ def save_index(index: ArchiveIndex, folder: Path) -> None:
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "archive.json").unlink(missing_ok=True)
     buf = io.BytesIO()
-    pq.write_table(index.members, buf, compression="zstd")
+    pq.write_table(_by_folder(index.members), buf, compression="zstd", row_group_size=ROW_GROUP)
     atomic_bytes(folder / "members.parquet", buf.getvalue())
     atomic_bytes(folder / "gzip.index", index.gzip_index)
     meta = {"version": INDEX_VERSION, "path": str(index.path), "format": index.fmt,
@@ -297,19 +342,42 @@ def save_index(index: ArchiveIndex, folder: Path) -> None:
     atomic_bytes(folder / "archive.json", (json.dumps(meta, indent=2) + "\n").encode())
 
 
-def load_index(path: Path, folder: Path) -> ArchiveIndex | None:
-    """The index saved in folder for this archive, or None when there is none or it is outdated."""
+def _parent(names: pa.ChunkedArray | pa.Array) -> pa.ChunkedArray | pa.Array:
+    """Each member's folder ("" at the top)."""
+    return pc.if_else(pc.match_substring(names, "/"), pc.replace_substring_regex(names, "/[^/]*$", ""),
+                      "")
+
+
+def _by_folder(members: pa.Table) -> pa.Table:
+    """members with their folder and archive position, sorted by (folder, position): a folder's
+    rows lie together, and row-group statistics find them."""
+    t = members.append_column("folder", _parent(members["name"])).append_column(
+        "pos", pa.array(np.arange(members.num_rows, dtype=np.int64)))
+    return t.take(pc.sort_indices(t, sort_keys=[("folder", "ascending"), ("pos", "ascending")]))
+
+
+def load_index(path: Path, folder: Path, lazy: bool = False) -> ArchiveIndex | None:
+    """The index saved in folder for this archive, or None when there is none or it is outdated.
+    lazy (a worker): the members are read a folder at a time, when looked up."""
     try:
         meta = json.loads((folder / "archive.json").read_text())
         if meta.get("version") != INDEX_VERSION or meta["path"] != str(Path(path).absolute()):
             return None
-        members = pq.read_table(folder / "members.parquet")
+        if lazy:
+            members = _MEMBERS_SCHEMA.empty_table()
+            pq.read_metadata(folder / "members.parquet")
+        else:
+            t = pq.read_table(folder / "members.parquet", columns=[*_MEMBERS_SCHEMA.names, "pos"])
+            members = t.take(pc.sort_indices(t["pos"])).select(_MEMBERS_SCHEMA.names)
+            members = pa.table([c.combine_chunks() for c in members.columns], schema=_MEMBERS_SCHEMA)
+            del t
         if not (folder / "gzip.index").is_file():
             return None
-    except (OSError, ValueError, KeyError):
+    except (OSError, ValueError, KeyError, pa.ArrowException):
         return None
     index = ArchiveIndex(Path(meta["path"]), meta["format"], meta["size"], meta["mtime_ns"],
-                         members, b"", meta["problem"], meta["digest"], folder / "gzip.index")
+                         members, b"", meta["problem"], meta["digest"], folder / "gzip.index",
+                         folder / "members.parquet" if lazy else None)
     pa.default_memory_pool().release_unused()  # Parquet decoding's buffers
     return None if index.changed() else index
 
@@ -325,15 +393,18 @@ def atomic_bytes(path: Path, data: bytes) -> None:
 
 
 # Where this process keeps archive indexes (the run folder's archive/); None: in memory only.
-_INDEX_DIR: dict[str, Path | bool | None] = {"dir": None, "write": True, "build": True}
+_INDEX_DIR: dict[str, Path | bool | None] = {"dir": None, "write": True, "build": True,
+                                             "lazy": False}
 _INDEXES: dict[str, ArchiveIndex] = {}
 
 
-def set_index_dir(folder: Path | None, write: bool = True, build: bool = True) -> None:
+def set_index_dir(folder: Path | None, write: bool = True, build: bool = True,
+                  lazy: bool = False) -> None:
     """Keep (and find) indexes in folder. write=False: a read-only command (verify) builds an
     outdated index in memory only; build=False: a worker, which never reads a whole archive, refuses
-    an archive whose index is outdated (the coordinator indexes it again when the run resumes)."""
-    _INDEX_DIR.update(dir=folder, write=write, build=build)
+    an archive whose index is outdated (the coordinator indexes it again when the run resumes);
+    lazy=True: a worker, which looks members up a folder at a time instead of loading them all."""
+    _INDEX_DIR.update(dir=folder, write=write, build=build, lazy=lazy)
 
 
 def open_index(path: Path) -> ArchiveIndex:
@@ -344,7 +415,7 @@ def open_index(path: Path) -> ArchiveIndex:
     if index is not None and not index.changed():
         return index
     folder = _INDEX_DIR["dir"]
-    index = load_index(path, folder) if isinstance(folder, Path) else None
+    index = load_index(path, folder, bool(_INDEX_DIR["lazy"])) if isinstance(folder, Path) else None
     if index is None:
         if not _INDEX_DIR["build"]:
             raise ArchiveError(f"{path} changed since the run indexed it (or its index in "
@@ -469,7 +540,7 @@ class _Reader:
             if self.f is None:
                 self.f = self._open()
             if ix.fmt == "zip":
-                name = ix.members["name"][i].as_py()
+                name = ix.name(i)
                 with self.f.open(name) as fh:
                     data = fh.read()
             else:
