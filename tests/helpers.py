@@ -7,6 +7,8 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import pickle
+import shutil
 import subprocess
 import sys
 import time
@@ -22,6 +24,8 @@ REPO = Path(__file__).resolve().parents[1]
 SHARED_DATA = REPO.parent / "shared" / "data"
 SHARED_SAMPLE = SHARED_DATA / "phoenix-sample" / "PHOENIX-2014-T"
 SHARED_INDEX = SHARED_DATA / "phoenix-2014-T-index"
+VIDEOS = SHARED_DATA / "video-sample"
+PHX_FRAMES = SHARED_SAMPLE / "features" / "fullFrame-210x260px"
 
 
 # --- the command line ----------------------------------------------------------------------------
@@ -274,3 +278,47 @@ def max_abs_diff(got: list[dict], ref: list[dict], where: str = "") -> float:
                 assert gv.shape == rv.shape, (where, i, part, gv.shape, rv.shape)
                 worst = max(worst, float(np.abs(gv - rv).max()))
     return worst
+
+
+# --- corpus trees built from the shared data (tests/test_corpora.py, tests/test_archive_corpora.py)
+def build_csl(root: Path, frames: int = 4, labels: object | None = None) -> Path:
+    """Two sentence videos of JPEG frames (PHOENIX sample frames re-encoded), split_1.txt, labels."""
+    import cv2
+
+    videos = {"S000001_P0000_T00": ("train", "train/signer_demo-1"), "S000002_P0001_T00":
+              ("dev", "train/fingerspelling_hand-1")}
+    for name, (_, src) in videos.items():
+        folder = root / "sentence" / "frames_512x512" / name
+        folder.mkdir(parents=True)
+        for i, png in enumerate(sorted((PHX_FRAMES / src).glob("images*.png"))[:frames]):
+            cv2.imwrite(str(folder / f"{i:06d}.jpg"), cv2.imread(str(png)))
+    (root / "sentence_label").mkdir()
+    (root / "sentence_label" / "split_1.txt").write_text(
+        "name|split\n" + "".join(f"{n}|{s}\n" for n, (s, _) in videos.items()))
+    if labels is None:
+        labels = {"info": [
+            {"name": "S000001_P0000_T00", "length": frames, "label_gloss": ["你", "好"],
+             "label_char": ["你", "好", "。"], "label_word": ["你好", "。"], "signer": 3,
+             "embedding": np.arange(4, dtype=np.float32)},
+            {"name": "S000002_P0001_T00", "length": frames, "label_gloss": ["谢谢"],
+             "label_char": ["谢", "谢"], "label_word": ["谢谢"], "signer": 7}],
+            "gloss_map": ["你", "好", "谢谢"]}
+    (root / "sentence_label" / "csl2020ct_v2.pkl").write_bytes(pickle.dumps(labels, protocol=2))
+    return root
+
+
+H2S_HEADER = "\t".join(["VIDEO_ID", "VIDEO_NAME", "SENTENCE_ID", "SENTENCE_NAME", "START_REALIGNED",
+                        "END_REALIGNED", "SENTENCE"]) + "\n"
+
+
+def build_how2sign(root: Path) -> Path:
+    for split, name in (("train", "-fZc293MpJk_0-1-rgb_front"), ("val", "-d5dN54tH2E_1-1-rgb_front")):
+        clips = root / "sentence_level" / split / "rgb_front" / "raw_videos"
+        clips.mkdir(parents=True)
+        shutil.copyfile(VIDEOS / "signer_demo.mp4", clips / f"{name}.mp4")
+        vid = name.split("_")[0]
+        (root / f"how2sign_realigned_{split}.csv").write_text(
+            H2S_HEADER + f"{vid}\t{vid}-1-rgb_front\t{vid}_0\t{name}\t1.5\t3.2\tHi, I'm {split}.\n")
+    shutil.copyfile(VIDEOS / "signer_demo.mp4",
+                    root / "sentence_level/train/rgb_front/raw_videos/unlisted_0-1-rgb_front.mp4")
+    return root

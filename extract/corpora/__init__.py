@@ -58,11 +58,12 @@ def discover(root: Path, splits: Sequence[str] = SPLITS, videos: Iterable[str] |
     read as from a folder, and its frames come from the archive source (extract/sources/archive.py).
     """
     root = Path(root)
-    inside = archive_root(root)
-    if inside is None:
+    found = archive_root(root)
+    if found is None:
         return detect(root).read(root, splits, videos, limit_videos, max_per_split)
-    ds = corpus(ARCHIVE_CORPORA[0]).read(inside, splits, videos,  # type: ignore[arg-type]
-                                         limit_videos, max_per_split)
+    inside, name = found
+    ds = corpus(name).read(inside, splits, videos,  # type: ignore[arg-type]
+                           limit_videos, max_per_split)
     cut = _cut_folder(inside)
     ds.videos = [replace(v, source="archive", problem=v.problem or (
         TRUNCATED if f"{inside.rel}/{v.folder}".strip("/") == cut else ""))
@@ -82,11 +83,11 @@ def _cut_folder(inside: ArchivePath) -> str | None:
     return index.members["name"][-1].as_py().rpartition("/")[0]
 
 
-# Corpora read from inside an archive: frame-folder layouts whose reader needs only the calls
-# ArchivePath answers (tested on PHOENIX; the video corpora decode files and stay on disk).
-ARCHIVE_CORPORA = ("phoenix",)
-ARCHIVE_EXPECTED = ("a PHOENIX-2014-T or PHOENIX-2014 tree (annotations/manual/PHOENIX-2014-T.train."
-                    "corpus.csv or train.corpus.csv, and features/fullFrame-210x260px/)")
+# Corpora read from inside an archive, as from a folder: frame folders through the archive source,
+# video files through the video source reading the member in place. The generic folder of videos
+# is taken only where no specific corpus is found. (A manifest is given as a file on disk.)
+ARCHIVE_CORPORA = ("phoenix", "csl-daily", "how2sign")
+ARCHIVE_EXPECTED = EXPECTED.rpartition(", or a manifest")[0]
 
 
 def _folders(top: ArchivePath, depth: int) -> list[ArchivePath]:
@@ -98,9 +99,22 @@ def _folders(top: ArchivePath, depth: int) -> list[ArchivePath]:
     return found
 
 
-def archive_root(root: Path) -> ArchivePath | None:
-    """The corpus folder inside an archive (None when root is no archive): the archive's top or
-    the one folder one or two levels down that is a corpus (the release's own top folders)."""
+def _single_folder(top: ArchivePath) -> ArchivePath:
+    """The folder the archive's files are packed under (`zip -r clips.zip clips/` holds one top
+    folder, clips/): its first level below then names the splits, as in the folder."""
+    from extract.corpora.entries import split_of  # (entries imports the sources, which import us)
+
+    while len(entries := list(top.scandir())) == 1 and entries[0].is_dir() \
+            and split_of(entries[0].name) is None:
+        top = top / entries[0].name
+    return top
+
+
+def archive_root(root: Path) -> tuple[ArchivePath, str] | None:
+    """(the corpus folder inside an archive, its reader's name); None when root is no archive.
+    The folder is the archive's top or the one folder one or two levels down that is a corpus
+    (the release's own top folders); a folder of video files is the archive's top, or the one
+    folder that holds everything."""
     found = archive.split_root(root)
     if found is None:
         return None
@@ -112,16 +126,24 @@ def archive_root(root: Path) -> ArchivePath | None:
     if inner:
         if not (top / inner).is_dir():
             raise DatasetError(f"--dataset {root}: the archive {path} has no folder {inner}/.")
-        return top / inner
-    corpora = [p for p in _folders(top, 2) if any(corpus(n).detect(p) for n in ARCHIVE_CORPORA)]
+        top = top / inner
+        name = next((n for n in (*ARCHIVE_CORPORA, "videos") if corpus(n).detect(top)), None)
+        if name is None:
+            raise DatasetError(f"--dataset {root}: no corpus in that folder of the archive "
+                               f"(expected {ARCHIVE_EXPECTED}).")
+        return top, name
+    corpora = [(p, n) for p in _folders(top, 2)
+               for n in [next((n for n in ARCHIVE_CORPORA if corpus(n).detect(p)), None)] if n]
     if len(corpora) == 1:
         return corpora[0]
+    if not corpora and corpus("videos").detect(top):
+        return _single_folder(top), "videos"
     if not corpora:
         shown = ", ".join(sorted(e.name + ("/" if e.is_dir() else "") for e in top.scandir())[:8])
         raise DatasetError(f"--dataset {path}: no corpus inside the archive (looked at its top and "
                            f"two folders down for {ARCHIVE_EXPECTED}; its top holds "
-                           f"{shown or 'nothing'}). Other corpora are read from their folders.")
-    listed = ", ".join(f"{path}/{p.rel}" for p in corpora[:5])
+                           f"{shown or 'nothing'}).")
+    listed = ", ".join(f"{path}/{p.rel}" for p, _ in corpora[:5])
     raise DatasetError(f"--dataset {path}: the archive holds {len(corpora)} corpora ({listed}). "
                        "Pass the one to use as --dataset, written as above.")
 

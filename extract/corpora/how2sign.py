@@ -16,12 +16,12 @@ import csv
 import hashlib
 import io
 import json
-import os
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from extract.corpora.base import SPLITS, Dataset, DatasetError
 from extract.corpora.entries import Listing, build, split_of
+from extract.sources.folder import scandir, walk
 
 LAYOUT = "how2sign"
 RELEASE_SPLITS = ("train", "val", "test")
@@ -35,11 +35,11 @@ def find_csvs(root: Path) -> dict[str, Path]:
     """split -> its realigned csv (the first found, the root first)."""
     wanted = {CSV_NAME.format(split=s): s for s in RELEASE_SPLITS}
     found: dict[str, Path] = {}
-    for folder, dirs, files in os.walk(root):
+    for folder, dirs, files in walk(root):
         dirs[:] = sorted(d for d in dirs if d not in _SKIP and not d.startswith("."))
         for f in files:
             if f in wanted and wanted[f] not in found:
-                found[wanted[f]] = Path(folder) / f
+                found[wanted[f]] = root / folder / f
     return found
 
 
@@ -101,7 +101,7 @@ def _unlisted(root: Path, listed: set[str]) -> list[str]:
     for split in RELEASE_SPLITS:
         folder = root / CLIPS.format(split=split)
         if folder.is_dir():
-            out.extend(f"{split}/{f}" for f in sorted(os.listdir(folder))
+            out.extend(f"{split}/{f}" for f in sorted(e.name for e in scandir(folder))
                        if not f.startswith(".") and f"{CLIPS.format(split=split)}/{f}" not in listed)
     return out
 

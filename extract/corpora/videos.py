@@ -10,23 +10,24 @@ names, or list them in a manifest (--manifest) with a `name` column.
 from __future__ import annotations
 
 import hashlib
-import os
 from collections.abc import Iterable, Sequence
 from pathlib import Path, PurePosixPath
 
 from extract.corpora.base import SPLITS, Dataset, DatasetError
 from extract.corpora.entries import Listing, build, is_video, split_of
+from extract.sources.folder import walk
 
 LAYOUT = "videos"
 UNSPLIT = "all"
 
 
 def video_files(root: Path) -> list[str]:
-    """Every visible video file under root, relative, posix, sorted."""
+    """Every visible video file under root (a folder, or one inside an archive), relative, posix,
+    sorted."""
     found = []
-    for folder, dirs, files in os.walk(root):
+    for folder, dirs, files in walk(root):
         dirs[:] = sorted(d for d in dirs if not d.startswith("."))
-        rel = PurePosixPath(Path(folder).relative_to(root).as_posix())
+        rel = PurePosixPath(folder)
         found.extend(str(rel / f) for f in files if not f.startswith(".") and is_video(f))
     return sorted(found)
 
@@ -60,11 +61,11 @@ _SHOWN_SUFFIXES = (".mp4", ".webm", ".mkv", ".mov", ".avi")
 
 def _first(root: Path) -> Iterable[str]:
     """Video files under root, lazily (detection stops at the first)."""
-    for folder, dirs, files in os.walk(root):
+    for folder, dirs, files in walk(root):
         dirs[:] = [d for d in dirs if not d.startswith(".")]
         for f in files:
             if not f.startswith(".") and is_video(f):
-                yield os.path.join(folder, f)
+                yield f"{folder}/{f}"
 
 
 CORPUS = Videos()

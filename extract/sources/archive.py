@@ -38,9 +38,11 @@ import json
 import os
 import tarfile
 import zipfile
+import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
+from typing import BinaryIO
 
 import numpy as np
 import pyarrow as pa
@@ -497,6 +499,27 @@ class ArchivePath:
     def iterdir(self) -> Iterator[ArchivePath]:
         return (self / e.name for e in self.scandir())
 
+    def walk_tree(self) -> Iterator[tuple[str, list[str], list[str]]]:
+        """As os.walk from here, top-down: (folder relative to this one, "" first; its subfolders,
+        which the caller may prune in place; its files), names sorted."""
+        tree = self.index.tree()
+        stack = [self.rel]
+        while stack:
+            folder = stack.pop()
+            prefix = f"{folder}/" if folder else ""
+            entries = tree.get(folder, {})
+            dirs = sorted(n for n in entries if f"{prefix}{n}" in tree)
+            files = sorted(n for n in entries if f"{prefix}{n}" not in tree)
+            yield folder[len(self.rel):].lstrip("/"), dirs, files
+            stack.extend(f"{prefix}{d}" for d in reversed(dirs))
+
+    def member(self) -> int:
+        """The member index of this file, or FileNotFoundError / IsADirectoryError."""
+        i = self._member()
+        if i is None or self.index.kind[i] != KIND_FILE:
+            raise (IsADirectoryError if self.is_dir() else FileNotFoundError)(str(self))
+        return i
+
     def read_bytes(self) -> bytes:
         i = self._member()
         if i is None or self.index.kind[i] != KIND_FILE:
@@ -554,12 +577,135 @@ class _Reader:
                           "truncated")
         return data, ""
 
+    def open_member(self, i: int) -> io.BufferedReader:
+        """Member i as a read-only, seekable binary file (a video for PyAV), nothing unpacked."""
+        ix = self.index
+        if self.f is None:
+            self.f = self._open()
+        size = int(ix.length[i])
+        if ix.fmt != "zip":
+            start = int(ix.offset[i])
+
+            def read_at(pos: int, n: int) -> bytes:
+                self.f.seek(start + pos)
+                return self.f.read(n)
+
+            return io.BufferedReader(_MemberView(read_at, size), READ_BLOCK)
+        info = self.f.getinfo(ix.name(i))
+        if info.compress_type != zipfile.ZIP_STORED:  # zipfile's own seekable reader
+            return io.BufferedReader(_ZipMember(self.f.open(info)), READ_BLOCK)
+        raw = open(ix.path, "rb")  # noqa: SIM115 (the view closes it)
+        raw.seek(info.header_offset)
+        head = raw.read(30)
+        start = info.header_offset + 30 + int.from_bytes(head[26:28], "little") + \
+            int.from_bytes(head[28:30], "little")
+
+        def read_stored(pos: int, n: int) -> bytes:
+            raw.seek(start + pos)
+            return raw.read(n)
+
+        return io.BufferedReader(_MemberView(read_stored, size, raw.close), READ_BLOCK)
+
     def close(self) -> None:
         if self.f is not None:
             try:
                 self.f.close()
             finally:
                 self.f = None
+
+
+READ_BLOCK = 1 << 20  # a member view's buffer
+
+
+class _MemberView(io.RawIOBase):
+    """A member's bytes as a file: reads at a position through `read_at`; a damaged or cut
+    archive surfaces as OSError (what readers of files expect), never the library's own error."""
+
+    def __init__(self, read_at, size: int, on_close=None) -> None:
+        super().__init__()
+        self.read_at, self.size, self.pos, self.on_close = read_at, size, 0, on_close
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def tell(self) -> int:
+        return self.pos
+
+    def seek(self, pos: int, whence: int = io.SEEK_SET) -> int:
+        base = {io.SEEK_SET: 0, io.SEEK_CUR: self.pos, io.SEEK_END: self.size}[whence]
+        self.pos = max(0, base + pos)
+        return self.pos
+
+    def readinto(self, b) -> int:
+        n = min(len(b), self.size - self.pos)
+        if n <= 0:
+            return 0
+        try:
+            data = self.read_at(self.pos, n)
+        except (RuntimeError, ValueError, EOFError, zipfile.BadZipFile) as e:
+            raise OSError(f"cannot read it from the archive ({type(e).__name__}: {e})") from None
+        b[:len(data)] = data
+        self.pos += len(data)
+        return len(data)
+
+    def close(self) -> None:
+        if not self.closed and self.on_close is not None:
+            self.on_close()
+        super().close()
+
+
+class _ZipMember(_MemberView):
+    """A compressed zip member through zipfile's seekable reader."""
+
+    def __init__(self, fh) -> None:
+        super().__init__(None, fh._orig_file_size, fh.close)
+        self.fh = fh
+
+    def readinto(self, b) -> int:
+        try:
+            self.fh.seek(self.pos)
+            data = self.fh.read(min(len(b), max(0, self.size - self.pos)))
+        except (RuntimeError, ValueError, EOFError, zipfile.BadZipFile, zlib.error) as e:
+            raise OSError(f"cannot read it from the archive ({type(e).__name__}: {e})") from None
+        b[:len(data)] = data
+        self.pos += len(data)
+        return len(data)
+
+
+def member_of(path: Path | ArchivePath) -> tuple[ArchiveIndex, int] | None:
+    """(index, member) when path is a file inside an archive, else None (a path on disk).
+    FileNotFoundError / IsADirectoryError when it is inside one but no such file is there."""
+    if isinstance(path, ArchivePath):
+        return path.index, path.member()
+    found = split_root(path)
+    if found is None or not found[1]:
+        return None
+    index = open_index(found[0])
+    return index, ArchivePath(index, found[1]).member()
+
+
+def open_file(path: Path | ArchivePath) -> tuple[BinaryIO, int, int]:
+    """(binary file, size, mtime_ns) of a file on disk or inside an archive (OSError if not)."""
+    inside = member_of(path)
+    if inside is None:
+        f = open(path, "rb")  # noqa: SIM115 (the caller closes it)
+        st = os.fstat(f.fileno())
+        return f, st.st_size, st.st_mtime_ns
+    index, i = inside
+    return reader(index).open_member(i), int(index.length[i]), int(index.mtime[i])
+
+
+def stat_file(path: Path | ArchivePath) -> tuple[int, int]:
+    """(size, mtime_ns) of a file on disk or inside an archive (OSError if not there)."""
+    inside = member_of(path)
+    if inside is None:
+        st = os.stat(path)
+        return st.st_size, st.st_mtime_ns
+    index, i = inside
+    return int(index.length[i]), int(index.mtime[i])
 
 
 _READERS: dict[str, _Reader] = {}

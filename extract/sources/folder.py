@@ -39,6 +39,17 @@ def scandir(folder: Path):
     return folder.scandir() if hasattr(folder, "scandir") else os.scandir(folder)
 
 
+def walk(root: Path) -> Iterator[tuple[str, list[str], list[str]]]:
+    """os.walk over a folder or a folder inside an archive, top-down: (folder relative to root,
+    posix, "" first; its subfolders, which the caller may prune in place; its files)."""
+    if hasattr(root, "walk_tree"):
+        yield from root.walk_tree()
+        return
+    for folder, dirs, files in os.walk(root):
+        rel = Path(folder).relative_to(root).as_posix()
+        yield "" if rel == "." else rel, dirs, files
+
+
 def list_frames(folder: Path, pattern: re.Pattern[str]
                 ) -> tuple[list[str], list[tuple[str, str]]] | None:
     """(frame names in frame order, [(name, why it is no frame)]); None when there is no folder.

@@ -22,14 +22,14 @@
 from __future__ import annotations
 
 import hashlib
-import os
 from collections.abc import Iterator
 from pathlib import Path
-from typing import NamedTuple
+from typing import BinaryIO, NamedTuple
 
 import numpy as np
 import pyarrow as pa
 
+from extract.sources.archive import member_of, open_file, stat_file
 from extract.sources.base import Frame, Mismatch, Ref, Scan
 
 STATUS_NOT_DECODED = "not_decoded"
@@ -79,9 +79,13 @@ def _stream(container):
 def probe(path: Path) -> Probe:
     """Demux (no decode) the video's packets: their presentation times, in order."""
     av = _av()
+    f = None
     try:
-        container = av.open(str(path), metadata_errors="ignore")
+        f = None if member_of(path) is None else open_file(path)[0]  # inside an archive
+        container = av.open(f if f is not None else str(path), metadata_errors="ignore")
     except (av.FFmpegError, OSError, UnicodeDecodeError) as e:
+        if f is not None:
+            f.close()
         return Probe([], f"cannot open as a video ({_error(e)})")
     try:
         stream = _stream(container)
@@ -91,6 +95,8 @@ def probe(path: Path) -> Probe:
         return Probe([], str(e))
     finally:
         container.close()
+        if f is not None:
+            f.close()
     if not times:
         return Probe([], "no frames" + (f": {note}" if note else ""))
     if header and header != len(times) and not note:
@@ -193,14 +199,14 @@ class VideoSource:
         return None
 
 
-def _hash(fd: int) -> tuple[int, int, str]:
-    """(size, mtime_ns, sha256) of an open file, read whole from its descriptor."""
-    st = os.fstat(fd)
+def _hash(f: BinaryIO) -> str:
+    """sha256 of an open file, read whole from its start; the file is left at its start."""
     h = hashlib.sha256()
-    while chunk := os.read(fd, 1 << 20):
+    f.seek(0)
+    while chunk := f.read(1 << 20):
         h.update(chunk)
-    os.lseek(fd, 0, os.SEEK_SET)
-    return st.st_size, st.st_mtime_ns, h.hexdigest()
+    f.seek(0)
+    return h.hexdigest()
 
 
 def _rgb(frame) -> np.ndarray:
@@ -229,16 +235,20 @@ class _Decode:
     def __iter__(self) -> Iterator[Frame]:
         ref = self.ref
         end = ref.start + ref.count
-        try:
-            fd = os.open(self.root / ref.locator, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+        f = None
+        try:  # a file on disk, or a member of the archive the dataset lies in
+            f, size, mtime = open_file(self.root / ref.locator)
+            self.sha = _hash(f)  # the bytes the decoder then reads, from the same open file
+            self.size, self.mtime = size, mtime
         except OSError as e:
+            if f is not None:
+                f.close()
             status = "missing" if isinstance(e, FileNotFoundError) else "unreadable"
             for i in range(ref.start, end):
-                yield Frame(None, status, e.strerror or type(e).__name__,
+                yield Frame(None, status, e.strerror or str(e)[:200] or type(e).__name__,
                             f"{ref.locator}#{FRAGMENT}={i}")
             return
-        with os.fdopen(fd, "rb") as f:
-            self.size, self.mtime, self.sha = _hash(fd)
+        with f:
             yield from self._placed(f, end)
 
     def _placed(self, f, end: int) -> Iterator[Frame]:
@@ -262,7 +272,7 @@ class _Decode:
                     nxt += 1
                 if nxt >= end or index >= end + WINDOW:
                     break
-        except (ValueError, av.FFmpegError) as e:
+        except (ValueError, OSError, av.FFmpegError) as e:
             why = f"cannot decode: {_error(e)}"
         for i in range(nxt, end):
             if i in pending:
@@ -327,19 +337,23 @@ def stale_videos(root: Path, recorded: pa.Table, content: bool) -> list[Mismatch
 def _why(path: Path, size: int | None, mtime: int | None, sha: str | None) -> str:
     """Why a video file is not what a row recorded ("" when it is)."""
     try:
-        st = os.stat(path)
+        now_size, now_mtime = stat_file(path)
     except FileNotFoundError:
         return "video missing" if size is not None else ""
     except OSError as e:
-        return f"cannot stat the video ({e.strerror})"
+        return f"cannot stat the video ({e.strerror or e})"
     if size is None:
-        return f"video was not readable, now a file of {st.st_size} bytes"
-    if st.st_size != size:
-        return f"video size {size} -> {st.st_size}"
-    if st.st_mtime_ns != mtime:
+        return f"video was not readable, now a file of {now_size} bytes"
+    if now_size != size:
+        return f"video size {size} -> {now_size}"
+    if now_mtime != mtime:
         return "video modified"
     if sha is not None:
-        with open(path, "rb") as f:
-            if _hash(f.fileno())[2] != sha:
-                return "video content differs"
+        try:
+            f, _, _ = open_file(path)
+            with f:
+                if _hash(f) != sha:
+                    return "video content differs"
+        except OSError as e:
+            return f"cannot read the video ({e})"
     return ""
