@@ -254,7 +254,8 @@ print(json.dumps({{"lazy": {lazy!r}, "rss_imports_mib": r0, "rss_index_loaded_mi
 def worker_index_memory(work: Path) -> dict:
     """The index of the release's 947,759 names alone (members.parquet written directly, a 1-byte
     stand-in archive): what a worker (lazy: a folder's members read when looked up) and a
-    coordinator (every member loaded) hold after looking up the frames of 190 folders."""
+    coordinator (every member loaded) hold after looking up the frames of 190 folders; and a zip
+    of those names read by a worker through zipfile or through the index."""
     import numpy as np
     import pyarrow as pa
 
@@ -278,9 +279,55 @@ def worker_index_memory(work: Path) -> dict:
                                             st.st_mtime_ns, members), work / "index-only")
     wanted = work / "wanted.json"
     wanted.write_text(json.dumps(names[::5000]))
-    return {mode: _child(_WORKER_INDEX.format(path=str(stand_in), folder=str(work / "index-only"),
-                                              wanted=str(wanted), lazy=mode == "worker"))
-            for mode in ("worker", "coordinator")}
+    out = {mode: _child(_WORKER_INDEX.format(path=str(stand_in), folder=str(work / "index-only"),
+                                             wanted=str(wanted), lazy=mode == "worker"))
+           for mode in ("worker", "coordinator")}
+    out["zip"] = zip_worker_cost(work, names)
+    return out
+
+
+_ZIP_WORKER = _HWM + """
+import json, time, zipfile
+from pathlib import Path
+from extract.sources import archive
+wanted = json.loads(Path({wanted!r}).read_text())
+r0 = hwm("VmRSS")
+t0 = time.perf_counter()
+if {mode!r} == "zipfile":  # what a worker paid before: the central directory parsed
+    with zipfile.ZipFile({path!r}) as zf:
+        n = sum(len(zf.read(name)) for name in wanted)
+else:  # a worker now: the lazy index, members read from their local headers
+    archive.set_index_dir(Path({folder!r}), write=False, build=False, lazy=True)
+    ix = archive.open_index(Path({path!r}))
+    r = archive.reader(ix)
+    n = sum(len(r.read(ix.find(name))[0]) for name in wanted)
+    r.close()
+print(json.dumps({{"mode": {mode!r}, "seconds": round(time.perf_counter() - t0, 2), "bytes": n,
+                  "rss_before_mib": r0, "rss_after_mib": hwm("VmRSS")}}))
+"""
+
+
+def zip_worker_cost(work: Path, names: list[str]) -> dict:
+    """A stored zip holding the release's names (64 bytes each): a worker reading 190 of them
+    through zipfile (central directory parsed) against the tool's reader (the run's index)."""
+    import zipfile
+
+    from extract.sources import archive
+
+    dest = work / "names.zip"
+    t0 = time.monotonic()
+    with zipfile.ZipFile(dest, "w") as zf:
+        for name in names:
+            zf.writestr(name, b"x" * 64)
+    written = round(time.monotonic() - t0, 1)
+    archive.save_index(archive.build_index(dest), work / "zip-index")
+    wanted = work / "wanted.json"
+    out = {"members": len(names), "zip_bytes": dest.stat().st_size, "seconds_to_write": written}
+    for mode in ("zipfile", "index"):
+        out[mode] = _child(_ZIP_WORKER.format(path=str(dest), folder=str(work / "zip-index"),
+                                              wanted=str(wanted), mode=mode))
+    dest.unlink()
+    return out
 
 
 def main() -> None:
