@@ -12,7 +12,7 @@ from pathlib import Path
 import pandas as pd
 import pyarrow as pa
 
-from extract.sources.archive import split_root
+from extract.sources.archive_index import split_root
 from jobs.rundir import RunDir, RunError
 
 REPORT_DIR = "report"

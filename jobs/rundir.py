@@ -169,7 +169,7 @@ class RunDir:
 
     def use_archive_index(self, write: bool = True, build: bool = True, lazy: bool = False) -> None:
         """This process finds (and keeps) archive indexes in this run folder (lazy: a worker)."""
-        from extract.sources.archive import set_index_dir
+        from extract.sources.archive_index import set_index_dir
 
         set_index_dir(self.archive_dir, write, build, lazy)
 

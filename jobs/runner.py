@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from extract.sources.archive import ArchiveError
+from extract.sources.archive_index import ArchiveError
 from extract.tensors import write_tensors
 from jobs import messages, summary
 from jobs.devices import usable_cpus

@@ -16,7 +16,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 
 from extract.provenance import DEFAULT_THREADS
-from extract.sources.archive import split_root
+from extract.sources.archive_index import split_root
 from jobs import messages
 from jobs.resume import scan_parts
 from jobs.rundir import JobFailed, RunDir, RunError
