@@ -1,6 +1,7 @@
 """SLURM arrays on a real one-node cluster: slurmctld + slurmd + munge from scripts/slurm-cluster.sh.
 
-Two end-to-end tests submit 4 shards with `slurm --submit`. In one, a task is `scancel`led inside a
+Two end-to-end tests submit 4 shards with `slurm --submit`; a third runs 2 shards over the dataset
+packed as a tar.gz, read through the one index planning made. In one, a task is `scancel`led inside a
 chunk: the others take its chunk and the merging shard writes the outputs. In the other, the merging
 task is SIGKILLed (a lost node): `status` names it and `--array=I`, `merge`
 refuses, `slurm --submit` resubmits that index alone. Both end equal to the single-node reference
@@ -16,9 +17,11 @@ import os
 import re
 import signal
 import subprocess
+import tarfile
 from collections.abc import Iterator
 from pathlib import Path
 
+import pyarrow.parquet as pq
 import pytest
 from helpers import (
     REPO,
@@ -294,6 +297,34 @@ def test_real_dead_task_resubmitted_alone(slurm_env: dict[str, str], sample_root
     assert_same_output(out, clean_run)
     final = run_cli(["status", "--out", out])
     assert "shards:   4/4 complete" in final.stdout and "--array=" not in final.stdout
+
+
+@pytest.mark.slow
+def test_real_array_reads_an_archive_through_one_index(slurm_env: dict[str, str], sample_root: Path,
+                                                       clean_run: Path, tmp_path: Path) -> None:
+    """The dataset as a tar.gz: `slurm` indexes it once at planning (the login node); the tasks
+    read their frames through that index without indexing again, and the merged keypoints are the
+    folder run's (only image and mtime columns differ)."""
+    tgz = tmp_path / "sample.tar.gz"
+    with tarfile.open(tgz, "w:gz") as tf:
+        tf.add(sample_root, arcname="release/PHOENIX-2014-T")
+    out = tmp_path / "run"
+    proc = run_cli(["slurm", "--dataset", tgz, "--out", out, "--num-shards", "2", "--chunk-frames",
+                    "20", "--cpus-per-task", "1", "--time", "0:10:00", "--submit"], env=slurm_env)
+    assert proc.returncode == 0, proc.stderr
+    index = {p.name: p.stat().st_mtime_ns for p in (out / "archive").iterdir()}
+    assert "archive.json" in index and "gzip.index" in index
+    [sub] = _submissions(out)
+    tasks = wait_for(lambda: _ended(slurm_env, sub["array_job"]), 300, "both tasks", interval=1)
+    assert set(_states(tasks).values()) == {"COMPLETED"}, tasks
+    merged = wait_for(lambda: _ended(slurm_env, sub["merge_job"]), 120, "the merge job", interval=1)
+    assert merged[""]["ExitCode"] == "0:0", merged
+    assert {p.name: p.stat().st_mtime_ns for p in (out / "archive").iterdir()} == index
+    got, ref = pq.read_table(out / "keypoints.parquet"), pq.read_table(clean_run / "keypoints.parquet")
+    cols = ["split", "video", "frame", "status", "pose", "face", "left_hand", "right_hand",
+            "file_size", "file_sha256"]
+    assert got.num_rows == ref.num_rows > 0 and got.select(cols).equals(ref.select(cols))
+    assert {im.rpartition("#")[2] for im in got["image"].to_pylist()} == {f"archive={tgz.name}"}
 
 
 def test_shard_refusals(sample_root: Path, tmp_path: Path) -> None:
