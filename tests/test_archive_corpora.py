@@ -76,6 +76,22 @@ def test_csl_daily_from_a_tar_gz_equals_its_folder(tmp_path: Path):
     assert {im.rpartition("#")[2] for im in got["image"].to_pylist()} == {f"archive={tgz.name}"}
 
 
+def test_a_zip_made_on_macos_is_one_corpus(tmp_path: Path):
+    """Finder's zips hold a `__MACOSX/` copy of the tree with a `._name` resource fork per file:
+    it is no second corpus, and the corpus lists what its folder lists."""
+    tree = build_csl(tmp_path / "CSL-Daily", frames=2)
+    dest = pack_zip(tree, tmp_path / "CSL-Daily.zip", "CSL-Daily")
+    with zipfile.ZipFile(dest, "a") as zf:
+        for p in sorted(tree.rglob("*")):
+            if p.is_file():
+                rel = p.relative_to(tree)
+                zf.writestr(f"__MACOSX/CSL-Daily/{rel.parent}/._{p.name}", b"\x00\x05\x16\x07")
+    archive.set_index_dir(None)
+    got, want = discover(dest), discover(tree)
+    assert got.layout == "csl-daily" and str(got.root) == f"{dest}/CSL-Daily"
+    assert [(v.name, v.files) for v in got.videos] == [(v.name, v.files) for v in want.videos]
+
+
 # --- video files -------------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def videos(tmp_path_factory: pytest.TempPathFactory) -> Path:

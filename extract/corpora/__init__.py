@@ -91,10 +91,12 @@ ARCHIVE_EXPECTED = EXPECTED.rpartition(", or a manifest")[0]
 
 
 def _folders(top: ArchivePath, depth: int) -> list[ArchivePath]:
-    """top and the folders down to `depth` levels below it."""
+    """top and the folders down to `depth` levels below it, but hidden ones and the `__MACOSX/`
+    copy of the tree (resource forks, `._name`) that macOS puts in the zips it makes."""
     level, found = [top], [top]
     for _ in range(depth):
-        level = [p for d in level for p in d.iterdir() if p.is_dir()]
+        level = [p for d in level for p in d.iterdir()
+                 if p.is_dir() and not p.name.startswith(".") and p.name != "__MACOSX"]
         found += level
     return found
 
@@ -104,8 +106,8 @@ def _single_folder(top: ArchivePath) -> ArchivePath:
     folder, clips/): its first level below then names the splits, as in the folder."""
     from extract.corpora.entries import split_of  # (entries imports the sources, which import us)
 
-    while len(entries := list(top.scandir())) == 1 and entries[0].is_dir() \
-            and split_of(entries[0].name) is None:
+    while len(entries := [e for e in top.scandir() if e.name != "__MACOSX"]) == 1 \
+            and entries[0].is_dir() and split_of(entries[0].name) is None:
         top = top / entries[0].name
     return top
 
