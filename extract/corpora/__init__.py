@@ -12,6 +12,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import replace
 from pathlib import Path
 
+import numpy as np
+
 from extract.corpora.base import SPLITS, Corpus, Dataset, DatasetError
 from extract.corpora.base import no_frames_message as _generic_message
 from extract.sources import archive
@@ -80,7 +82,8 @@ def _cut_folder(inside: ArchivePath) -> str | None:
     index = inside.index
     if not index.problem or not index.members.num_rows:
         return None
-    return index.members["name"][-1].as_py().rpartition("/")[0]
+    last = int(np.argmax(index.offset))  # the member furthest into the archive
+    return index.members["name"][last].as_py().rpartition("/")[0]
 
 
 # Corpora read from inside an archive, as from a folder: frame folders through the archive source,

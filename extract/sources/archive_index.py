@@ -4,7 +4,7 @@ folder (`archive/`), so that nothing reads the whole archive again unless it cha
 - `members.parquet`: every member's name, data offset, size, mtime and kind, plus its folder and
   its position in the archive; sorted by (folder, position) in row groups of ROW_GROUP, so that a
   worker (lazy) reads only the row groups of the folders it looks up, never the release's 947,756
-  names; the coordinator (plan, resume, verify) loads the whole table, in archive order.
+  names; the coordinator (plan, resume, verify) loads the whole table as stored.
 - `gzip.index`: the gzip stream's seek points, rapidgzip's own export in gztool's format (sparse,
   compressed windows); rapidgzip does the seeking, no gzip index of our own making.
 - `archive.json`, written last: the archive's size and mtime when indexed and a digest of the
@@ -102,7 +102,7 @@ class ArchiveIndex:
     fmt: str
     size: int
     mtime_ns: int
-    members: pa.Table  # _MEMBERS_SCHEMA, in archive order
+    members: pa.Table  # _MEMBERS_SCHEMA: in archive order when built, by folder when loaded
     gzip_index: bytes = b""  # rapidgzip's export (tar.gz only), when just built
     problem: str = ""  # why part of the archive could not be read (truncated, ...)
     digest: str = ""
@@ -348,10 +348,7 @@ def load_index(path: Path, folder: Path, lazy: bool = False) -> ArchiveIndex | N
             members = _MEMBERS_SCHEMA.empty_table()
             pq.read_metadata(folder / "members.parquet")
         else:
-            t = pq.read_table(folder / "members.parquet", columns=[*_MEMBERS_SCHEMA.names, "pos"])
-            members = t.take(pc.sort_indices(t["pos"])).select(_MEMBERS_SCHEMA.names)
-            members = pa.table([c.combine_chunks() for c in members.columns], schema=_MEMBERS_SCHEMA)
-            del t
+            members = pq.read_table(folder / "members.parquet", columns=_MEMBERS_SCHEMA.names)
         if not (folder / "gzip.index").is_file():
             return None
     except (OSError, ValueError, KeyError, pa.ArrowException):
