@@ -157,7 +157,10 @@ class ArchiveIndex:
                 self._group()
             start, stop = self._folders.get(folder, (0, 0))
             idx = self._order[start:stop]
-            names = self.members["name"].take(pa.array(idx)).to_pylist()
+            if len(idx) and int(idx[-1]) - int(idx[0]) + 1 == len(idx):  # stored by folder: a slice
+                names = self.members["name"].slice(int(idx[0]), len(idx)).to_pylist()
+            else:  # (a take across a loaded table's row groups copies them all)
+                names = self.members["name"].take(pa.array(idx)).to_pylist()
             entries = {n.rpartition("/")[2]: int(i) for n, i in zip(names, idx, strict=True)}
             self._names[folder] = entries
         return entries.get(base)
