@@ -146,8 +146,9 @@ def read_order(root: Path, videos: list[VideoRef]) -> list[int]:
 
 def in_plan_order(table: pa.Table, videos: list[VideoRef]) -> pa.Table:
     """A chunk's rows with its videos in plan order (a video's own rows keep their order)."""
-    rank = {v.name: k for k, v in enumerate(videos)}
-    keys = np.array([rank[name] for name in table["video"].to_pylist()])
+    rank = {(v.split, v.name): k for k, v in enumerate(videos)}  # a name can be in two splits
+    keys = np.array([rank[sv] for sv in zip(table["split"].to_pylist(), table["video"].to_pylist(),
+                                            strict=True)])
     if keys.size == 0 or (np.diff(keys) >= 0).all():
         return table
     return table.take(pa.array(np.argsort(keys, kind="stable")))
