@@ -26,6 +26,7 @@ import pyarrow.parquet as pq
 
 from extract.points import LEGACY_FACE, PointSet
 from extract.sources import source_of_image
+from extract.sources.base import parse_image
 from extract.tensors import NpyWriter, TensorsError, TensorSpec, iter_videos, video_tensor
 
 SPLITS = ("train", "dev", "test")  # the pkl always has all three, in this order
@@ -82,16 +83,17 @@ def _image_path(dataset_path: str, rel: str) -> str:
     """As the older script built it: str(Path(dataset_path) / features/.../split/video/file). A
     frame read from an archive is named by its path through the archive file, as --dataset named
     the archive (`R.tar.gz/PHOENIX-2014-T/features/...png`), without the row's `#archive=` tag:
-    readers that take the video or frame from the path's last components see what a folder gives."""
-    if source_of_image(rel) == "archive":
-        rel = rel.rpartition("#")[0]
-    return str(Path(dataset_path) / PurePosixPath(rel))
+    readers that take the video or frame from the path's last components see what a folder gives.
+    A video's frame keeps its `#frame=N`, the one thing that tells its frames apart."""
+    ref = parse_image(rel)
+    path = f"{ref.path}#{ref.fragment}={ref.detail}" if source_of_image(rel) == "video" else ref.path
+    return str(Path(dataset_path) / PurePosixPath(path))
 
 
 def kept_rows(table: Any) -> np.ndarray:
     """Row positions of a video's frames with anything detected, ordered by frame file name."""
     names = table.column("image").to_pylist()
-    order = sorted(range(len(names)), key=lambda i: PurePosixPath(names[i]).name)
+    order = sorted(range(len(names)), key=lambda i: PurePosixPath(parse_image(names[i]).path).name)
     present = np.zeros(len(names), bool)
     for name, _, _ in REGIONS:
         present |= ~np.asarray(table.column(name).is_null(), bool)

@@ -24,7 +24,7 @@ import pyarrow as pa
 
 from extract.frames import read_file
 from extract.schema import PROVENANCE_COLUMNS
-from extract.sources.base import Mismatch
+from extract.sources.base import Mismatch, parse_image
 
 # What stat_frames found behind each path.
 KIND_FILE, KIND_MISSING, KIND_NOT_A_FILE, KIND_ERROR = 0, 1, 2, 3
@@ -164,7 +164,7 @@ def changed_frames(root: Path, recorded: pa.Table, content: bool = False,
     cols = recorded.select([c for c in PROVENANCE_COLUMNS if content or c != "file_sha256"])
     images = cols["image"].to_numpy(zero_copy_only=False).tolist()
     prefix = str(root).rstrip("/") + "/"
-    paths = [prefix + im for im in images]
+    paths = [prefix + (parse_image(im).path if "%" in im else im) for im in images]
     size, has_size = _ints(cols["file_size"])
     mtime, _ = _ints(cols["file_mtime_ns"])
     why = _stat_reasons(stat_frames(paths, threads), size, mtime, has_size, paths)

@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
-from extract.sources.base import FrameSource, Mismatch
+from extract.sources.base import FrameSource, Mismatch, parse_image
 
 # kind -> "module:class"; modules are imported when first used (a decoder only where it is needed)
 SOURCES: dict[str, str] = {
@@ -44,13 +44,9 @@ def _fragments() -> dict[str, str]:
 
 def source_of_image(image: str) -> str:
     """The kind of source a recorded row's `image` came from: a plain path is a frame file."""
-    _, sep, frag = image.rpartition("#")
-    if sep:
-        key = frag.split("=", 1)[0]
-        kind = _fragments().get(key)
-        if kind is not None:
-            return kind
-    return "folder"
+    if "#" not in image:
+        return "folder"
+    return _fragments().get(parse_image(image).fragment, "folder")
 
 
 def load_image(root: Path, image: str) -> np.ndarray | None:

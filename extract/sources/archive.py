@@ -61,7 +61,7 @@ from extract.sources.archive_index import (  # noqa: F401 (the index's names, us
     split_root,
     unreadable_archive,
 )
-from extract.sources.base import Frame, Mismatch, Ref
+from extract.sources.base import Frame, Mismatch, Ref, image_ref, parse_image
 
 FRAGMENT = "archive"
 
@@ -437,16 +437,17 @@ def _read_forward(index: ArchiveIndex, members: list[int | None]) -> dict[int, t
 
 
 def _frame(index: ArchiveIndex, i: int | None, got: dict[int, tuple[bytes | None, str]], rel: str,
-           tag: str) -> Frame:
+           archive_name: str) -> Frame:
+    image = image_ref(rel, FRAGMENT, archive_name)
     if i is None:
-        return Frame(None, STATUS_MISSING, "no such member in the archive", rel + tag)
+        return Frame(None, STATUS_MISSING, "no such member in the archive", image)
     if index.kind[i] != KIND_FILE:
-        return Frame(None, STATUS_NOT_A_FILE, "a folder or link in the archive", rel + tag)
+        return Frame(None, STATUS_NOT_A_FILE, "a folder or link in the archive", image)
     data, why = got[i]
     if data is None:
-        return Frame(None, STATUS_UNREADABLE, why, rel + tag)
+        return Frame(None, STATUS_UNREADABLE, why, image)
     rgb, status, note = decode_frame(data, rel)
-    return Frame(rgb, status, note, rel + tag, len(data), int(index.mtime[i]),
+    return Frame(rgb, status, note, image, len(data), int(index.mtime[i]),
                  hashlib.sha256(data).hexdigest())
 
 
@@ -464,15 +465,15 @@ class ArchiveSource:
         names = [f"{ref.locator}/{n}" for n in ref.files]
         if found is None:
             for rel in names:
-                yield Frame(None, STATUS_MISSING, f"the archive {root} is gone", rel)
+                yield Frame(None, STATUS_MISSING, f"the archive {root} is gone", image_ref(rel))
             return
         archive, prefix = found
-        tag = f"#{FRAGMENT}={archive.name}"
+        tag = archive.name
         try:
             index = open_index(archive)
         except ArchiveError as e:
             for rel in names:
-                yield Frame(None, STATUS_UNREADABLE, str(e)[:200], rel + tag)
+                yield Frame(None, STATUS_UNREADABLE, str(e)[:200], image_ref(rel, FRAGMENT, tag))
             return
         members = [index.find(_member_name(prefix, rel)) for rel in names]
         pa.default_memory_pool().release_unused()  # the lookup's Arrow temporaries (~1 ms)
@@ -508,7 +509,7 @@ class ArchiveSource:
             index = open_index(archive)
         except ArchiveError:
             return None
-        i = index.find(_member_name(prefix, image.rpartition("#")[0]))
+        i = index.find(_member_name(prefix, parse_image(image).path))
         if i is None or index.kind[i] != KIND_FILE:
             return None
         data, _ = reader(index).read(i)
@@ -529,7 +530,7 @@ class ArchiveSource:
         sha = recorded["file_sha256"].to_pylist() if content else [None] * len(images)
         out = []
         for row, image in enumerate(images):
-            why = self._why(index, _member_name(prefix, image.rpartition("#")[0]), size[row],
+            why = self._why(index, _member_name(prefix, parse_image(image).path), size[row],
                             mtime[row], sha[row])
             if why:
                 out.append(Mismatch(row, image, why))

@@ -24,6 +24,9 @@ three places:
 A row's `image` names what it was made from: a frame file's path for "folder"; for a frame inside
 another file, `<path>#<FRAGMENT>=<detail>` (video: `clip.mp4#frame=12`), so that `stale` can hand
 each recorded row to the source that made it (extract/sources/__init__.py: `source_of_image`).
+`image_ref` writes it and `parse_image` reads it, nothing else: `%` and `#` inside the path and the
+detail are written `%25` and `%23`, so the one bare `#` is the tag's whatever the names hold (a
+folder `V#frame=1`, an archive `a#b.tar.gz`), and paths without them read as they always did.
 
 Adding a source (e.g. frames inside a tar.gz or zip): one module in extract/sources/ defining a
 class with `kind` (the name plans and corpus readers use), `fragment` (the `#key=` of its images,
@@ -43,6 +46,38 @@ from typing import NamedTuple, Protocol
 
 import numpy as np
 import pyarrow as pa
+
+
+def _escape(text: str) -> str:
+    return text.replace("%", "%25").replace("#", "%23") if "%" in text or "#" in text else text
+
+
+def _unescape(text: str) -> str:
+    return text.replace("%23", "#").replace("%25", "%") if "%" in text else text
+
+
+def image_ref(path: str, fragment: str = "", detail: str = "") -> str:
+    """A row's `image`: the path (posix, relative to the dataset root), and for a frame inside
+    another file the source's `#fragment=detail`; reversible by parse_image for any names."""
+    ref = _escape(path)
+    return f"{ref}#{fragment}={_escape(detail)}" if fragment else ref
+
+
+class ImageRef(NamedTuple):
+    """A row's `image` taken apart: the file's path, and the tag of a frame inside it ("" if none)."""
+
+    path: str
+    fragment: str = ""
+    detail: str = ""
+
+
+def parse_image(image: str) -> ImageRef:
+    """The inverse of image_ref (the only place an `image` string is taken apart)."""
+    path, sep, tag = image.partition("#")
+    if not sep:
+        return ImageRef(_unescape(path))
+    fragment, _, detail = tag.partition("=")
+    return ImageRef(_unescape(path), fragment, _unescape(detail))
 
 
 @dataclass(frozen=True)

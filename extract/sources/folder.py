@@ -20,7 +20,7 @@ import pyarrow as pa
 
 from extract.corpora.base import nfc
 from extract.frames import STATUS_OK, read_frame
-from extract.sources.base import Frame, Mismatch, Ref, Scan
+from extract.sources.base import Frame, Mismatch, Ref, Scan, image_ref, parse_image
 
 IGNORED_HIDDEN = "hidden file"
 IGNORED_FOLDER = "folder"
@@ -141,11 +141,11 @@ class FolderSource:
         for name in ref.files:
             rel = f"{ref.locator}/{name}"
             rgb, status, note, src = read_frame(root / rel)
-            yield Frame(rgb, status, note, rel, src.size, src.mtime_ns, src.sha256)
+            yield Frame(rgb, status, note, image_ref(rel), src.size, src.mtime_ns, src.sha256)
 
     def image(self, root: Path, image: str) -> np.ndarray | None:
         """One recorded row's frame again (for drawing), None when it cannot be read."""
-        rgb, status, _, _ = read_frame(root / image, digest=False)
+        rgb, status, _, _ = read_frame(root / parse_image(image).path, digest=False)
         return rgb if status == STATUS_OK else None
 
     def stale(self, root: Path, recorded: pa.Table, content: bool, threads: int) -> list[Mismatch]:

@@ -30,7 +30,7 @@ import numpy as np
 import pyarrow as pa
 
 from extract.sources.archive import member_of, open_file, stat_file
-from extract.sources.base import Frame, Mismatch, Ref, Scan
+from extract.sources.base import Frame, Mismatch, Ref, Scan, image_ref, parse_image
 
 STATUS_NOT_DECODED = "not_decoded"
 VIDEO_SUFFIXES = (".mp4", ".m4v", ".mov", ".mkv", ".webm", ".avi", ".mpg", ".mpeg", ".ogv", ".flv")
@@ -183,15 +183,15 @@ class VideoSource:
     def image(self, root: Path, image: str) -> np.ndarray | None:
         """One recorded row's frame again (for drawing): decoded from the start of the video, or
         onward from the last one asked for, so drawing a video in order decodes it once."""
-        path, _, frag = image.rpartition("#")
-        index = int(frag.partition("=")[2])
+        path, _, detail = parse_image(image)
+        index = int(detail)
         key = (str(root / path), index)
         if self._last is None or self._last[0] != key[0] or self._last[1] >= index:
             ref = Ref(self.kind, path, (), 0, 1 << 31)
             self._last = (key[0], -1, iter(_Decode(root, ref)))
         _, at, frames = self._last
         for f in frames:
-            at = int(f.image.rpartition("=")[2])
+            at = int(parse_image(f.image).detail)
             if at >= index:
                 self._last = (key[0], at, frames)
                 return f.rgb if at == index else None
@@ -229,7 +229,7 @@ class _Decode:
 
     def _row(self, i: int, rgb: np.ndarray | None = None, status: str = "ok", note: str = "",
              time_s: float | None = None) -> Frame:
-        return Frame(rgb, status, note, f"{self.ref.locator}#{FRAGMENT}={i}", self.size,
+        return Frame(rgb, status, note, image_ref(self.ref.locator, FRAGMENT, str(i)), self.size,
                      self.mtime, self.sha, time_s)
 
     def __iter__(self) -> Iterator[Frame]:
@@ -246,7 +246,7 @@ class _Decode:
             status = "missing" if isinstance(e, FileNotFoundError) else "unreadable"
             for i in range(ref.start, end):
                 yield Frame(None, status, e.strerror or str(e)[:200] or type(e).__name__,
-                            f"{ref.locator}#{FRAGMENT}={i}")
+                            image_ref(ref.locator, FRAGMENT, str(i)))
             return
         with f:
             yield from self._placed(f, end)
@@ -325,7 +325,7 @@ def stale_videos(root: Path, recorded: pa.Table, content: bool) -> list[Mismatch
     verdict: dict[tuple, str] = {}
     out = []
     for i, image in enumerate(images):
-        path = image.rpartition("#")[0]
+        path = parse_image(image).path
         key = (path, size[i], mtime[i], sha[i])
         if key not in verdict:
             verdict[key] = _why(root / path, size[i], mtime[i], sha[i])
