@@ -13,11 +13,22 @@ from tqdm import tqdm
 RESUME = "run the same command again to resume"
 
 
-def fresh(out: object) -> str:
+ANY_INPUT = "--dataset CORPUS"  # a run of unknown kind (no readable run.json)
+
+
+def fresh(out: object, dataset: str = ANY_INPUT) -> str:
     """How to start a run folder over, said in full: only `run` has --fresh, and messages that
-    need it are also shown by status, merge, slurm, tensors, export and verify."""
-    return (f"`phoenix-keypoints run --out {out} --fresh --dataset PHOENIX_ROOT` (deletes that run "
+    need it are also shown by status, merge, slurm, tensors, export and verify. `dataset` is the
+    input as the user typed it, or the placeholder of the run's corpus (`--manifest FILE`)."""
+    return (f"`phoenix-keypoints run --out {quote(out)} --fresh {dataset}` (deletes that run "
             "and starts again)")
+
+
+def quote(path: object) -> str:
+    """A path as the user can paste it into a shell (spaces, `#`)."""
+    import shlex
+
+    return shlex.quote(str(path))
 
 
 def result(text: str) -> None:

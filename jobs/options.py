@@ -7,6 +7,7 @@ from pathlib import Path
 
 from extract.corpora.base import SPLITS
 from extract.holistic import HolisticOptions
+from jobs.identity import input_conflict
 from jobs.runinfo import PlanOptions, RunInfo
 
 
@@ -72,10 +73,8 @@ class RunOptions:
         recorded = HolisticOptions.from_dict(have.holistic).as_dict()
         diffs += [f"{k} ({recorded[k]} when planned, {v} asked)"
                   for k, v in asked.holistic.items() if recorded[k] != v]
-        given = Path(info.dataset.root) / info.dataset.manifest if info.dataset.manifest else \
-            Path(info.dataset.root)
-        if self.dataset is not None and self.dataset.resolve() != given:
-            diffs.insert(0, f"dataset ({given})")
+        if dataset := input_conflict(self.dataset, info):
+            diffs.insert(0, dataset)
         if num_shards is not None and num_shards != info.num_shards:
             diffs.append(f"num_shards (fixed at {info.num_shards} when planned)")
         return diffs

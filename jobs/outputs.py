@@ -16,6 +16,7 @@ import pyarrow.parquet as pq
 from extract.loader import load_meta, load_split
 from extract.tensors import TensorsError, TensorSpec, refined_face, tag_dir, write_tensors
 from jobs import messages
+from jobs.identity import corpus_spelling
 from jobs.locks import locked
 from jobs.rundir import JobFailed, RunDir, RunError
 from jobs.runinfo import RunInfo
@@ -92,7 +93,7 @@ def legacy_dataset_info(info: RunInfo, rd: RunDir, dataset_path: str | None = No
     names = {LAYOUT_T: "PHOENIX-2014-T", LAYOUT_2014: "PHOENIX-2014"}
     return {
         "name": names.get(info.dataset.layout, info.dataset.layout),
-        "source_path": dataset_path or info.dataset.given or info.dataset.root,
+        "source_path": corpus_spelling(info, dataset_path),
         "splits": list(info.options.splits),
         "processing_info": {
             "extractor": "phoenix-keypoints: MediaPipe Holistic, video mode, tracking reset per video",
@@ -127,6 +128,17 @@ def export_legacy_pkl(rd: RunDir, to: Path, dataset_path: str | None = None) -> 
     info = rd.load()
     return write_legacy_pkl(_need_keypoints(rd), to, legacy_dataset_info(info, rd, dataset_path),
                             split_seconds(info))
+
+
+def pkl_record(to: Path, info: RunInfo, source_path: str) -> dict[str, Any]:
+    """What run.json keeps of a pkl `run --output_path` wrote: the file (size, mtime), the merge it
+    was written from and the dataset spelling in its paths; equal again means nothing to rewrite."""
+    try:
+        st = to.stat()
+    except OSError:
+        return {}
+    return {"size": st.st_size, "mtime_ns": st.st_mtime_ns, "source_path": source_path,
+            "merged": info.merge.time if info.merge else None}
 
 
 def export_legacy_npz(rd: RunDir, to: Path, dataset_path: str | None = None) -> dict[str, int]:

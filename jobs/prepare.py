@@ -13,11 +13,12 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from extract.corpora import discover, no_frames_message
+from extract.corpora import discover, input_key, no_frames_message
 from extract.corpora.base import Dataset, DatasetError
 from extract.corpora.phoenix import FRAMES_DIR
 from extract.holistic import HolisticOptions, check_model
 from jobs import messages
+from jobs.identity import given_path, input_arg
 from jobs.locks import locked
 from jobs.options import RunOptions
 from jobs.plan import cuts_digest, make_plan
@@ -39,7 +40,9 @@ def clear_run(rd: RunDir) -> None:
         shutil.rmtree(rd.path / name, ignore_errors=True)
 
 
-def dataset_info(ds: Dataset) -> DatasetInfo:
+def dataset_info(ds: Dataset, given: str = "", key: str = "") -> DatasetInfo:
+    """run.json's dataset record; `given` is --dataset (or --manifest) as typed, `key` its
+    input_key (given and key default to the dataset's root, for runs made without a command line)."""
     ignored = [(f"{v.folder.removeprefix(FRAMES_DIR + '/')}/{name}", reason)
                for v in ds.videos for name, reason in v.ignored]
     reasons: dict[str, int] = {}
@@ -52,7 +55,9 @@ def dataset_info(ds: Dataset) -> DatasetInfo:
         unlisted_folders=list(ds.unlisted), ignored_files=len(ignored), ignored_reasons=reasons,
         ignored_examples=[f"{path} ({reason})" for path, reason in ignored[:IGNORED_EXAMPLES]],
         manifest=ds.manifest, decoder=_decoder(ds),
-        notes={v.name: v.note for v in ds.videos if v.note}, given=str(ds.root),
+        notes={v.name: v.note for v in ds.videos if v.note},
+        given=given or str(ds.root / ds.manifest if ds.manifest else ds.root),
+        key=key or input_key(Path(str(ds.root)) / ds.manifest),
     )
 
 
@@ -65,20 +70,14 @@ def _decoder(ds: Dataset) -> str:
     return decoder_version()
 
 
-def given_path(info: RunInfo) -> Path:
-    """What --dataset (or --manifest) named when the run was planned."""
-    root = Path(info.dataset.root)
-    return root / info.dataset.manifest if info.dataset.manifest else root
-
-
 def new_run(ds: Dataset, options: PlanOptions, workers: int, num_shards: int = 1,
-            seconds: float = 0.0) -> tuple[RunInfo, pa.Table]:
+            seconds: float = 0.0, given: str = "") -> tuple[RunInfo, pa.Table]:
     """(run.json record, plan table) for a dataset: the one place both are made."""
     plan = make_plan(ds, workers, options.chunk_frames)
     chunks = {c for c in plan["chunk"].to_pylist() if c >= 0}
     info = PlanInfo(chunks=len(chunks), videos=len(ds.videos), frames=ds.num_frames,
                     seconds=round(seconds, 3), workers=workers, cuts=cuts_digest(plan))
-    return RunInfo.new(dataset_info(ds), options, info, versions(), num_shards), plan
+    return RunInfo.new(dataset_info(ds, given), options, info, versions(), num_shards), plan
 
 
 def _resume(rd: RunDir, opts: RunOptions, num_shards: int | None) -> RunInfo:
@@ -86,13 +85,14 @@ def _resume(rd: RunDir, opts: RunOptions, num_shards: int | None) -> RunInfo:
     diffs = opts.conflicts(info, num_shards)
     if diffs:
         raise RunError(f"{rd.path} holds a run with other {', '.join(diffs)}. Use another --out, or "
-                       f"start afresh with the options you want: {messages.fresh(rd.path)}.")
+                       "start afresh with the options you want: "
+                       f"{messages.fresh(rd.path, input_arg(info, opts.dataset))}.")
     o = info.options
     ds = discover(given_path(info), o.splits, o.videos, o.limit_videos, o.max_samples_per_split)
     if ds.fingerprint() != info.dataset.fingerprint:
         raise RunError(f"the dataset at {ds.root} changed since {rd.path} was planned (its corpus "
                        "files, or which frame files there are). Start again on the data as it is now: "
-                       f"{messages.fresh(rd.path)}.")
+                       f"{messages.fresh(rd.path, input_arg(info, opts.dataset))}.")
     return info
 
 
@@ -113,7 +113,9 @@ def load_or_plan(rd: RunDir, opts: RunOptions, workers: int, fresh: bool = False
     if rd.exists():
         return _resume(rd, opts, num_shards)
     if opts.dataset is None:
-        raise RunError(f"{rd.path} holds no run yet: pass --dataset PHOENIX_ROOT to start one.")
+        raise RunError(f"{rd.path} holds no run yet: pass {messages.ANY_INPUT} to start one "
+                       "(a corpus folder, a folder of videos or an archive of one; or --manifest "
+                       "FILE).")
     if any(rd.parts_dir.glob("*.parquet")):
         raise RunError(f"{rd.path} has parts but no run.json. Use another --out, or start afresh: "
                        f"{messages.fresh(rd.path)}.")
@@ -125,7 +127,8 @@ def load_or_plan(rd: RunDir, opts: RunOptions, workers: int, fresh: bool = False
         raise DatasetError(no_frames_message(ds))
     _archive_problem(ds)
     check_model(HolisticOptions.from_dict(options.holistic))
-    info, plan = new_run(ds, options, workers, num_shards or 1, time.monotonic() - t0)
+    info, plan = new_run(ds, options, workers, num_shards or 1, time.monotonic() - t0,
+                         str(opts.dataset))
     rd.save_plan(plan)
     rd.save(info)  # last: its presence means the plan is complete
     return info
@@ -144,8 +147,8 @@ def plan_shared(rd: RunDir, opts: RunOptions, num_shards: int, workers: int) -> 
     if opts.dataset is None:
         raise RunError(
             f"{rd.path} holds no plan yet. Make it before the shards start: `phoenix-keypoints "
-            f"slurm --dataset PHOENIX_ROOT --out {rd.path} --num-shards {num_shards}` (plans, "
-            "then writes or submits the array), or pass --dataset to this shard."
+            f"slurm {messages.ANY_INPUT} --out {messages.quote(rd.path)} --num-shards {num_shards}` "
+            "(plans, then writes or submits the array), or pass --dataset to this shard."
         )
     with locked(rd, "plan", wait=True):
         return load_or_plan(rd, opts, workers, num_shards=num_shards)

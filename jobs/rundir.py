@@ -183,7 +183,7 @@ class RunDir:
         except FileNotFoundError:
             raise RunError(
                 f"{self.path} holds no run (no run.json). Start one with "
-                f"`phoenix-keypoints run --dataset PHOENIX_ROOT --out {self.path}`."
+                f"`phoenix-keypoints run {messages.ANY_INPUT} --out {messages.quote(self.path)}`."
             ) from None
         except (OSError, ValueError) as e:
             raise RunError(f"{self.run_json}: unreadable ({e}). Start afresh: "

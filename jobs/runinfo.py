@@ -46,7 +46,8 @@ class DatasetInfo:
     ignored_files: int = 0
     ignored_reasons: dict[str, int] = field(default_factory=dict)  # reason -> entries
     ignored_examples: list[str] = field(default_factory=list)  # "<split>/<video>/<name> (reason)"
-    given: str = ""  # --dataset as the user typed it (the legacy pkl's image_paths start with it)
+    given: str = ""  # --dataset (or --manifest) as the user typed it, for messages and the legacy pkl
+    key: str = ""  # its identity (extract.corpora.input_key): what a resume's --dataset is compared to
     manifest: str = ""  # the manifest's file name in root, when a manifest lists the videos
     decoder: str = ""  # the video decoder and its version, when videos are decoded
     notes: dict[str, str] = field(default_factory=dict)  # video -> what its source noticed
@@ -103,6 +104,7 @@ class RunInfo:
     tensors: dict[str, dict[str, Any]] = field(default_factory=dict)
     extraction: ExtractionInfo | None = None
     fabricated: bool = False
+    exports: dict[str, dict[str, Any]] = field(default_factory=dict)  # pkl path -> outputs.pkl_record
 
     @classmethod
     def new(cls, dataset: DatasetInfo, options: PlanOptions, plan: PlanInfo, versions: dict[str, str],
@@ -120,6 +122,8 @@ class RunInfo:
             del out["merge"]
         if self.extraction is None:
             del out["extraction"]
+        if not self.exports:
+            del out["exports"]
         return out
 
     @classmethod
@@ -144,6 +148,7 @@ class RunInfo:
                 extraction=_record(ExtractionInfo, raw, "extraction") if raw.get("extraction")
                 else None,
                 fabricated=bool(raw.get("fabricated", False)),
+                exports=dict(raw.get("exports", {})),
             )
         except KeyError as e:
             raise RunInfoError(f"no {e.args[0]!r}") from None

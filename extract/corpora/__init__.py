@@ -8,6 +8,7 @@ a reader produces and how to add one.
 from __future__ import annotations
 
 import importlib
+import os
 from collections.abc import Iterable, Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -117,9 +118,11 @@ def _single_folder(top: ArchivePath) -> ArchivePath:
 
 def archive_root(root: Path) -> tuple[ArchivePath, str] | None:
     """(the corpus folder inside an archive, its reader's name); None when root is no archive.
-    The folder is the archive's top or the one folder one or two levels down that is a corpus
-    (the release's own top folders); a folder of video files is the archive's top, or the one
-    folder that holds everything."""
+
+    The same discovery whether root names the archive alone or a folder in it (`ARCHIVE/inner`):
+    that folder if it is a corpus, else the one corpus one or two levels down (the release's own
+    top folders); a folder of video files is that folder, or the one folder that holds everything.
+    """
     found = archive.split_root(root)
     if found is None:
         return None
@@ -132,25 +135,71 @@ def archive_root(root: Path) -> tuple[ArchivePath, str] | None:
         if not (top / inner).is_dir():
             raise DatasetError(f"--dataset {root}: the archive {path} has no folder {inner}/.")
         top = top / inner
-        name = next((n for n in (*ARCHIVE_CORPORA, "videos") if corpus(n).detect(top)), None)
-        if name is None:
-            raise DatasetError(f"--dataset {root}: no corpus in that folder of the archive "
-                               f"(expected {ARCHIVE_EXPECTED}).")
-        return top, name
+        name = next((n for n in ARCHIVE_CORPORA if corpus(n).detect(top)), None)
+        if name is not None:
+            return top, name
     corpora = [(p, n) for p in _folders(top, 2)
                for n in [next((n for n in ARCHIVE_CORPORA if corpus(n).detect(p)), None)] if n]
     if len(corpora) == 1:
         return corpora[0]
     if not corpora and corpus("videos").detect(top):
         return _single_folder(top), "videos"
+    where = f"{path}/{inner}" if inner else str(path)
     if not corpora:
         shown = ", ".join(sorted(e.name + ("/" if e.is_dir() else "") for e in top.scandir())[:8])
-        raise DatasetError(f"--dataset {path}: no corpus inside the archive (looked at its top and "
-                           f"two folders down for {ARCHIVE_EXPECTED}; its top holds "
-                           f"{shown or 'nothing'}).")
+        raise DatasetError(f"--dataset {where}: no corpus inside the archive (looked at "
+                           f"{'that folder' if inner else 'its top'} and two folders down for "
+                           f"{ARCHIVE_EXPECTED}; it holds {shown or 'nothing'}).")
     listed = ", ".join(f"{path}/{p.rel}" for p, _ in corpora[:5])
-    raise DatasetError(f"--dataset {path}: the archive holds {len(corpora)} corpora ({listed}). "
+    raise DatasetError(f"--dataset {where}: the archive holds {len(corpora)} corpora ({listed}). "
                        "Pass the one to use as --dataset, written as above.")
+
+
+# --- one identity for a run's input ---------------------------------------------------------------
+def input_key(path: Path) -> str:
+    """The one name of a run's input, however it was typed (relative, through symlinks or `..`, an
+    archive alone or `ARCHIVE/inner`): the resolved file or folder, and for an archive the corpus
+    folder that discovery finds in it (`/real/X.tar.gz/PHOENIX-2014-T`). run.json records it."""
+    real = Path(os.path.realpath(path))
+    found = archive_root(real)
+    return str(real) if found is None else str(found[0])
+
+
+def same_input(asked: Path, key: str) -> bool:
+    """Whether `asked` (as typed now) names the input recorded as `key` (input_key at planning).
+
+    Cheap, so that a resume never re-reads an archive to answer it: the same resolved path, or the
+    same archive file typed alone or through a folder that holds the planned corpus folder (the
+    archive alone stands for the corpus that discovery found in it when the run was planned).
+    """
+    real = Path(os.path.realpath(asked))
+    if str(real) == key:
+        return True
+    found, planned = archive.split_root(real), archive.split_root(key)
+    if found is None or planned is None or found[0] != planned[0]:
+        return False
+    inner, corpus_folder = found[1], planned[1]
+    return not inner or corpus_folder == inner or corpus_folder.startswith(inner + "/")
+
+
+def spelled_root(given: str, key: str) -> str:
+    """The corpus folder in the user's own spelling: `given` as typed, followed by the folders
+    discovery went down inside an archive (`R.tar.gz` -> `R.tar.gz/PHOENIX-2014-T`)."""
+    found, planned = archive.split_root(Path(os.path.realpath(given))), archive.split_root(key)
+    if found is None or planned is None or found[0] != planned[0] or found[1] == planned[1]:
+        return given
+    below = planned[1].removeprefix(found[1]).strip("/")
+    return f"{given.rstrip('/')}/{below}" if below else given
+
+
+def placeholder(layout: str) -> str:
+    """How messages spell the input of a run of that layout (`--dataset PHOENIX_ROOT`); "" when
+    no reader has that layout."""
+    for name in CORPORA:
+        c = corpus(name)
+        if layout in getattr(c, "layouts", (c.name,)):
+            return c.placeholder
+    return ""
 
 
 def no_frames_message(ds: Dataset) -> str:

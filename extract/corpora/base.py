@@ -8,7 +8,8 @@ A video the reader lists but cannot use keeps its place with a `problem`, so tha
 the end of a run can report it; a corpus file that cannot be trusted is refused whole with a
 DatasetError that says what, where and what to do.
 
-Adding a corpus: a module with a `Corpus` object (name, detect, read, and optionally hint), listed
+Adding a corpus: a module with a `Corpus` object (name, placeholder, detect, read, and optionally
+hint), listed
 in extract/corpora/__init__.py's CORPORA, and its tests on a tree built in the test.
 """
 
@@ -91,6 +92,7 @@ class Corpus(Protocol):
     """A corpus reader: recognises its layout and lists its videos."""
 
     name: str
+    placeholder: str  # how messages spell its input: `--dataset PHOENIX_ROOT`, `--manifest FILE`
 
     def detect(self, root: Path) -> bool:
         """Whether `root` is this corpus (cheap: a few file checks)."""

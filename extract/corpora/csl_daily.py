@@ -100,6 +100,7 @@ def _listing(name: str, split: str, where: str, label: dict | None) -> Listing:
 
 class CslDaily:
     name = LAYOUT
+    placeholder = "--dataset CSL_DAILY_ROOT"
 
     def detect(self, root: Path) -> bool:
         return (root / SPLIT_FILE).is_file() or (root / FRAMES).is_dir()

@@ -70,6 +70,7 @@ def read_csv(path: Path, split: str) -> list[Listing]:
 
 class How2Sign:
     name = LAYOUT
+    placeholder = "--dataset HOW2SIGN_ROOT"
 
     def detect(self, root: Path) -> bool:
         return root.is_dir() and (

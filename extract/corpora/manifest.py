@@ -1,7 +1,8 @@
 """A manifest (`--manifest FILE`): one row per video, in csv, tsv or jsonl (by the file's suffix).
 
 Columns: `name` (the video's name in every output), `split`, `path` (relative to the manifest's
-folder: a video file, a folder of PNG/JPEG frames, or a glob of frame files such as
+folder, the one it really lies in when reached through a symlink: a video file, a folder of
+PNG/JPEG frames, or a glob of frame files such as
 `frames/a/*.jpg`), optional `start`/`end` (frames, 1-based, inclusive; `end` -1 = to the end) or
 `start_s`/`end_s` (seconds: the frames whose time is in [start_s, end_s)), and any other columns:
 `text` (or `translation`), `gloss` and `signer` (or `speaker`) reach the tensors' index, the pkl
@@ -18,6 +19,7 @@ import csv
 import hashlib
 import io
 import json
+import os
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
@@ -83,14 +85,17 @@ def _listing(row: dict, where: str) -> Listing:
 
 class Manifest:
     name = LAYOUT
+    placeholder = "--manifest FILE"
 
     def detect(self, root: Path) -> bool:
         return root.is_file() and root.suffix.lower() in SUFFIXES
 
     def read(self, root: Path, splits: Sequence[str] = SPLITS, videos: Iterable[str] | None = None,
              limit_videos: int | None = None, max_per_split: int | None = None) -> Dataset:
-        """`root` is the manifest file; paths are relative to its folder, the dataset's root."""
-        path = root
+        """`root` is the manifest file; paths are relative to its folder, the dataset's root (for a
+        manifest reached through a symlink, the folder it really lies in, where its author wrote
+        the paths from)."""
+        path = Path(os.path.realpath(root))
         try:
             raw = path.read_bytes()
             text = raw.decode("utf-8-sig")

@@ -229,6 +229,7 @@ class Phoenix:
     """PHOENIX-2014-T and PHOENIX-2014 (told apart by their corpus files)."""
 
     name = "phoenix"
+    placeholder = "--dataset PHOENIX_ROOT"
     layouts = (LAYOUT_T, LAYOUT_2014)
 
     def detect(self, root: Path) -> bool:

@@ -34,6 +34,7 @@ def video_files(root: Path) -> list[str]:
 
 class Videos:
     name = LAYOUT
+    placeholder = "--dataset VIDEO_FOLDER"
 
     def detect(self, root: Path) -> bool:
         return root.is_dir() and any(True for _ in _first(root))

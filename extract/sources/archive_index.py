@@ -86,8 +86,9 @@ def unreadable_archive(path: Path | str) -> str:
 
 
 def split_root(root: Path | str) -> tuple[Path, str] | None:
-    """(archive file, folder inside it) when root is an archive or a path through one, else None."""
-    p = Path(root)
+    """(archive file, folder inside it) when root is an archive or a path through one, else None.
+    Resolved first: an archive reached through a symlink of any name, or `..`, is found as itself."""
+    p = Path(os.path.realpath(root))
     for cand in (p, *p.parents):
         if archive_format(cand.name) and cand.is_file():
             return cand, "" if p == cand else p.relative_to(cand).as_posix()
@@ -389,8 +390,9 @@ def set_index_dir(folder: Path | None, write: bool = True, build: bool = True,
 
 
 def open_index(path: Path) -> ArchiveIndex:
-    """The archive's index: this process's, the run folder's when still valid, else built now."""
-    path = Path(path).absolute()
+    """The archive's index: this process's, the run folder's when still valid, else built now.
+    Kept under the archive's resolved name, so a symlink or `..` reaches the same index."""
+    path = Path(os.path.realpath(path))
     key = str(path)
     index = _INDEXES.get(key)
     if index is not None and not index.changed():
