@@ -7,6 +7,7 @@ graphs while the coordinator reads the dataset and plans.
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 
 from extract.sources.archive_index import ArchiveError
@@ -89,12 +90,25 @@ def _merge(rd: RunDir, req: RunRequest, info: RunInfo, merging: BackgroundMerge)
     return 1 if record.failed_videos else 0
 
 
-def _export_pkl(rd: RunDir, req: RunRequest) -> None:
-    if req.pkl is not None:
-        from jobs.outputs import export_legacy_pkl, legacy_pkl_line
+def _export_pkl(rd: RunDir, req: RunRequest, locked_here: bool = True) -> None:
+    """--output_path: write the older script's pkl, unless the file there is the one this run
+    wrote from its current merge for the same dataset spelling (then nothing is rewritten)."""
+    if req.pkl is None:
+        return
+    from jobs.identity import corpus_spelling
+    from jobs.outputs import export_legacy_pkl, legacy_pkl_line, pkl_record
 
-        given = str(req.options.dataset) if req.options.dataset is not None else None
-        messages.result(legacy_pkl_line(req.pkl, export_legacy_pkl(rd, req.pkl, given)))
+    info = rd.load()
+    given = str(req.options.dataset) if req.options.dataset is not None else None
+    source = corpus_spelling(info, given)
+    if info.exports.get(str(req.pkl.absolute())) == pkl_record(req.pkl, info, source):
+        messages.result(f"legacy pkl: {req.pkl} is up to date")
+        return
+    stats = export_legacy_pkl(rd, req.pkl, given)
+    with contextlib.nullcontext() if locked_here else locked(rd):
+        rd.update(lambda i: i.exports.__setitem__(str(req.pkl.absolute()),
+                                                  pkl_record(req.pkl, i, source)))
+    messages.result(legacy_pkl_line(req.pkl, stats))
 
 
 def _complete(rd: RunDir, req: RunRequest) -> bool:
@@ -126,7 +140,7 @@ def _complete(rd: RunDir, req: RunRequest) -> bool:
     messages.result(f"complete: {rd.keypoints_path} ({info.merge.rows} frames) and "
                     f"{rd.tensors_dir}/ are up to date; nothing to do. `phoenix-keypoints verify "
                     f"--out {rd.path} --content` compares every frame's content too.")
-    _export_pkl(rd, req)
+    _export_pkl(rd, req, locked_here=False)
     return True
 
 
