@@ -12,6 +12,7 @@ array with --dependency=afterok.
 from __future__ import annotations
 
 import json
+import os
 import shlex
 import shutil
 import subprocess
@@ -76,13 +77,24 @@ def worker_args(so: SlurmOptions) -> list[str]:
     return args
 
 
+def _absolute(rd: RunDir) -> Path:
+    """The run folder as the scripts name it: absolute, so sbatch may run them from anywhere."""
+    return Path(os.path.abspath(rd.path))
+
+
+def _directive_path(path: Path) -> str:
+    """A path in an #SBATCH line: sbatch splits those at blanks unless the value is quoted."""
+    return f'"{path}"' if any(c.isspace() for c in str(path)) else str(path)
+
+
 def render_array(rd: RunDir, num_shards: int, shards: list[int], so: SlurmOptions) -> str:
     """The array script: one task per shard index, each a `run --num-shards S --shard-index I`."""
-    out = shlex.quote(str(rd.path))
+    path = _absolute(rd)
+    out = shlex.quote(str(path))
     directives = [
         "--job-name=phoenix-keypoints",
         f"--array={array_expr(shards, so.max_parallel)}",
-        f"--output={rd.path / 'logs' / 'slurm-%A_%a.out'}",
+        f"--output={_directive_path(path / 'logs' / 'slurm-%A_%a.out')}",
         "--ntasks=1",
     ]
     if so.cpus_per_task:
@@ -94,7 +106,7 @@ def render_array(rd: RunDir, num_shards: int, shards: list[int], so: SlurmOption
            "--shard-index", '"$SLURM_ARRAY_TASK_ID"', *worker_args(so)]
     return "\n".join([
         "#!/bin/bash",
-        f"# phoenix-keypoints: shards {array_expr(shards)} of {num_shards} for {rd.path}.",
+        f"# phoenix-keypoints: shards {array_expr(shards)} of {num_shards} for {path}.",
         "# Written by `phoenix-keypoints slurm`; run that again to resubmit what is still missing.",
         *(f"#SBATCH {d}" for d in directives),
         "set -euo pipefail",
@@ -105,19 +117,20 @@ def render_array(rd: RunDir, num_shards: int, shards: list[int], so: SlurmOption
 
 def render_merge(rd: RunDir, so: SlurmOptions) -> str:
     """The merge job: one process, after the array; it refuses (and names shards) if any is missing."""
+    path = _absolute(rd)
     directives = [
         "--job-name=phoenix-keypoints-merge",
-        f"--output={rd.path / 'logs' / 'slurm-merge-%j.out'}",
+        f"--output={_directive_path(path / 'logs' / 'slurm-merge-%j.out')}",
         "--ntasks=1",
         "--kill-on-invalid-dep=yes",  # a failed shard: leave the queue instead of pending forever
         *_common(rd, so),
     ]
     return "\n".join([
         "#!/bin/bash",
-        f"# phoenix-keypoints: merge the parts of {rd.path} once every shard is complete.",
+        f"# phoenix-keypoints: merge the parts of {path} once every shard is complete.",
         *(f"#SBATCH {d}" for d in directives),
         "set -euo pipefail",
-        f"exec {_python()} -m jobs.cli merge --out {shlex.quote(str(rd.path))}",
+        f"exec {_python()} -m jobs.cli merge --out {shlex.quote(str(path))}",
         "",
     ])
 
