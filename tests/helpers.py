@@ -59,10 +59,11 @@ def run_with_file_size_limit(args: list, limit: int) -> subprocess.CompletedProc
                           preexec_fn=limit_files)
 
 
-def popen_cli(args: list[str], env: dict[str, str] | None = None) -> subprocess.Popen:
+def popen_cli(args: list[str], env: dict[str, str] | None = None,
+              cwd: Path | None = None) -> subprocess.Popen:
     """Start `phoenix-keypoints ARGS` in its own process group (so a test can signal all of it)."""
     return subprocess.Popen(
-        [sys.executable, "-m", "jobs.cli", *map(str, args)], env=cli_env(env), cwd=REPO,
+        [sys.executable, "-m", "jobs.cli", *map(str, args)], env=cli_env(env), cwd=cwd or REPO,
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
     )
 

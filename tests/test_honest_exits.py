@@ -164,7 +164,7 @@ def test_fresh_is_advised_as_the_run_command(run_copy: Path, tmp_path: Path):
     broken = tmp_path / "broken"
     broken.mkdir()
     (broken / "run.json").write_text("{not json")
-    advice = f"`phoenix-keypoints run --out {broken} --fresh --dataset PHOENIX_ROOT`"
+    advice = f"`phoenix-keypoints run --out {broken} --fresh --dataset CORPUS`"  # its kind unknown
     for cmd in (["status"], ["merge"], ["verify"], ["tensors"], ["export", "--format", "pkl",
                                                                   "--to", tmp_path / "x.pkl"]):
         proc = run_cli([*cmd, "--out", broken])
