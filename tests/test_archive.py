@@ -146,24 +146,29 @@ def test_one_worker_equals_two(archive_run: Path, tgz: Path, tmp_path: Path):
 
 
 @pytest.mark.slow
-def test_sigkill_then_resume(archive_run: Path, tgz: Path, tmp_path: Path):
-    """Coordinator and workers SIGKILLed mid-commit; `run` again reuses the index and its parts."""
+def test_sigkill_then_resume(archive_run: Path, shared_run: Path, tgz: Path, tmp_path: Path):
+    """`run --dataset PHOENIX-2014-T-release-v3.tar.gz` (the release's packing) SIGKILLed
+    mid-commit, then the same command: it reuses the index and its parts, and its output is the
+    uninterrupted archive run's, and the folder run's but for image and mtime."""
     out = tmp_path / "run"
-    proc = popen_cli(["run", "--dataset", tgz, "--out", out, *RUN_ARGS],
-                     env={"PHOENIX_KEYPOINTS_FAULTS": "write-delay=2"})
+    command = ["run", "--dataset", tgz, "--out", out, *RUN_ARGS]
+    proc = popen_cli(command, env={"PHOENIX_KEYPOINTS_FAULTS": "write-delay=2"})
     wait_for(lambda: list((out / "parts").glob("chunk-*.parquet")) and temps(out), 180,
              "a committed part and a part being committed", proc)
     os.killpg(proc.pid, signal.SIGKILL)
     proc.communicate(timeout=30)
     committed = {p.name: p.stat().st_mtime_ns for p in (out / "parts").glob("chunk-*.parquet")}
     index_mtime = (out / "archive" / "gzip.index").stat().st_mtime_ns
-    again = run_cli(["run", "--out", out])
+    again = run_cli(command)
     assert again.returncode == 0, again.stderr
     assert_no_traceback(again)
     for name, mtime in committed.items():
         assert (out / "parts" / name).stat().st_mtime_ns == mtime, f"{name} was redone"
     assert (out / "archive" / "gzip.index").stat().st_mtime_ns == index_mtime, "index built twice"
     assert_same_output(out, archive_run)
+    same = ["split", "video", *KEYPOINT_COLUMNS, "note", "width", "height", "file_sha256"]
+    assert pq.read_table(out / "keypoints.parquet").select(same).equals(
+        pq.read_table(shared_run / "keypoints.parquet").select(same))
 
 
 def test_index_of_an_older_version_is_made_again_on_resume(archive_run: Path, tmp_path: Path):

@@ -302,15 +302,19 @@ def test_real_dead_task_resubmitted_alone(slurm_env: dict[str, str], sample_root
 @pytest.mark.slow
 def test_real_array_reads_an_archive_through_one_index(slurm_env: dict[str, str], sample_root: Path,
                                                        clean_run: Path, tmp_path: Path) -> None:
-    """The dataset as a tar.gz: `slurm` indexes it once at planning (the login node); the tasks
-    read their frames through that index without indexing again, and the merged keypoints are the
-    folder run's (only image and mtime columns differ)."""
+    """The dataset as a tar.gz with the corpus two folders down, as the release packs it: `slurm`
+    indexes it once at planning (the login node); the tasks read their frames through that index
+    without indexing again, and the merged keypoints are the folder run's (only image and mtime
+    columns differ). Typed relative, with a run folder named with a blank and `#`: the scripts name
+    it absolute (sbatch runs from anywhere), the logs land in it, and the same command again (the
+    documented resubmission) is accepted."""
     tgz = tmp_path / "sample.tar.gz"
     with tarfile.open(tgz, "w:gz") as tf:
         tf.add(sample_root, arcname="release/PHOENIX-2014-T")
-    out = tmp_path / "run"
-    proc = run_cli(["slurm", "--dataset", tgz, "--out", out, "--num-shards", "2", "--chunk-frames",
-                    "20", "--cpus-per-task", "1", "--time", "0:10:00", "--submit"], env=slurm_env)
+    out = tmp_path / "run #1 a"
+    command = ["slurm", "--dataset", tgz.name, "--out", out.name, "--num-shards", "2",
+               "--chunk-frames", "20", "--cpus-per-task", "1", "--time", "0:10:00", "--submit"]
+    proc = run_cli(command, env=slurm_env, cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     index = {p.name: p.stat().st_mtime_ns for p in (out / "archive").iterdir()}
     assert "archive.json" in index and "gzip.index" in index
@@ -325,6 +329,9 @@ def test_real_array_reads_an_archive_through_one_index(slurm_env: dict[str, str]
             "file_size", "file_sha256"]
     assert got.num_rows == ref.num_rows > 0 and got.select(cols).equals(ref.select(cols))
     assert {im.rpartition("#")[2] for im in got["image"].to_pylist()} == {f"archive={tgz.name}"}
+    assert len(list((out / "logs").glob("slurm-*.out"))) == 3  # two tasks and the merge
+    again = run_cli(command, env=slurm_env, cwd=tmp_path)
+    assert again.returncode == 0 and "complete and merged" in again.stdout, again.stderr
 
 
 def test_shard_refusals(sample_root: Path, tmp_path: Path) -> None:
