@@ -16,6 +16,7 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+import math
 import pickle
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -38,23 +39,112 @@ _ALLOWED = {
     ("numpy.core.multiarray", "scalar"), ("numpy._core.multiarray", "scalar"),
     ("_codecs", "encode"),  # how protocol 2 pickles numpy's raw bytes
 }
+# What the allowed constructors may allocate together, for a file of n bytes: a labels file holds
+# its text and arrays in its own bytes, so a 28-byte `ndarray((10**12,))` is refused, not built.
+LABELS_ALLOCATION = (8, 32 * 2**20)  # bytes = 8 x n + 32 MiB
+
+
+class _Refused(pickle.UnpicklingError):
+    """The file asks for something a labels file has no need of."""
+
+
+class _Budget:
+    """Bytes the allowed constructors may still allocate; each call is charged before it runs."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit, self.left = limit, limit
+
+    def charge(self, nbytes: int, what: str) -> None:
+        if nbytes > self.left:
+            raise _Refused(f"it asks for {what} of {nbytes:,} bytes, more than a labels file of "
+                           f"its size needs (at most {self.limit:,} in all)")
+        self.left -= nbytes
+
+    def wrap(self, fn, cost, what: str):
+        def bounded(*args, **kwargs):
+            self.charge(cost(*args, **kwargs), what)
+            return fn(*args, **kwargs)
+        return bounded
+
+
+def _nbytes_of(shape, dtype=float, *_, **__) -> int:
+    """What numpy would allocate for an array of that shape and dtype (a buffer given: nothing)."""
+    import numpy as np
+
+    if _ or __.get("buffer") is not None:
+        return 0
+    dims = (shape,) if isinstance(shape, int) else tuple(shape)
+    return math.prod(int(d) for d in dims) * np.dtype(dtype).itemsize
+
+
+def _reconstruct_cost(_subtype, shape, dtype, *_) -> int:
+    return _nbytes_of(shape, dtype)
+
+
+def _buffer_cost(x=b"", *_) -> int:
+    """bytes(n) / bytearray(n) allocate n; from an object, about its length."""
+    return int(x) if isinstance(x, int) else len(x) if hasattr(x, "__len__") else 0
+
+
+def _container_cost(x=(), *_) -> int:
+    """list(x), dict(x), ...: a pointer (or two) per item of what the file already holds."""
+    return 16 * len(x) if hasattr(x, "__len__") else 0
 
 
 class _Restricted(pickle.Unpickler):
+    def __init__(self, file, limit: int) -> None:
+        super().__init__(file)
+        self.budget = _Budget(limit)
+
     def find_class(self, module: str, name: str):
         if (module, name) not in _ALLOWED:
-            raise pickle.UnpicklingError(f"it asks for {module}.{name}")
-        return super().find_class(module, name)
+            raise _Refused(f"it asks for {module}.{name}, which a labels file has no need of "
+                           "(loading it could run code)")
+        found = super().find_class(module, name)
+        if name == "ndarray":
+            return _bounded_array(self.budget)
+        if name == "_reconstruct":
+            return self.budget.wrap(found, _reconstruct_cost, "a numpy array")
+        if name in ("bytes", "bytearray"):
+            return self.budget.wrap(found, _buffer_cost, name)
+        if name in ("list", "tuple", "set", "frozenset", "dict"):
+            return self.budget.wrap(found, _container_cost, name)
+        return found
+
+
+def _bounded_array(budget: _Budget) -> type:
+    """numpy.ndarray as the pickle sees it: a subclass whose constructor is charged first (it must
+    stay a type: numpy's _reconstruct takes it as the array's class)."""
+    import numpy as np
+
+    class BoundedArray(np.ndarray):
+        def __new__(cls, *args, **kwargs):
+            budget.charge(_nbytes_of(*args, **kwargs), "a numpy array")
+            return np.ndarray.__new__(np.ndarray, *args, **kwargs)
+
+    return BoundedArray
 
 
 def load_labels(path: Path) -> dict[str, dict]:
-    """name -> its label dict, read without running anything the file asks for."""
+    """name -> its label dict, read without running anything the file asks for, and without
+    allocating more than its size warrants (LABELS_ALLOCATION)."""
     try:
-        data = _Restricted(io.BytesIO(path.read_bytes())).load()
-    except pickle.UnpicklingError as e:
-        raise DatasetError(f"{path}: refused: {e}, which a labels file has no need of (loading it "
-                           "could run code). Use the file as released.") from None
-    except (OSError, EOFError, ValueError, TypeError, AttributeError, IndexError) as e:
+        raw = path.read_bytes()
+        scale, base = LABELS_ALLOCATION
+        data = _Restricted(io.BytesIO(raw), scale * len(raw) + base).load()
+    except _Refused as e:
+        raise DatasetError(f"{path}: refused: {e}. Use the labels file as released.") from None
+    except (pickle.UnpicklingError, EOFError) as e:
+        raise DatasetError(f"{path}: truncated or damaged ({type(e).__name__}: {e}): not a whole "
+                           "pickle. Download it again.") from None
+    except MemoryError:
+        raise DatasetError(f"{path}: refused: it declares an object larger than this machine's "
+                           "memory, which no labels file holds. Use the file as released.") from None
+    except RecursionError:
+        raise DatasetError(f"{path}: refused: it nests deeper than Python can follow, which no "
+                           "labels file does. Use the file as released.") from None
+    except (OSError, ValueError, TypeError, AttributeError, IndexError, KeyError,
+            OverflowError) as e:
         raise DatasetError(f"{path}: not a readable labels pickle ({type(e).__name__}: {e}).") from None
     info = data.get("info") if isinstance(data, dict) else None
     if not isinstance(info, list):
@@ -115,7 +205,11 @@ class CslDaily:
         if (root / LABELS).is_file():
             labels = load_labels(root / LABELS)
             digest.update((root / LABELS).read_bytes())
-        listings = [_listing(n, s, w, labels.get(n)) for n, s, w in read_splits(root / SPLIT_FILE)]
+        try:
+            listings = [_listing(n, s, w, labels.get(n)) for n, s, w in read_splits(root / SPLIT_FILE)]
+        except RecursionError:
+            raise DatasetError(f"{root / LABELS}: refused: its labels nest deeper than text can; a "
+                               "labels file holds lists of words. Use the file as released.") from None
         return build(root, LAYOUT, listings, digest.hexdigest(), splits, videos, limit_videos,
                      hint=f"Expected frames in {root / FRAMES}/<name>/<number>.jpg.")
 
