@@ -72,6 +72,32 @@ UNREADABLE = {
 }
 
 
+# What a file's first bytes say it is (what its name says decides how it is read)
+_MAGIC = ((b"PK\x03\x04", "zip"), (b"PK\x05\x06", "zip"), (b"\x1f\x8b", "gzip"),
+          (b"\xfd7zXZ\x00", "xz"), (b"BZh", "bzip2"), (b"\x28\xb5\x2f\xfd", "zstd"),
+          (b"7z\xbc\xaf\x27\x1c", "7z"), (b"Rar!\x1a\x07", "rar"))
+_EXPECTED = {"zip": ("zip",), "tar.gz": ("gzip",), "tar": ("tar",)}
+_SUFFIX = {"zip": ".zip", "gzip": ".tar.gz", "tar": ".tar", "xz": ".tar.xz", "bzip2": ".tar.bz2",
+           "zstd": ".tar.zst", "7z": ".7z", "rar": ".rar"}
+
+
+def sniff(path: Path) -> str:
+    """What the file is by its first bytes: zip, gzip, tar, xz, ... or "" when none is known."""
+    with open(path, "rb") as f:
+        head = f.read(512)
+    found = next((kind for magic, kind in _MAGIC if head.startswith(magic)), "")
+    return found or ("tar" if head[257:262] == b"ustar" else "")
+
+
+def _check_kind(path: Path, fmt: str) -> None:
+    """Refuse an archive whose bytes are another kind than its name says, naming what it is."""
+    kind = sniff(path)
+    if kind and kind not in _EXPECTED[fmt]:
+        stem = path.name[:-len(next(s for s, f in FORMATS.items() if path.name.lower().endswith(s)))]
+        raise ArchiveError(f"{path} is named as a {fmt} file but is a {kind} file (its first bytes "
+                           f"say so). Rename it to {stem}{_SUFFIX[kind]} and pass that.")
+
+
 def unreadable_archive(path: Path | str) -> str:
     """Why a file named like an archive this tool cannot read in place is refused, else ""."""
     p = Path(path)
@@ -109,6 +135,7 @@ class ArchiveIndex:
     digest: str = ""
     gzip_file: Path | None = None  # or where it is saved (a worker never holds it in Python)
     members_file: Path | None = None  # a worker's index: members read from here a folder at a time
+    notes: list[str] = field(default_factory=list)  # anomalies: names twice, names left out
     _folders: dict[str, tuple[int, int]] | None = field(default=None, repr=False)
     _names: dict[str, dict[str, int]] = field(default_factory=dict, repr=False)
     _tree: dict[str, dict[str, int]] | None = field(default=None, repr=False)
@@ -229,13 +256,39 @@ class ArchiveIndex:
         return ""
 
 
-def _clean(name: str) -> str:
+def clean_name(name: str) -> str:
+    """A member name as the index keeps it: no leading `./`, no leading or trailing `/`."""
     return PurePosixPath(name.removeprefix("./")).as_posix().strip("/") if name not in (".", "./") \
         else ""
 
 
-def _tar_rows(fileobj) -> tuple[dict[str, list], str]:
-    """Walk a tar stream's headers: members in archive order, and why the walk stopped early."""
+def _escapes(name: str) -> bool:
+    """A member name that would land outside the folder it is unpacked in: absolute, or `..`."""
+    return name.startswith(("/", "\\")) or ".." in PurePosixPath(name.replace("\\", "/")).parts
+
+
+SHOWN = 5  # member names an anomaly names; the count says how many there are
+
+
+def anomalies(members: pa.Table, outside: list[str]) -> list[str]:
+    """What an archive holds that a corpus in a folder could not: names stored twice (the last
+    copy is used, as `tar -x` leaves it) and names that leave the archive (left out)."""
+    notes = []
+    if outside:
+        notes.append(f"{len(outside)} member(s) named outside the archive (absolute or '..') are "
+                     f"left out: {', '.join(outside[:SHOWN])}{' ...' if len(outside) > SHOWN else ''}")
+    counts = pc.value_counts(members["name"])
+    twice = [v["values"].as_py() for v in counts if v["counts"].as_py() > 1]
+    if twice:
+        notes.append(f"{len(twice)} member name(s) stored more than once; the last copy in the "
+                     f"archive is used (as tar -x leaves it): {', '.join(twice[:SHOWN])}"
+                     f"{' ...' if len(twice) > SHOWN else ''}")
+    return notes
+
+
+def _tar_rows(fileobj, outside: list[str]) -> tuple[dict[str, list], str]:
+    """Walk a tar stream's headers: members in archive order, and why the walk stopped early;
+    names that leave the archive go to `outside`, not into the index."""
     rows: dict[str, list] = {k: [] for k in _MEMBERS_SCHEMA.names}
     links: list[tuple[int, str]] = []
     problem = ""
@@ -243,12 +296,15 @@ def _tar_rows(fileobj) -> tuple[dict[str, list], str]:
         with tarfile.open(fileobj=fileobj, mode="r:") as tf:
             while (m := tf.next()) is not None:
                 tf.members.clear()  # tarfile keeps every header otherwise: 947,756 of them
-                name = _clean(m.name)
+                if _escapes(m.name):
+                    outside.append(m.name)
+                    continue
+                name = clean_name(m.name)
                 if not name:
                     continue
                 kind = KIND_FILE if m.isfile() or m.islnk() else KIND_DIR if m.isdir() else KIND_OTHER
                 if m.islnk():
-                    links.append((len(rows["name"]), _clean(m.linkname)))
+                    links.append((len(rows["name"]), clean_name(m.linkname)))
                 for k, v in zip(_MEMBERS_SCHEMA.names,
                                 (name, m.offset_data, m.size, int(m.mtime) * 10**9, kind), strict=True):
                     rows[k].append(v)
@@ -265,11 +321,14 @@ def _tar_rows(fileobj) -> tuple[dict[str, list], str]:
     return rows, problem
 
 
-def _zip_rows(path: Path) -> dict[str, list]:
+def _zip_rows(path: Path, outside: list[str]) -> dict[str, list]:
     rows: dict[str, list] = {k: [] for k in _MEMBERS_SCHEMA.names}
     with zipfile.ZipFile(path) as zf:
         for zi in zf.infolist():
-            name = _clean(zi.filename)
+            if _escapes(zi.orig_filename):
+                outside.append(zi.orig_filename)
+                continue
+            name = clean_name(zi.filename)
             if not name:
                 continue
             ts = calendar.timegm((*zi.date_time, 0, 0, 0))
@@ -287,19 +346,20 @@ def build_index(path: Path, parallelization: int | None = None) -> ArchiveIndex:
     if fmt is None:
         raise ArchiveError(f"{path}: not an archive this tool reads ({', '.join(FORMATS)}).")
     st = os.stat(path)
-    gz, problem = b"", ""
+    _check_kind(path, fmt)
+    gz, problem, outside = b"", "", []
     try:
         if fmt == "zip":
-            rows = _zip_rows(path)
+            rows = _zip_rows(path, outside)
         elif fmt == "tar":
             with open(path, "rb") as f:
-                rows, problem = _tar_rows(f)
+                rows, problem = _tar_rows(f, outside)
         else:
             import rapidgzip
 
             with rapidgzip.RapidgzipFile(str(path), parallelization=parallelization or
                                          len(os.sched_getaffinity(0)), chunk_size=GZIP_CHUNK) as f:
-                rows, problem = _tar_rows(f)
+                rows, problem = _tar_rows(f, outside)
                 buf = io.BytesIO()
                 f.export_index(buf, rapidgzip.IndexFormat.GZTOOL)  # windows sparse and compressed
                 gz = buf.getvalue()
@@ -310,7 +370,8 @@ def build_index(path: Path, parallelization: int | None = None) -> ArchiveIndex:
         raise ArchiveError(f"{path}: no member could be read as {fmt}. " + (problem or "It is empty.")
                            + " Check the file (download it again?).")
     members = pa.table(rows, schema=_MEMBERS_SCHEMA)
-    return ArchiveIndex(path, fmt, st.st_size, st.st_mtime_ns, members, gz, problem)
+    return ArchiveIndex(path, fmt, st.st_size, st.st_mtime_ns, members, gz, problem,
+                        notes=anomalies(members, outside))
 
 
 def save_index(index: ArchiveIndex, folder: Path) -> None:
@@ -323,7 +384,7 @@ def save_index(index: ArchiveIndex, folder: Path) -> None:
     atomic_bytes(folder / "gzip.index", index.gzip_index)
     meta = {"version": INDEX_VERSION, "path": str(index.path), "format": index.fmt,
             "size": index.size, "mtime_ns": index.mtime_ns, "members": index.members.num_rows,
-            "digest": index.digest, "problem": index.problem}
+            "digest": index.digest, "problem": index.problem, "notes": index.notes}
     atomic_bytes(folder / "archive.json", (json.dumps(meta, indent=2) + "\n").encode())
 
 
@@ -359,7 +420,7 @@ def load_index(path: Path, folder: Path, lazy: bool = False) -> ArchiveIndex | N
         return None
     index = ArchiveIndex(Path(meta["path"]), meta["format"], meta["size"], meta["mtime_ns"],
                          members, b"", meta["problem"], meta["digest"], folder / "gzip.index",
-                         folder / "members.parquet" if lazy else None)
+                         folder / "members.parquet" if lazy else None, notes=meta.get("notes", []))
     pa.default_memory_pool().release_unused()  # Parquet decoding's buffers
     return None if index.changed() else index
 
