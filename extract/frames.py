@@ -43,6 +43,13 @@ STATUS_NOT_IMAGE = "not_image"
 STATUS_CORRUPT_JPEG = "corrupt_jpeg"
 STATUS_MISSING = "missing"
 STATUS_NOT_A_FILE = "not_a_file"
+STATUS_TOO_LARGE = "too_large"
+
+# Frames above this many pixels are refused from their header, never decoded (--max-pixels): 8K
+# video (7680 x 4320, 33 MP) passes; a 390 KB PNG of 20000 x 20000 (400 MP, 1.2 GB as RGB) does not.
+MAX_PIXELS = 40_000_000
+# JPEG start-of-frame markers (SOF0-SOF15 but DHT, JPG and DAC, which share the range)
+_SOF = {m for m in range(0xC0, 0xD0)} - {0xC4, 0xC8, 0xCC}
 
 # A file rewritten while it is read is read again, this many times in all, before giving up.
 _READ_TRIES = 3
@@ -119,19 +126,74 @@ def _not_an_image(name: str) -> str:
         suffix, STATUS_NOT_IMAGE)
 
 
-def decode_frame(data: bytes, name: str = ".png") -> tuple[np.ndarray | None, str, str]:
-    """(rgb uint8 [H, W, 3] or None, status, note) from a PNG or JPEG file's bytes (`name` only
-    picks the status of bytes that are neither)."""
+def _jpeg_size(data: bytes) -> tuple[int, int] | None:
+    """(width, height) from a JPEG's start-of-frame segment, walking the segments before it."""
+    i = 2
+    while i + 4 <= len(data):
+        if data[i] != 0xFF:
+            return None
+        marker = data[i + 1]
+        if marker == 0xFF:  # fill byte
+            i += 1
+            continue
+        if marker in (0x01, *range(0xD0, 0xD8)):  # standalone markers: no length
+            i += 2
+            continue
+        if marker in (0xD9, 0xDA):  # end of image, start of scan: no size before them
+            return None
+        length = int.from_bytes(data[i + 2:i + 4], "big")
+        if marker in _SOF and i + 9 <= len(data):
+            return int.from_bytes(data[i + 7:i + 9], "big"), int.from_bytes(data[i + 5:i + 7], "big")
+        i += 2 + length
+    return None
+
+
+def image_size(data: bytes) -> tuple[int, int] | None:
+    """(width, height) as a PNG's IHDR or a JPEG's start of frame says, read before decoding (a
+    390 KB PNG can decode to gigabytes); None when the header says no size."""
+    if data.startswith(PNG_SIGNATURE):
+        if len(data) >= 24 and data[12:16] == b"IHDR":
+            return int.from_bytes(data[16:20], "big"), int.from_bytes(data[20:24], "big")
+        return None
+    return _jpeg_size(data) if data.startswith(JPEG_SIGNATURE) else None
+
+
+def too_large(width: int, height: int, max_pixels: int) -> str:
+    """The note of a frame refused for its size, "" when it is within the limit."""
+    if width * height <= max_pixels:
+        return ""
+    return (f"{width}x{height} = {width * height:,} pixels, more than --max-pixels {max_pixels:,}: "
+            "not decoded")
+
+
+def _refused(data: bytes, name: str, max_pixels: int) -> tuple[str, str, str]:
+    """(the status a failed decode gets, and the status and note that refuse the bytes before
+    decoding, or "", "")."""
     if not data:
-        return None, STATUS_EMPTY, ""
+        return "", STATUS_EMPTY, ""
     if data.startswith(PNG_SIGNATURE):
         corrupt = STATUS_CORRUPT
     elif data.startswith(JPEG_SIGNATURE):
         corrupt = STATUS_CORRUPT_JPEG
         if not data.rstrip(b"\0").endswith(b"\xff\xd9"):  # libjpeg would fill the rest with grey
-            return None, corrupt, "truncated (no end-of-image marker)"
+            return corrupt, corrupt, "truncated (no end-of-image marker)"
     else:
-        return None, _not_an_image(name), ""
+        return "", _not_an_image(name), ""
+    size = image_size(data)
+    if size is None:
+        return corrupt, corrupt, "no image size in its header"
+    big = too_large(*size, max_pixels)
+    return corrupt, STATUS_TOO_LARGE if big else "", big
+
+
+def decode_frame(data: bytes, name: str = ".png",
+                 max_pixels: int = MAX_PIXELS) -> tuple[np.ndarray | None, str, str]:
+    """(rgb uint8 [H, W, 3] or None, status, note) from a PNG or JPEG file's bytes (`name` only
+    picks the status of bytes that are neither). A frame whose header says more than max_pixels
+    is `too_large` and never decoded; one whose header says no size is corrupt."""
+    corrupt, refused, why = _refused(data, name, max_pixels)
+    if refused:
+        return None, refused, why
     img = cv2.imdecode(np.frombuffer(data, np.uint8), cv2.IMREAD_UNCHANGED)
     if img is None or img.size == 0:
         return None, corrupt, ""
@@ -152,7 +214,8 @@ def decode_frame(data: bytes, name: str = ".png") -> tuple[np.ndarray | None, st
     return img, STATUS_OK, "; ".join(notes)
 
 
-def read_frame(path: Path, digest: bool = True) -> tuple[np.ndarray | None, str, str, Source]:
+def read_frame(path: Path, digest: bool = True,
+               max_pixels: int = MAX_PIXELS) -> tuple[np.ndarray | None, str, str, Source]:
     """(rgb uint8 [H, W, 3] or None, status, note, source). status is "ok" when rgb is usable.
 
     A file that was read but does not decode keeps its source: it is what the row was made from.
@@ -160,5 +223,5 @@ def read_frame(path: Path, digest: bool = True) -> tuple[np.ndarray | None, str,
     data, source, status, note = read_file(path, digest)
     if data is None:
         return None, status, note, source
-    rgb, status, note = decode_frame(data, path.name)
+    rgb, status, note = decode_frame(data, path.name, max_pixels)
     return rgb, status, note, source

@@ -7,6 +7,7 @@ from collections.abc import Iterator
 import numpy as np
 import pyarrow as pa
 
+from extract.frames import MAX_PIXELS
 from jobs.events import ChunkTask, VideoRef
 
 
@@ -17,8 +18,10 @@ class Chunks:
     names at full scale) are read when its task is made, so a coordinator is ready in a second.
     """
 
-    def __init__(self, plan: pa.Table, root: str, fingerprint: str) -> None:
+    def __init__(self, plan: pa.Table, root: str, fingerprint: str,
+                 max_pixels: int = MAX_PIXELS) -> None:
         self.plan, self.root, self.fingerprint = plan, root, fingerprint
+        self.max_pixels = max_pixels
         chunk = plan["chunk"].to_numpy()
         rows = np.argsort(chunk, kind="stable")
         ids, starts = np.unique(chunk[rows], return_index=True)
@@ -27,8 +30,9 @@ class Chunks:
         self._frames = plan["num_frames"].to_numpy()
 
     @classmethod
-    def from_plan(cls, plan: pa.Table, root: str, fingerprint: str) -> Chunks:
-        return cls(plan, root, fingerprint)
+    def from_plan(cls, plan: pa.Table, root: str, fingerprint: str,
+                  max_pixels: int = MAX_PIXELS) -> Chunks:
+        return cls(plan, root, fingerprint, max_pixels)
 
     def __iter__(self) -> Iterator[int]:
         return iter(self.rows)
@@ -46,7 +50,8 @@ class Chunks:
                 zip(*cols.values(), source, start, strict=True)]
 
     def task(self, chunk: int, skip: dict[str, str]) -> ChunkTask:
-        return ChunkTask(chunk, self.root, self.fingerprint, tuple(self.videos(chunk)), dict(skip))
+        return ChunkTask(chunk, self.root, self.fingerprint, tuple(self.videos(chunk)), dict(skip),
+                         self.max_pixels)
 
 
 def plan_chunks(plan: pa.Table) -> dict[int, dict[str, int]]:

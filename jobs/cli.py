@@ -82,6 +82,12 @@ def _plan_args(p: argparse.ArgumentParser) -> None:
                    metavar="F", help="Holistic's min_detection_confidence, in (0, 1] (default 0.5)")
     p.add_argument("--min-tracking-confidence", "--min_tracking_confidence", type=_confidence,
                    metavar="F", help="Holistic's min_tracking_confidence, in (0, 1] (default 0.5)")
+    p.add_argument("--no-follow-links", dest="follow_links", action="store_false", default=None,
+                   help="leave out videos reached through a link that leaves the dataset's folder "
+                        "(links are followed by default, and those leaving it named)")
+    p.add_argument("--max-pixels", type=_positive, metavar="N",
+                   help="a frame whose header says more pixels is `too_large`, never decoded "
+                        "(default 40000000: 8K video passes)")
 
 
 def _add_run(sub: argparse._SubParsersAction) -> None:
@@ -271,7 +277,8 @@ def _options(args: argparse.Namespace) -> RunOptions:
     return RunOptions(dataset, splits, args.videos, args.limit_videos, args.chunk_frames,
                       args.model_complexity, args.max_samples_per_split,
                       args.min_detection_confidence, args.min_tracking_confidence,
-                      args.refine_face_landmarks, args.static_image_mode, args.smooth_landmarks)
+                      args.refine_face_landmarks, args.static_image_mode, args.smooth_landmarks,
+                      args.max_pixels, args.follow_links)
 
 
 def _run(args: argparse.Namespace) -> int:

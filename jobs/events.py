@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from extract.frames import MAX_PIXELS
 from extract.sources.base import Ref
 
 
@@ -25,10 +26,10 @@ class VideoRef:
     start: int = 0  # 0-based index in the source of the first frame
     count: int = 0  # frames, for a source whose frames have no names (0: len(files))
 
-    def ref(self) -> Ref:
+    def ref(self, max_pixels: int = MAX_PIXELS) -> Ref:
         """What the frame source reads in the worker."""
         return Ref(self.source, self.folder, self.files, self.start,
-                   self.count if self.count or self.files else 0)
+                   self.count if self.count or self.files else 0, max_pixels)
 
     @property
     def num_frames(self) -> int:
@@ -44,6 +45,7 @@ class ChunkTask:
     fingerprint: str  # the run's: written into the part, checked when it is trusted
     videos: tuple[VideoRef, ...]
     skip: dict[str, str] = field(default_factory=dict)  # video -> why it has no rows
+    max_pixels: int = MAX_PIXELS  # the run's --max-pixels
 
     @property
     def frames(self) -> int:

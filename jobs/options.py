@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from extract.corpora.base import SPLITS
+from extract.frames import MAX_PIXELS
 from extract.holistic import HolisticOptions
 from jobs.identity import input_conflict
 from jobs.runinfo import PlanOptions, RunInfo
@@ -27,6 +28,8 @@ class RunOptions:
     refine_face_landmarks: bool | None = None
     static_image_mode: bool | None = None
     smooth_landmarks: bool | None = None
+    max_pixels: int | None = None
+    follow_links: bool | None = None
 
     def _holistic(self, have: dict | None = None) -> dict:
         """Holistic's options: what was asked, else the run's own (`have`: a recorded dict, whose
@@ -49,6 +52,8 @@ class RunOptions:
             chunk_frames=self.chunk_frames,
             holistic=self._holistic(),
             max_samples_per_split=self.max_samples_per_split,
+            max_pixels=self.max_pixels or MAX_PIXELS,
+            follow_links=self.follow_links is not False,
         )
 
     def holistic(self, info: RunInfo | None) -> dict:
@@ -68,6 +73,8 @@ class RunOptions:
             holistic=self._holistic(have.holistic),
             max_samples_per_split=self.max_samples_per_split
             if self.max_samples_per_split is not None else have.max_samples_per_split,
+            max_pixels=self.max_pixels or have.max_pixels,
+            follow_links=have.follow_links if self.follow_links is None else self.follow_links,
         )
         diffs = [k for k in vars(asked) if k != "holistic" and getattr(asked, k) != getattr(have, k)]
         recorded = HolisticOptions.from_dict(have.holistic).as_dict()

@@ -43,6 +43,8 @@ PLAN_SCHEMA = pa.schema(
         ("source", pa.string()),
         ("start", pa.int32()),
         ("extra", pa.string()),  # other corpus columns as a JSON object, "" when none
+        # "path -> target" of the links its frames are read through (extract/sources/links.py)
+        ("links", pa.list_(pa.string())),
     ]
 )
 
@@ -112,6 +114,7 @@ def make_plan(dataset: Dataset, workers: int, chunk_frames: int | None = None) -
         rows["source"].append(v.source)
         rows["start"].append(v.start)
         rows["extra"].append(v.extra)
+        rows["links"].append(list(v.links))
     return pa.table(rows, schema=PLAN_SCHEMA)
 
 

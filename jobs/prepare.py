@@ -17,6 +17,7 @@ from extract.corpora import discover, input_key, no_frames_message
 from extract.corpora.base import Dataset, DatasetError
 from extract.corpora.phoenix import FRAMES_DIR
 from extract.holistic import HolisticOptions, check_model
+from extract.sources import links
 from jobs import messages
 from jobs.identity import given_path, input_arg
 from jobs.locks import locked
@@ -56,6 +57,9 @@ def dataset_info(ds: Dataset, given: str = "", key: str = "") -> DatasetInfo:
         ignored_examples=[f"{path} ({reason})" for path, reason in ignored[:IGNORED_EXAMPLES]],
         manifest=ds.manifest, decoder=_decoder(ds),
         notes={v.name: v.note for v in ds.videos if v.note},
+        anomalies=list(getattr(getattr(ds.root, "index", None), "notes", [])),
+        links_inside=ds.links_inside, links_outside=len(ds.links_outside),
+        links_outside_examples=ds.links_outside[:links.SHOWN],
         given=given or str(ds.root / ds.manifest if ds.manifest else ds.root),
         key=key or input_key(Path(str(ds.root)) / ds.manifest),
     )
@@ -88,7 +92,8 @@ def _resume(rd: RunDir, opts: RunOptions, num_shards: int | None) -> RunInfo:
                        "start afresh with the options you want: "
                        f"{messages.fresh(rd.path, input_arg(info, opts.dataset))}.")
     o = info.options
-    ds = discover(given_path(info), o.splits, o.videos, o.limit_videos, o.max_samples_per_split)
+    ds = discover(given_path(info), o.splits, o.videos, o.limit_videos, o.max_samples_per_split,
+                  o.follow_links)
     if ds.fingerprint() != info.dataset.fingerprint:
         raise RunError(f"the dataset at {ds.root} changed since {rd.path} was planned (its corpus "
                        "files, or which frame files there are). Start again on the data as it is now: "
@@ -122,7 +127,7 @@ def load_or_plan(rd: RunDir, opts: RunOptions, workers: int, fresh: bool = False
     t0 = time.monotonic()
     options = opts.resolved()
     ds = discover(opts.dataset, options.splits, options.videos, options.limit_videos,
-                  options.max_samples_per_split)
+                  options.max_samples_per_split, options.follow_links)
     if ds.num_frames == 0:  # nothing to do is not success: say where we looked
         raise DatasetError(no_frames_message(ds))
     _archive_problem(ds)

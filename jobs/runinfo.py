@@ -31,6 +31,15 @@ class PlanOptions:
     chunk_frames: int | None  # None: sizes chosen by the plan
     holistic: dict[str, Any]
     max_samples_per_split: int | None = None  # first N videos of each split by folder name
+    max_pixels: int | None = None  # frames above it are too_large (None: a run planned before it)
+    follow_links: bool = True  # False: videos behind a link leaving the dataset are left out
+
+    @property
+    def pixel_limit(self) -> int:
+        """--max-pixels as the run uses it (the default for a run planned before the option)."""
+        from extract.frames import MAX_PIXELS
+
+        return self.max_pixels or MAX_PIXELS
 
 
 @dataclass
@@ -51,6 +60,12 @@ class DatasetInfo:
     manifest: str = ""  # the manifest's file name in root, when a manifest lists the videos
     decoder: str = ""  # the video decoder and its version, when videos are decoded
     notes: dict[str, str] = field(default_factory=dict)  # video -> what its source noticed
+    # what the input holds that a careful user should know (archive members stored twice or named
+    # outside the archive), and the links followed: inside the dataset, and leaving it
+    anomalies: list[str] = field(default_factory=list)
+    links_inside: int = 0
+    links_outside: int = 0
+    links_outside_examples: list[str] = field(default_factory=list)  # "path -> target", the first
 
 
 @dataclass

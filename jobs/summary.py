@@ -49,6 +49,21 @@ def dataset_problems(info: RunInfo) -> None:
     ignored = ignored_files(info.dataset)
     if ignored:
         messages.note(ignored)
+    for line in input_anomalies(info):
+        messages.warn(line)
+
+
+def input_anomalies(info: RunInfo) -> list[str]:
+    """What the input holds that a careful user should know: archive anomalies, links leaving it."""
+    d = info.dataset
+    out = list(d.anomalies)
+    if d.links_outside:
+        how = ("followed (--no-follow-links leaves their videos out)" if info.options.follow_links
+               else "not followed: their videos are left out (--no-follow-links)")
+        out.append(f"{d.links_outside} link(s) lead outside the dataset, {how}: "
+                   f"{messages.listing(d.links_outside_examples, 3)} (run.json "
+                   "dataset.links_outside_examples; plan.parquet links)")
+    return out
 
 
 def idle_cores(workers: int, cpus: int) -> str | None:
@@ -106,6 +121,8 @@ def merged(rd: RunDir, record: MergeInfo) -> None:
         messages.say(f"FAILED videos (no rows): {', '.join(sorted(record.failed_videos))}")
     if record.partial:
         messages.say("partial merge: run.json's merge section lists what is missing")
+    for line in input_anomalies(info):
+        messages.warn(line)
 
 
 def ended(outcome: Outcome, what: str) -> int:

@@ -17,7 +17,7 @@ import numpy as np
 
 from extract.corpora.base import SPLITS, Corpus, Dataset, DatasetError
 from extract.corpora.base import no_frames_message as _generic_message
-from extract.sources import archive
+from extract.sources import archive, links
 from extract.sources.archive import ArchivePath
 
 # name -> module holding CORPUS, in detection order (the most specific layouts first)
@@ -54,7 +54,8 @@ def detect(root: Path) -> Corpus:
 
 
 def discover(root: Path, splits: Sequence[str] = SPLITS, videos: Iterable[str] | None = None,
-             limit_videos: int | None = None, max_per_split: int | None = None) -> Dataset:
+             limit_videos: int | None = None, max_per_split: int | None = None,
+             follow_links: bool = True) -> Dataset:
     """Detect the corpus at root and read its selected videos, sorted by (split, name).
 
     root may be an archive file, or a folder inside one (`ARCHIVE/inner/folder`): the corpus in it is
@@ -62,8 +63,10 @@ def discover(root: Path, splits: Sequence[str] = SPLITS, videos: Iterable[str] |
     """
     root = Path(root)
     found = archive_root(root)
-    if found is None:
-        return detect(root).read(root, splits, videos, limit_videos, max_per_split)
+    if found is None:  # on disk: links followed and recorded, or left out (extract/sources/links.py)
+        with links.following(follow_links):
+            ds = detect(root).read(root, splits, videos, limit_videos, max_per_split)
+            return links.check(ds, follow_links)
     inside, name = found
     ds = corpus(name).read(inside, splits, videos,  # type: ignore[arg-type]
                            limit_videos, max_per_split)

@@ -55,6 +55,8 @@ class Video:
     start: int = 0
     extra: str = ""  # other corpus columns as one JSON object ("" when none)
     note: str = ""  # what the source noticed that does not keep the video out (a wrong header)
+    frame_links: tuple[str, ...] = ()  # frame files that are symbolic links, as the scan met them
+    links: tuple[str, ...] = ()  # "path -> target" of the links its frames are read through
 
     @property
     def num_frames(self) -> int:
@@ -70,6 +72,8 @@ class Dataset:
     corpus_sha256: str = ""
     hint: str = ""  # what a reader adds when nothing is found (where it looked, what it expected)
     manifest: str = ""  # the manifest's file name in root, for a dataset listed by one
+    links_inside: int = 0  # links followed that stay inside root (extract/sources/links.py)
+    links_outside: list[str] = field(default_factory=list)  # "path -> target" of those that leave
 
     @property
     def num_frames(self) -> int:

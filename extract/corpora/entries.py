@@ -82,7 +82,7 @@ def to_video(root: Path, e: Listing) -> Video:
             scan = type(scan)(problem=f"nothing at {path}", locator=path)
     files, problem = _slice(scan.files, e) if not scan.problem else ((), scan.problem)
     return Video(e.split, e.name, scan.locator or path, files, problem=problem,
-                 ignored=scan.ignored, **meta)
+                 ignored=scan.ignored, frame_links=scan.links, **meta)
 
 
 def pick_splits(present: set[str], splits: tuple[str, ...] | list[str]) -> set[str]:

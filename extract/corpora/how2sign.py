@@ -21,6 +21,7 @@ from pathlib import Path
 
 from extract.corpora.base import SPLITS, Dataset, DatasetError
 from extract.corpora.entries import Listing, build, split_of
+from extract.sources import links
 from extract.sources.folder import scandir, walk
 
 LAYOUT = "how2sign"
@@ -101,7 +102,7 @@ def _unlisted(root: Path, listed: set[str]) -> list[str]:
     out = []
     for split in RELEASE_SPLITS:
         folder = root / CLIPS.format(split=split)
-        if folder.is_dir():
+        if folder.is_dir() and not links.outside(root, folder):
             out.extend(f"{split}/{f}" for f in sorted(e.name for e in scandir(folder))
                        if not f.startswith(".") and f"{CLIPS.format(split=split)}/{f}" not in listed)
     return out

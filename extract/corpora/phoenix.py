@@ -46,6 +46,7 @@ from extract.corpora.base import (
     select,
     unique_names,
 )
+from extract.sources import links
 from extract.sources.folder import IGNORED_FOLDER, FolderSource, NameIndex, scandir
 from extract.sources.folder import list_frames as _list_frames
 
@@ -80,8 +81,7 @@ FRAME_NAMES: dict[str, re.Pattern[str]] = {
 _FOLDERS = FolderSource()
 
 
-def list_frames(folder: Path, layout: str = LAYOUT_T
-                ) -> tuple[list[str], list[tuple[str, str]]] | None:
+def list_frames(folder: Path, layout: str = LAYOUT_T):
     """A PHOENIX folder's frames and ignored entries (extract/sources/folder.py: list_frames)."""
     return _list_frames(folder, FRAME_NAMES[layout])
 
@@ -182,8 +182,8 @@ def _unlisted(root: Path, splits: Sequence[str], listed_dirs: set[str]) -> list[
     unlisted = []
     for split in splits:
         split_dir = root / FRAMES_DIR / split
-        if not split_dir.is_dir():
-            continue
+        if not split_dir.is_dir() or links.outside(root, split_dir):
+            continue  # (a folder behind a link leaving the dataset: its entries are not named)
         for e in scandir(split_dir):
             rel = f"{FRAMES_DIR}/{split}/{e.name}"
             if e.is_dir() and not {rel, rel + "/1"} & listed_dirs:
@@ -195,7 +195,7 @@ def _video(root: Path, row: CorpusRow, layout: str, index: NameIndex) -> Video:
     """A corpus row with its frames listed, or with the problem that keeps it from being processed."""
     scan = _FOLDERS.scan(root, _frames_folder(row, layout), FRAME_NAMES[layout], index)
     return Video(row.split, row.name, scan.locator, scan.files, row.speaker, row.gloss,
-                 row.translation, scan.problem, scan.ignored)
+                 row.translation, scan.problem, scan.ignored, frame_links=scan.links)
 
 
 def _read_corpora(root: Path, layout: str,

@@ -54,6 +54,7 @@ from extract.sources.archive_index import (  # noqa: F401 (the index's names, us
     ArchiveIndex,
     archive_format,
     build_index,
+    clean_name,
     load_index,
     open_index,
     save_index,
@@ -75,6 +76,10 @@ class _Entry:
 
     def is_dir(self) -> bool:
         return self._dir
+
+    def is_symlink(self) -> bool:
+        """A member is never followed as a link to a host file (a link member is no frame)."""
+        return False
 
 
 class ArchivePath:
@@ -199,16 +204,33 @@ class _Reader:
         return self.zf
 
     def _local(self, i: int) -> _ZipLocal:
-        """Member i's local header: where its data starts, how it is stored."""
-        self.f.seek(int(self.index.offset[i]))
+        """Member i's local header: where its data starts, how it is stored. A header that names
+        another file than the central directory does is not read as this member (a zip edited by
+        hand, or a central directory whose offset points at another member)."""
+        offset = int(self.index.offset[i])
+        self.f.seek(offset)
         head = self.f.read(30)
         if len(head) < 30 or head[:4] != b"PK\x03\x04":
-            raise zipfile.BadZipFile("no local file header at the member's offset")
+            raise zipfile.BadZipFile(f"the central directory points at offset {offset}, where no "
+                                     "local file header is (a wrong offset, or the zip is cut)")
         flags, method = int.from_bytes(head[6:8], "little"), int.from_bytes(head[8:10], "little")
-        start = int(self.index.offset[i]) + 30 + int.from_bytes(head[26:28], "little") + \
-            int.from_bytes(head[28:30], "little")
+        name_len = int.from_bytes(head[26:28], "little")
+        self._same_name(i, self.f.read(name_len), flags)
+        start = offset + 30 + name_len + int.from_bytes(head[28:30], "little")
         crc = None if flags & 0x8 else int.from_bytes(head[14:18], "little")
         return _ZipLocal(start, method if not flags & 0x1 else -1, crc)
+
+    def _same_name(self, i: int, raw: bytes, flags: int) -> None:
+        local = raw.decode("utf-8" if flags & 0x800 else "cp437", errors="replace")
+        name = self.index.name(i)
+        if clean_name(local) == name:
+            return
+        j = self.index.find(clean_name(local))
+        if j is not None and j != i:
+            raise zipfile.BadZipFile(f"the central directory's offset for {name!r} points at the "
+                                     f"local header of another member, {local!r}")
+        raise zipfile.BadZipFile(f"its local header names {local!r}, the central directory "
+                                 f"{name!r}: the zip disagrees with itself")
 
     def _zip_read(self, i: int) -> bytes:
         size = int(self.index.length[i])
@@ -437,7 +459,7 @@ def _read_forward(index: ArchiveIndex, members: list[int | None]) -> dict[int, t
 
 
 def _frame(index: ArchiveIndex, i: int | None, got: dict[int, tuple[bytes | None, str]], rel: str,
-           archive_name: str) -> Frame:
+           archive_name: str, max_pixels: int) -> Frame:
     image = image_ref(rel, FRAGMENT, archive_name)
     if i is None:
         return Frame(None, STATUS_MISSING, "no such member in the archive", image)
@@ -446,7 +468,7 @@ def _frame(index: ArchiveIndex, i: int | None, got: dict[int, tuple[bytes | None
     data, why = got[i]
     if data is None:
         return Frame(None, STATUS_UNREADABLE, why, image)
-    rgb, status, note = decode_frame(data, rel)
+    rgb, status, note = decode_frame(data, rel, max_pixels)
     return Frame(rgb, status, note, image, len(data), int(index.mtime[i]),
                  hashlib.sha256(data).hexdigest())
 
@@ -480,7 +502,7 @@ class ArchiveSource:
         for group in _groups(index, members):
             got = _read_forward(index, [members[k] for k in group])
             for k in group:
-                yield _frame(index, members[k], got, names[k], tag)
+                yield _frame(index, members[k], got, names[k], tag, ref.max_pixels)
 
     def read_order(self, root: Path, refs: list[Ref]) -> list[int]:
         """Positions of refs (one chunk's videos) in the order their frames lie in the archive,

@@ -47,6 +47,8 @@ from typing import NamedTuple, Protocol
 import numpy as np
 import pyarrow as pa
 
+from extract.frames import MAX_PIXELS
+
 
 def _escape(text: str) -> str:
     return text.replace("%", "%25").replace("#", "%23") if "%" in text or "#" in text else text
@@ -89,6 +91,7 @@ class Ref:
     files: tuple[str, ...] = ()  # frame names, for sources that list them
     start: int = 0  # 0-based index of the first frame taken
     count: int = 0  # frames to yield (len(files) when files are given)
+    max_pixels: int = MAX_PIXELS  # a frame above it is `too_large`, never decoded (--max-pixels)
 
 
 @dataclass(frozen=True)
@@ -102,6 +105,7 @@ class Scan:
     locator: str = ""  # the locator as found on disk, when it differs from the one asked for
     start: int = 0  # 0-based index of the first frame taken (a range cut from a longer video)
     note: str = ""  # something worth telling that does not keep the video out
+    links: tuple[str, ...] = ()  # frames that are symbolic links (their targets: sources/links.py)
 
 
 class Frame(NamedTuple):

@@ -14,12 +14,14 @@ import os
 import re
 from collections.abc import Iterator
 from pathlib import Path, PurePosixPath
+from typing import NamedTuple
 
 import numpy as np
 import pyarrow as pa
 
 from extract.corpora.base import nfc
 from extract.frames import STATUS_OK, read_frame
+from extract.sources import links
 from extract.sources.base import Frame, Mismatch, Ref, Scan, image_ref, parse_image
 
 IGNORED_HIDDEN = "hidden file"
@@ -41,18 +43,33 @@ def scandir(folder: Path):
 
 def walk(root: Path) -> Iterator[tuple[str, list[str], list[str]]]:
     """os.walk over a folder or a folder inside an archive, top-down: (folder relative to root,
-    posix, "" first; its subfolders, which the caller may prune in place; its files)."""
+    posix, "" first; its subfolders, which the caller may prune in place; its files). Links to
+    folders are followed (each real folder once, so a loop of links ends), but not those leaving
+    root under --no-follow-links (extract/sources/links.py)."""
     if hasattr(root, "walk_tree"):
         yield from root.walk_tree()
         return
-    for folder, dirs, files in os.walk(root):
+    seen: set[str] = set()
+    for folder, dirs, files in os.walk(root, followlinks=True):
+        real = os.path.realpath(folder)
+        if real in seen:
+            dirs[:] = []
+            continue
+        seen.add(real)
         rel = Path(folder).relative_to(root).as_posix()
+        dirs[:] = [d for d in dirs if links.may_enter(root, Path(folder) / d)]
         yield "" if rel == "." else rel, dirs, files
 
 
-def list_frames(folder: Path, pattern: re.Pattern[str]
-                ) -> tuple[list[str], list[tuple[str, str]]] | None:
-    """(frame names in frame order, [(name, why it is no frame)]); None when there is no folder.
+class FrameListing(NamedTuple):
+    frames: list[str]  # frame names in frame order
+    ignored: list[tuple[str, str]]  # (name, why it is no frame)
+    links: list[str]  # the frames that are symbolic links (extract/sources/links.py)
+
+
+def list_frames(folder: Path, pattern: re.Pattern[str]) -> FrameListing | None:
+    """A folder's frames, the entries that are no frames, and the frames that are links; None
+    when there is no folder.
 
     A name is a frame by its name alone, never by what it points to: a dangling link or a directory
     named like a frame stays in the list, so that its row says why and later frames keep their
@@ -60,19 +77,22 @@ def list_frames(folder: Path, pattern: re.Pattern[str]
     """
     frames: list[str] = []
     ignored: list[tuple[str, str]] = []
+    links: list[str] = []
     try:
         for e in scandir(folder):
             if e.name.startswith("."):
                 ignored.append((e.name, IGNORED_HIDDEN))
             elif pattern.fullmatch(e.name):
                 frames.append(e.name)
+                if e.is_symlink():
+                    links.append(e.name)
             else:
                 ignored.append((e.name, IGNORED_FOLDER if _is_dir(e) else IGNORED_NAME))
     except (FileNotFoundError, NotADirectoryError):
         return None
     frames.sort(key=frame_sort_key)
     ignored.sort()
-    return frames, ignored
+    return FrameListing(frames, ignored, sorted(links))
 
 
 def _is_dir(entry: os.DirEntry) -> bool:
@@ -132,15 +152,15 @@ class FolderSource:
             found, problem = names.resolve(locator)
             if found is not None:
                 locator, listing = found, list_frames(root / found, pattern)
-        frames, ignored = listing or ([], [])
+        frames, ignored, links = listing or ([], [], [])
         if not problem:
             problem = "no folder" if listing is None else ("no frames" if not frames else "")
-        return Scan(tuple(frames), None, problem, tuple(ignored), locator)
+        return Scan(tuple(frames), None, problem, tuple(ignored), locator, links=tuple(links))
 
     def frames(self, root: Path, ref: Ref) -> Iterator[Frame]:
         for name in ref.files:
             rel = f"{ref.locator}/{name}"
-            rgb, status, note, src = read_frame(root / rel)
+            rgb, status, note, src = read_frame(root / rel, max_pixels=ref.max_pixels)
             yield Frame(rgb, status, note, image_ref(rel), src.size, src.mtime_ns, src.sha256)
 
     def image(self, root: Path, image: str) -> np.ndarray | None:

@@ -29,6 +29,7 @@ from typing import BinaryIO, NamedTuple
 import numpy as np
 import pyarrow as pa
 
+from extract.frames import STATUS_TOO_LARGE, too_large
 from extract.sources.archive import member_of, open_file, stat_file
 from extract.sources.base import Frame, Mismatch, Ref, Scan, image_ref, parse_image
 
@@ -249,6 +250,11 @@ class _Decode:
                             image_ref(ref.locator, FRAGMENT, str(i)))
             return
         with f:
+            big = _too_large(f, ref.max_pixels)
+            if big:
+                for i in range(ref.start, end):
+                    yield self._row(i, status=STATUS_TOO_LARGE, note=big)
+                return
             yield from self._placed(f, end)
 
     def _placed(self, f, end: int) -> Iterator[Frame]:
@@ -281,6 +287,20 @@ class _Decode:
             else:
                 yield self._row(i, status=STATUS_NOT_DECODED,
                                 note="no frame decoded here" if pending else why)
+
+
+def _too_large(f, max_pixels: int) -> str:
+    """Why the video's frames are not decoded at all (its stream says more than max_pixels), or
+    "" (also when the container cannot be read: decoding then says why)."""
+    av = _av()
+    try:
+        with av.open(f, metadata_errors="ignore") as container:
+            cc = _stream(container).codec_context
+            return too_large(cc.width or 0, cc.height or 0, max_pixels)
+    except (ValueError, OSError, av.FFmpegError):
+        return ""
+    finally:
+        f.seek(0)
 
 
 def _decoded(f) -> Iterator[tuple[int, np.ndarray, float | None]]:
