@@ -96,7 +96,7 @@ def test_t_layout_frames_are_release_names(tmp_path: Path):
         (tmp_path / f"images{n:04d}.png").write_bytes(b"")
     _add_not_frames(tmp_path)
     _bad_frames(tmp_path, 5)
-    frames, ignored = list_frames(tmp_path, LAYOUT_T)
+    frames, ignored, _ = list_frames(tmp_path, LAYOUT_T)
     assert frames == [f"images{n:04d}.png" for n in range(1, 9)]
     assert dict(ignored) == NOT_FRAMES and [n for n, _ in ignored] == sorted(NOT_FRAMES)
 
@@ -108,7 +108,7 @@ def test_2014_layout_frames_are_png_names_not_hidden(tmp_path: Path):
     (tmp_path / f"._{names[0]}").write_bytes(APPLEDOUBLE)
     (tmp_path / "Thumbs.db").write_bytes(b"x")
     (tmp_path / f"{names[1]}.bak").write_bytes(b"x")
-    frames, ignored = list_frames(tmp_path, LAYOUT_2014)
+    frames, ignored, _ = list_frames(tmp_path, LAYOUT_2014)
     assert frames == names, "fn000010 after fn000009, none missing"
     (tmp_path / "thumb.png").write_bytes(b"x")
     assert list_frames(tmp_path, LAYOUT_2014)[0] == [*names, "thumb.png"], "the csv's *.png"

@@ -81,7 +81,7 @@ def test_frames_sort_numerically(tmp_path: Path, n: int):
     for i in range(1, n + 1):
         (tmp_path / f"images{i}.png").write_bytes(b"")
     (tmp_path / "stray.lprof").write_bytes(b"")
-    names, ignored = list_frames(tmp_path)
+    names, ignored, _ = list_frames(tmp_path)
     assert names == [f"images{i}.png" for i in range(1, n + 1)]
     assert n < 10 or names != sorted(names)
     assert ignored == [("stray.lprof", "not a frame name")]

@@ -1,0 +1,346 @@
+"""Hostile input costs nothing: files other people made, crafted small, each met by the real command.
+
+Labels pickles that would allocate terabytes from 30 bytes, a 390 KB PNG of 20000 x 20000 pixels,
+archives with names stored twice, named outside the archive, a zip that disagrees with itself or is
+named as a tar.gz, and links that lead out of the dataset. Each gets a named refusal (exit 2) or a
+recorded per-frame status and a named anomaly, never a traceback, and costs nothing else.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import shutil
+import struct
+import tarfile
+import zipfile
+import zlib
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+from helpers import PHX_FRAMES, SHARED_SAMPLE, VIDEOS, assert_no_traceback, build_csl, run_cli
+from kinds import clip, phoenix_t, videos
+
+SIGNER = "features/fullFrame-210x260px/train/signer_demo-1"
+OPTIONS = ["--workers-per-gpu", "1"]
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _shared() -> None:
+    if not (SHARED_SAMPLE / "annotations").is_dir() or not (VIDEOS / "signer_demo.mp4").is_file():
+        pytest.skip("shared data not found beside the repo (../shared/data)")
+
+
+def run(args: list, code: int = 0, cwd: Path | None = None):
+    proc = run_cli(["run", *map(str, args), *OPTIONS], cwd=cwd)
+    assert_no_traceback(proc)
+    assert proc.returncode == code, f"exit {proc.returncode}\n{proc.stdout}\n{proc.stderr}"
+    return proc
+
+
+def rows(out: Path, video: str = "signer_demo-1") -> dict[int, dict]:
+    t = pq.read_table(out / "keypoints.parquet", columns=["video", "frame", "image", "status", "note",
+                                                           "file_size", "file_sha256"]).to_pylist()
+    return {r["frame"]: r for r in t if r["video"] == video}
+
+
+# --- labels pickles ------------------------------------------------------------------------------
+def _nested_labels(depth: int) -> bytes:
+    """A labels dict whose one video's label_word nests `depth` lists deep (built from opcodes:
+    pickle.dumps itself would recurse)."""
+    def text(s: str) -> bytes:
+        raw = s.encode()
+        return b"X" + struct.pack("<I", len(raw)) + raw
+
+    return (b"\x80\x02}(" + text("info") + b"](}(" + text("name") + text("S000001_P0000_T00")
+            + text("label_word") + b"]" * depth + b"a" * (depth - 1) + b"ueu.")
+
+
+LABEL_BOMBS = {
+    "ndarray of 10**12": (b"cnumpy\nndarray\n(I1000000000000\ntR.", "asks for a numpy array"),
+    "bytearray of 3 GiB": (b"cbuiltins\nbytearray\n(I3221225472\ntR.", "asks for bytearray"),
+    "numpy _reconstruct": (b"cnumpy.core.multiarray\n_reconstruct\n(cnumpy\nndarray\n"
+                           b"(I100000000000\ntS'b'\ntR.", "asks for a numpy array"),
+    "bytes declared 1 TiB": (b"\x80\x04\x8e" + (2**40).to_bytes(8, "little") + b"xx", "declares"),
+    "nested 100000 deep": (_nested_labels(100_000), "nest"),
+    "truncated": (b"\x80\x02}q\x00(X\x04\x00\x00\x00infoq\x01]q\x02(}q", "truncated or damaged"),
+}
+
+
+@pytest.mark.parametrize("data, words", LABEL_BOMBS.values(), ids=list(LABEL_BOMBS))
+def test_labels_pickle_bombs_are_refused_by_name(data: bytes, words: str, tmp_path: Path):
+    root = build_csl(tmp_path / "csl", frames=2)
+    labels = root / "sentence_label" / "csl2020ct_v2.pkl"
+    labels.write_bytes(data)
+    proc = run(["--dataset", root, "--out", tmp_path / "R"], code=2)
+    assert f"{labels}:" in proc.stderr and words in proc.stderr, proc.stderr
+    assert "could run code" not in proc.stderr or "asks for" in proc.stderr
+
+
+# --- pixel bombs ---------------------------------------------------------------------------------
+def png_bomb(width: int = 20000, height: int = 20000) -> bytes:
+    """A gray PNG of width x height zeros: 390 KB on disk, 1.2 GB as the RGB array a decode makes."""
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+
+    z, row, parts = zlib.compressobj(9), b"\0" * (width + 1), []
+    for _ in range(height):
+        parts.append(z.compress(row))
+    parts.append(z.flush())
+    ihdr = struct.pack(">IIBBBBB", width, height, 8, 0, 0, 0, 0)
+    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", ihdr) + chunk(b"IDAT", b"".join(parts)) + \
+        chunk(b"IEND", b"")
+
+
+def jpeg_bomb(width: int = 30000, height: int = 30000) -> bytes:
+    """A JPEG header saying width x height (start of frame), then the end-of-image marker."""
+    sof = b"\x08" + struct.pack(">HH", height, width) + b"\x03\x01\x11\x00\x02\x11\x01\x03\x11\x01"
+    return b"\xff\xd8\xff\xe0\x00\x10JFIF\x00\x01\x01\x00\x00\x01\x00\x01\x00\x00" + \
+        b"\xff\xc0" + struct.pack(">H", len(sof) + 2) + sof + b"\xff\xd9"
+
+
+def test_a_pixel_bomb_is_too_large_and_never_decoded(tmp_path: Path):
+    root = phoenix_t(tmp_path / "t")
+    bomb = png_bomb()
+    assert len(bomb) < 500_000
+    (root / SIGNER / "images0002.png").write_bytes(bomb)
+    (root / SIGNER / "images0003.png").write_bytes(jpeg_bomb())  # a JPEG named .png: its header
+    out = tmp_path / "R"
+    run(["--dataset", root, "--out", out])
+    got = rows(out)
+    assert got[1]["status"] == got[2]["status"] == "too_large"
+    assert "20000x20000 = 400,000,000 pixels" in got[1]["note"] and "30000x30000" in got[2]["note"]
+    assert got[1]["file_size"] == len(bomb)  # its bytes were read (and recorded), not decoded
+    assert got[0]["status"] == got[3]["status"] == "ok"  # the others of its video are untouched
+    assert "too_large" in json.loads((out / "run.json").read_text())["merge"]["statuses"]
+
+
+@pytest.mark.parametrize("kind", ["frames", "video"])
+def test_max_pixels_is_settable(kind: str, tmp_path: Path):
+    """Below the frames' own size, every frame is too_large (a frame folder's PNGs, a video's
+    stream size): the limit is read before decoding, and recorded with the run."""
+    root = phoenix_t(tmp_path / "t") if kind == "frames" else videos(tmp_path / "v")
+    out = tmp_path / "R"
+    run(["--dataset", root, "--out", out, "--max-pixels", "1000"])
+    statuses = set(pq.read_table(out / "keypoints.parquet", columns=["status"])["status"].to_pylist())
+    assert statuses == {"too_large"}
+    assert json.loads((out / "run.json").read_text())["options"]["max_pixels"] == 1000
+    again = run_cli(["run", "--dataset", root, "--out", out, *OPTIONS])  # the default is another run
+    assert again.returncode == 0 and "complete:" in again.stdout, again.stderr
+    other = run_cli(["run", "--dataset", root, "--out", out, "--max-pixels", "2000", *OPTIONS])
+    assert other.returncode == 2 and "max_pixels" in other.stderr
+
+
+# --- archives ------------------------------------------------------------------------------------
+def _tar(dest: Path, members: list[tuple[str, bytes]]) -> Path:
+    with tarfile.open(dest, "w:gz" if dest.name.endswith(".gz") else "w") as tf:
+        for name, data in members:
+            info = tarfile.TarInfo(name)
+            info.size, info.mtime = len(data), 1_700_000_000
+            tf.addfile(info, io.BytesIO(data))
+    return dest
+
+
+def _tree_members(root: Path, prefix: str = "PHOENIX-2014-T") -> list[tuple[str, bytes]]:
+    return [(f"{prefix}/{p.relative_to(root).as_posix()}", p.read_bytes())
+            for p in sorted(root.rglob("*")) if p.is_file()]
+
+
+def test_a_name_stored_twice_uses_the_last_copy_and_says_so(tmp_path: Path):
+    root = phoenix_t(tmp_path / "t")
+    members = _tree_members(root)
+    first = next(i for i, (n, _) in enumerate(members) if n.endswith("signer_demo-1/images0001.png"))
+    other = (PHX_FRAMES / "train/fingerspelling_hand-1/images0001.png").read_bytes()
+    members.append((members[first][0], other))  # the same name again, later, other bytes
+    tgz = _tar(tmp_path / "twice.tar.gz", members)
+    out = tmp_path / "R"
+    proc = run(["--dataset", tgz, "--out", out])
+    assert rows(out)[0]["file_sha256"] == hashlib.sha256(other).hexdigest()  # the last copy
+    said = "1 member name(s) stored more than once; the last copy in the archive is used"
+    assert said in proc.stderr and members[first][0] in proc.stderr
+    assert proc.stderr.count(said) == 2, "at the start and at the end of the run"
+    assert any(said in a for a in json.loads((out / "run.json").read_text())["dataset"]["anomalies"])
+
+
+def test_names_outside_the_archive_are_left_out_and_named(tmp_path: Path):
+    root = phoenix_t(tmp_path / "t")
+    frame = (root / SIGNER / "images0001.png").read_bytes()
+    members = [*_tree_members(root), ("/FD/images0004.png", frame),
+               (f"PHOENIX-2014-T/{SIGNER}/../../../../../escape.png", frame),
+               (f"/PHOENIX-2014-T/{SIGNER}/images0009.png", frame)]
+    tar = _tar(tmp_path / "abs.tar", members)
+    out = tmp_path / "R"
+    proc = run(["--dataset", tar, "--out", out])
+    assert len(rows(out)) == 4, "an absolute name is no frame of the corpus"
+    said = "3 member(s) named outside the archive (absolute or '..') are left out: /FD/images0004.png"
+    assert said in proc.stderr, proc.stderr
+    assert said in " ".join(json.loads((out / "run.json").read_text())["dataset"]["anomalies"])
+
+
+def _zip(root: Path, dest: Path) -> Path:
+    with zipfile.ZipFile(dest, "w", zipfile.ZIP_STORED) as zf:
+        for name, data in _tree_members(root):
+            zf.writestr(name, data)
+    return dest
+
+
+def _patched(zpath: Path, change) -> None:
+    data = bytearray(zpath.read_bytes())
+    with zipfile.ZipFile(zpath) as zf:
+        infos = {i.filename: i for i in zf.infolist()}
+    change(data, infos)
+    zpath.write_bytes(bytes(data))
+
+
+def _local_name_at(data: bytearray, offset: int) -> int:
+    return offset + 30  # a local header's name follows its 30 fixed bytes
+
+
+def _central_entry(data: bytearray, name: str) -> int:
+    """Where the central directory's entry of `name` starts (its name follows 46 fixed bytes)."""
+    return next(i for i in range(len(data)) if data[i:i + 4] == b"PK\x01\x02"
+                and data[i + 46:i + 46 + len(name)] == name.encode())
+
+
+ZIP_DAMAGE = {
+    "local header names another file": (
+        lambda d, infos: d.__setitem__(
+            slice(_local_name_at(d, infos[f"PHOENIX-2014-T/{SIGNER}/images0002.png"].header_offset)
+                  + len(f"PHOENIX-2014-T/{SIGNER}/images000"),
+                  _local_name_at(d, infos[f"PHOENIX-2014-T/{SIGNER}/images0002.png"].header_offset)
+                  + len(f"PHOENIX-2014-T/{SIGNER}/images0002")), b"9"),
+        "its local header names"),
+    "central directory points at another member": (
+        lambda d, infos: d.__setitem__(
+            slice(_central_entry(d, f"PHOENIX-2014-T/{SIGNER}/images0002.png") + 42,
+                  _central_entry(d, f"PHOENIX-2014-T/{SIGNER}/images0002.png") + 46),
+            struct.pack("<I", infos[f"PHOENIX-2014-T/{SIGNER}/images0003.png"].header_offset)),
+        "points at the local header of another member"),
+}
+
+
+@pytest.mark.parametrize("change, words", ZIP_DAMAGE.values(), ids=list(ZIP_DAMAGE))
+def test_a_zip_that_disagrees_with_itself_costs_one_frame(change, words: str, tmp_path: Path):
+    zpath = _zip(phoenix_t(tmp_path / "t"), tmp_path / "z.zip")
+    _patched(zpath, change)
+    out = tmp_path / "R"
+    run(["--dataset", zpath, "--out", out])
+    got = rows(out)
+    assert got[1]["status"] == "unreadable" and words in got[1]["note"], got[1]
+    assert [got[i]["status"] for i in (0, 2, 3)] == ["ok"] * 3
+
+
+@pytest.mark.parametrize("named, made", [("x.tar.gz", "zip"), ("x.zip", "tar.gz"),
+                                         ("x.tar.gz", "tar")])
+def test_a_misnamed_archive_is_named_for_what_it_is(named: str, made: str, tmp_path: Path):
+    root = phoenix_t(tmp_path / "t")
+    built = _zip(root, tmp_path / "a.zip") if made == "zip" else \
+        _tar(tmp_path / f"a.{made}", _tree_members(root))
+    shutil.move(built, tmp_path / named)
+    proc = run(["--dataset", tmp_path / named, "--out", tmp_path / "R"], code=2)
+    what = {"zip": "a zip file", "tar.gz": "a gzip file", "tar": "a tar file"}[made]
+    rename = {"zip": "x.zip", "tar.gz": "x.tar.gz", "tar": "x.tar"}[made]
+    assert f"is {what}" in proc.stderr and f"Rename it to {rename}" in proc.stderr, proc.stderr
+
+
+def test_a_symlink_member_is_never_followed_to_the_host(tmp_path: Path):
+    root = phoenix_t(tmp_path / "t")
+    host = tmp_path / "host.png"
+    host.write_bytes((root / SIGNER / "images0001.png").read_bytes())
+    tar = tmp_path / "links.tar"
+    with tarfile.open(tar, "w") as tf:
+        for name, data in _tree_members(root):
+            if name.endswith("signer_demo-1/images0002.png"):
+                info = tarfile.TarInfo(name)
+                info.type, info.linkname = tarfile.SYMTYPE, str(host)
+                tf.addfile(info)
+            else:
+                info = tarfile.TarInfo(name)
+                info.size = len(data)
+                tf.addfile(info, io.BytesIO(data))
+    out = tmp_path / "R"
+    run(["--dataset", tar, "--out", out])
+    row = rows(out)[1]
+    assert row["status"] == "not_a_file" and row["file_size"] is None, row
+
+
+# --- links on disk ---------------------------------------------------------------------------------
+def _host(tmp_path: Path) -> Path:
+    """A folder of this host outside the dataset: three frames and files that are no frames."""
+    host = tmp_path / "host"
+    host.mkdir()
+    for png in sorted((PHX_FRAMES / "train/signer_demo-1").glob("images*.png"))[:3]:
+        shutil.copyfile(png, host / png.name)
+    for i in range(5):
+        (host / f"secret-{i}.txt").write_text("private")
+    return host
+
+
+@pytest.mark.parametrize("follow", [True, False], ids=["followed", "no-follow-links"])
+def test_a_link_out_of_a_manifests_folder(follow: bool, tmp_path: Path):
+    host = _host(tmp_path)
+    listed = tmp_path / "listed"
+    listed.mkdir()
+    (listed / "linked").symlink_to(host)
+    clip(listed / "own.mp4", 0)
+    (listed / "list.csv").write_text("name,split,path\nown,train,own.mp4\nlinked,test,linked\n")
+    out = tmp_path / "R"
+    proc = run(["--manifest", listed / "list.csv", "--out", out,
+                *([] if follow else ["--no-follow-links"])])
+    info = json.loads((out / "run.json").read_text())
+    plan = pq.read_table(out / "plan.parquet").to_pylist()
+    assert "secret" not in (out / "run.json").read_text() + str(plan), "host file names listed"
+    record = f"linked -> {host}"
+    d = info["dataset"]
+    assert d["links_outside"] == 1 and d["links_outside_examples"] == [record]
+    assert "1 link(s) lead outside the dataset" in proc.stderr and record in proc.stderr
+    linked = next(r for r in plan if r["video"] == "linked")
+    assert linked["links"] == [record]
+    if follow:
+        assert linked["num_frames"] == 3 and linked["chunk"] >= 0
+        assert "5 entries there that are no frames skipped, not named" in d["notes"]["linked"]
+    else:
+        assert linked["chunk"] == -1 and "not followed (--no-follow-links)" in linked["problem"]
+        assert {r["video"] for r in rows_all(out)} == {"own"}
+
+
+def rows_all(out: Path) -> list[dict]:
+    return pq.read_table(out / "keypoints.parquet", columns=["video", "frame"]).to_pylist()
+
+
+def test_a_frame_that_links_to_a_host_file_records_its_target(tmp_path: Path):
+    root = phoenix_t(tmp_path / "t")
+    host = _host(tmp_path) / "images0002.png"
+    (root / SIGNER / "images0002.png").unlink()
+    (root / SIGNER / "images0002.png").symlink_to(host)
+    inside = root / "features/fullFrame-210x260px/dev/25October_2010_Monday_tagesschau-17"
+    shutil.move(inside, root / "elsewhere")
+    inside.symlink_to(root / "elsewhere")  # a link that stays inside: counted, not named
+    out = tmp_path / "R"
+    proc = run(["--dataset", root, "--out", out])
+    d = json.loads((out / "run.json").read_text())["dataset"]
+    record = f"{SIGNER}/images0002.png -> {host}"
+    assert d["links_outside_examples"] == [record] and d["links_inside"] == 1
+    assert record in proc.stderr
+    plan = {r["video"]: r["links"] for r in pq.read_table(out / "plan.parquet").to_pylist()}
+    assert plan["signer_demo-1"] == [record]
+    assert rows(out)[1]["file_size"] == host.stat().st_size  # followed: the target's bytes
+    refused = run(["--dataset", root, "--out", tmp_path / "R2", "--no-follow-links"])
+    assert "signer_demo-1" in refused.stderr and "not followed" in refused.stderr
+    assert {r["video"] for r in rows_all(tmp_path / "R2")} == {"25October_2010_Monday_tagesschau-17"}
+
+
+def test_a_folder_of_videos_walks_into_links(tmp_path: Path):
+    root = videos(tmp_path / "v")
+    away = tmp_path / "away" / "more"
+    clip(away / "far.mp4", 10)
+    (root / "train" / "more").symlink_to(away)
+    (root / "train" / "loop").symlink_to(root)  # a loop of links ends
+    out = tmp_path / "R"
+    proc = run(["--dataset", root, "--out", out])
+    assert {r["video"] for r in rows_all(out)} == {"signer_a", "signer_b", "far"}
+    assert f"train/more/far.mp4 -> {away / 'far.mp4'}" in proc.stderr
+    run(["--dataset", root, "--out", tmp_path / "R2", "--no-follow-links"])
+    assert {r["video"] for r in rows_all(tmp_path / "R2")} == {"signer_a", "signer_b"}
