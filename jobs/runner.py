@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from extract.corpora.base import DatasetError
 from extract.sources.archive_index import ArchiveError
 from extract.tensors import write_tensors
 from jobs import messages, summary
@@ -122,8 +123,8 @@ def _complete(rd: RunDir, req: RunRequest) -> bool:
             follow_corpus(rd, info, check, 0, FROZEN)  # frozen: warns, changes nothing
         if merged_frames_changed(rd, Path(info.dataset.root)):
             return False
-    except ArchiveError:  # the archive changed: the normal path indexes it again
-        return False
+    except (ArchiveError, DatasetError):  # the archive changed (the normal path indexes it again),
+        return False  # or the corpus cannot be read: the normal path says why
     if state == "no tensors":
         with locked(rd):
             messages.say("tensors/ missing or damaged: writing them again from keypoints.parquet")

@@ -103,14 +103,14 @@ def _corpus_lines(rd: RunDir, info: RunInfo) -> list[str]:
         last = info.changes[-1]
         lines.append(f"re-plans: {len(info.changes)} after the corpus changed; last: {last.summary} "
                      "(run.json `changes`)")
-    rd.use_archive_index(write=False, build=False)
+    rd.use_archive_index(write=False, build=False)  # a changed archive: said, not indexed here
     try:
-        diff = check_corpus(info, rd.load_plan()).diff
-    except ArchiveError:
-        return [*lines, "corpus:   not listed (the archive changed since it was indexed; the next "
-                        "run indexes it again and names what changed)"]
-    except (DatasetError, OSError) as e:
+        check = check_corpus(info, rd.load_plan())
+    except (DatasetError, ArchiveError, OSError) as e:
         return [*lines, f"corpus:   cannot be listed now ({e})"]
+    diff = check.diff
+    if check.behind:
+        lines.append("re-plan:  interrupted before run.json was written; the next run completes it")
     if not diff:
         return [*lines, "corpus:   as planned (listed now)"]
     return [*lines, f"corpus:   changed since planned: {diff.summary()}; the next `phoenix-keypoints "

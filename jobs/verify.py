@@ -18,6 +18,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from extract.corpora.base import DatasetError
 from extract.provenance import DEFAULT_THREADS
 from extract.sources.archive_index import split_root
 from jobs import messages
@@ -121,11 +122,10 @@ def verify_command(rd: RunDir, content: bool = False) -> int:
         messages.error(f"the dataset folder {root} (run.json's dataset.root) is gone: none of the "
                        f"run's {info.dataset.frames} frames can be found. Put it back there.")
         return 1
-    check = check_corpus(info, rd.load_plan())
-    listed = listing_lines(check.diff, check.plan, check.now)
+    diff, listed = _listing(rd)
     for line in listed:
         messages.result(line)
-    gone = {v for _, v in check.diff.gone}  # their frames are named above
+    gone = {v for _, v in diff.gone}  # their frames are named above
     found: list[Stale] = []
 
     def report(stale: Iterable[Stale]) -> None:
@@ -139,8 +139,21 @@ def verify_command(rd: RunDir, content: bool = False) -> int:
         rows = _check_merged(rd, root, content, report)
     else:
         rows = _check_parts(rd, info, root, content, report)
-    if check.diff:
+    if diff:
         messages.say(f"verify: the corpus at {root} changed since {rd.path} was planned: "
-                     f"{check.diff.summary()}. `phoenix-keypoints run --out {rd.path}` extracts the "
+                     f"{diff.summary()}. `phoenix-keypoints run --out {rd.path}` extracts the "
                      "added and changed videos and leaves the removed ones out.")
-    return max(_verdict(rd, root, rows, found, content, quiet=bool(check.diff)), int(bool(listed)))
+    code = _verdict(rd, root, rows, found, content, quiet=bool(listed))
+    return 1 if listed else code
+
+
+def _listing(rd: RunDir) -> tuple[PlanDiff, list[str]]:
+    """What the corpus gained and lost since the plan, as lines; a corpus that cannot be listed
+    now is said (the frames are still checked) and counts as a difference."""
+    try:
+        check = check_corpus(rd.load(), rd.load_plan())
+    except DatasetError as e:
+        messages.error(f"the corpus cannot be listed now, so added and removed videos are not "
+                       f"checked: {e}")
+        return PlanDiff(), ["-\t-\t-\tcorpus cannot be listed"]
+    return check.diff, listing_lines(check.diff, check.plan, check.now)

@@ -291,3 +291,123 @@ def test_replan_keeps_numbers_and_puts_the_rest_in_new_contiguous_chunks(sample_
                                  (1, (("test", "hopper-2"),)), (4, (("train", "astronaut-1"),)),
                                  (2, (("train", "hopper-1"),))]
     assert plan.drop_columns(["chunk"]).equals(now.drop_columns(["chunk"]))
+
+
+# --- every kind of corpus and frame source ---------------------------------------------------------
+def _mp4(dest: Path, frames: list[Path]) -> Path:
+    """A small MPEG-4 video of these PNG frames, encoded here with PyAV."""
+    import av
+    import cv2
+
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    with av.open(str(dest), "w") as o:
+        s = o.add_stream("mpeg4", rate=25)
+        s.width, s.height, s.pix_fmt = 210, 260, "yuv420p"
+        for png in frames:
+            rgb = cv2.cvtColor(cv2.imread(str(png)), cv2.COLOR_BGR2RGB)
+            for packet in s.encode(av.VideoFrame.from_ndarray(rgb, format="rgb24")):
+                o.mux(packet)
+        for packet in s.encode(None):
+            o.mux(packet)
+    return dest
+
+
+def _frames(sample: Path, split: str, video: str, n: int = 6) -> list[Path]:
+    return sorted((sample / FRAMES / split / video).glob("images*.png"))[:n]
+
+
+def _videos(sample: Path, base: Path) -> tuple[Path, Callable[[], None]]:
+    """A folder of video files (split from the first folder level); a third video comes later."""
+    root = base / "clips"
+    _mp4(root / "train/hopper-1.mp4", _frames(sample, "train", "hopper-1"))
+    _mp4(root / "dev/cameraman-1.mp4", _frames(sample, "dev", "cameraman-1"))
+    return root, lambda: _mp4(root / "train/astronaut-1.mp4", _frames(sample, "train", "astronaut-1"))
+
+
+def _manifest(sample: Path, base: Path) -> tuple[Path, Callable[[], None]]:
+    """A manifest of a video file, a range of it and a frame folder; a second range comes later."""
+    root = base / "listed"
+    _mp4(root / "media/clip.mp4", _frames(sample, "train", "hopper-1", 12))
+    shutil.copytree(sample / FRAMES / "test/coffee-1", root / "media/frames")
+    rows = ["name,split,path,start,end,text", "clip,train,media/clip.mp4,,,a clip",
+            "head,dev,media/clip.mp4,0,3,its head", "folder,test,media/frames,,,frames"]
+    (root / "list.csv").write_text("\n".join(rows) + "\n")
+
+    def change() -> None:
+        with (root / "list.csv").open("a") as f:
+            f.write("tail,dev,media/clip.mp4,8,11,its tail\n")
+    return root / "list.csv", change
+
+
+def _archive(sample: Path, base: Path) -> tuple[Path, Callable[[], None]]:
+    """The sample packed as a .tar.gz; later replaced by one that also holds dev/dog-1."""
+    import tarfile
+
+    tree = copy_dataset(sample, base / "tree" / "PHOENIX-2014-T", writable=True)
+    dest = base / "PHOENIX-2014-T.tar.gz"
+
+    def pack() -> None:
+        tmp = dest.with_name("new.tar.gz")
+        with tarfile.open(tmp, "w:gz") as tf:
+            tf.add(tree, arcname="PHOENIX-2014-T")
+        os.replace(tmp, dest)  # as a finished download replaces the old file
+    pack()
+    return dest, lambda: (add_video(tree), pack())
+
+
+SOURCES = {"video-files": _videos, "manifest": _manifest, "archive": _archive}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kind", SOURCES)
+def test_every_corpus_kind_is_extended(kind: str, sample_root: Path, tmp_path: Path):
+    """A video added to a folder of videos, a row (a range of a video file) added to a manifest, an
+    archive replaced by one with one more video: one chunk extracted, equal to a fresh run."""
+    dataset, change = SOURCES[kind](sample_root, tmp_path)
+    out = tmp_path / "run"
+    assert _run(dataset, out).returncode == 0
+    before = _parts(out)
+    change()
+    again = _run(None, out)
+    assert again.returncode == 0, again.stderr
+    assert "the corpus changed since" in again.stderr and "1 video(s) added" in again.stderr
+    assert "to extract in 1 new chunk(s)" in again.stderr, again.stderr
+    after = _parts(out)
+    assert {k: after[k] for k in before} == before and len(after) == len(before) + 1
+    ref = tmp_path / "fresh"
+    assert _run(dataset, ref).returncode == 0
+    assert_same_output(out, ref)
+
+
+@pytest.mark.slow
+def test_slurm_replans_a_corpus_changed_between_submissions(sample_root: Path, tmp_path: Path):
+    """An array planned by `slurm` and run (its two tasks started as the array starts them), the
+    corpus grows: a task started now keeps the shared plan and says so; `slurm` again re-plans
+    and submits one task, which extracts only the new video; equal to a fresh run."""
+    root = copy_dataset(sample_root, tmp_path / "PHOENIX-2014-T", writable=True)
+    out = tmp_path / "run"
+    shard = ["run", "--out", out, "--num-shards", "2", "--shard-index"]
+    slurm = ["slurm", "--out", out, "--num-shards", "2", "--cpus-per-task", "1"]
+    planned = run_cli([*slurm, "--dataset", root, "--chunk-frames", "30"])
+    assert planned.returncode == 0, planned.stderr
+    for i in ("0", "1"):
+        assert run_cli([*shard, i]).returncode == 0
+    assert (out / "keypoints.parquet").is_file()
+    before, plan = _parts(out), sha256(out / "plan.parquet")
+    _, summary = add_video(root)
+    late = run_cli([*shard, "1"])
+    assert late.returncode == 0 and f"was planned: {summary}. The shards of an array share the " \
+        "plan `slurm` made, so this one keeps it" in late.stderr, late.stderr
+    assert sha256(out / "plan.parquet") == plan and _parts(out) == before
+    again = run_cli(slurm)
+    assert_no_traceback(again)
+    assert again.returncode == 0, again.stderr
+    assert "re-planned: 1 video(s) (20 frame(s)) to extract in 1 new chunk(s)" in again.stderr
+    assert "to submit: 1 (--array=0)" in again.stderr, again.stderr
+    assert run_cli([*shard, "0"]).returncode == 0  # the resubmitted task
+    after = _parts(out)
+    assert {k: after[k] for k in before} == before and sorted(set(after) - set(before)) == [
+        "chunk-000003.parquet"]
+    ref = tmp_path / "fresh"
+    assert _run(root, ref).returncode == 0
+    assert_same_output(out, ref)
