@@ -31,20 +31,17 @@ import sys
 import time
 from pathlib import Path
 
-import numpy as np
-
 from extract.corpora import discover
 from extract.corpora.phoenix import FRAMES_DIR
 from jobs.changes import diff_plans
 from jobs.options import RunOptions
-from jobs.parts import PartInfo, write_part
 from jobs.plan import make_plan
 from jobs.prepare import check_corpus, follow_corpus, new_run
 from jobs.resume import scan_parts
 from jobs.rundir import RunDir
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_resume_check import part_table, timed  # noqa: E402
+from bench_resume_check import timed, write_parts  # noqa: E402
 from benchutil import SHARED_INDEX, loadavg, machine, save_json, table  # noqa: E402
 from fabricate_parts import index_dataset  # noqa: E402
 
@@ -77,19 +74,7 @@ def fabricate(tmp: Path, fraction: float, index: Path) -> RunDir:
     rd.parts_dir.mkdir(parents=True)
     rd.save_plan(plan)
     rd.save(info)
-    by_chunk: dict[int, list[dict]] = {}
-    for row in plan.select(["chunk", "split", "video", "folder", "files", "num_frames"]).to_pylist():
-        by_chunk.setdefault(row["chunk"], []).append(row)
-    rng = np.random.default_rng(0)
-    for chunk, videos in sorted(by_chunk.items()):
-        t = part_table(rng, videos)
-        write_part(rd.part_path(chunk), t, PartInfo.of_rows(chunk, t["video"].to_pylist(),
-                                                            t["status"].to_pylist(), {}),
-                   info.fingerprint)
-        for image, size, mtime in zip(*(t[c].to_pylist() for c in
-                                        ("image", "file_size", "file_mtime_ns")), strict=True):
-            os.truncate(root / image, size)  # sparse: the size a stat sees, no blocks
-            os.utime(root / image, ns=(mtime, mtime))
+    write_parts(rd, root)
     return rd
 
 
