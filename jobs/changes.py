@@ -96,7 +96,7 @@ class PlanDiff:
                 if names]
 
     def summary(self) -> str:
-        return "; ".join(self.kinds()) or "nothing"
+        return "; ".join(self.kinds()) or "the same videos and frames (its listing differs otherwise)"
 
     def counts(self) -> dict[str, int]:
         return {"added": len(self.added), "removed": len(self.removed), "moved": len(self.moved),
