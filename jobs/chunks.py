@@ -62,3 +62,19 @@ def plan_chunks(plan: pa.Table) -> dict[int, dict[str, int]]:
         if c >= 0:
             out.setdefault(c, {})[v] = n
     return out
+
+
+def merge_order(plan: pa.Table) -> list[tuple[int, tuple[tuple[str, str], ...]]]:
+    """The output in plan order as (chunk, its (split, video)s) runs: what the merge takes from
+    which part, in turn. One run per chunk, in chunk order, unless a re-plan put new chunks among
+    the old ones (jobs.plan.extend_plan): then a chunk's videos may come in several runs."""
+    runs: list[tuple[int, list[tuple[str, str]]]] = []
+    for c, s, v in zip(plan["chunk"].to_pylist(), plan["split"].to_pylist(),
+                       plan["video"].to_pylist(), strict=True):
+        if c < 0:
+            continue
+        if runs and runs[-1][0] == c:
+            runs[-1][1].append((s, v))
+        else:
+            runs.append((c, [(s, v)]))
+    return [(c, tuple(keys)) for c, keys in runs]

@@ -113,6 +113,9 @@ def _add_run(sub: argparse._SubParsersAction) -> None:
                    help="merge even if videos failed (run.json lists what is missing)")
     r.add_argument("--retry-failed", action="store_true",
                    help="redo the chunks of videos that failed before (after fixing their frames)")
+    r.add_argument("--frozen", action="store_true",
+                   help="keep the stored plan when the corpus changed since it was made (only warn); "
+                        "by default added/changed videos are extracted and removed ones left out")
     r.add_argument("--num-shards", type=_positive,
                    help="this node is one of S shards (S fixed when planned) sharing the chunks; "
                         "the first to start also merges")
@@ -146,6 +149,8 @@ def _add_slurm(sub: argparse._SubParsersAction) -> None:
                          "(repeatable)")
     sl.add_argument("--submit", action="store_true",
                     help="submit with sbatch (default: print the scripts and the command)")
+    sl.add_argument("--frozen", action="store_true",
+                    help="keep the stored plan when the corpus changed since it was made (only warn)")
     sl.set_defaults(handler=_slurm)
 
 
@@ -305,7 +310,7 @@ def _run(args: argparse.Namespace) -> int:
         raise RunError("run needs --out RUN_DIR (or the older --output_path FILE.pkl).")
     return run(RunRequest(out, _options(args), args.num_gpus, args.workers_per_gpu, args.fresh,
                           args.allow_partial, args.retry_failed, args.num_shards, args.shard_index,
-                          args.backend, args.address, pkl))
+                          args.backend, args.address, pkl, args.frozen))
 
 
 def _slurm(args: argparse.Namespace) -> int:
@@ -314,8 +319,8 @@ def _slurm(args: argparse.Namespace) -> int:
     so = SlurmOptions(args.max_parallel, args.time, args.cpus_per_task, args.gpus_per_task,
                       args.partition, args.account, args.sbatch_arg)
     rd = _rd(args.out)
-    return slurm_command(rd, plan_for_array(rd, _options(args), args.num_shards, so), so,
-                         submit=args.submit)
+    return slurm_command(rd, plan_for_array(rd, _options(args), args.num_shards, so, args.frozen),
+                         so, submit=args.submit)
 
 
 def _tensors(args: argparse.Namespace) -> int:

@@ -7,6 +7,8 @@ The value is a comma-separated list of:
 - `frame-delay=SECONDS`: sleep that long after each frame, so that tests can kill mid-chunk.
 - `write-delay=SECONDS`: sleep that long with a part's temp file written but not yet renamed, so
   that tests can kill or stop a worker while it commits.
+- `kill-after-plan`: the coordinator SIGKILLs itself once a re-plan (the corpus changed) has saved
+  the new plan and before it saves run.json.
 Real processes still get real signals: only the trigger is planted.
 """
 
@@ -51,3 +53,8 @@ def after_frame() -> None:
     delay = _faults().get("frame-delay")
     if delay:
         time.sleep(float(delay))
+
+
+def after_plan() -> None:
+    if "kill-after-plan" in _faults():
+        os.kill(os.getpid(), signal.SIGKILL)

@@ -1,9 +1,13 @@
 """Merge committed parts into ONE keypoints.parquet and the tensors: a stream, one part at a time.
 
-Chunks are contiguous in output order, so the merged file is the parts appended in chunk order.
-Rows are written in row groups of ROW_GROUP_ROWS whatever the chunking, so the file is the same
-byte for byte however the videos were cut (1 worker or 100, guided or --chunk-frames). Every page
-of a part is read with its checksum verified; a part that fails is moved aside and named.
+Rows are written in plan order, (split, video), whatever chunk they sit in: a plan's chunks are
+contiguous in that order, so the file is mostly the parts appended in chunk order, but a plan
+extended after the corpus changed (jobs.plan.extend_plan) puts new chunks among the old ones, and a
+kept part may hold rows of videos that have left the corpus since; the merge takes from each part
+the videos of each run of jobs.chunks.merge_order, in turn. Rows are written in row groups of
+ROW_GROUP_ROWS whatever the chunking, so the file is the same byte for byte however the videos were
+cut (1 worker or 100, guided or --chunk-frames, planned once or extended). Every page of a part is
+read with its checksum verified; a part that fails is moved aside and named.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ import pyarrow.parquet as pq
 from extract.filemeta import file_metadata
 from extract.schema import OPTIONAL_COLUMNS, SCHEMA, parquet_write_options
 from extract.tensors import TensorSetWriter, video_runs
+from jobs.chunks import merge_order
 from jobs.outputs import corpus_from_plan
 from jobs.parts import reject
 from jobs.rundir import JobFailed, RunDir, fsync_dir
@@ -115,6 +120,16 @@ def read_ahead(rd: RunDir, chunks: list[int]) -> Iterator[tuple[int, pa.Table]]:
             yield chunk, table
 
 
+def take_videos(table: pa.Table, keys: tuple[tuple[str, str], ...]) -> pa.Table:
+    """The rows of these (split, video)s, in this order; a part may hold others (videos of another
+    run of its chunk, or dropped since it was made), and none of a failed video."""
+    spans = {(s, v): (offset, n) for s, v, offset, n in video_runs(table)}
+    if tuple(spans) == keys:
+        return table
+    pieces = [table.slice(*spans[k]) for k in keys if k in spans]
+    return pa.concat_tables(pieces) if pieces else table.slice(0, 0)
+
+
 class _Stage:
     """A thread that applies `work` to each table put in, in order; errors are kept for join()."""
 
@@ -164,16 +179,16 @@ class Merger:
                                        refined=refined)
         self.stages = [_Stage("merge-keypoints", self.keypoints.append),
                        _Stage("merge-tensors", self._add_videos)]
-        self.merged: list[int] = []
+        self.merged: list[int] = []  # positions in merge_order
 
     def _add_videos(self, table: pa.Table) -> None:
         for split, video, offset, length in video_runs(table):
             self.tensors.add_video(split, video, table.slice(offset, length))
 
-    def add(self, chunk: int, table: pa.Table) -> None:
+    def add(self, position: int, table: pa.Table) -> None:
         for stage in self.stages:
             stage.put(table)
-        self.merged.append(chunk)
+        self.merged.append(position)
 
     def _join(self) -> None:
         errors = []
@@ -202,8 +217,9 @@ class Merger:
 class BackgroundMerge:
     """Merges parts on a thread while they are committed, so the merge overlaps the extraction.
 
-    Chunks are merged in order as soon as `ready(chunk)` says their part is final; complete()
-    merges whatever is left and commits. A part that cannot be read stops the merge: complete()
+    The runs of jobs.chunks.merge_order are merged in order, each as soon as `ready(chunk)` says its
+    part is final; complete() merges whatever is left and commits. A part is read once and held
+    while runs of it are still to come. A part that cannot be read stops the merge: complete()
     raises it (CorruptPart), and the caller redoes that chunk and merges again.
     """
 
@@ -211,7 +227,11 @@ class BackgroundMerge:
 
     def __init__(self, rd: RunDir, plan: pa.Table, chunks: list[int],
                  ready: Callable[[int], bool]) -> None:
-        self.rd, self.plan, self.order, self.ready = rd, plan, sorted(chunks), ready
+        wanted = set(chunks)
+        self.rd, self.plan, self.ready = rd, plan, ready
+        self.runs = [run for run in merge_order(plan) if run[0] in wanted]
+        self.last = {c: i for i, (c, _) in enumerate(self.runs)}  # a part is dropped after it
+        self.held: dict[int, pa.Table] = {}
         self.merger: Merger | None = None
         self.error: BaseException | None = None
         self._stop = threading.Event()
@@ -221,14 +241,23 @@ class BackgroundMerge:
         self._thread.start()
         return self
 
+    def _add(self, position: int, table: pa.Table) -> None:
+        """Merge run `position` from its part's rows (held until its chunk's last run)."""
+        chunk, keys = self.runs[position]
+        self.held[chunk] = table
+        self.merger = self.merger or Merger(self.rd, self.plan)
+        self.merger.add(position, take_videos(table, keys))
+        if self.last[chunk] == position:
+            del self.held[chunk]
+
     def _loop(self) -> None:
         try:
             while not self._stop.is_set():
                 pos = len(self.merger.merged) if self.merger else 0
-                if pos < len(self.order) and self.ready(self.order[pos]):
-                    chunk = self.order[pos]
-                    self.merger = self.merger or Merger(self.rd, self.plan)
-                    self.merger.add(chunk, _read_or_reject(self.rd, chunk))
+                if pos < len(self.runs) and self.ready(self.runs[pos][0]):
+                    chunk = self.runs[pos][0]
+                    held = self.held.get(chunk)
+                    self._add(pos, held if held is not None else _read_or_reject(self.rd, chunk))
                 else:
                     self._stop.wait(self.POLL_S)
         except BaseException as e:  # a corrupt part, a full disk: complete() raises it
@@ -248,24 +277,34 @@ class BackgroundMerge:
             raise error
 
     def complete(self, chunks: list[int]) -> tuple[int, dict[str, int]]:
-        """Merge `chunks` (in order; what merged already must be their start) and commit."""
+        """Merge the runs of `chunks` (what merged already must be their start) and commit."""
         self.settle()
-        todo = sorted(chunks)
-        merger = self.merger
+        wanted = set(chunks)
+        todo = [i for i, (c, _) in enumerate(self.runs) if c in wanted]
         try:
-            if merger is None or merger.merged != todo[:len(merger.merged)]:
-                if merger is not None:  # merged a part that is no longer trusted: start over
-                    merger.discard()
-                merger = self.merger = Merger(self.rd, self.plan)
-            for chunk, table in read_ahead(self.rd, todo[len(merger.merged):]):
-                merger.add(chunk, table)
-            return merger.commit()
+            if self.merger is None or self.merger.merged != todo[:len(self.merger.merged)]:
+                if self.merger is not None:  # merged a part that is no longer trusted: start over
+                    self.merger.discard()
+                self.held = {}
+                self.merger = Merger(self.rd, self.plan)
+            todo = todo[len(self.merger.merged):]
+            reads = list(dict.fromkeys(self.runs[i][0] for i in todo))
+            parts = read_ahead(self.rd, [c for c in reads if c not in self.held])
+            for i in todo:
+                chunk = self.runs[i][0]
+                table = self.held.get(chunk)
+                if table is None:
+                    got, table = next(parts)
+                    assert got == chunk, (got, chunk)
+                self._add(i, table)
+            return self.merger.commit()
         except BaseException:
             self.discard()
             raise
 
     def discard(self) -> None:
         self.stop()
+        self.held = {}
         if self.merger is not None:
             self.merger.discard()
             self.merger = None

@@ -103,3 +103,4 @@ class RunRequest:
     backend: str = "local"
     address: str | None = None
     pkl: Path | None = None  # --output_path: also export the keypoints to this pkl at the end
+    frozen: bool = False  # keep the stored plan when the corpus changed (only warn)

@@ -3,8 +3,11 @@
 A part is committed when `parts/chunk-NNNNNN.parquet` exists: it is written under a temp name,
 fsynced and renamed, so a crash leaves no half part under the final name. On resume a part is
 trusted only if its footer reads, it was written for this run (fingerprint in its metadata), its
-chunk is the one its name says, and its row count matches the plan. Page checksums let the merge,
-which reads every page, catch corruption inside a part whose footer survived.
+chunk is the one its name says, and its row count matches the plan. A chunk kept by a re-plan
+(jobs.plan.KeptPart) also trusts the part made under the earlier plan, which may hold rows of
+videos that left the chunk since: they are counted out here and left out by the merge. Page
+checksums let the merge, which reads every page, catch corruption inside a part whose footer
+survived.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ import pyarrow.parquet as pq
 
 from extract.schema import is_earlier_schema, parquet_write_options
 from jobs import faults
+from jobs.plan import KeptPart, Key
 from jobs.rundir import RunDir, fsync_dir
 
 META_KEY = b"phoenix_keypoints"
@@ -42,6 +46,9 @@ class PartInfo:
     statuses: dict[str, int] = field(default_factory=dict)  # row status -> rows
     not_ok: dict[str, int] = field(default_factory=dict)  # video -> rows whose status is not ok
     holistic: dict = field(default_factory=dict)  # the graph options its rows were made with
+    # (split, video)s whose rows it holds but the chunk no longer has (a KeptPart's dropped videos);
+    # the counts above leave them out
+    dropped: frozenset[Key] = frozenset()
 
     @classmethod
     def of_rows(cls, chunk: int, videos: Sequence[str], statuses: Sequence[str],
@@ -109,25 +116,48 @@ def _counts(raw: object) -> dict[str, int]:
     return {str(k): int(v) for k, v in raw.items()}
 
 
-def check_part(
-    path: Path, chunk: int, fingerprint: str, video_frames: dict[str, int]
-) -> tuple[PartInfo | None, str]:
-    """(info, "") when the part can be trusted for this chunk of this run, else (None, why)."""
+def check_part(path: Path, chunk: int, fingerprint: str, video_frames: dict[str, int],
+               kept: KeptPart | None = None) -> tuple[PartInfo | None, str]:
+    """(info, "") when the part can be trusted for this chunk of this run, else (None, why).
+
+    kept: the chunk was kept by a re-plan; a part of the plan it was made under is trusted too,
+    and its info counts only the rows of the chunk's videos (`dropped` names the others)."""
     try:
         info, fp = read_part_info(path)
     except ValueError as e:
         return None, str(e)
-    if fp != fingerprint:
+    earlier = kept is not None and fp == kept.fingerprint and fp != fingerprint
+    if fp != fingerprint and not earlier:
         return None, "written by another run (other dataset or options)"
     if info.chunk != chunk:
         return None, f"holds chunk {info.chunk}, not {chunk}"
-    unknown = set(info.failed) - set(video_frames)
+    holds = kept.holds(video_frames) if earlier and kept is not None else video_frames
+    unknown = set(info.failed) - set(holds)
     if unknown:
         return None, f"names videos not in this chunk: {sorted(unknown)[:3]}"
-    expected = sum(n for v, n in video_frames.items() if v not in info.failed)
+    expected = sum(n for v, n in holds.items() if v not in info.failed)
     if info.rows != expected:
         return None, f"{info.rows} rows, the plan expects {expected}"
+    if earlier and kept is not None and kept.dropped:
+        return _without(path, info, {(s, v) for s, v, _ in kept.dropped}), ""
     return info, ""
+
+
+def _without(path: Path, info: PartInfo, dropped: set[Key]) -> PartInfo:
+    """A kept part's info counting only the rows of its chunk's videos (reads 3 small columns)."""
+    try:
+        t = pq.read_table(path, columns=["split", "video", "status"])
+    except (OSError, pa.ArrowException):
+        return info  # unreadable beyond its footer: the merge's checksums find it
+    keep = [(s, v) not in dropped for s, v in zip(t["split"].to_pylist(), t["video"].to_pylist(),
+                                                  strict=True)]
+    t = t.filter(pa.array(keep, pa.bool_()))
+    gone = {v for _, v in dropped}
+    out = PartInfo.of_rows(info.chunk, t["video"].to_pylist(), t["status"].to_pylist(),
+                           {v: why for v, why in info.failed.items() if v not in gone},
+                           info.holistic)
+    out.dropped = frozenset(dropped)
+    return out
 
 
 def reject(rd: RunDir, path: Path, why: str) -> Path:

@@ -8,14 +8,18 @@ Chunks are handed out in plan order, so their sizes decide how busy the workers 
   every worker finish within about one video of the others.
 - balanced (--chunk-frames N): ceil(total / N) chunks of near-equal frame totals.
 The plan is made once and stored in the run folder; a resume with another worker count or on other
-nodes uses it as it is, so it finds its parts.
+nodes uses it as it is, so it finds its parts. When the corpus changes under a run (jobs/changes.py),
+`extend_plan` re-plans around what is committed: every chunk keeps its number and its parts, and the
+videos to extract go into new chunks, so the chunks no longer follow output order (the merge does).
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 
 import pyarrow as pa
 
@@ -144,3 +148,141 @@ def cuts_digest(plan: pa.Table) -> str:
     for c, v in zip(plan["chunk"].to_pylist(), plan["video"].to_pylist(), strict=True):
         h.update(f"{c}\0{v}\0".encode())
     return h.hexdigest()
+
+
+# --- a plan extended around committed parts (the corpus changed under the run) -------------------
+PLAN_META = b"phoenix_keypoints.plan"
+Key = tuple[str, str]  # (split, video): a name can be in two splits
+
+
+@dataclass(frozen=True)
+class KeptPart:
+    """A chunk kept by a re-plan whose committed part was made under an earlier plan.
+
+    Its part carries that plan's run fingerprint and may hold rows of videos that have left the
+    chunk since (removed, moved or with other frames now): `dropped`, as (split, video, frames).
+    The part stays trusted for what it holds, and the merge leaves the dropped rows out; a part
+    made for the chunk as it is now carries the run's own fingerprint and holds no dropped rows.
+    """
+
+    fingerprint: str
+    dropped: tuple[tuple[str, str, int], ...] = ()
+
+    def holds(self, videos: dict[str, int]) -> dict[str, int]:
+        """{video: frames} such a part holds: the chunk's videos and the dropped ones."""
+        out = dict(videos)
+        for _, video, n in self.dropped:
+            out[video] = out.get(video, 0) + n
+        return out
+
+
+@dataclass
+class PlanRecord:
+    """What a plan says of itself (its Parquet metadata): the run fingerprint it was made under,
+    its kept parts, and the change that made it (run.json's `changes` entry, written here first
+    so that a re-plan stopped before run.json is completed with its history)."""
+
+    fingerprint: str = ""  # "" in a plan made before it was recorded
+    kept: dict[int, KeptPart] = field(default_factory=dict)
+    change: dict | None = None
+
+
+def plan_record(plan: pa.Table) -> PlanRecord:
+    raw = (plan.schema.metadata or {}).get(PLAN_META)
+    if not raw:
+        return PlanRecord()
+    meta = json.loads(raw)
+    kept = {int(c): KeptPart(k["fingerprint"], tuple((s, v, int(n)) for s, v, n in k["dropped"]))
+            for c, k in meta.get("kept", {}).items()}
+    return PlanRecord(str(meta.get("fingerprint", "")), kept, meta.get("change"))
+
+
+def with_record(plan: pa.Table, record: PlanRecord) -> pa.Table:
+    """The plan with its record in its metadata (saved with it, in the same atomic write)."""
+    meta = {"fingerprint": record.fingerprint, "change": record.change,
+            "kept": {str(c): {"fingerprint": k.fingerprint, "dropped": [list(d) for d in k.dropped]}
+                     for c, k in sorted(record.kept.items())}}
+    return plan.replace_schema_metadata({**(plan.schema.metadata or {}),
+                                         PLAN_META: json.dumps(meta, sort_keys=True).encode()})
+
+
+@dataclass
+class Extension:
+    """What a re-plan did with the old plan's chunks."""
+
+    kept: dict[int, KeptPart]  # kept chunks whose part was made under an earlier plan
+    new_chunks: list[int]
+    retired: list[int]  # old chunks none of whose videos is left as it was
+
+
+def _held(old: pa.Table, fingerprint: str, kept: dict[int, KeptPart], parts: dict[int, str]
+          ) -> dict[int, list[tuple[str, str, int]]]:
+    """chunk -> (split, video, frames) its committed part holds (parts: chunk -> the fingerprint
+    its part carries; a part of a fingerprint the plan does not know holds nothing usable)."""
+    rows: dict[int, list[tuple[str, str, int]]] = {}
+    for c, s, v, n in zip(*(old[k].to_pylist() for k in ("chunk", "split", "video", "num_frames")),
+                          strict=True):
+        if c >= 0:
+            rows.setdefault(c, []).append((s, v, n))
+    held = {}
+    for c, fp in parts.items():
+        if fp == fingerprint:
+            held[c] = rows.get(c, [])
+        elif c in kept and fp == kept[c].fingerprint:
+            held[c] = rows.get(c, []) + list(kept[c].dropped)
+    return held
+
+
+def _new_cuts(frames: Sequence[int], runs: Sequence[int], workers: int,
+              chunk_frames: int | None) -> list[int]:
+    """Chunk index per new video: cut as a plan cuts, and never across a run (new videos that
+    follow each other in output order), so a new chunk is contiguous in output order."""
+    cuts = balanced_cuts(frames, chunk_frames) if chunk_frames else guided_cuts(frames, workers)
+    out, last = [], None
+    for key in zip(runs, cuts, strict=True):
+        if key != last:
+            out.append(out[-1] + 1 if out else 0)
+            last = key
+        else:
+            out.append(out[-1])
+    return out
+
+
+def extend_plan(old: pa.Table, new: pa.Table, redo: set[Key], parts: dict[int, str],
+                fingerprint: str, workers: int, chunk_frames: int | None = None
+                ) -> tuple[pa.Table, Extension]:
+    """The plan `new` (the corpus as it is now, make_plan's rows) cut around the old plan's chunks.
+
+    A video of `new` that is in the old plan, in a chunk, and not in `redo` (its frames are what
+    they were) stays in its chunk under the same number; every other video of `new` with frames
+    goes into a new chunk, numbered after the old ones. parts: chunk -> the fingerprint its
+    committed part carries; fingerprint: the run fingerprint the old plan was made under.
+    """
+    kept_before = plan_record(old).kept
+    where = {(s, v): c for s, v, c in zip(old["split"].to_pylist(), old["video"].to_pylist(),
+                                         old["chunk"].to_pylist(), strict=True) if c >= 0}
+    keys = list(zip(new["split"].to_pylist(), new["video"].to_pylist(), strict=True))
+    chunk = [-1] * len(keys)
+    pending, runs, run = [], [], 0
+    for i, (key, c) in enumerate(zip(keys, new["chunk"].to_pylist(), strict=True)):
+        if c < 0:
+            continue
+        if key in where and key not in redo:
+            chunk[i], run = where[key], run + 1
+        else:
+            pending.append(i)
+            runs.append(run)
+    frames = new["num_frames"].to_pylist()
+    first = max(where.values(), default=-1) + 1
+    cuts = _new_cuts([frames[i] for i in pending], runs, workers, chunk_frames)
+    for i, c in zip(pending, cuts, strict=True):
+        chunk[i] = first + c
+    plan = new.set_column(new.schema.get_field_index("chunk"), "chunk", pa.array(chunk, pa.int32()))
+    now = {(keys[i], c) for i, c in enumerate(chunk) if c >= 0}
+    kept = {}
+    for c, holds in _held(old, fingerprint, kept_before, parts).items():
+        if any(((s, v), c) in now for s, v, _ in holds):
+            kept[c] = KeptPart(parts[c], tuple(t for t in holds if ((t[0], t[1]), c) not in now))
+    survivors = {c for _, c in now}
+    return plan, Extension(kept, sorted({first + c for c in cuts}),
+                           sorted(set(where.values()) - survivors))

@@ -17,6 +17,7 @@ import pyarrow as pa
 
 from jobs.chunks import plan_chunks
 from jobs.parts import PartInfo, check_part, reject
+from jobs.plan import plan_record
 from jobs.rundir import RunDir
 from jobs.runinfo import RunInfo
 from jobs.stale import describe, stale_parts
@@ -78,11 +79,12 @@ def scan_parts(rd: RunDir, info: RunInfo, plan: pa.Table, move_bad: bool = True,
     file (move_bad) and counted missing.
     """
     state = PartsState(plan_chunks(plan))
+    kept = plan_record(plan).kept
     for chunk, videos in state.chunks.items():
         path = rd.part_path(chunk)
         if not path.exists():
             continue
-        part, why = check_part(path, chunk, info.fingerprint, videos)
+        part, why = check_part(path, chunk, info.fingerprint, videos, kept.get(chunk))
         if part is None:
             state.rejected[chunk] = why
             if move_bad:
@@ -97,7 +99,8 @@ def scan_parts(rd: RunDir, info: RunInfo, plan: pa.Table, move_bad: bool = True,
 def _untrust_changed(rd: RunDir, info: RunInfo, state: PartsState, move_bad: bool) -> None:
     """Take the parts made from frames that changed on disk out of state.done (stat only)."""
     paths = {c: rd.part_path(c) for c in state.done}
-    stale, unreadable = stale_parts(paths, Path(info.dataset.root))
+    skip = {c: set(part.dropped) for c, part in state.done.items() if part.dropped}
+    stale, unreadable = stale_parts(paths, Path(info.dataset.root), skip=skip)
     whys = {c: describe(found) for c, found in stale.items()} | unreadable
     for chunk, why in sorted(whys.items()):
         del state.done[chunk]

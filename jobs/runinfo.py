@@ -105,6 +105,22 @@ class ExtractionInfo:
 
 
 @dataclass
+class PlanChange:
+    """One re-plan after the corpus changed under the run: what changed and what it cost."""
+
+    time: float
+    before: str  # the run fingerprint before, and after
+    after: str
+    changes: dict[str, int]  # jobs.changes.PlanDiff.counts()
+    summary: str  # what changed, with the first few names
+    redo_videos: int = 0  # videos extracted because of it, in new_chunks
+    redo_frames: int = 0
+    new_chunks: list[int] = field(default_factory=list)
+    retired_chunks: list[int] = field(default_factory=list)  # chunks none of whose videos is left
+    kept_chunks: int = 0
+
+
+@dataclass
 class RunInfo:
     dataset: DatasetInfo
     options: PlanOptions
@@ -120,6 +136,7 @@ class RunInfo:
     extraction: ExtractionInfo | None = None
     fabricated: bool = False
     exports: dict[str, dict[str, Any]] = field(default_factory=dict)  # pkl path -> outputs.pkl_record
+    changes: list[PlanChange] = field(default_factory=list)  # re-plans, oldest first
 
     @classmethod
     def new(cls, dataset: DatasetInfo, options: PlanOptions, plan: PlanInfo, versions: dict[str, str],
@@ -139,6 +156,8 @@ class RunInfo:
             del out["extraction"]
         if not self.exports:
             del out["exports"]
+        if not self.changes:
+            del out["changes"]
         return out
 
     @classmethod
@@ -164,6 +183,7 @@ class RunInfo:
                 else None,
                 fabricated=bool(raw.get("fabricated", False)),
                 exports=dict(raw.get("exports", {})),
+                changes=[_record(PlanChange, {"c": c}, "c") for c in raw.get("changes", [])],
             )
         except KeyError as e:
             raise RunInfoError(f"no {e.args[0]!r}") from None

@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 from pathlib import Path
 
+from extract.corpora.base import DatasetError
 from extract.sources.archive_index import ArchiveError
 from extract.tensors import write_tensors
 from jobs import messages, summary
@@ -20,7 +21,7 @@ from jobs.locks import locked, run_folder
 from jobs.merge import BackgroundMerge, CorruptPart
 from jobs.options import RunRequest
 from jobs.outputs import corpus_from_plan, outputs_state
-from jobs.prepare import load_or_plan
+from jobs.prepare import FROZEN, check_corpus, follow_corpus, load_or_plan
 from jobs.resume import scan_parts
 from jobs.rundir import RunDir, RunError
 from jobs.runinfo import RunInfo
@@ -114,9 +115,10 @@ def _export_pkl(rd: RunDir, req: RunRequest, locked_here: bool = True) -> None:
 def _complete(rd: RunDir, req: RunRequest) -> bool:
     """A finished run asked again: say so (mending lost tensors) and touch nothing else.
 
-    "Finished" means the last merge wrote every chunk, the outputs are whole, and no frame changed
-    on disk since it was read (a stat of each; a changed one sends the run down the normal path,
-    which redoes its chunk and merges again).
+    "Finished" means the last merge wrote every chunk, the outputs are whole, the corpus lists the
+    videos and frames the plan has (a listing; a change sends the run down the normal path, which
+    re-plans, unless --frozen), and no frame changed on disk since it was read (a stat of each; a
+    changed one sends the run down the normal path, which redoes its chunk and merges again).
     """
     if req.fresh or req.retry_failed or not rd.exists():
         return False
@@ -128,10 +130,15 @@ def _complete(rd: RunDir, req: RunRequest) -> bool:
         return False
     rd.use_archive_index(write=False, build=False)
     try:
+        check = check_corpus(info, rd.load_plan())
+        if not check.current(info):
+            if not req.frozen or check.behind:
+                return False
+            follow_corpus(rd, info, check, 0, FROZEN)  # frozen: warns, changes nothing
         if merged_frames_changed(rd, Path(info.dataset.root)):
             return False
-    except ArchiveError:  # the archive changed: the normal path indexes it again
-        return False
+    except (ArchiveError, DatasetError):  # the archive changed (the normal path indexes it again),
+        return False  # or the corpus cannot be read: the normal path says why
     if state == "no tensors":
         with locked(rd):
             messages.say("tensors/ missing or damaged: writing them again from keypoints.parquet")
@@ -169,7 +176,8 @@ def run_whole(req: RunRequest) -> int:
         try:
             for slot in range(backend.slot_count()):
                 backend.start(slot)
-            info = load_or_plan(rd, req.options, backend.slot_count(), req.fresh)
+            info = load_or_plan(rd, req.options, backend.slot_count(), req.fresh,
+                                frozen=FROZEN if req.frozen else "")
             _starting(rd, req, info, backend)
             summary.dataset_problems(info)
             for attempt in range(MERGE_TRIES):

@@ -19,6 +19,7 @@ from jobs.merge import BackgroundMerge, CorruptPart
 from jobs.options import RunRequest
 from jobs.outputs import outputs_state
 from jobs.parts import check_part
+from jobs.plan import KeptPart, plan_record
 from jobs.prepare import plan_shared
 from jobs.resume import scan_parts
 from jobs.rundir import RunDir, RunError
@@ -37,9 +38,9 @@ def _shard_extract(rd: RunDir, req: RunRequest, info: RunInfo, shard: int,
         merger = False  # merged already (this shard started after the array's work was done)
     merging = None
     if merger:  # this shard merges while the others extract
-        chunks = work.state.chunks
+        chunks, kept = work.state.chunks, plan_record(plan).kept
         merging = BackgroundMerge(rd, plan, sorted(chunks), ready=lambda c: _part_ready(
-            rd, info.fingerprint, c, chunks[c])).start()
+            rd, info.fingerprint, c, chunks[c], kept.get(c))).start()
     outcome = Outcome()
     if work.todo:
         queue = ClaimQueue(work.todo, claims, time.monotonic, wait_for_all=merger)
@@ -54,10 +55,11 @@ def _merger_gone(claims: FileClaims) -> bool:
     return holder is not None and not claims.alive(holder) and claims.take_over(MERGER, holder)
 
 
-def _part_ready(rd: RunDir, fingerprint: str, chunk: int, videos: dict[str, int]) -> bool:
+def _part_ready(rd: RunDir, fingerprint: str, chunk: int, videos: dict[str, int],
+                kept: KeptPart | None) -> bool:
     """Another shard's part can be merged once it is committed and passes the trust checks."""
     path = rd.part_path(chunk)
-    return path.exists() and check_part(path, chunk, fingerprint, videos)[0] is not None
+    return path.exists() and check_part(path, chunk, fingerprint, videos, kept)[0] is not None
 
 
 def run_shard(req: RunRequest, num_shards: int, shard: int) -> int:

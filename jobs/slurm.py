@@ -25,7 +25,7 @@ from jobs import messages
 from jobs.devices import worker_slots
 from jobs.locks import run_folder
 from jobs.options import RunOptions
-from jobs.prepare import load_or_plan
+from jobs.prepare import FROZEN, load_or_plan
 from jobs.resume import scan_parts
 from jobs.rundir import RunDir, RunError
 from jobs.runinfo import RunInfo
@@ -184,11 +184,17 @@ def _submit(rd: RunDir, array_script: Path | None, merge_script: Path, shards: l
     messages.result(f"follow it with: phoenix-keypoints status --out {rd.path}")
 
 
-def plan_for_array(rd: RunDir, opts: RunOptions, num_shards: int, so: SlurmOptions) -> RunInfo:
-    """Plan here, before any array task starts, for the workers the array will have."""
+def plan_for_array(rd: RunDir, opts: RunOptions, num_shards: int, so: SlurmOptions,
+                   frozen: bool = False) -> RunInfo:
+    """Plan here, before any array task starts, for the workers the array will have; a corpus that
+    changed since is re-planned here too, unless shards still run on the plan (or --frozen)."""
     per_task = so.cpus_per_task or len(worker_slots(None, None))
+    live = live_shards(rd.shard_progress_files())
+    why = FROZEN if frozen else (
+        f"Shard(s) {', '.join(map(str, sorted(live)))} still run on the stored plan, so it is kept: "
+        "run this command again once they end, to extract the changes.") if live else ""
     with run_folder(rd, "plan", wait=True):
-        return load_or_plan(rd, opts, num_shards * per_task, num_shards=num_shards)
+        return load_or_plan(rd, opts, num_shards * per_task, num_shards=num_shards, frozen=why)
 
 
 def slurm_command(rd: RunDir, info: RunInfo, so: SlurmOptions, submit: bool) -> int:

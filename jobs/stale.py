@@ -49,20 +49,29 @@ def stale_rows(root: Path, table: pa.Table | pa.RecordBatch, content: bool = Fal
     return [Stale(video[m.row].as_py(), frame[m.row].as_py(), m.image, m.why) for m in found]
 
 
-def stale_in_part(path: Path, root: Path, content: bool = False) -> list[Stale]:
-    """The rows of one committed part whose frames changed (reads only the provenance columns)."""
-    return stale_rows(root, pq.read_table(path, columns=columns(content)), content)
+def stale_in_part(path: Path, root: Path, content: bool = False,
+                  skip: set[tuple[str, str]] | None = None) -> list[Stale]:
+    """The rows of one committed part whose frames changed (reads only the provenance columns).
+    skip: (split, video)s whose rows are not the chunk's any more (a kept part's dropped videos)."""
+    if not skip:
+        return stale_rows(root, pq.read_table(path, columns=columns(content)), content)
+    table = pq.read_table(path, columns=["split", *columns(content)])
+    keep = [(s, v) not in skip for s, v in zip(table["split"].to_pylist(),
+                                               table["video"].to_pylist(), strict=True)]
+    return stale_rows(root, table.filter(pa.array(keep, pa.bool_())).drop_columns(["split"]),
+                      content)
 
 
 def stale_parts(paths: dict[int, Path], root: Path, content: bool = False,
-                threads: int = DEFAULT_THREADS) -> tuple[dict[int, list[Stale]], dict[int, str]]:
+                threads: int = DEFAULT_THREADS, skip: dict[int, set[tuple[str, str]]] | None = None
+                ) -> tuple[dict[int, list[Stale]], dict[int, str]]:
     """({chunk: its stale rows} for parts with any, {chunk: why its part could not be read}).
 
     One part per thread, so memory stays at a few parts' provenance columns."""
     def check(item: tuple[int, Path]) -> tuple[int, list[Stale], str]:
         chunk, path = item
         try:
-            return chunk, stale_in_part(path, root, content), ""
+            return chunk, stale_in_part(path, root, content, (skip or {}).get(chunk)), ""
         except (OSError, pa.ArrowException) as e:
             return chunk, [], f"unreadable ({e})"
 

@@ -1,7 +1,8 @@
 """`status`: what a run folder holds, from any shell, while a run goes on or after it died.
 
-Reads only: run.json, plan.parquet, part footers (not their pages) and the coordinators' heartbeats
-(progress*.json), so it is cheap and safe beside a live run.
+Reads only: run.json, plan.parquet, part footers (not their pages), the coordinators' heartbeats
+(progress*.json) and a listing of the corpus (which videos and frame names there are now, to name
+what was added or removed since the plan; no frame is read), so it is safe beside a live run.
 """
 
 from __future__ import annotations
@@ -9,9 +10,12 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
+from extract.corpora.base import DatasetError
+from extract.sources.archive_index import ArchiveError
 from jobs import heartbeat, summary
 from jobs.heartbeat import Heartbeat
 from jobs.messages import listing
+from jobs.prepare import check_corpus
 from jobs.resume import PartsState, scan_parts
 from jobs.rundir import RunDir
 from jobs.runinfo import RunInfo
@@ -83,10 +87,34 @@ def _shard_lines(rd: RunDir, snap: Snapshot) -> list[str]:
 def _merge_line(rd: RunDir, info: RunInfo) -> str:
     if info.merge_interrupted:
         return "merged:   interrupted (merge again)"
+    if info.merge is None and info.changes and rd.keypoints_path.is_file():
+        return (f"merged:   out of date ({rd.keypoints_path.name} predates the last re-plan; the "
+                "next run merges again)")
     if info.merge is not None:
         return (f"merged:   {info.merge.rows} rows in {rd.keypoints_path.name}"
                 + (" (partial)" if info.merge.partial else ""))
     return "merged:   not yet"
+
+
+def _corpus_lines(rd: RunDir, info: RunInfo) -> list[str]:
+    """The corpus as listed now against the plan, and the re-plans so far."""
+    lines = []
+    if info.changes:
+        last = info.changes[-1]
+        lines.append(f"re-plans: {len(info.changes)} after the corpus changed; last: {last.summary} "
+                     "(run.json `changes`)")
+    rd.use_archive_index(write=False, build=False)  # a changed archive: said, not indexed here
+    try:
+        check = check_corpus(info, rd.load_plan())
+    except (DatasetError, ArchiveError, OSError) as e:
+        return [*lines, f"corpus:   cannot be listed now ({e})"]
+    diff = check.diff
+    if check.behind:
+        lines.append("re-plan:  interrupted before run.json was written; the next run completes it")
+    if not diff:
+        return [*lines, "corpus:   as planned (listed now)"]
+    return [*lines, f"corpus:   changed since planned: {diff.summary()}; the next `phoenix-keypoints "
+                    f"run --out {rd.path}` extracts what is new and leaves out what is gone"]
 
 
 def render(rd: RunDir) -> str:
@@ -96,6 +124,7 @@ def render(rd: RunDir) -> str:
              f"dataset:  {info.dataset.root} ({info.dataset.layout}, {info.dataset.videos} videos)",
              f"chunks:   {len(state.done)}/{len(state.chunks)} committed",
              f"frames:   {state.frames_done}/{state.frames_total} in committed parts"]
+    lines += _corpus_lines(rd, info)
     lines += _coordinator_lines(rd, snap.beat)
     if info.num_shards > 1:
         lines += _shard_lines(rd, snap)

@@ -1,10 +1,12 @@
-"""`verify`: does a run still describe its dataset? Names every frame changed since its row was made.
+"""`verify`: does a run still describe its dataset? Names every video and frame added to or removed
+from the corpus since the run was planned, and every frame changed since its row was made.
 
-A finished run is checked from keypoints.parquet, streamed in batches of its provenance columns
-(never the landmarks), so the whole release costs seconds of stat calls and flat memory; a run not
-merged yet is checked from its committed parts. Read-only and lock-free: safe beside a live run.
-Each changed frame is one tab-separated line on stdout (video, frame, image, why); the verdict and
-what to do go to stderr. Exit 1 when any frame changed, 0 when none did.
+The corpus is listed again and compared with the plan (jobs.changes: no frame read). A finished
+run is checked from keypoints.parquet, streamed in batches of its provenance columns (never the
+landmarks), so the whole release costs seconds of stat calls and flat memory; a run not merged yet
+is checked from its committed parts. Read-only and lock-free: safe beside a live run. Each
+difference is one tab-separated line on stdout (video, frame, image, why; "-" where there is no
+frame or image); the verdict and what to do go to stderr. Exit 1 when anything differs, else 0.
 """
 
 from __future__ import annotations
@@ -13,11 +15,15 @@ from collections import Counter
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
+import pyarrow as pa
 import pyarrow.parquet as pq
 
+from extract.corpora.base import DatasetError
 from extract.provenance import DEFAULT_THREADS
 from extract.sources.archive_index import split_root
 from jobs import messages
+from jobs.changes import PlanDiff
+from jobs.prepare import check_corpus
 from jobs.resume import scan_parts
 from jobs.rundir import JobFailed, RunDir, RunError
 from jobs.runinfo import RunInfo
@@ -52,7 +58,9 @@ def _check_parts(rd: RunDir, info: RunInfo, root: Path, content: bool, report: R
         raise RunError(f"{rd.path} has nothing to verify yet: no keypoints.parquet and no committed "
                        f"part. `phoenix-keypoints run --out {rd.path}` makes them.")
     messages.note(f"{rd.path} is not merged yet: checking its {len(state.done)} committed part(s)")
-    stale, unreadable = stale_parts({c: rd.part_path(c) for c in state.done}, root, content)
+    skip = {c: set(part.dropped) for c, part in state.done.items() if part.dropped}
+    stale, unreadable = stale_parts({c: rd.part_path(c) for c in state.done}, root, content,
+                                    skip=skip)
     for chunk in sorted(stale):
         report(stale[chunk])
     if unreadable:
@@ -61,9 +69,12 @@ def _check_parts(rd: RunDir, info: RunInfo, root: Path, content: bool, report: R
     return state.frames_done
 
 
-def _verdict(rd: RunDir, root: Path, rows: int, found: list[Stale], content: bool) -> int:
-    """Tell what was found and what to do; the exit status."""
+def _verdict(rd: RunDir, root: Path, rows: int, found: list[Stale], content: bool,
+             quiet: bool = False) -> int:
+    """Tell what was found and what to do; the exit status (quiet: say nothing when all match)."""
     how = "size, mtime and sha256" if content else "size and mtime; --content also compares sha256"
+    if not found and quiet:
+        return 0
     if not found:
         messages.say(f"verify: all {rows} frame(s) of {rd.path} match the dataset at {root} ({how})")
         return 0
@@ -79,6 +90,29 @@ def _verdict(rd: RunDir, root: Path, rows: int, found: list[Stale], content: boo
     return 1
 
 
+def listing_lines(diff: PlanDiff, plan: pa.Table, now: pa.Table) -> list[str]:
+    """One line per video or frame the corpus gained or lost since the plan (video, frame, image,
+    why), and per video whose corpus text differs."""
+    folder = {}
+    for t in (plan, now):
+        cols = (t[c].to_pylist() for c in ("split", "video", "folder"))
+        folder.update({(s, v): f for s, v, f in zip(*cols, strict=True)})
+    lines = [f"{v}\t-\t{folder[(s, v)]}\tvideo added to the corpus ({s})" for s, v in diff.added]
+    lines += [f"{v}\t-\t{folder[(s, v)]}\tvideo removed from the corpus ({s})"
+              for s, v in diff.removed]
+    lines += [f"{v}\t-\t{folder[(b, v)]}\tvideo moved from {a} to {b}" for v, a, b in diff.moved]
+    for r in diff.reframed:
+        where = folder[(r.split, r.video)]
+        if r.moved_frames or not (r.added or r.removed):
+            lines.append(f"{r.video}\t-\t{where}\tframes {r.before} -> {r.after}"
+                         + (" (elsewhere now)" if r.moved_frames else ""))
+            continue
+        lines += [f"{r.video}\t-\t{where}/{f}\tframe added to the corpus" for f in r.added]
+        lines += [f"{r.video}\t-\t{where}/{f}\tframe removed from the corpus" for f in r.removed]
+    lines += [f"{v}\t-\t-\tcorpus text differs ({s})" for s, v in diff.details]
+    return lines
+
+
 def verify_command(rd: RunDir, content: bool = False) -> int:
     """`verify`: 0 when every frame of the run is what its row was made from, 1 when any changed."""
     info = rd.load()  # not a run folder: refused (exit 2)
@@ -88,16 +122,38 @@ def verify_command(rd: RunDir, content: bool = False) -> int:
         messages.error(f"the dataset folder {root} (run.json's dataset.root) is gone: none of the "
                        f"run's {info.dataset.frames} frames can be found. Put it back there.")
         return 1
+    diff, listed = _listing(rd)
+    for line in listed:
+        messages.result(line)
+    gone = {v for _, v in diff.gone}  # their frames are named above
     found: list[Stale] = []
 
     def report(stale: Iterable[Stale]) -> None:
         for s in stale:
-            found.append(s)
-            messages.result(f"{s.video}\t{s.frame}\t{s.image}\t{s.why}")
+            if s.video not in gone:
+                found.append(s)
+                messages.result(f"{s.video}\t{s.frame}\t{s.image}\t{s.why}")
 
     merged = info.merge is not None and rd.keypoints_path.is_file()
     if merged:
         rows = _check_merged(rd, root, content, report)
     else:
         rows = _check_parts(rd, info, root, content, report)
-    return _verdict(rd, root, rows, found, content)
+    if diff:
+        messages.say(f"verify: the corpus at {root} changed since {rd.path} was planned: "
+                     f"{diff.summary()}. `phoenix-keypoints run --out {rd.path}` extracts the "
+                     "added and changed videos and leaves the removed ones out.")
+    code = _verdict(rd, root, rows, found, content, quiet=bool(listed))
+    return 1 if listed else code
+
+
+def _listing(rd: RunDir) -> tuple[PlanDiff, list[str]]:
+    """What the corpus gained and lost since the plan, as lines; a corpus that cannot be listed
+    now is said (the frames are still checked) and counts as a difference."""
+    try:
+        check = check_corpus(rd.load(), rd.load_plan())
+    except DatasetError as e:
+        messages.error(f"the corpus cannot be listed now, so added and removed videos are not "
+                       f"checked: {e}")
+        return PlanDiff(), ["-\t-\t-\tcorpus cannot be listed"]
+    return check.diff, listing_lines(check.diff, check.plan, check.now)

@@ -72,6 +72,13 @@ def fabricate(tmp: Path, fraction: float, index: Path) -> tuple[RunDir, int]:
     rd.parts_dir.mkdir(parents=True)
     rd.save_plan(plan)
     rd.save(info)
+    return rd, write_parts(rd, root)
+
+
+def write_parts(rd: RunDir, root: Path) -> int:
+    """One committed part per chunk of the run's plan, realistic provenance, and each frame file
+    under root made (or cut) sparse to its row's size and mtime, so every stat matches; the parts."""
+    info, plan = rd.load(), rd.load_plan()
     by_chunk: dict[int, list[dict]] = {}
     for row in plan.select(["chunk", "split", "video", "folder", "files", "num_frames"]).to_pylist():
         by_chunk.setdefault(row["chunk"], []).append(row)
@@ -89,7 +96,7 @@ def fabricate(tmp: Path, fraction: float, index: Path) -> tuple[RunDir, int]:
             os.ftruncate(fd, size)  # sparse: the size a stat sees, no blocks
             os.close(fd)
             os.utime(path, ns=(mtime, mtime))
-    return rd, len(by_chunk)
+    return len(by_chunk)
 
 
 def timed(fn, rounds: int) -> tuple[list[float], float]:
