@@ -26,6 +26,7 @@ import os
 import stat
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 import cv2
 import numpy as np
@@ -53,6 +54,19 @@ _SOF = {m for m in range(0xC0, 0xD0)} - {0xC4, 0xC8, 0xCC}
 
 # A file rewritten while it is read is read again, this many times in all, before giving up.
 _READ_TRIES = 3
+
+
+class Frame(NamedTuple):
+    """One planned row's frame: the image MediaPipe is shown, or why there is none."""
+
+    rgb: np.ndarray | None  # uint8 [H, W, 3] RGB, or None
+    status: str  # "ok" when rgb is usable
+    note: str
+    image: str  # the row's `image`: what it was made from
+    size: int | None = None  # provenance: size, mtime and sha256 of the bytes read
+    mtime_ns: int | None = None
+    sha256: str | None = None
+    time_s: float | None = None  # presentation time, for sources that have one
 
 
 @dataclass(frozen=True)

@@ -12,9 +12,9 @@ from dataclasses import dataclass, field
 import numpy as np
 import pyarrow as pa
 
+from extract.frames import Frame
 from extract.holistic import Extractor
 from extract.schema import SCHEMA, layout, part_column
-from extract.sources.base import Frame
 
 
 @dataclass

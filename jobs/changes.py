@@ -17,7 +17,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from jobs.messages import listing
-from jobs.plan import Key
+from jobs.parts import Key
 
 SHOWN = 3  # names shown per kind of change
 # What decides a video's rows, besides its frame names: where its frames are, and whether it has any.

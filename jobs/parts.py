@@ -25,11 +25,34 @@ import pyarrow.parquet as pq
 
 from extract.schema import is_earlier_schema, parquet_write_options
 from jobs import faults
-from jobs.plan import KeptPart, Key
 from jobs.rundir import RunDir, fsync_dir
 
 META_KEY = b"phoenix_keypoints"
 TEMP_GLOB = ".chunk-*.tmp"
+
+
+Key = tuple[str, str]  # (split, video): a name can be in two splits
+
+
+@dataclass(frozen=True)
+class KeptPart:
+    """A chunk kept by a re-plan whose committed part was made under an earlier plan.
+
+    Its part carries that plan's run fingerprint and may hold rows of videos that have left the
+    chunk since (removed, moved or with other frames now): `dropped`, as (split, video, frames).
+    The part stays trusted for what it holds, and the merge leaves the dropped rows out; a part
+    made for the chunk as it is now carries the run's own fingerprint and holds no dropped rows.
+    """
+
+    fingerprint: str
+    dropped: tuple[tuple[str, str, int], ...] = ()
+
+    def holds(self, videos: dict[str, int]) -> dict[str, int]:
+        """{video: frames} such a part holds: the chunk's videos and the dropped ones."""
+        out = dict(videos)
+        for _, video, n in self.dropped:
+            out[video] = out.get(video, 0) + n
+        return out
 
 
 @dataclass

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 import pyarrow as pa
 
 from extract.corpora.base import Dataset
+from jobs.parts import KeptPart, Key
 
 MAX_CHUNK_FRAMES = 1000
 GUIDED_SHARE = 2  # each chunk takes remaining / (GUIDED_SHARE x workers) frames
@@ -152,30 +153,6 @@ def cuts_digest(plan: pa.Table) -> str:
 
 # --- a plan extended around committed parts (the corpus changed under the run) -------------------
 PLAN_META = b"phoenix_keypoints.plan"
-Key = tuple[str, str]  # (split, video): a name can be in two splits
-
-
-@dataclass(frozen=True)
-class KeptPart:
-    """A chunk kept by a re-plan whose committed part was made under an earlier plan.
-
-    Its part carries that plan's run fingerprint and may hold rows of videos that have left the
-    chunk since (removed, moved or with other frames now): `dropped`, as (split, video, frames).
-    The part stays trusted for what it holds, and the merge leaves the dropped rows out; a part
-    made for the chunk as it is now carries the run's own fingerprint and holds no dropped rows.
-    """
-
-    fingerprint: str
-    dropped: tuple[tuple[str, str, int], ...] = ()
-
-    def holds(self, videos: dict[str, int]) -> dict[str, int]:
-        """{video: frames} such a part holds: the chunk's videos and the dropped ones."""
-        out = dict(videos)
-        for _, video, n in self.dropped:
-            out[video] = out.get(video, 0) + n
-        return out
-
-
 @dataclass
 class PlanRecord:
     """What a plan says of itself (its Parquet metadata): the run fingerprint it was made under,

@@ -18,8 +18,8 @@ from jobs.locks import locked, run_folder
 from jobs.merge import BackgroundMerge, CorruptPart
 from jobs.options import RunRequest
 from jobs.outputs import outputs_state
-from jobs.parts import check_part
-from jobs.plan import KeptPart, plan_record
+from jobs.parts import KeptPart, check_part
+from jobs.plan import plan_record
 from jobs.prepare import plan_shared
 from jobs.resume import scan_parts
 from jobs.rundir import RunDir, RunError

@@ -17,11 +17,12 @@ from __future__ import annotations
 
 import hashlib
 import re
-import unicodedata
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Protocol
+
+from extract.sources.base import nfc  # noqa: F401 (the readers' one normalisation)
 
 SPLITS: tuple[str, ...] = ("train", "dev", "test")
 
@@ -106,11 +107,6 @@ class Corpus(Protocol):
              limit_videos: int | None, max_per_split: int | None = None) -> Dataset:
         """The selected videos, sorted by (split, name), with their frames listed."""
         ...
-
-
-def nfc(name: str) -> str:
-    """The one normalisation names are compared in (see extract/corpora/phoenix.py)."""
-    return unicodedata.normalize("NFC", name)
 
 
 @dataclass(frozen=True)

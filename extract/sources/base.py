@@ -39,6 +39,7 @@ and one test per way the input can be broken.
 
 from __future__ import annotations
 
+import unicodedata
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -47,7 +48,12 @@ from typing import NamedTuple, Protocol
 import numpy as np
 import pyarrow as pa
 
-from extract.frames import MAX_PIXELS
+from extract.frames import MAX_PIXELS, Frame  # noqa: F401 (a source yields Frames)
+
+
+def nfc(name: str) -> str:
+    """The one normalisation names are compared in (see extract/corpora/phoenix.py)."""
+    return unicodedata.normalize("NFC", name)
 
 
 def _escape(text: str) -> str:
@@ -106,19 +112,6 @@ class Scan:
     start: int = 0  # 0-based index of the first frame taken (a range cut from a longer video)
     note: str = ""  # something worth telling that does not keep the video out
     links: tuple[str, ...] = ()  # frames that are symbolic links (their targets: sources/links.py)
-
-
-class Frame(NamedTuple):
-    """One planned row's frame: the image MediaPipe is shown, or why there is none."""
-
-    rgb: np.ndarray | None  # uint8 [H, W, 3] RGB, or None
-    status: str  # "ok" when rgb is usable
-    note: str
-    image: str  # the row's `image`: what it was made from
-    size: int | None = None  # provenance: size, mtime and sha256 of the bytes read
-    mtime_ns: int | None = None
-    sha256: str | None = None
-    time_s: float | None = None  # presentation time, for sources that have one
 
 
 class Mismatch(NamedTuple):

@@ -19,10 +19,9 @@ from typing import NamedTuple
 import numpy as np
 import pyarrow as pa
 
-from extract.corpora.base import nfc
 from extract.frames import STATUS_OK, read_frame
 from extract.sources import links
-from extract.sources.base import Frame, Mismatch, Ref, Scan, image_ref, parse_image
+from extract.sources.base import Frame, Mismatch, Ref, Scan, image_ref, nfc, parse_image
 
 IGNORED_HIDDEN = "hidden file"
 IGNORED_FOLDER = "folder"
