@@ -1,0 +1,7 @@
+"""How the work is split, run, recovered and merged. Rooms, lowest first: rundir/ (the run
+folder), schedule/ (workers and the scheduler), run/ (one run from input to outputs), cluster/
+(SLURM). A room imports only rooms below it; messages.py and faults.py, which import nothing of
+this project, may be imported from anywhere. At the top are the commands: cli.py (the command
+line), runner.py (`run`, `merge`), status.py, verify.py and inspect.py (run-folder glue for
+`report`, `show`, `diff`). tests/test_codebase.py checks the rules.
+"""

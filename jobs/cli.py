@@ -17,8 +17,8 @@ from typing import TYPE_CHECKING
 from jobs import messages
 
 if TYPE_CHECKING:
-    from jobs.options import RunOptions
-    from jobs.rundir import RunDir
+    from jobs.run.options import RunOptions
+    from jobs.rundir.folder import RunDir
 
 
 def _csv(value: str) -> tuple[str, ...]:
@@ -155,9 +155,9 @@ def _add_slurm(sub: argparse._SubParsersAction) -> None:
 
 
 def _add_tensors(sub: argparse._SubParsersAction) -> None:
-    from extract.normalize import FILL_MODES, NORMALIZE_MODES
-    from extract.points import DEFAULT_PRESET, FULL_PRESETS, PRESETS
-    from extract.tensors import COORDS, DTYPES
+    from extract.keypoints.points import DEFAULT_PRESET, FULL_PRESETS, PRESETS
+    from extract.outputs.normalize import FILL_MODES, NORMALIZE_MODES
+    from extract.outputs.tensors import COORDS, DTYPES
 
     t = sub.add_parser("tensors", help="write a tensor set (points, normalisation, gap filling)")
     t.add_argument("--out", type=Path, required=True, help="a run folder with keypoints.parquet")
@@ -234,7 +234,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _inspect_parsers(sub: argparse._SubParsersAction) -> None:
     """report, show, diff: look at what a run extracted."""
-    from extract.quality import Thresholds
+    from extract.inspect.quality import Thresholds
 
     rp = sub.add_parser("report", help="quality report: RUN/report/index.html + videos.parquet")
     rp.add_argument("--out", type=Path, required=True, help="a merged run folder")
@@ -265,13 +265,13 @@ def _inspect_parsers(sub: argparse._SubParsersAction) -> None:
 
 
 def _rd(path: Path) -> RunDir:
-    from jobs.rundir import RunDir
+    from jobs.rundir.folder import RunDir
 
     return RunDir(path)
 
 
 def _options(args: argparse.Namespace) -> RunOptions:
-    from jobs.options import RunOptions
+    from jobs.run.options import RunOptions
 
     splits = tuple(s for group in args.splits for s in group) if args.splits else None
     dataset = args.dataset
@@ -287,12 +287,12 @@ def _options(args: argparse.Namespace) -> RunOptions:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from jobs.options import RunRequest
-    from jobs.rundir import RunError
+    from jobs.run.options import RunRequest
+    from jobs.rundir.folder import RunError
     from jobs.runner import run
 
     if args.backend == "ray":
-        from jobs.ray_backend import require_ray
+        from jobs.schedule.ray_backend import require_ray
 
         require_ray()
     elif args.address:
@@ -314,7 +314,7 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _slurm(args: argparse.Namespace) -> int:
-    from jobs.slurm import SlurmOptions, plan_for_array, slurm_command
+    from jobs.cluster.slurm import SlurmOptions, plan_for_array, slurm_command
 
     so = SlurmOptions(args.max_parallel, args.time, args.cpus_per_task, args.gpus_per_task,
                       args.partition, args.account, args.sbatch_arg)
@@ -324,9 +324,9 @@ def _slurm(args: argparse.Namespace) -> int:
 
 
 def _tensors(args: argparse.Namespace) -> int:
-    from extract.points import DEFAULT_PRESET, PointSet
-    from extract.tensors import TensorSpec
-    from jobs.outputs import write_set_command
+    from extract.keypoints.points import DEFAULT_PRESET, PointSet
+    from extract.outputs.tensors import TensorSpec
+    from jobs.run.outputs import write_set_command
 
     # Read as a refined run's numbering (the widest) to catch typos now; write_tensors reads the
     # choice again in the run's own numbering and refuses iris points an unrefined run lacks.
@@ -338,7 +338,7 @@ def _tensors(args: argparse.Namespace) -> int:
 
 
 def _export(args: argparse.Namespace) -> int:
-    from jobs.outputs import export_command
+    from jobs.run.outputs import export_command
 
     return export_command(_rd(args.out), args.format, args.to, args.tag)
 
@@ -365,8 +365,8 @@ def _merge(args: argparse.Namespace) -> int:
 def _report(args: argparse.Namespace) -> int:
     from dataclasses import fields
 
-    from extract.quality import Thresholds
-    from extract.report import write_report
+    from extract.inspect.quality import Thresholds
+    from extract.inspect.report import write_report
     from jobs.inspect import report_dir, report_input
 
     thr = Thresholds(**{f.name: getattr(args, f.name) for f in fields(Thresholds)})
@@ -381,7 +381,7 @@ def _report(args: argparse.Namespace) -> int:
 
 
 def _show(args: argparse.Namespace) -> int:
-    from extract.overlay import write_overlay
+    from extract.inspect.overlay import write_overlay
     from jobs.inspect import show_input
 
     rows, root, note = show_input(args.out, args.video)
@@ -394,7 +394,7 @@ def _show(args: argparse.Namespace) -> int:
 
 
 def _diff(args: argparse.Namespace) -> int:
-    from extract.compare import diff_files, summary_line
+    from extract.inspect.compare import diff_files, summary_line
     from jobs.inspect import keypoints_of
 
     summary = diff_files(keypoints_of(args.run_a), keypoints_of(args.run_b), args.tolerance)
@@ -420,11 +420,11 @@ def _on_sigterm(signum: int, frame: object) -> None:
 def _refusals() -> tuple[type[Exception], ...]:
     """The errors that mean refused input (exit 2): each says what, where and what to do."""
     from extract.corpora.base import DatasetError
-    from extract.holistic import ModelError
-    from extract.points import PointsError
-    from extract.rows import ReportError
-    from extract.tensors import TensorsError
-    from jobs.rundir import RunError
+    from extract.inspect.rows import ReportError
+    from extract.keypoints.holistic import ModelError
+    from extract.keypoints.points import PointsError
+    from extract.outputs.tensors import TensorsError
+    from jobs.rundir.folder import RunError
 
     return DatasetError, RunError, ModelError, TensorsError, PointsError, ReportError
 
@@ -433,7 +433,7 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     signal.signal(signal.SIGTERM, _on_sigterm)  # so temp files are removed on the way out
     refused = _refusals()
-    from jobs.rundir import JobFailed
+    from jobs.rundir.folder import JobFailed
 
     try:
         return args.handler(args)

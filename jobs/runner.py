@@ -11,24 +11,25 @@ import contextlib
 from pathlib import Path
 
 from extract.corpora.base import DatasetError
+from extract.outputs.tensors import write_tensors
 from extract.sources.archive_index import ArchiveError
-from extract.tensors import write_tensors
-from jobs import messages, summary
-from jobs.devices import usable_cpus
-from jobs.extraction import extract, make_backend
-from jobs.finish import finish
-from jobs.locks import locked, run_folder
-from jobs.merge import BackgroundMerge, CorruptPart
-from jobs.options import RunRequest
-from jobs.outputs import corpus_from_plan, outputs_state
-from jobs.prepare import FROZEN, check_corpus, follow_corpus, load_or_plan
-from jobs.resume import scan_parts
-from jobs.rundir import RunDir, RunError
-from jobs.runinfo import RunInfo
-from jobs.scheduler import Backend
-from jobs.shard_run import run_shard
-from jobs.shards import resolve_shard
-from jobs.todo import Work, work_left
+from jobs import messages
+from jobs.cluster.shard_run import run_shard
+from jobs.run import summary
+from jobs.run.extraction import extract, make_backend
+from jobs.run.finish import finish
+from jobs.run.merge import BackgroundMerge, CorruptPart
+from jobs.run.options import RunRequest
+from jobs.run.outputs import corpus_from_plan, outputs_state
+from jobs.run.prepare import FROZEN, check_corpus, follow_corpus, load_or_plan
+from jobs.run.resume import scan_parts
+from jobs.run.todo import Work, work_left
+from jobs.rundir.folder import RunDir, RunError
+from jobs.rundir.locks import locked, run_folder
+from jobs.rundir.runinfo import RunInfo
+from jobs.rundir.shards import resolve_shard
+from jobs.schedule.devices import usable_cpus
+from jobs.schedule.scheduler import Backend
 from jobs.verify import merged_frames_changed
 
 MERGE_TRIES = 3  # a part found corrupt while merging is redone, then merged again
@@ -96,8 +97,8 @@ def _export_pkl(rd: RunDir, req: RunRequest, locked_here: bool = True) -> None:
     wrote from its current merge for the same dataset spelling (then nothing is rewritten)."""
     if req.pkl is None:
         return
-    from jobs.identity import corpus_spelling
-    from jobs.outputs import export_legacy_pkl, legacy_pkl_line, pkl_record
+    from jobs.run.identity import corpus_spelling
+    from jobs.run.outputs import export_legacy_pkl, legacy_pkl_line, pkl_record
 
     info = rd.load()
     given = str(req.options.dataset) if req.options.dataset is not None else None

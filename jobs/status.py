@@ -12,14 +12,15 @@ from dataclasses import dataclass
 
 from extract.corpora.base import DatasetError
 from extract.sources.archive_index import ArchiveError
-from jobs import heartbeat, summary
-from jobs.heartbeat import Heartbeat
 from jobs.messages import listing
-from jobs.prepare import check_corpus
-from jobs.resume import PartsState, scan_parts
-from jobs.rundir import RunDir
-from jobs.runinfo import RunInfo
-from jobs.shards import array_expr, live_shards, shard_state
+from jobs.run import summary
+from jobs.run.prepare import check_corpus
+from jobs.run.resume import PartsState, scan_parts
+from jobs.rundir import heartbeat
+from jobs.rundir.folder import RunDir
+from jobs.rundir.heartbeat import Heartbeat
+from jobs.rundir.runinfo import RunInfo
+from jobs.rundir.shards import array_expr, live_shards, shard_state
 
 
 def _duration(seconds: float) -> str:

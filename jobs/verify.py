@@ -1,7 +1,7 @@
 """`verify`: does a run still describe its dataset? Names every video and frame added to or removed
 from the corpus since the run was planned, and every frame changed since its row was made.
 
-The corpus is listed again and compared with the plan (jobs.changes: no frame read). A finished
+The corpus is listed again and compared with the plan (jobs.run.changes: no frame read). A finished
 run is checked from keypoints.parquet, streamed in batches of its provenance columns (never the
 landmarks), so the whole release costs seconds of stat calls and flat memory; a run not merged yet
 is checked from its committed parts. Read-only and lock-free: safe beside a live run. Each
@@ -19,15 +19,15 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from extract.corpora.base import DatasetError
-from extract.provenance import DEFAULT_THREADS
 from extract.sources.archive_index import split_root
+from extract.sources.provenance import DEFAULT_THREADS
 from jobs import messages
-from jobs.changes import PlanDiff
-from jobs.prepare import check_corpus
-from jobs.resume import scan_parts
-from jobs.rundir import JobFailed, RunDir, RunError
-from jobs.runinfo import RunInfo
-from jobs.stale import Stale, columns, stale_parts, stale_rows
+from jobs.run.changes import PlanDiff
+from jobs.run.prepare import check_corpus
+from jobs.run.resume import scan_parts
+from jobs.rundir.folder import JobFailed, RunDir, RunError
+from jobs.rundir.runinfo import RunInfo
+from jobs.rundir.stale import Stale, columns, stale_parts, stale_rows
 
 BATCH_ROWS = 65_536  # rows of keypoints.parquet per batch: a few MB of provenance columns
 

@@ -253,8 +253,8 @@ def direct_holistic(root: Path, images: list[str], **options: Any) -> list[dict]
     import cv2
     import mediapipe as mp
 
-    from extract.holistic import landmarks_to_arrays
-    from extract.schema import layout
+    from extract.keypoints.holistic import landmarks_to_arrays
+    from extract.keypoints.schema import layout
 
     parts = layout(options.get("refine_face_landmarks", False))
     out = []

@@ -33,9 +33,9 @@ from helpers import (
 )
 
 from extract.corpora import discover
-from jobs.changes import diff_plans
-from jobs.chunks import merge_order
-from jobs.plan import extend_plan, make_plan
+from jobs.run.changes import diff_plans
+from jobs.run.plan import extend_plan, make_plan
+from jobs.schedule.chunks import merge_order
 
 ARGS = ["--chunk-frames", "30", "--workers-per-gpu", "2"]
 FRAMES = "features/fullFrame-210x260px"

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from jobs import claims as claims_mod
-from jobs.claims import ClaimQueue, FileClaims, chunk_key
+from jobs.cluster import claims as claims_mod
+from jobs.cluster.claims import ClaimQueue, FileClaims, chunk_key
 
 CHUNKS = list(range(300))
 
@@ -104,14 +104,14 @@ def test_small_local_try_uses_every_worker_it_starts(shared_index: Path, slots: 
     from fabricate_parts import index_dataset
 
     from extract.corpora.base import Dataset
-    from jobs.chunks import Chunks
-    from jobs.options import RunOptions
-    from jobs.plan import handout_order
-    from jobs.prepare import new_run
-    from jobs.progress import Progress
-    from jobs.scheduler import Scheduler, run
-    from jobs.simulation import FakeBackend, SimClock
-    from jobs.workqueue import ChunkQueue
+    from jobs.run.options import RunOptions
+    from jobs.run.plan import handout_order
+    from jobs.run.prepare import new_run
+    from jobs.schedule.chunks import Chunks
+    from jobs.schedule.progress import Progress
+    from jobs.schedule.scheduler import Scheduler, run
+    from jobs.schedule.simulation import FakeBackend, SimClock
+    from jobs.schedule.workqueue import ChunkQueue
 
     full = index_dataset(shared_index)
     first2 = [v for s in ("dev", "test", "train") for v in [x for x in full.videos if x.split == s][:2]]

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from helpers import assert_no_traceback, popen_cli, progress, run_cli, wait_for
 
-from jobs.devices import visible_gpus, worker_slots
+from jobs.schedule.devices import visible_gpus, worker_slots
 
 
 def _environ(pid: int) -> dict[str, str]:

@@ -1,27 +1,154 @@
-"""The codebase's own rules, checked on its source: data flows one way and functions stay short."""
+"""The codebase's own rules, checked on its source: data flows one way through rooms, and functions
+stay short.
+
+A room is a subpackage of extract/ or jobs/; its __init__.py docstring says what it holds and, on a
+line `May import: ...`, the rooms it may import. That line is the rule: this test reads it, so the
+docstring and the check cannot drift apart. extract/ never imports jobs/; jobs/messages.py and
+jobs/faults.py import nothing of the project and may be imported anywhere; the command modules at
+the top of jobs/ and extract/__init__.py (the public face) may import any room.
+"""
 
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
+import pytest
 from helpers import REPO
 
 MAX_LINES = 60
+PACKAGES = ("extract", "jobs")
+LEAVES = ("jobs.messages", "jobs.faults")  # import nothing of this project; anyone may import them
+LOOSE_LIMIT = {"extract": 4, "jobs": 12}  # modules beside the rooms (not counting __init__.py)
 
 
-def _modules(folder: str) -> list[Path]:
-    return sorted((REPO / folder).glob("*.py"))
+def _name(path: Path) -> str:
+    return ".".join(path.relative_to(REPO).with_suffix("").parts).removesuffix(".__init__")
 
 
-def test_extract_never_imports_jobs() -> None:
+def _modules(package: str) -> list[Path]:
+    return sorted(p for p in (REPO / package).rglob("*.py") if "__pycache__" not in p.parts)
+
+
+def rooms() -> dict[str, set[str]]:
+    """room -> the rooms (or modules) its docstring says it may import."""
+    out = {}
+    for package in PACKAGES:
+        for init in sorted((REPO / package).glob("*/__init__.py")):
+            doc = ast.get_docstring(ast.parse(init.read_text())) or ""
+            found = re.search(r"^May import: (.*)$", doc, re.M)
+            assert found, f"{init.relative_to(REPO)}: its docstring names no `May import:` line"
+            allowed = found.group(1).rstrip(".")
+            out[_name(init)] = set() if allowed.startswith("nothing") else \
+                {a.strip() for a in allowed.split(",")}
+    return out
+
+
+def imports(path: Path) -> list[str]:
+    """The project modules a file imports, anywhere in it (lazy imports in functions too)."""
+    out = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            out += [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            out += [f"{node.module}.{a.name}" for a in node.names] \
+                if node.module in PACKAGES else [node.module]
+    return [m for m in out if m.split(".")[0] in PACKAGES]
+
+
+def _room_of(module: str, known: dict[str, set[str]]) -> str | None:
+    return next((r for r in known if module == r or module.startswith(r + ".")), None)
+
+
+def _covered(module: str, allowed: set[str]) -> bool:
+    return any(module == a or module.startswith(a + ".") for a in allowed)
+
+
+def test_every_room_imports_only_the_rooms_it_names() -> None:
+    known = rooms()
+    assert set(known) == {"extract.keypoints", "extract.sources", "extract.corpora",
+                          "extract.outputs", "extract.inspect", "jobs.rundir", "jobs.schedule",
+                          "jobs.run", "jobs.cluster"}, sorted(known)
     offenders = []
-    for path in _modules("extract"):
-        for node in ast.walk(ast.parse(path.read_text())):
-            names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
-                [node.module or ""] if isinstance(node, ast.ImportFrom) else []
-            offenders += [f"{path.name}: {n}" for n in names if n == "jobs" or n.startswith("jobs.")]
+    for package in PACKAGES:
+        for path in _modules(package):
+            room = _room_of(_name(path), known)
+            for module in imports(path):
+                target = _room_of(module, known)
+                if room is None or target == room:
+                    continue
+                if not _covered(module, known[room] | set(LEAVES)):
+                    offenders.append(f"{_name(path)} imports {module} ({room} may import "
+                                     f"{', '.join(sorted(known[room])) or 'nothing'})")
+    assert not offenders, "\n".join(offenders)
+
+
+def test_extract_never_imports_jobs_and_leaves_import_nothing() -> None:
+    offenders = [f"{_name(p)}: {m}" for p in _modules("extract") for m in imports(p)
+                 if m.split(".")[0] == "jobs"]
+    offenders += [f"{leaf}: {m}" for leaf in LEAVES
+                  for m in imports(REPO / (leaf.replace(".", "/") + ".py"))]
     assert not offenders, offenders
+
+
+def test_no_room_imports_a_room_above_it() -> None:
+    """The rooms' allowed imports form no circle: each room sits above the ones it may import."""
+    known = rooms()
+    graph = {r: {_room_of(a, known) for a in allowed} - {None} for r, allowed in known.items()}
+    order: list[str] = []
+    while graph:
+        ready = sorted(r for r, deps in graph.items() if deps <= set(order))
+        assert ready, f"rooms that import each other: {sorted(graph)}"
+        order += ready
+        graph = {r: d for r, d in graph.items() if r not in ready}
+
+
+def module_graph() -> dict[str, set[str]]:
+    """module -> the project modules it imports at module level (the imports that run on import)."""
+    modules = {_name(p): p for package in PACKAGES for p in _modules(package)}
+    graph: dict[str, set[str]] = {}
+    for name, path in modules.items():
+        deps = set()
+        for node in ast.parse(path.read_text()).body:
+            for m in imports_of(node):
+                while m and m not in modules:
+                    m = m.rpartition(".")[0]
+                if m and m != name and not m.startswith(name + ".") and not name.startswith(m + "."):
+                    deps.add(m)  # (a package and its own modules are one thing)
+        graph[name] = deps
+    return graph
+
+
+def test_no_module_level_import_circle() -> None:
+    graph, seen = module_graph(), {}
+
+    def visit(n: str, stack: list[str]) -> None:
+        if seen.get(n) == 1:
+            pytest.fail(f"import circle: {' -> '.join([*stack[stack.index(n):], n])}")
+        if seen.get(n) != 2:
+            seen[n] = 1
+            for d in sorted(graph[n]):
+                visit(d, [*stack, n])
+            seen[n] = 2
+
+    for n in sorted(graph):
+        visit(n, [])
+
+
+def imports_of(node: ast.AST) -> list[str]:
+    if isinstance(node, ast.Import):
+        return [a.name for a in node.names if a.name.split(".")[0] in PACKAGES]
+    if isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] in PACKAGES:
+        return [f"{node.module}.{a.name}" for a in node.names] if node.module in PACKAGES \
+            else [node.module]
+    return []
+
+
+@pytest.mark.parametrize("package", PACKAGES)
+def test_few_loose_modules_beside_the_rooms(package: str) -> None:
+    loose = sorted(p.name for p in (REPO / package).glob("*.py") if p.name != "__init__.py")
+    assert len(loose) <= LOOSE_LIMIT[package], loose
 
 
 def test_functions_in_jobs_are_short() -> None:
@@ -31,5 +158,38 @@ def test_functions_in_jobs_are_short() -> None:
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 n = node.end_lineno - node.lineno + 1
                 if n > MAX_LINES:
-                    long.append(f"{path.name}:{node.lineno} {node.name} ({n} lines)")
+                    long.append(f"{_name(path)}:{node.lineno} {node.name} ({n} lines)")
     assert not long, long
+
+
+def test_the_public_names_the_docs_show_import() -> None:
+    """Every `from extract... import NAMES` and `extract.module.name` the README and docs show a
+    user resolves (a name moved without its docs fails here)."""
+    shown = set()
+    for doc in [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]:
+        text = doc.read_text()
+        for module, names in re.findall(r"^\s*from (extract[\w.]*) import ([\w, ]+)", text, re.M):
+            shown |= {(module, n.strip()) for n in names.split(",") if n.strip()}
+        for dotted in re.findall(r"`(extract(?:\.\w+)+)(?:\(|`)", text):
+            module, _, name = dotted.rpartition(".")
+            shown.add((module, name))
+    assert ("extract", "load_split") in shown, "the docs show the public face"
+    import importlib
+
+    missing = []
+    for module, name in sorted(shown):
+        try:
+            mod = importlib.import_module(module)
+        except ImportError:
+            try:  # `extract.room.module` named whole
+                importlib.import_module(f"{module}.{name}")
+                continue
+            except ImportError:
+                missing.append(f"{module}.{name}")
+                continue
+        if not hasattr(mod, name):
+            try:
+                importlib.import_module(f"{module}.{name}")
+            except ImportError:
+                missing.append(f"{module}.{name}")
+    assert not missing, missing

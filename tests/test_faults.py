@@ -35,10 +35,10 @@ from helpers import (
     wait_for,
 )
 
-from jobs.finish import finish
-from jobs.merge import BackgroundMerge, CorruptPart
-from jobs.parts import read_part_info
-from jobs.rundir import RunDir
+from jobs.run.finish import finish
+from jobs.run.merge import BackgroundMerge, CorruptPart
+from jobs.rundir.folder import RunDir
+from jobs.rundir.parts import read_part_info
 
 SLOW = {"PHOENIX_KEYPOINTS_FAULTS": "frame-delay=0.1"}  # chunks last seconds: kills land mid-chunk
 

@@ -28,8 +28,8 @@ from helpers import (
 from extract.corpora import discover
 from extract.corpora.base import DatasetError
 from extract.corpora.phoenix import LAYOUT_2014, LAYOUT_T, list_frames
-from extract.schema import PARTS
-from jobs.plan import make_plan
+from extract.keypoints.schema import PARTS
+from jobs.run.plan import make_plan
 
 FRAMES = "features/fullFrame-210x260px"
 MANUAL = "annotations/manual"

@@ -1,7 +1,7 @@
 """The older pipeline runs on our output: its command line, its pkl, its [N, 143, 3] model input.
 
 The contract is ../shared/docs/legacy-format.md; every expectation here is written from it, not
-from extract/legacy.py. Frames with nothing detected and parts not found are constructed (by
+from extract/outputs/legacy.py. Frames with nothing detected and parts not found are constructed (by
 editing a copy of keypoints.parquet), never left to what MediaPipe happens to find on this CPU.
 """
 
@@ -20,7 +20,7 @@ import pytest
 from helpers import LEGACY_FACE_68 as FACE_68
 from helpers import assert_no_traceback, run_cli
 
-from extract.loader import load_split
+from extract.outputs.loader import load_split
 
 pytestmark = pytest.mark.slow
 
@@ -171,7 +171,7 @@ def test_default_options_give_no_idle_warning(shared_sample: Path, tmp_path: Pat
     assert proc.returncode == 0, proc.stderr
     assert "workers:" in proc.stderr and "will idle" not in proc.stderr
     # the rule itself, whatever this machine's cores: 1 worker on 2 cores warns, 2 on 2 do not
-    from jobs.summary import idle_cores
+    from jobs.run.summary import idle_cores
 
     assert "1 core(s) will idle" in idle_cores(1, 2) and "--num_workers_per_gpu 2" in idle_cores(1, 2)
     assert idle_cores(2, 2) is None and idle_cores(4, 2) is None

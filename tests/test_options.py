@@ -25,12 +25,12 @@ from helpers import (
     wait_for,
 )
 
-from extract.filemeta import file_metadata, read_file_metadata
-from extract.frames import read_frame
-from extract.holistic import Extractor, HolisticOptions
-from extract.points import LEGACY_FACE
-from extract.schema import layout
-from jobs.parts import META_KEY
+from extract.keypoints.filemeta import file_metadata, read_file_metadata
+from extract.keypoints.frames import read_frame
+from extract.keypoints.holistic import Extractor, HolisticOptions
+from extract.keypoints.points import LEGACY_FACE
+from extract.keypoints.schema import layout
+from jobs.rundir.parts import META_KEY
 
 REFINE_STATIC = ["--refine-face-landmarks", "--static-image-mode"]
 # The videos of the shared sample one Extractor sees in turn (a reset between each): the signer's

@@ -13,9 +13,14 @@ import pytest
 from mediapipe.framework.formats import landmark_pb2
 
 from extract.corpora import discover
-from extract.frames import read_frame
-from extract.holistic import Extractor, HolisticOptions, _points_from_attributes, _points_from_bytes
-from extract.schema import PARTS
+from extract.keypoints.frames import read_frame
+from extract.keypoints.holistic import (
+    Extractor,
+    HolisticOptions,
+    _points_from_attributes,
+    _points_from_bytes,
+)
+from extract.keypoints.schema import PARTS
 
 
 def _compare_parts(root: Path) -> dict[str, int]:

@@ -9,7 +9,7 @@ import pytest
 
 from extract.corpora import discover
 from extract.corpora.base import SPLITS, Dataset, Video
-from jobs.plan import balanced_cuts, make_plan
+from jobs.run.plan import balanced_cuts, make_plan
 
 
 def test_cuts_are_contiguous_balanced_and_whole():

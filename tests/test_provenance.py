@@ -1,5 +1,5 @@
 """Every row records what it was made from (size, mtime, sha256 of the bytes read), and
-extract.provenance names the frames on disk that no longer match, and why. Files are changed on
+extract.sources.provenance names the frames on disk that no longer match, and why. Files are changed on
 disk for real, including the hard case: same size, old mtime put back."""
 
 from __future__ import annotations
@@ -14,9 +14,9 @@ import pyarrow as pa
 import pytest
 from helpers import copy_dataset, pad_png, read_keypoints
 
-from extract.frames import read_file, read_frame
-from extract.provenance import Mismatch, changed_frames, stat_frames
-from extract.schema import PROVENANCE_COLUMNS, SCHEMA
+from extract.keypoints.frames import read_file, read_frame
+from extract.keypoints.schema import PROVENANCE_COLUMNS, SCHEMA
+from extract.sources.provenance import Mismatch, changed_frames, stat_frames
 
 
 def _recorded(run: Path) -> pa.Table:

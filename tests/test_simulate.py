@@ -1,4 +1,4 @@
-"""scripts/simulate.py replays the real plan and scheduler on the release's frame counts."""
+"""scripts/bench/simulate.py replays the real plan and scheduler on the release's frame counts."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from helpers import REPO, cli_env
 
 
 def test_simulate_prints_efficiency_and_wall(shared_index: Path) -> None:
-    proc = subprocess.run([sys.executable, REPO / "scripts" / "simulate.py", "--nodes", "2",
+    proc = subprocess.run([sys.executable, REPO / "scripts" / "bench" / "simulate.py", "--nodes", "2",
                            "--workers-per-node", "4", "--frames-per-s", "20", "--json"],
                           env=cli_env(), capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr

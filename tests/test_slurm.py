@@ -33,9 +33,9 @@ from helpers import (
     wait_for,
 )
 
-from jobs.rundir import RunError
-from jobs.shards import array_expr, resolve_shard, shard_state
-from jobs.slurm import SlurmOptions, render_array, sbatch, worker_args
+from jobs.cluster.slurm import SlurmOptions, render_array, sbatch, worker_args
+from jobs.rundir.folder import RunError
+from jobs.rundir.shards import array_expr, resolve_shard, shard_state
 
 CLUSTER = REPO / "scripts" / "slurm-cluster.sh"
 CLUSTER_DIR = Path(os.environ.get("PHOENIX_SLURM_DIR", "/tmp/phoenix-keypoints-slurm"))
@@ -82,7 +82,7 @@ def test_shard_index_from_slurm_env_and_refusals(monkeypatch: pytest.MonkeyPatch
 
 
 def test_script_uses_the_allocation(tmp_path: Path) -> None:
-    from jobs.rundir import RunDir
+    from jobs.rundir.folder import RunDir
 
     so = SlurmOptions(max_parallel=2, time="02:00:00", cpus_per_task=8, gpus_per_task=2,
                       partition="gpu", account="lab", sbatch_args=["--qos=long"])

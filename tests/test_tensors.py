@@ -16,9 +16,16 @@ import pyarrow.parquet as pq
 import pytest
 from helpers import LEGACY_FACE_68, assert_no_traceback, run_cli
 
-from extract.loader import list_tags, load_split
-from extract.points import FACE_CONTOURS, HAND_NAMES, POSE_NAMES, PRESETS, PointSet, parse_points
-from extract.tensors import TensorSpec, iter_videos, write_tensors
+from extract.keypoints.points import (
+    FACE_CONTOURS,
+    HAND_NAMES,
+    POSE_NAMES,
+    PRESETS,
+    PointSet,
+    parse_points,
+)
+from extract.outputs.loader import list_tags, load_split
+from extract.outputs.tensors import TensorSpec, iter_videos, write_tensors
 
 SIZES = {"pose": 33, "face": 468, "left_hand": 21, "right_hand": 21}
 STARTS = {"pose": 0, "face": 33, "left_hand": 501, "right_hand": 522}

@@ -28,8 +28,8 @@ from helpers import (
     wait_for,
 )
 
-from extract.holistic import landmarks_to_arrays
-from extract.schema import PARTS
+from extract.keypoints.holistic import landmarks_to_arrays
+from extract.keypoints.schema import PARTS
 
 VIDEOS = SHARED_DATA / "video-sample"
 CLIPS = {"mp4demo": ("train", "signer_demo.mp4"), "webmdemo": ("test", "signer_demo.webm")}

@@ -3,6 +3,8 @@
 Readers are tried in CORPORA's order; the first whose `detect` says yes reads the folder (a
 manifest is never detected: it is asked for with --manifest). See extract/corpora/base.py for what
 a reader produces and how to add one.
+
+May import: extract.sources, extract.keypoints.
 """
 
 from __future__ import annotations

@@ -1,6 +1,8 @@
 """The frame sources by kind, and the dispatch of recorded rows to the source that made them.
 
 See extract/sources/base.py for what a source is and how to add one.
+
+May import: extract.keypoints.
 """
 
 from __future__ import annotations

@@ -40,7 +40,7 @@ from typing import BinaryIO
 import numpy as np
 import pyarrow as pa
 
-from extract.frames import STATUS_MISSING, STATUS_NOT_A_FILE, STATUS_UNREADABLE, decode_frame
+from extract.keypoints.frames import STATUS_MISSING, STATUS_NOT_A_FILE, STATUS_UNREADABLE, decode_frame
 from extract.sources.archive_index import (  # noqa: F401 (the index's names, used from here too)
     _INDEXES,
     _MEMBERS_SCHEMA,

@@ -4,8 +4,8 @@ A video's frames are the names its corpus gives them (a pattern): a dangling lin
 named like a frame is still a frame, and its row says why it could not be read, so frame numbers
 never shift. Anything else in the folder (hidden files such as macOS's `._images0001.png`,
 `notes.txt`, `images0001.png.bak`, subfolders) is no frame: it is kept in Scan.ignored with the
-reason, to be reported, and never numbered. Reading one file is extract/frames.py; the stat-based
-check of recorded rows is extract/provenance.py.
+reason, to be reported, and never numbered. Reading one file is extract/keypoints/frames.py; the
+stat-based check of recorded rows is extract/sources/provenance.py.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from typing import NamedTuple
 import numpy as np
 import pyarrow as pa
 
-from extract.frames import STATUS_OK, read_frame
+from extract.keypoints.frames import STATUS_OK, read_frame
 from extract.sources import links
 from extract.sources.base import Frame, Mismatch, Ref, Scan, image_ref, nfc, parse_image
 
@@ -168,6 +168,6 @@ class FolderSource:
         return rgb if status == STATUS_OK else None
 
     def stale(self, root: Path, recorded: pa.Table, content: bool, threads: int) -> list[Mismatch]:
-        from extract.provenance import changed_frames
+        from extract.sources.provenance import changed_frames
 
         return changed_frames(root, recorded, content=content, threads=threads)

@@ -29,7 +29,7 @@ from typing import BinaryIO, NamedTuple
 import numpy as np
 import pyarrow as pa
 
-from extract.frames import STATUS_TOO_LARGE, too_large
+from extract.keypoints.frames import STATUS_TOO_LARGE, too_large
 from extract.sources.archive import member_of, open_file, stat_file
 from extract.sources.base import Frame, Mismatch, Ref, Scan, image_ref, parse_image
 

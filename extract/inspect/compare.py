@@ -1,0 +1,167 @@
+"""Do two extractions agree? Compare two keypoints files video by video, frame by frame.
+
+Both files are streamed side by side (one video of each in memory), so two full releases compare
+in bounded memory. A video differs when a frame is in one file only, a frame's status differs, a
+part is found in one file and not the other, or a value differs by more than the tolerance
+(absolute, in the file's own units; 0: identical). Two files of different video sets are refused:
+that is a different selection, not a different extraction.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from extract.inspect.rows import ReportError, open_keypoints, part_arrays
+from extract.keypoints.schema import PARTS, WORLD_PARTS
+from extract.outputs.tensors import iter_videos
+
+SHOWN = 8  # names listed when the video sets differ
+
+
+@dataclass
+class PartDiff:
+    only_one: int = 0  # frames where the part is found in one file only
+    compared: int = 0  # frames where both found it
+    max_abs: float = 0.0
+    sum_abs: float = 0.0
+    values: int = 0
+    frame_max: np.ndarray = field(default_factory=lambda: np.zeros(0))  # per compared frame
+
+    @property
+    def mean_abs(self) -> float:
+        return self.sum_abs / self.values if self.values else 0.0
+
+
+@dataclass
+class VideoDiff:
+    split: str
+    video: str
+    only_a: int = 0
+    only_b: int = 0
+    status: int = 0
+    parts: dict[str, PartDiff] = field(default_factory=dict)
+
+    def differs(self, tolerance: float) -> bool:
+        return bool(self.only_a or self.only_b or self.status or any(
+            p.only_one or p.max_abs > tolerance for p in self.parts.values()))
+
+    def line(self, tolerance: float) -> str:
+        bits = []
+        if self.only_a or self.only_b:
+            bits.append(f"frames only in A: {self.only_a}, only in B: {self.only_b}")
+        if self.status:
+            bits.append(f"status differs in {self.status} frame(s)")
+        for part, d in self.parts.items():
+            if d.only_one or d.max_abs > tolerance:
+                what = [f"found in one run only in {d.only_one} frame(s)"] if d.only_one else []
+                over = int(np.sum(d.frame_max > tolerance))
+                if over:
+                    what.append(f"max |diff| {d.max_abs:.3g} (mean {d.mean_abs:.3g}), above "
+                                f"the tolerance in {over} of {d.compared} frame(s)")
+                bits.append(f"{part}: {', '.join(what)}")
+        return f"{self.split}/{self.video}: " + "; ".join(bits)
+
+
+@dataclass
+class DiffSummary:
+    videos: int = 0
+    frames: int = 0
+    differing: list[str] = field(default_factory=list)
+    max_abs: float = 0.0
+    only_one: int = 0
+
+    @property
+    def agree(self) -> bool:
+        return not self.differing
+
+
+def video_list(path: Path) -> list[tuple[str, str]]:
+    """(split, video) in file order, from the two small columns."""
+    t = pq.read_table(path, columns=["split", "video"], read_dictionary=["split", "video"])
+    t = pa.table({c: t[c].cast(pa.string()) for c in ("split", "video")})
+    splits = t["split"].to_numpy(zero_copy_only=False)
+    vids = t["video"].to_numpy(zero_copy_only=False)
+    at = np.flatnonzero(np.r_[True, (vids[1:] != vids[:-1]) | (splits[1:] != splits[:-1])])
+    return [(str(splits[i]), str(vids[i])) for i in at]
+
+
+def check_same_videos(a: Path, b: Path) -> list[tuple[str, str]]:
+    """The shared video list, or a refusal that names what differs."""
+    va, vb = video_list(a), video_list(b)
+    if va == vb:
+        return va
+    sa, sb = set(va), set(vb)
+    if sa == sb:
+        raise ReportError(f"{a} and {b} hold the same videos in another order; both should be "
+                          "sorted by split and video as `merge` writes them")
+    only_a = sorted(f"{s}/{v}" for s, v in sa - sb)
+    only_b = sorted(f"{s}/{v}" for s, v in sb - sa)
+
+    def names(side: str, x: list[str]) -> str:
+        more = f" and {len(x) - SHOWN} more" if len(x) > SHOWN else ""
+        return f"{len(x)} only in {side}" + (f": {', '.join(x[:SHOWN])}{more}" if x else "")
+
+    raise ReportError(
+        f"the two runs hold different videos ({names('A', only_a)}; {names('B', only_b)}). diff "
+        "compares two extractions of the same videos: select the same ones (--videos, --splits) "
+        "or compare runs made with the same options.")
+
+
+def compare_video(split: str, video: str, ta: pa.Table, tb: pa.Table) -> VideoDiff:
+    """Differences between one video's rows in A and in B, aligned on frame number."""
+    fa, fb = ta["frame"].to_numpy(), tb["frame"].to_numpy()
+    common, ia, ib = np.intersect1d(fa, fb, assume_unique=True, return_indices=True)
+    d = VideoDiff(split, video, len(fa) - len(common), len(fb) - len(common))
+    ta, tb = ta.take(pa.array(ia)), tb.take(pa.array(ib))
+    d.status = int(np.sum(ta["status"].to_numpy(zero_copy_only=False)
+                          != tb["status"].to_numpy(zero_copy_only=False)))
+    arr_a, arr_b = part_arrays(ta), part_arrays(tb)
+    for part in [p for p in arr_a if p in arr_b]:
+        a, b = arr_a[part].reshape(len(common), -1), arr_b[part].reshape(len(common), -1)
+        pa_, pb_ = ~np.isnan(a[:, 0]), ~np.isnan(b[:, 0])
+        both = pa_ & pb_
+        diff = np.abs(a[both].astype(np.float64) - b[both])
+        same_nan = np.isnan(a[both]) & np.isnan(b[both])
+        diff[same_nan] = 0.0
+        diff[np.isnan(diff)] = np.inf  # a number against NaN
+        d.parts[part] = PartDiff(int(np.sum(pa_ != pb_)), int(both.sum()),
+                                 float(diff.max()) if diff.size else 0.0, float(diff.sum()),
+                                 int(diff.size), diff.max(axis=1) if diff.size else np.zeros(0))
+    return d
+
+
+def diff_files(a: Path, b: Path, tolerance: float = 0.0,
+               report: Callable[[str], None] = print) -> DiffSummary:
+    """Compare two keypoints files; report() gets one line per differing video."""
+    if tolerance < 0:
+        raise ReportError(f"--tolerance must be >= 0, not {tolerance}")
+    both = set(open_keypoints(a).schema_arrow.names) & set(open_keypoints(b).schema_arrow.names)
+    check_same_videos(a, b)
+    cols = ["frame", "status", *PARTS, *(p for p in WORLD_PARTS if p in both)]
+    out = DiffSummary()
+    for (sa, va, ta), (sb, vb, tb) in zip(iter_videos(a, cols), iter_videos(b, cols), strict=True):
+        if (sa, va) != (sb, vb):
+            raise ReportError(f"the files changed while being compared ({sa}/{va} vs {sb}/{vb})")
+        d = compare_video(sa, va, ta, tb)
+        out.videos += 1
+        out.frames += max(ta.num_rows, tb.num_rows)
+        out.max_abs = max([out.max_abs, *(p.max_abs for p in d.parts.values())])
+        out.only_one += sum(p.only_one for p in d.parts.values())
+        if d.differs(tolerance):
+            out.differing.append(f"{sa}/{va}")
+            report(d.line(tolerance))
+    return out
+
+
+def summary_line(s: DiffSummary, tolerance: float) -> str:
+    tol = f"tolerance {tolerance:g}" if tolerance else "tolerance 0: identical values"
+    if s.agree:
+        return f"agree: {s.videos} videos, {s.frames} frames ({tol}; max |diff| {s.max_abs:.3g})"
+    return (f"differ: {len(s.differing)} of {s.videos} videos ({tol}; max |diff| {s.max_abs:.3g}; "
+            f"{s.only_one} part detection(s) in one run only)")

@@ -1,0 +1,182 @@
+"""Exports for code that already exists: one pickled dict (SLR loaders), pose-format .pose files.
+
+Both stream: one video in memory at a time, whatever the dataset's size.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import pickle
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any, BinaryIO
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from extract.keypoints.schema import FACE_POINTS_REFINED, PARTS, layout, list_width
+from extract.outputs.loader import SplitData
+from extract.outputs.tensors import TensorsError, iter_videos, part_blocks
+
+PHOENIX_FPS = 25
+PHOENIX_SIZE = (210, 260)
+
+
+def pkl_entry(sample: dict[str, Any]) -> dict[str, Any]:
+    """One video in the pkl layout: keypoints [T, K, 3], mask [T, K], split, gloss, text, speaker."""
+    return {
+        "keypoints": sample["keypoints"],
+        "mask": sample["mask"],
+        "split": sample["split"],
+        "gloss": sample.get("gloss", ""),
+        "text": sample.get("translation", ""),
+        "speaker": sample.get("speaker", ""),
+    }
+
+
+def _body(obj: Any) -> bytes:
+    """A protocol-3 pickle of obj without its PROTO header and STOP: an opcode run that pushes obj.
+
+    Pickled without a memo (Pickler.fast: entries are plain trees of dicts, arrays and strings,
+    nothing shared), so it writes no PUT/GET opcodes and such runs can follow one another in one
+    stream. Protocol 3 has no framing either, so cutting off the header and STOP is exact.
+    """
+    buf = io.BytesIO()
+    p = pickle.Pickler(buf, protocol=3)
+    p.fast = True
+    p.dump(obj)
+    data = buf.getvalue()
+    if data[:2] != b"\x80\x03" or data[-1:] != pickle.STOP:
+        raise AssertionError("unexpected pickle framing")
+    return data[2:-1]
+
+
+def write_pkl(splits: Iterable[SplitData], path: Path) -> int:
+    """Write {video: pkl_entry} as ONE pickle, streamed video by video; returns the video count.
+
+    The file is an ordinary pickle of a dict (pickle.load returns it whole); it is written as
+    PROTO 3, EMPTY_DICT, then (key, value, SETITEM) per video, so the writer never holds more than
+    one video. A temp file is renamed into place at the end.
+    """
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.tmp")
+    seen: set[str] = set()
+    try:
+        with open(tmp, "wb") as f:
+            f.write(b"\x80\x03" + pickle.EMPTY_DICT)
+            for split in splits:
+                for sample in split:
+                    if sample["video"] in seen:
+                        raise TensorsError(f"video {sample['video']} is in two splits; the pkl is "
+                                           "keyed by video and cannot hold both")
+                    seen.add(sample["video"])
+                    f.write(_body(sample["video"]) + _body(pkl_entry(sample)) + pickle.SETITEM)
+            f.write(pickle.STOP)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+    return len(seen)
+
+
+# --- pose-format -----------------------------------------------------------------------------
+
+# Our columns -> pose-format's holistic component names, in its order.
+HOLISTIC_COMPONENTS = {"pose": "POSE_LANDMARKS", "face": "FACE_LANDMARKS",
+                       "left_hand": "LEFT_HAND_LANDMARKS", "right_hand": "RIGHT_HAND_LANDMARKS",
+                       "pose_world": "POSE_WORLD_LANDMARKS"}
+
+
+def _pose_format():
+    try:
+        from pose_format import Pose
+        from pose_format.numpy.pose_body import NumPyPoseBody
+        from pose_format.pose_header import PoseHeader, PoseHeaderDimensions
+        from pose_format.utils.holistic import holistic_components
+    except ImportError:
+        raise TensorsError("the pose export needs pose-format: pip install -c constraints.txt "
+                           "-e '.[pose]'") from None
+    return Pose, NumPyPoseBody, PoseHeader, PoseHeaderDimensions, holistic_components
+
+
+def video_size(table: pa.Table) -> tuple[int, int]:
+    """The frame size of a video (the commonest known one; PHOENIX's 210x260 if none is known)."""
+    w = table.column("width").to_numpy(zero_copy_only=False)
+    h = table.column("height").to_numpy(zero_copy_only=False)
+    ok = ~(np.isnan(w.astype(float)) | np.isnan(h.astype(float)))
+    if not ok.any():
+        return PHOENIX_SIZE
+    pairs, counts = np.unique(np.stack([w[ok], h[ok]], 1).astype(np.int64), axis=0, return_counts=True)
+    width, height = pairs[np.argmax(counts)]
+    return int(width), int(height)
+
+
+def file_layout(keypoints: Path) -> dict[str, tuple[int, int]]:
+    """The landmark columns a keypoints file holds and their point counts: a 478-point face when
+    it was extracted with refine_face_landmarks, pose_world when the file records it."""
+    pf = pq.ParquetFile(keypoints)
+    refined = False
+    for batch in pf.iter_batches(batch_size=4096, columns=["face"]):
+        width = list_width(batch.column(0))
+        if width is not None:
+            refined = width == FACE_POINTS_REFINED * 3
+            break
+    return {p: nc for p, nc in layout(refined).items() if p in pf.schema_arrow.names}
+
+
+def pose_arrays(table: pa.Table, width: int, height: int,
+                parts: dict[str, tuple[int, int]] | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """One video's rows -> (data [T, 1, points, 3] float32, confidence [T, 1, points] float32).
+
+    pose-format's holistic layout, as its own MediaPipe loader fills it: x, y in pixels, z as
+    MediaPipe gives it (POSE_WORLD_LANDMARKS too: that loader scales world x, y by the frame
+    size as well), confidence = visibility for body points and 1 for face and hand points; 0
+    (and masked) where nothing was detected. `parts` defaults to the 543-point layout.
+    """
+    n = table.num_rows
+    parts = parts or dict(PARTS)
+    data, conf = [], []
+    for block, present in part_blocks(table, list(parts), parts).values():
+        xyz = block[:, :, :3].astype(np.float32) * np.float32([width, height, 1])
+        c = block[:, :, 3] if block.shape[2] == 4 else np.ones(block.shape[:2], np.float32)
+        xyz[~present] = 0
+        data.append(xyz)
+        conf.append(np.where(present[:, None], c, 0).astype(np.float32))
+    return (np.concatenate(data, 1).reshape(n, 1, -1, 3),
+            np.concatenate(conf, 1).reshape(n, 1, -1))
+
+
+def write_pose_files(keypoints: Path, out_dir: Path, fps: float = PHOENIX_FPS) -> int:
+    """One `<out_dir>/<split>/<video>.pose` per video from keypoints.parquet; returns how many."""
+    Pose, NumPyPoseBody, PoseHeader, PoseHeaderDimensions, holistic_components = _pose_format()
+    parts = file_layout(keypoints)
+    extra_face = parts["face"][0] - PARTS["face"][0]  # 10 iris points when refined
+    by_name = {c.name: c for c in holistic_components("XYZC", extra_face)}
+    components = [by_name[HOLISTIC_COMPONENTS[p]] for p in parts]
+    n = 0
+    for split, video, table in iter_videos(keypoints, ["width", "height", *parts]):
+        width, height = video_size(table)
+        header = PoseHeader(version=0.2, dimensions=PoseHeaderDimensions(width, height, 0),
+                            components=components)
+        data, conf = pose_arrays(table, width, height, parts)
+        pose = Pose(header, NumPyPoseBody(fps=fps, data=data, confidence=conf))
+        write_file(Path(out_dir) / split / f"{video}.pose", pose.write)
+        n += 1
+    return n
+
+
+def write_file(dest: Path, write: Callable[[BinaryIO], Any]) -> None:
+    """write(f) into a temp file beside dest, renamed into place: a full disk leaves no temp file
+    and no half file beside the finished ones."""
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    tmp = dest.with_name(f".{dest.name}.tmp")
+    try:
+        with open(tmp, "wb") as f:
+            write(f)
+        os.replace(tmp, dest)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise

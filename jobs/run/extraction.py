@@ -1,0 +1,65 @@
+"""Extract a list of chunks on a backend: the pieces of a scheduled job put together.
+
+The runner decides what to do (jobs.run.todo) and what it means afterwards; this builds the backend,
+the queue, the progress display and the scheduler for one coordinator and runs them.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+import pyarrow as pa
+
+from jobs.run.todo import Work
+from jobs.rundir.folder import RunDir
+from jobs.rundir.runinfo import ExtractionInfo, RunInfo
+from jobs.schedule.chunks import Chunks
+from jobs.schedule.devices import worker_slots
+from jobs.schedule.local import LocalBackend
+from jobs.schedule.progress import Progress
+from jobs.schedule.scheduler import Backend, Outcome, Scheduler, run
+from jobs.schedule.workqueue import ChunkQueue, WorkQueue
+
+
+def make_backend(rd: RunDir, holistic: dict, kind: str, num_gpus: int | None,
+                 workers_per_gpu: int | None, address: str | None = None,
+                 shard: int | None = None) -> Backend:
+    """Local worker processes (pinned per worker_slots), or actors on Ray."""
+    prefix = f"shard-{shard}-" if shard is not None else ""
+    if kind == "ray":
+        from jobs.schedule.ray_backend import RayBackend
+
+        return RayBackend(rd.path, holistic, num_gpus, workers_per_gpu, address, prefix)
+    return LocalBackend(rd.path, worker_slots(num_gpus, workers_per_gpu), holistic, prefix)
+
+
+def extract(rd: RunDir, info: RunInfo, plan: pa.Table, work: Work, backend: Backend,
+            queue: WorkQueue | None = None, shard: int | None = None,
+            on_commit: Callable[[int], None] | None = None) -> Outcome:
+    """Run work.todo on backend until done, failed or stopped; never raises for a worker's death.
+
+    queue: how chunks are handed out (default: work.todo in plan order, this coordinator alone).
+    """
+    chunks = Chunks.from_plan(plan, info.dataset.root, info.fingerprint, info.options.pixel_limit)
+    label = f"shard {shard}/{info.num_shards}" if shard is not None else ""
+    progress = Progress(label, backend.name, work.frames_total, work.frames_done, len(work.todo),
+                        rd.progress_file(shard))
+    sched = Scheduler(backend, queue or ChunkQueue(work.todo), chunks.task, progress,
+                      chunks_wanted=len(work.todo), on_commit=on_commit)
+    outcome = run(sched)
+    if shard is None:
+        rd.update(lambda i: setattr(i, "extraction", milestones(outcome)))
+    return outcome
+
+
+def milestones(outcome: Outcome) -> ExtractionInfo:
+    """The outcome's timings as epoch seconds, for run.json (benchmarks read them there)."""
+    offset = time.time() - time.monotonic()
+    t = outcome.timings
+
+    def wall(x: float | None) -> float | None:
+        return None if x is None else round(x + offset, 3)
+
+    return ExtractionInfo(outcome.workers, len(outcome.done), wall(t.first_frame),
+                          wall(t.first_idle), wall(t.last_frame), round(time.time(), 3))

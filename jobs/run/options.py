@@ -1,0 +1,106 @@
+"""What the user asked for on the command line, and how it meets a run folder's recorded options."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from extract.corpora.base import SPLITS
+from extract.keypoints.frames import MAX_PIXELS
+from extract.keypoints.holistic import HolisticOptions
+from jobs.run.identity import input_conflict
+from jobs.rundir.runinfo import PlanOptions, RunInfo
+
+
+@dataclass
+class RunOptions:
+    """What decides a run's output, as asked (None: not asked, so a resume keeps the run's own)."""
+
+    dataset: Path | None = None
+    splits: tuple[str, ...] | None = None
+    videos: tuple[str, ...] | None = None
+    limit_videos: int | None = None
+    chunk_frames: int | None = None
+    model_complexity: int | None = None
+    max_samples_per_split: int | None = None
+    min_detection_confidence: float | None = None
+    min_tracking_confidence: float | None = None
+    refine_face_landmarks: bool | None = None
+    static_image_mode: bool | None = None
+    smooth_landmarks: bool | None = None
+    max_pixels: int | None = None
+    follow_links: bool | None = None
+
+    def _holistic(self, have: dict | None = None) -> dict:
+        """Holistic's options: what was asked, else the run's own (`have`: a recorded dict, whose
+        missing keys take the value that run used), else the defaults."""
+        asked = {"model_complexity": self.model_complexity,
+                 "min_detection_confidence": self.min_detection_confidence,
+                 "min_tracking_confidence": self.min_tracking_confidence,
+                 "refine_face_landmarks": self.refine_face_landmarks,
+                 "static_image_mode": self.static_image_mode,
+                 "smooth_landmarks": self.smooth_landmarks}
+        base = HolisticOptions.from_dict(have or {}).as_dict()
+        return base | {k: v for k, v in asked.items() if v is not None}
+
+    def resolved(self) -> PlanOptions:
+        """The options of a new run: what was asked, defaults for the rest."""
+        return PlanOptions(
+            splits=list(self.splits or SPLITS),
+            videos=list(self.videos) if self.videos else None,
+            limit_videos=self.limit_videos,
+            chunk_frames=self.chunk_frames,
+            holistic=self._holistic(),
+            max_samples_per_split=self.max_samples_per_split,
+            max_pixels=self.max_pixels or MAX_PIXELS,
+            follow_links=self.follow_links is not False,
+        )
+
+    def holistic(self, info: RunInfo | None) -> dict:
+        """The graph options workers need: the run's own when resuming, else what was asked."""
+        if info is None:
+            return self.resolved().holistic
+        return HolisticOptions.from_dict(info.options.holistic).as_dict()
+
+    def conflicts(self, info: RunInfo, num_shards: int | None = None) -> list[str]:
+        """What was asked that differs from the run recorded in `info` (empty: it may resume)."""
+        have = info.options
+        asked = PlanOptions(
+            splits=list(self.splits) if self.splits else have.splits,
+            videos=list(self.videos) if self.videos else have.videos,
+            limit_videos=self.limit_videos if self.limit_videos is not None else have.limit_videos,
+            chunk_frames=self.chunk_frames or have.chunk_frames,
+            holistic=self._holistic(have.holistic),
+            max_samples_per_split=self.max_samples_per_split
+            if self.max_samples_per_split is not None else have.max_samples_per_split,
+            max_pixels=self.max_pixels or have.max_pixels,
+            follow_links=have.follow_links if self.follow_links is None else self.follow_links,
+        )
+        diffs = [k for k in vars(asked) if k != "holistic" and getattr(asked, k) != getattr(have, k)]
+        recorded = HolisticOptions.from_dict(have.holistic).as_dict()
+        diffs += [f"{k} ({recorded[k]} when planned, {v} asked)"
+                  for k, v in asked.holistic.items() if recorded[k] != v]
+        if dataset := input_conflict(self.dataset, info):
+            diffs.insert(0, dataset)
+        if num_shards is not None and num_shards != info.num_shards:
+            diffs.append(f"num_shards (fixed at {info.num_shards} when planned)")
+        return diffs
+
+
+@dataclass
+class RunRequest:
+    """Everything `run` was asked (RunOptions: what decides the output; the rest: how to run)."""
+
+    out: Path
+    options: RunOptions = field(default_factory=RunOptions)
+    num_gpus: int | None = None
+    workers_per_gpu: int | None = None
+    fresh: bool = False
+    allow_partial: bool = False
+    retry_failed: bool = False
+    num_shards: int | None = None
+    shard_index: int | None = None
+    backend: str = "local"
+    address: str | None = None
+    pkl: Path | None = None  # --output_path: also export the keypoints to this pkl at the end
+    frozen: bool = False  # keep the stored plan when the corpus changed (only warn)

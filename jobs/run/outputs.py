@@ -1,0 +1,224 @@
+"""Glue between a run folder and extract/'s tensors and exports (`tensors`, `export`, --output_path).
+
+The arithmetic lives in extract/; this only knows where a run keeps things: keypoints.parquet, the
+corpus fields in plan.parquet, the tensors/ folder, and run.json's record of the sets written.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from extract.outputs.loader import load_meta, load_split
+from extract.outputs.tensors import TensorsError, TensorSpec, refined_face, tag_dir, write_tensors
+from jobs import messages
+from jobs.run.identity import corpus_spelling
+from jobs.rundir.folder import JobFailed, RunDir, RunError
+from jobs.rundir.locks import locked
+from jobs.rundir.runinfo import RunInfo
+
+
+def corpus_from_plan(plan: pa.Table) -> dict[str, dict[str, str]]:
+    """video -> {speaker, gloss, translation, extra} from the plan (the corpus files, as discovered;
+    extra, a corpus's other columns as JSON, is "" in plans made before it existed)."""
+    cols = (plan[c].to_pylist() for c in ("video", "speaker", "gloss", "translation"))
+    extra = plan["extra"].to_pylist() if "extra" in plan.column_names else [""] * plan.num_rows
+    return {v: {"speaker": s, "gloss": g, "translation": t, "extra": x}
+            for v, s, g, t, x in zip(*cols, extra, strict=True)}
+
+
+def _need_keypoints(rd: RunDir) -> Path:
+    if not rd.keypoints_path.is_file():
+        raise RunError(f"{rd.path} has no keypoints.parquet yet: finish the run first "
+                       f"(`phoenix-keypoints run --out {rd.path}`).")
+    return rd.keypoints_path
+
+
+def outputs_state(rd: RunDir, info: RunInfo) -> str:
+    """"ok": the last full merge's outputs are there and whole; "no tensors": the keypoints are,
+    the default tensor set is not; "stale": the merge must run (again)."""
+    merge = info.merge
+    if merge is None or merge.partial or info.merge_interrupted:
+        return "stale"
+    try:
+        if pq.read_metadata(rd.keypoints_path).num_rows != merge.rows:
+            return "stale"
+    except (OSError, pa.ArrowException):
+        return "stale"
+    try:
+        meta = load_meta(rd.path)
+        ok = meta["source"]["rows"] == merge.rows and all(
+            (rd.tensors_dir / f"{s}{ext}").is_file() for s in meta["splits"]
+            for ext in (".npy", ".mask.npy", ".index.parquet"))
+    except (TensorsError, KeyError, TypeError):
+        ok = False
+    return "ok" if ok else "no tensors"
+
+
+def write_set(rd: RunDir, spec: TensorSpec) -> dict[str, Any]:
+    """Write one tensor set of a finished run and note it in run.json under `tensors`."""
+    rd.load()  # a clear error for a folder that is not a run
+    keypoints = _need_keypoints(rd)
+    spec = spec.for_run(refined_face(keypoints))  # its tag and points in the run's numbering
+    t0 = time.monotonic()
+    frames = write_tensors(keypoints, rd.tensors_dir, corpus_from_plan(rd.load_plan()), spec)
+    meta = load_meta(rd.path, spec.tag)
+    info = {"time": time.time(), "seconds": round(time.monotonic() - t0, 3),
+            "dir": str(tag_dir(rd.tensors_dir, spec.tag).relative_to(rd.path)),
+            **spec.as_dict(), "frames_per_split": frames,
+            "not_normalized": len(meta["not_normalized"]), "num_points": len(spec.points.indices)}
+    rd.update(lambda run: run.tensors.__setitem__(spec.tag or "default", info))
+    return info
+
+
+def export_pkl(rd: RunDir, to: Path, tag: str = "") -> int:
+    """The pkl export of tensor set `tag` (default: the holistic-543 set `run` writes)."""
+    from extract.outputs.export import write_pkl
+
+    rd.load()
+    meta = load_meta(rd.path, tag)
+    return write_pkl((load_split(rd.path, s, tag, mmap=False) for s in meta["splits"]), to)
+
+
+def legacy_dataset_info(info: RunInfo, rd: RunDir, dataset_path: str | None = None) -> dict[str, Any]:
+    """The legacy pkl's dataset_info: source_path is the dataset path as the user gave it."""
+    from extract.corpora.phoenix import LAYOUT_2014, LAYOUT_T
+
+    h = info.options.holistic
+    workers = info.extraction.workers if info.extraction else info.plan.workers
+    names = {LAYOUT_T: "PHOENIX-2014-T", LAYOUT_2014: "PHOENIX-2014"}
+    return {
+        "name": names.get(info.dataset.layout, info.dataset.layout),
+        "source_path": corpus_spelling(info, dataset_path),
+        "splits": list(info.options.splits),
+        "processing_info": {
+            "extractor": "phoenix-keypoints: MediaPipe Holistic, video mode, tracking reset per video",
+            "mediapipe": info.versions.get("mediapipe", ""),
+            **{k: h[k] for k in ("model_complexity", "min_detection_confidence",
+                                 "min_tracking_confidence") if k in h},
+            "max_samples_per_split": getattr(info.options, "max_samples_per_split", None),
+            # the keys the older script wrote, which its pipeline's progress check prints
+            "num_workers": workers,
+            "distributed": workers > 1,
+            "gpu_optimized": False,  # MediaPipe runs on the CPU here; GPUs only pin workers
+            "run_dir": str(rd.path.resolve()),
+            "keypoints": str(rd.keypoints_path.resolve()),
+        },
+    }
+
+
+def split_seconds(info: RunInfo) -> dict[str, float]:
+    """Each split's share of the last extraction's wall time, in proportion to its frames."""
+    ex, merge = info.extraction, info.merge
+    if ex is None or merge is None or ex.first_frame is None or ex.last_frame is None:
+        return {}
+    total = sum(merge.frames_per_split.values()) or 1
+    wall = max(0.0, ex.last_frame - ex.first_frame)
+    return {s: round(wall * n / total, 3) for s, n in merge.frames_per_split.items()}
+
+
+def export_legacy_pkl(rd: RunDir, to: Path, dataset_path: str | None = None) -> dict[str, dict]:
+    """The older script's pkl (../shared/docs/legacy-format.md) from keypoints.parquet."""
+    from extract.outputs.legacy import write_legacy_pkl
+
+    info = rd.load()
+    return write_legacy_pkl(_need_keypoints(rd), to, legacy_dataset_info(info, rd, dataset_path),
+                            split_seconds(info))
+
+
+def pkl_record(to: Path, info: RunInfo, source_path: str) -> dict[str, Any]:
+    """What run.json keeps of a pkl `run --output_path` wrote: the file (size, mtime), the merge it
+    was written from and the dataset spelling in its paths; equal again means nothing to rewrite."""
+    try:
+        st = to.stat()
+    except OSError:
+        return {}
+    return {"size": st.st_size, "mtime_ns": st.st_mtime_ns, "source_path": source_path,
+            "merged": info.merge.time if info.merge else None}
+
+
+def export_legacy_npz(rd: RunDir, to: Path, dataset_path: str | None = None) -> dict[str, int]:
+    """`<split>_keypoints.npz` as the older pipeline's prepare_model_input makes them."""
+    from extract.outputs.legacy import write_legacy_npz
+
+    info = rd.load()
+    return write_legacy_npz(_need_keypoints(rd), to,
+                            legacy_dataset_info(info, rd, dataset_path)["source_path"])
+
+
+def legacy_pkl_line(to: Path, stats: dict[str, dict]) -> str:
+    per = ", ".join(f"{s} {v['success']} of {v['total']}" for s, v in stats.items() if v["total"])
+    failed = sum(v["failed"] for v in stats.values())
+    return (f"legacy pkl: {to} (frames kept: {per or 'none'}; {failed} frame(s) with nothing "
+            "detected left out, counted in stats)")
+
+
+def export_pose(rd: RunDir, to: Path) -> int:
+    """One .pose file per video (pose-format's holistic layout) from keypoints.parquet."""
+    from extract.outputs.export import write_pose_files
+
+    rd.load()
+    return write_pose_files(_need_keypoints(rd), to)
+
+
+def export_islr(rd: RunDir, to: Path) -> int:
+    """One Kaggle isolated-sign parquet per video; says what that layout leaves out."""
+    from extract.keypoints.schema import PARTS
+    from extract.outputs.export import file_layout
+    from extract.outputs.islr import write_islr_files
+
+    rd.load()
+    keypoints = _need_keypoints(rd)
+    n = write_islr_files(keypoints, to)
+    if file_layout(keypoints)["face"][0] > PARTS["face"][0]:
+        messages.note("the run's face is refined (478 points): the islr layout holds face points "
+                      "0-467 only, so the 10 iris points (468-477) were left out")
+    messages.note("the islr layout has no pose visibility and no pose_world: those were left out")
+    return n
+
+
+def write_set_command(rd: RunDir, spec: TensorSpec) -> int:
+    """`tensors`: one more tensor set of a finished run (under the run's lock)."""
+    rd.load()  # not a run folder: say so before creating anything in it
+    with locked(rd):
+        try:
+            info = write_set(rd, spec)
+        except OSError as e:  # disk full, quota: write_tensors removed its temp folder
+            raise JobFailed(f"cannot write the tensor set in {rd.tensors_dir} ({e}). Free space or "
+                            "fix permissions, then run the same `tensors` command again.") from None
+    per_split = ", ".join(f"{s} {n}" for s, n in sorted(info["frames_per_split"].items()))
+    messages.result(f"tensors:   {rd.path / info['dir']}/ ({info['num_points']} points; "
+                    f"{per_split} frames)")
+    if info["not_normalized"]:
+        messages.note(f"{info['not_normalized']} video(s) have no pose in any frame and were left "
+                      "unnormalised (index column `normalized`, points.json `not_normalized`)")
+    return 0
+
+
+def export_command(rd: RunDir, fmt: str, to: Path, tag: str = "") -> int:
+    """`export`: the keypoints as a pkl dict (of a tensor set), .pose files, or the older
+    pipeline's pkl / npz."""
+    if fmt.startswith("legacy") and tag:
+        raise RunError("--tag applies to --format pkl: the legacy formats always hold their 143 "
+                       "points, read from keypoints.parquet.")
+    if fmt == "legacy-pkl":
+        messages.result(legacy_pkl_line(to, export_legacy_pkl(rd, to)))
+        return 0
+    if fmt == "legacy-npz":
+        per = export_legacy_npz(rd, to)
+        shown = ", ".join(f"{s}_keypoints.npz {n}" for s, n in per.items())
+        messages.result(f"legacy npz: {to}/ ({shown or 'no split has a frame with anything detected'})")
+        return 0
+    if fmt == "pkl":
+        n = export_pkl(rd, to, tag)
+    else:
+        if tag:
+            raise RunError("--tag applies to --format pkl: .pose and islr files hold all points, "
+                           "read from keypoints.parquet.")
+        n = export_pose(rd, to) if fmt == "pose" else export_islr(rd, to)
+    messages.result(f"{fmt}: {to} ({n} videos)")
+    return 0

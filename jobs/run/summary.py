@@ -1,0 +1,137 @@
+"""What the end (and the start) of a run tells the user: outputs, problems, failures, what to do."""
+
+from __future__ import annotations
+
+from jobs import messages
+from jobs.rundir.folder import RunDir
+from jobs.rundir.runinfo import DatasetInfo, MergeInfo, RunInfo
+from jobs.schedule.scheduler import Outcome
+
+
+def _counts(counts: dict[str, int]) -> str:
+    return ", ".join(f"{k} {n}" for k, n in counts.items())
+
+
+def not_ok_frames(statuses: dict[str, int], worst: dict[str, int]) -> str | None:
+    """"N of M frame(s) not ok: STATUS n, ...; most in VIDEO (n), ...", or None when all are ok."""
+    bad = {k: n for k, n in statuses.items() if k != "ok"}
+    if not bad:
+        return None
+    shown = [f"{v} ({n})" for v, n in worst.items()]
+    return (f"{sum(bad.values())} of {sum(statuses.values())} frame(s) not ok: {_counts(bad)}; "
+            f"most in {messages.listing(shown, 5)}")
+
+
+def ignored_files(dataset: DatasetInfo) -> str | None:
+    """The entries of frame folders skipped as no frames, with the first few named; None if none."""
+    if not dataset.ignored_files:
+        return None
+    return (f"{dataset.ignored_files} file(s) in frame folders are no frames and were skipped "
+            f"({_counts(dataset.ignored_reasons)}): {messages.listing(dataset.ignored_examples, 3)}"
+            " (all of them: plan.parquet's `ignored` column)")
+
+
+def dataset_problems(info: RunInfo) -> None:
+    """Listed videos that cannot be processed, and folders no corpus file lists."""
+    problems = info.dataset.problems
+    if problems:
+        shown = [f"{v} ({p})" for v, p in problems.items()]
+        messages.warn(f"{len(problems)} listed video(s) cannot be processed: "
+                      f"{messages.listing(shown, 5)}")
+    unlisted = info.dataset.unlisted_folders
+    if unlisted:
+        messages.note(f"{len(unlisted)} folder(s) or video(s) on disk are in no corpus file and are "
+                      f"skipped: {messages.listing(unlisted, 5)}")
+    notes = info.dataset.notes
+    if notes:
+        messages.note(f"{len(notes)} video(s) with a note: "
+                      f"{messages.listing([f'{v} ({n})' for v, n in notes.items()], 5)}")
+    ignored = ignored_files(info.dataset)
+    if ignored:
+        messages.note(ignored)
+    for line in input_anomalies(info):
+        messages.warn(line)
+
+
+def input_anomalies(info: RunInfo) -> list[str]:
+    """What the input holds that a careful user should know: archive anomalies, links leaving it."""
+    d = info.dataset
+    out = list(d.anomalies)
+    if d.links_outside:
+        how = ("followed (--no-follow-links leaves their videos out)" if info.options.follow_links
+               else "not followed: their videos are left out (--no-follow-links)")
+        out.append(f"{d.links_outside} link(s) lead outside the dataset, {how}: "
+                   f"{messages.listing(d.links_outside_examples, 3)} (run.json "
+                   "dataset.links_outside_examples; plan.parquet links)")
+    return out
+
+
+def idle_cores(workers: int, cpus: int) -> str | None:
+    """The warning for fewer workers than usable cores (None when every core has a worker)."""
+    if workers >= cpus:
+        return None
+    return (f"{workers} worker(s) for {cpus} usable CPU core(s): {cpus - workers} core(s) will idle. "
+            "MediaPipe runs on the CPU here (GPUs only pin workers), one worker per core; leave "
+            "out --num_gpus/--num_workers_per_gpu for one worker per core, or ask for "
+            f"--num_workers_per_gpu {-(-cpus // max(1, workers))} (workers = GPUs x workers per "
+            "GPU, or workers per GPU alone with --num_gpus 0)")
+
+
+def starting(info: RunInfo, split_frames: dict[str, int], slots: list, cpus: int,
+             writes: str) -> None:
+    """What the run will do, before it does it: dataset, plan, workers, where it writes."""
+    d = info.dataset
+    per_split = ", ".join(f"{s} {n}" for s, n in split_frames.items())
+    messages.say(f"dataset: {d.layout} at {d.given or d.root}: {info.plan.videos} video(s), "
+                 f"{info.plan.frames} frame(s) ({per_split}); plan: {info.plan.chunks} chunk(s)")
+    gpus = sorted({s.gpu for s in slots if s.gpu})
+    pinned = f"GPU(s) {','.join(gpus)}" if gpus else "no GPU"
+    messages.say(f"workers: {len(slots)} ({pinned}; 1 CPU each, of {cpus} usable); writing {writes}")
+    warning = idle_cores(len(slots), cpus)
+    if warning:
+        messages.warn(warning)
+
+
+def failed_videos(failed: dict[str, str]) -> str:
+    """What to tell the user about videos that kept killing their worker, and what to do."""
+    shown = [f"{v} ({why})" for v, why in sorted(failed.items())]
+    return (
+        f"{len(failed)} video(s) failed and have no rows: {messages.listing(shown)}. Check their "
+        "frames (the worker logs in logs/ show MediaPipe's last words), fix or remove the bad "
+        "frames, then run the same command with --retry-failed; or add --allow-partial to merge "
+        "without them (run.json's merge section then lists them)."
+    )
+
+
+def merged(rd: RunDir, record: MergeInfo) -> None:
+    """The outputs of a finished merge."""
+    info = rd.load()
+    per_split = ", ".join(f"{s} {n}" for s, n in sorted(record.frames_per_split.items()))
+    messages.result(f"keypoints: {rd.keypoints_path} ({record.rows} frames: {per_split})")
+    messages.result(f"tensors:   {rd.tensors_dir}/")
+    messages.result(f"report:    phoenix-keypoints report --out {rd.path}  (quality page + "
+                    "per-video figures)")
+    if info.dataset.problems:
+        messages.result(f"videos not on disk or without frames: {len(info.dataset.problems)} "
+                        "(listed in run.json under dataset.problems)")
+    not_ok = not_ok_frames(record.statuses, record.worst_videos)
+    if not_ok:
+        messages.warn(f"{not_ok} (their rows in keypoints.parquet say why: status, note)")
+    if record.failed_videos:
+        messages.say(f"FAILED videos (no rows): {', '.join(sorted(record.failed_videos))}")
+    if record.partial:
+        messages.say("partial merge: run.json's merge section lists what is missing")
+    for line in input_anomalies(info):
+        messages.warn(line)
+
+
+def ended(outcome: Outcome, what: str) -> int:
+    """The exit status for a stopped or failed extraction, with what to tell the user."""
+    if outcome.signal:
+        messages.say(f"{what}stopped; run the same command to resume ({len(outcome.done)} chunk(s) "
+                     "committed this time).")
+        return 128 + outcome.signal
+    if outcome.error:
+        messages.error(outcome.error)
+        return 1
+    return 0

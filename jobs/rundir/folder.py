@@ -1,0 +1,224 @@
+"""The run folder: what a run is (run.json, plan.parquet) and where its pieces go.
+
+Everything needed to resume lives here and nowhere else, so any process on any node that sees the
+folder (a resumed run, `status` from another shell, a SLURM shard, the merge job) gets the same
+view. Files are replaced atomically (write a temp, fsync, rename) so a crash leaves either the old
+or the new version, never half of one.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import tempfile
+from collections.abc import Callable
+from contextlib import suppress
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from jobs import messages
+from jobs.rundir.runinfo import RUN_FORMAT, RunInfo, RunInfoError
+
+
+class RunError(Exception):
+    """The run folder cannot be used as asked (refused input, exit 2); the message says what to do."""
+
+
+class JobFailed(Exception):
+    """The job could not finish for a reason outside its input (disk full): exit 1, resumable."""
+
+
+def atomic_write_bytes(path: Path, data: bytes) -> None:
+    """Write data to path so that readers see the old file or the whole new one."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        os.fchmod(fd, 0o644)  # mkstemp's 0600 would hide run files from a cluster group
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    fsync_dir(path.parent)
+
+
+def fsync_dir(path: Path) -> None:
+    """Make a rename durable: on power loss a renamed file is only there once its folder is synced."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def write_json(path: Path, obj: Any) -> None:
+    atomic_write_bytes(path, (json.dumps(obj, indent=2, sort_keys=True) + "\n").encode())
+
+
+def versions() -> dict[str, str]:
+    """Versions the numbers depend on, recorded with every run."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    out = {"python": sys.version.split()[0]}
+    for dist in ("phoenix-keypoints", "mediapipe", "numpy", "opencv-contrib-python", "pyarrow"):
+        try:
+            out[dist] = version(dist)
+        except PackageNotFoundError:
+            out[dist] = "not installed"
+    return out
+
+
+def first_missing(path: Path) -> Path | None:
+    """The outermost folder of `path` that does not exist yet (what a mkdir -p would make)."""
+    path = Path(path).absolute()
+    top = None
+    while not path.exists() and path != path.parent:
+        top, path = path, path.parent
+    return top
+
+
+def remove_new_folder(rd: RunDir, made: Path) -> None:
+    """Remove a run folder this process made (`made`: the outermost folder it created) but planned
+    nothing in, as a refused or stopped `run` must: its lock files and worker logs, then the
+    folders, unless something else is in them now."""
+    for p in rd.path.glob(".*.lock"):
+        p.unlink(missing_ok=True)
+    logs = rd.path / "logs"
+    for p in logs.glob("*worker-*.log") if logs.is_dir() else []:
+        p.unlink(missing_ok=True)
+    with suppress(OSError):  # something else is in them now: leave it
+        logs.rmdir()
+    folder = rd.path.absolute()
+    while True:
+        try:
+            folder.rmdir()
+        except OSError:
+            return
+        if folder == made:
+            return
+        folder = folder.parent
+
+
+@dataclass
+class RunDir:
+    path: Path
+
+    def __post_init__(self) -> None:
+        self.path = Path(self.path)
+
+    # --- files -------------------------------------------------------------------------------
+    @property
+    def run_json(self) -> Path:
+        return self.path / "run.json"
+
+    @property
+    def plan_path(self) -> Path:
+        return self.path / "plan.parquet"
+
+    @property
+    def parts_dir(self) -> Path:
+        return self.path / "parts"
+
+    @property
+    def rejected_dir(self) -> Path:
+        return self.path / "parts" / "rejected"
+
+    @property
+    def claims_dir(self) -> Path:
+        return self.path / "claims"
+
+    @property
+    def progress_path(self) -> Path:
+        return self.path / "progress.json"
+
+    def progress_file(self, shard: int | None = None) -> Path:
+        """The heartbeat of one coordinator: progress.json, or progress-shard-I.json per shard."""
+        return self.path / f"progress-shard-{shard}.json" if shard is not None else self.progress_path
+
+    def shard_progress_files(self) -> list[Path]:
+        return sorted(self.path.glob("progress-shard-*.json"))
+
+    @property
+    def keypoints_path(self) -> Path:
+        return self.path / "keypoints.parquet"
+
+    @property
+    def tensors_dir(self) -> Path:
+        return self.path / "tensors"
+
+    def part_path(self, chunk: int) -> Path:
+        return self.parts_dir / f"chunk-{chunk:06d}.parquet"
+
+    @property
+    def archive_dir(self) -> Path:
+        """The index of a dataset read from an archive file (extract/sources/archive.py)."""
+        return self.path / "archive"
+
+    def use_archive_index(self, write: bool = True, build: bool = True, lazy: bool = False) -> None:
+        """This process finds (and keeps) archive indexes in this run folder (lazy: a worker)."""
+        from extract.sources.archive_index import set_index_dir
+
+        set_index_dir(self.archive_dir, write, build, lazy)
+
+    def exists(self) -> bool:
+        return self.run_json.is_file()
+
+    # --- run.json ----------------------------------------------------------------------------
+    def load(self) -> RunInfo:
+        try:
+            raw = json.loads(self.run_json.read_text())
+        except FileNotFoundError:
+            raise RunError(
+                f"{self.path} holds no run (no run.json). Start one with "
+                f"`phoenix-keypoints run {messages.ANY_INPUT} --out {messages.quote(self.path)}`."
+            ) from None
+        except (OSError, ValueError) as e:
+            raise RunError(f"{self.run_json}: unreadable ({e}). Start afresh: "
+                           f"{messages.fresh(self.path)}.") from None
+        try:
+            return RunInfo.from_json(raw)
+        except RunInfoError as e:
+            if isinstance(raw, dict) and raw.get("format") != RUN_FORMAT:
+                raise RunError(
+                    f"{self.run_json}: written by another version of phoenix-keypoints (format "
+                    f"{raw.get('format')}, this one reads {RUN_FORMAT}). Use another --out, or "
+                    f"start afresh: {messages.fresh(self.path)}."
+                ) from None
+            raise RunError(f"{self.run_json}: not a valid run record ({e}). Start afresh: "
+                           f"{messages.fresh(self.path)}.") from None
+
+    def save(self, info: RunInfo) -> None:
+        atomic_write_bytes(self.run_json, info.dumps().encode())
+
+    def update(self, change: Callable[[RunInfo], None]) -> RunInfo:
+        """Load run.json, apply change, save it (callers hold the run's lock)."""
+        info = self.load()
+        change(info)
+        self.save(info)
+        return info
+
+    # --- plan --------------------------------------------------------------------------------
+    def save_plan(self, plan: pa.Table) -> None:
+        sink = pa.BufferOutputStream()
+        pq.write_table(plan, sink, compression="zstd")
+        atomic_write_bytes(self.plan_path, sink.getvalue().to_pybytes())
+
+    def load_plan(self) -> pa.Table:
+        try:
+            return pq.read_table(self.plan_path)
+        except (OSError, pa.ArrowException) as e:
+            raise RunError(f"{self.plan_path}: unreadable ({e}). Start afresh: "
+                           f"{messages.fresh(self.path)}.") from None

@@ -1,0 +1,216 @@
+"""run.json as one typed record: made, loaded, validated and saved here and nowhere else.
+
+run.json says what a run folder holds: which dataset and options (their fingerprint ties every part
+to them), how the chunks were planned, how many shards share it, and what the last merge wrote. Its
+`format` changes whenever the meaning of a run folder changes; another format is refused with a
+message rather than misread.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any
+
+RUN_FORMAT = 2
+
+
+class RunInfoError(ValueError):
+    """run.json does not have the shape this version writes."""
+
+
+@dataclass
+class PlanOptions:
+    """What decides a run's output; fingerprinted, so a resume can never mix two runs' parts."""
+
+    splits: list[str]
+    videos: list[str] | None
+    limit_videos: int | None
+    chunk_frames: int | None  # None: sizes chosen by the plan
+    holistic: dict[str, Any]
+    max_samples_per_split: int | None = None  # first N videos of each split by folder name
+    max_pixels: int | None = None  # frames above it are too_large (None: a run planned before it)
+    follow_links: bool = True  # False: videos behind a link leaving the dataset are left out
+
+    @property
+    def pixel_limit(self) -> int:
+        """--max-pixels as the run uses it (the default for a run planned before the option)."""
+        from extract.keypoints.frames import MAX_PIXELS
+
+        return self.max_pixels or MAX_PIXELS
+
+
+@dataclass
+class DatasetInfo:
+    root: str
+    layout: str
+    fingerprint: str
+    videos: int
+    frames: int
+    problems: dict[str, str] = field(default_factory=dict)  # listed video -> why it has no rows
+    unlisted_folders: list[str] = field(default_factory=list)
+    # entries of frame folders that are no frames (hidden files, other names, subfolders): skipped
+    ignored_files: int = 0
+    ignored_reasons: dict[str, int] = field(default_factory=dict)  # reason -> entries
+    ignored_examples: list[str] = field(default_factory=list)  # "<split>/<video>/<name> (reason)"
+    given: str = ""  # --dataset (or --manifest) as the user typed it, for messages and the legacy pkl
+    key: str = ""  # its identity (extract.corpora.input_key): what a resume's --dataset is compared to
+    manifest: str = ""  # the manifest's file name in root, when a manifest lists the videos
+    decoder: str = ""  # the video decoder and its version, when videos are decoded
+    notes: dict[str, str] = field(default_factory=dict)  # video -> what its source noticed
+    # what the input holds that a careful user should know (archive members stored twice or named
+    # outside the archive), and the links followed: inside the dataset, and leaving it
+    anomalies: list[str] = field(default_factory=list)
+    links_inside: int = 0
+    links_outside: int = 0
+    links_outside_examples: list[str] = field(default_factory=list)  # "path -> target", the first
+
+
+@dataclass
+class PlanInfo:
+    chunks: int
+    videos: int
+    frames: int
+    seconds: float
+    workers: int = 0  # the worker count the chunk sizes were chosen for
+    cuts: str = ""  # digest of which videos are in which chunk
+
+
+@dataclass
+class MergeInfo:
+    time: float
+    seconds: float
+    rows: int
+    frames_per_split: dict[str, int]
+    partial: bool
+    missing_chunks: list[int] = field(default_factory=list)
+    missing_videos: list[str] = field(default_factory=list)
+    failed_videos: dict[str, str] = field(default_factory=dict)
+    statuses: dict[str, int] = field(default_factory=dict)  # rows per status, most first
+    worst_videos: dict[str, int] = field(default_factory=dict)  # most frames not ok: video -> n
+
+
+@dataclass
+class ExtractionInfo:
+    """The last extraction's milestones (epoch seconds; None where it did not get there)."""
+
+    workers: int
+    chunks: int  # committed by it
+    first_frame: float | None = None
+    first_idle: float | None = None  # a worker first found nothing left to take
+    last_frame: float | None = None
+    ended: float | None = None
+
+
+@dataclass
+class PlanChange:
+    """One re-plan after the corpus changed under the run: what changed and what it cost."""
+
+    time: float
+    before: str  # the run fingerprint before, and after
+    after: str
+    changes: dict[str, int]  # jobs.run.changes.PlanDiff.counts()
+    summary: str  # what changed, with the first few names
+    redo_videos: int = 0  # videos extracted because of it, in new_chunks
+    redo_frames: int = 0
+    new_chunks: list[int] = field(default_factory=list)
+    retired_chunks: list[int] = field(default_factory=list)  # chunks none of whose videos is left
+    kept_chunks: int = 0
+
+
+@dataclass
+class RunInfo:
+    dataset: DatasetInfo
+    options: PlanOptions
+    plan: PlanInfo
+    fingerprint: str
+    versions: dict[str, str]
+    num_shards: int = 1
+    created: float = field(default_factory=time.time)
+    format: int = RUN_FORMAT
+    merge: MergeInfo | None = None
+    merge_interrupted: bool = False  # a merge began after the last one finished and did not end
+    tensors: dict[str, dict[str, Any]] = field(default_factory=dict)
+    extraction: ExtractionInfo | None = None
+    fabricated: bool = False
+    exports: dict[str, dict[str, Any]] = field(default_factory=dict)  # pkl path -> outputs.pkl_record
+    changes: list[PlanChange] = field(default_factory=list)  # re-plans, oldest first
+
+    @classmethod
+    def new(cls, dataset: DatasetInfo, options: PlanOptions, plan: PlanInfo, versions: dict[str, str],
+            num_shards: int = 1) -> RunInfo:
+        return cls(dataset, options, plan, fingerprint(dataset.fingerprint, options, plan.cuts),
+                   versions, num_shards)
+
+    # --- json ------------------------------------------------------------------------------------
+    def to_json(self) -> dict[str, Any]:
+        out = asdict(self)
+        del out["merge_interrupted"]
+        if self.merge_interrupted:
+            out["merge"] = None  # present but empty: begun, not finished
+        elif self.merge is None:
+            del out["merge"]
+        if self.extraction is None:
+            del out["extraction"]
+        if not self.exports:
+            del out["exports"]
+        if not self.changes:
+            del out["changes"]
+        return out
+
+    @classmethod
+    def from_json(cls, raw: Any) -> RunInfo:
+        if not isinstance(raw, dict):
+            raise RunInfoError("not a JSON object")
+        if raw.get("format") != RUN_FORMAT:
+            raise RunInfoError(f"format {raw.get('format')}, this version reads {RUN_FORMAT}")
+        merge = raw.get("merge")
+        try:
+            return cls(
+                dataset=_record(DatasetInfo, raw, "dataset"),
+                options=_record(PlanOptions, raw, "options"),
+                plan=_record(PlanInfo, raw, "plan"),
+                fingerprint=str(raw["fingerprint"]),
+                versions=dict(raw["versions"]),
+                num_shards=int(raw.get("num_shards", 1)),
+                created=float(raw["created"]),
+                merge=_record(MergeInfo, raw, "merge") if merge else None,
+                merge_interrupted="merge" in raw and merge is None,
+                tensors=dict(raw.get("tensors", {})),
+                extraction=_record(ExtractionInfo, raw, "extraction") if raw.get("extraction")
+                else None,
+                fabricated=bool(raw.get("fabricated", False)),
+                exports=dict(raw.get("exports", {})),
+                changes=[_record(PlanChange, {"c": c}, "c") for c in raw.get("changes", [])],
+            )
+        except KeyError as e:
+            raise RunInfoError(f"no {e.args[0]!r}") from None
+        except (TypeError, ValueError) as e:
+            raise RunInfoError(str(e)) from None
+
+    def dumps(self) -> str:
+        return json.dumps(self.to_json(), indent=2, sort_keys=True) + "\n"
+
+
+def _record(cls: type, raw: dict[str, Any], key: str) -> Any:
+    """raw[key] as a cls, every field there (those with defaults may be missing)."""
+    value = raw[key]
+    if not isinstance(value, dict):
+        raise RunInfoError(f"{key!r} is not an object")
+    names = {f.name for f in fields(cls)}
+    unknown = set(value) - names
+    if unknown:
+        raise RunInfoError(f"{key!r} has unknown field(s) {sorted(unknown)}")
+    try:
+        return cls(**value)
+    except TypeError as e:
+        raise RunInfoError(f"{key!r}: {e}") from None
+
+
+def fingerprint(dataset_fp: str, options: PlanOptions, cuts: str) -> str:
+    """Ties parts to one dataset, one set of options and one cut of the videos into chunks."""
+    blob = json.dumps({"dataset": dataset_fp, "options": asdict(options), "cuts": cuts},
+                      sort_keys=True)
+    return hashlib.sha256(blob.encode()).hexdigest()

@@ -1,0 +1,201 @@
+"""A worker: one Holistic graph, chunks in, committed parts out, events to its coordinator.
+
+ChunkWorker is what a local worker process and a Ray actor share: both build it once and call `run`
+per chunk, so the parts they write are the same and a run can move between backends. It needs no
+plan: each ChunkTask carries its videos' frame files, so workers start (import mediapipe, build the
+graph) while the coordinator is still planning.
+
+A local worker process is started with the spawn method (a graph inherited through fork crashes),
+pinned to its CPU before MediaPipe starts a thread, with CUDA_VISIBLE_DEVICES already set by the
+coordinator. SIGINT is ignored (Ctrl-C reaches the whole process group; the coordinator decides);
+SIGTERM makes it stop at the next frame boundary: the chunk in flight is dropped, its temp removed.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import signal
+import socket
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from multiprocessing.connection import Connection
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from extract import sources
+from extract.keypoints.holistic import Extractor, HolisticOptions
+from extract.keypoints.video_rows import Block, extract_video
+from jobs import faults
+from jobs.rundir.folder import RunDir
+from jobs.rundir.parts import PartInfo, write_part
+from jobs.schedule.events import (
+    ChunkTask,
+    Committed,
+    Event,
+    FramesDone,
+    Ready,
+    VideoRef,
+    VideoStarted,
+    WriteFailed,
+    Writing,
+)
+
+PROGRESS_EVERY_S = 0.5
+
+
+@dataclass(frozen=True)
+class WorkerError:
+    """A local worker's last words before it exits like a crash (a bug, a frame Python chokes on)."""
+
+    slot: int
+    text: str
+
+
+class Stop(BaseException):
+    """SIGTERM arrived: leave at the next clean point."""
+
+
+def _on_sigterm(signum: int, frame: Any) -> None:
+    raise Stop()
+
+
+class _FrameCounter:
+    """Reports frames done: the first at once (start-up ends there), then every PROGRESS_EVERY_S."""
+
+    def __init__(self, slot: int, send: Callable[[Event], None]) -> None:
+        self.slot, self.send = slot, send
+        self.pending, self.last, self.first = 0, time.monotonic(), True
+
+    def __call__(self) -> None:
+        self.pending += 1
+        faults.after_frame()
+        now = time.monotonic()
+        if self.first or now - self.last >= PROGRESS_EVERY_S:
+            self.flush()
+            self.last, self.first = now, False
+
+    def flush(self) -> None:
+        if self.pending:
+            self.send(FramesDone(self.slot, self.pending))
+            self.pending = 0
+
+
+class ChunkWorker:
+    """One Holistic graph bound to a run folder's parts/, doing one chunk per call."""
+
+    def __init__(self, slot: int, run_dir: Path, options: HolisticOptions) -> None:
+        import cv2
+
+        cv2.setNumThreads(1)
+        self.slot = slot
+        self.rd = RunDir(Path(run_dir))
+        self.rd.use_archive_index(write=False, build=False, lazy=True)
+        self.extractor = Extractor(options, num_threads=1)
+
+    def run(self, task: ChunkTask, send: Callable[[Event], None]) -> Committed | WriteFailed:
+        """Extract the chunk's videos (minus task.skip) and commit its part."""
+        out = Block(layout=self.extractor.layout)
+        counter = _FrameCounter(self.slot, send)
+        root = Path(task.root)
+        videos = [v for v in task.videos if v.name not in task.skip]
+        for v in (videos[k] for k in read_order(root, videos)):
+            send(VideoStarted(self.slot, task.chunk, v.name))
+            faults.on_video_start(v.name)
+            frames = sources.get(v.source).frames(root, v.ref(task.max_pixels))
+            extract_video(self.extractor, v.split, v.name, frames, v.num_frames, out, counter,
+                          v.folder)
+        counter.flush()
+        send(Writing(self.slot, task.chunk))
+        info = PartInfo.of_rows(task.chunk, out.video, out.status, dict(task.skip),
+                                self.extractor.options.as_dict())
+        try:
+            write_part(self.rd.part_path(task.chunk), in_plan_order(out.to_table(), videos), info,
+                       task.fingerprint)
+        except OSError as e:  # the part could not be written: not the chunk's fault
+            return WriteFailed(self.slot, task.chunk,
+                               f"cannot write {e.filename or 'part'}: {e.strerror or e}")
+        return Committed(self.slot, task.chunk, info.rows)
+
+    def ready(self) -> Ready:
+        return Ready(self.slot, os.getpid(), socket.gethostname(),
+                     os.environ.get("CUDA_VISIBLE_DEVICES", ""), tuple(sorted(os.sched_getaffinity(0))))
+
+    def close(self) -> None:
+        self.extractor.close()
+
+    def __enter__(self) -> ChunkWorker:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def read_order(root: Path, videos: list[VideoRef]) -> list[int]:
+    """The order to extract a chunk's videos in: the source's own when it has one (an archive's:
+    forward through the file), else the plan's. Rows are written in plan order whatever it is."""
+    kinds = {v.source for v in videos}
+    source = sources.get(kinds.pop()) if len(kinds) == 1 else None
+    order = getattr(source, "read_order", None)
+    return order(root, [v.ref() for v in videos]) if order else list(range(len(videos)))
+
+
+def in_plan_order(table: pa.Table, videos: list[VideoRef]) -> pa.Table:
+    """A chunk's rows with its videos in plan order (a video's own rows keep their order)."""
+    rank = {(v.split, v.name): k for k, v in enumerate(videos)}  # a name can be in two splits
+    keys = np.array([rank[sv] for sv in zip(table["split"].to_pylist(), table["video"].to_pylist(),
+                                            strict=True)])
+    if keys.size == 0 or (np.diff(keys) >= 0).all():
+        return table
+    return table.take(pa.array(np.argsort(keys, kind="stable")))
+
+
+def _die_with_parent() -> None:
+    """Linux: get SIGTERM when the coordinator dies, so no orphan keeps working on a chunk."""
+    try:
+        import ctypes
+
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+
+def log_to_file(path: Path) -> None:
+    """MediaPipe's C++ logs go to fd 2; send them to a per-slot log, keeping the terminal's bar clean."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    os.dup2(fd, 1)
+    os.dup2(fd, 2)
+    os.close(fd)
+
+
+def worker_main(slot: int, conn: Connection, run_dir: str, cpus: list[int], options: dict,
+                log_path: str) -> None:
+    """Entry point of a local worker process (spawned)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, _on_sigterm)
+    try:  # from here: a SIGTERM while starting (a refused plan stops idle workers) is a quiet exit
+        _die_with_parent()
+        parent = multiprocessing.parent_process()
+        if parent is not None and os.getppid() != parent.pid:  # it died before the line above
+            return
+        log_to_file(Path(log_path))
+        if cpus:
+            os.sched_setaffinity(0, cpus)
+        with ChunkWorker(slot, Path(run_dir), HolisticOptions.from_dict(options)) as worker:
+            conn.send(worker.ready())
+            while (task := conn.recv()) is not None:
+                conn.send(worker.run(task, conn.send))
+    except Stop:
+        return
+    except (EOFError, BrokenPipeError):  # the coordinator is gone: nothing left to do
+        return
+    except Exception as e:  # a bug or a frame Python cannot handle: report it, die like a crash
+        try:
+            conn.send(WorkerError(slot, f"{type(e).__name__}: {e}"))
+        finally:
+            os._exit(70)
