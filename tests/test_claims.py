@@ -16,12 +16,12 @@ from jobs.cluster.claims import ClaimQueue, FileClaims, chunk_key
 CHUNKS = list(range(300))
 
 
-def _shard(run_dir: str, shard: int, start: mp.Event, out: mp.Queue) -> None:
+def _shard(run_dir: str, shard: int, start, out: mp.Queue) -> None:
     """One shard: take chunks until none is left, 'commit' each by writing its part file."""
     root = Path(run_dir)
     store = FileClaims(root, shard, lambda c: root / "parts" / f"chunk-{c:06d}.parquet")
     queue = ClaimQueue(CHUNKS, store, time.monotonic)
-    start.wait()
+    start.wait()  # a barrier: every shard is ready (spawned and imported) before any takes one
     taken = []
     while (chunk := queue.take()) is not None:
         part = root / "parts" / f"chunk-{chunk:06d}.parquet"
@@ -37,11 +37,11 @@ def _shard(run_dir: str, shard: int, start: mp.Event, out: mp.Queue) -> None:
 def test_racing_shards_take_every_chunk_exactly_once(tmp_path: Path) -> None:
     (tmp_path / "parts").mkdir()
     ctx = mp.get_context("spawn")
-    start, out = ctx.Event(), ctx.Queue()
+    start, out = ctx.Barrier(5), ctx.Queue()  # the 4 shards and this process
     procs = [ctx.Process(target=_shard, args=(str(tmp_path), i, start, out)) for i in range(4)]
     for p in procs:
         p.start()
-    start.set()
+    start.wait(timeout=120)
     results = dict(out.get(timeout=120) for _ in procs)
     for p in procs:
         p.join(timeout=60)
@@ -100,8 +100,8 @@ def test_small_local_try_uses_every_worker_it_starts(shared_index: Path, slots: 
     workers start and each gets one; none of the 32 slots idles while a video waits."""
     import sys
 
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
-    from fabricate_parts import index_dataset
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts" / "bench"))
+    from fabricate import index_dataset
 
     from extract.corpora.base import Dataset
     from jobs.run.options import RunOptions

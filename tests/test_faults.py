@@ -128,9 +128,11 @@ def test_whole_job_sigkill_then_resume(clean_run: Path, sample_root: Path, tmp_p
 ])
 def test_stop_signal_clean_exit(sig: int, target: str, code: int, clean_run: Path,
                                 sample_root: Path, tmp_path: Path):
-    """SIGINT/SIGTERM: workers stop at a frame boundary, no temp file, exit 130/143, resumable."""
+    """SIGINT/SIGTERM: workers stop at a frame boundary, no temp file, exit 130/143, resumable.
+    Frames paced so that the 2-second heartbeat sees both workers inside a video well before the
+    run could end (at 0.1 s a frame a loaded machine finished first)."""
     out = tmp_path / "run"
-    proc = start(sample_root, out)
+    proc = start(sample_root, out, env={"PHOENIX_KEYPOINTS_FAULTS": "frame-delay=0.4"})
     wait_for(lambda: len(busy_workers(out)) == 2, 90, "both workers inside a video", proc)
     (os.killpg if target == "group" else os.kill)(proc.pid, sig)
     err = finished(proc, timeout=60)
