@@ -24,7 +24,6 @@ with the page cache warm:
 
 from __future__ import annotations
 
-import argparse
 import os
 import shutil
 import sys
@@ -41,7 +40,7 @@ from jobs.run.resume import scan_parts
 from jobs.rundir.folder import RunDir
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import SHARED_INDEX, loadavg, machine, save_json, table  # noqa: E402
+from common import loadavg, machine, save_json, scale_parser, table  # noqa: E402
 from fabricate import index_dataset  # noqa: E402
 from resume_check import timed, write_parts  # noqa: E402
 
@@ -148,13 +147,7 @@ def replan(rd: RunDir, rounds: int) -> dict:
 
 
 def main() -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[1])
-    p.add_argument("--tmp", type=Path, required=True, help="scratch folder (removed at the end)")
-    p.add_argument("--fraction", type=float, default=1.0)
-    p.add_argument("--rounds", type=int, default=3)
-    p.add_argument("--index", type=Path, default=SHARED_INDEX)
-    p.add_argument("--json", help="file name under docs/results/")
-    args = p.parse_args()
+    args = scale_parser(__doc__).parse_args()
     shutil.rmtree(args.tmp, ignore_errors=True)
     t0 = time.monotonic()
     rd = fabricate(args.tmp, args.fraction, args.index)

@@ -155,6 +155,20 @@ def measure(cmd: list[str], every_s: float = 0.25, tree: bool = False) -> dict[s
     }
 
 
+def scale_parser(doc: str):
+    """The options of a benchmark on a fabricated release (scratch folder, fraction, rounds, index,
+    result file), shared by the scale benchmarks."""
+    import argparse
+
+    p = argparse.ArgumentParser(description=doc.split("\n")[1])
+    p.add_argument("--tmp", type=Path, required=True, help="scratch folder (removed at the end)")
+    p.add_argument("--fraction", type=float, default=1.0)
+    p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--index", type=Path, default=SHARED_INDEX)
+    p.add_argument("--json", help="file name under docs/results/")
+    return p
+
+
 def save_json(name: str, obj: Any) -> Path:
     """Write a result under docs/results/, where docs/performance.md links each figure to its file."""
     RESULTS_DIR.mkdir(parents=True, exist_ok=True)

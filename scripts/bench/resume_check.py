@@ -14,7 +14,6 @@ and mtime, so every stat finds a file that matches (nothing is rejected; the wor
 
 from __future__ import annotations
 
-import argparse
 import os
 import shutil
 import sys
@@ -34,12 +33,12 @@ from jobs.rundir.parts import PartInfo, write_part
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import (  # noqa: E402
-    SHARED_INDEX,
     RssSampler,
     loadavg,
     machine,
     rss_mib,
     save_json,
+    scale_parser,
     table,
 )
 from fabricate import fake_provenance, index_dataset  # noqa: E402
@@ -111,13 +110,7 @@ def timed(fn, rounds: int) -> tuple[list[float], float]:
 
 
 def main() -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[1])
-    p.add_argument("--tmp", type=Path, required=True, help="scratch folder (removed at the end)")
-    p.add_argument("--fraction", type=float, default=1.0)
-    p.add_argument("--rounds", type=int, default=3)
-    p.add_argument("--index", type=Path, default=SHARED_INDEX)
-    p.add_argument("--json", help="file name under docs/results/")
-    args = p.parse_args()
+    args = scale_parser(__doc__).parse_args()
     shutil.rmtree(args.tmp, ignore_errors=True)
     t0 = time.monotonic()
     rd, parts = fabricate(args.tmp, args.fraction, args.index)
