@@ -11,6 +11,8 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+import pickle
+import re
 import shutil
 import struct
 import tarfile
@@ -18,10 +20,13 @@ import zipfile
 import zlib
 from pathlib import Path
 
+import numpy as np
 import pyarrow.parquet as pq
 import pytest
 from helpers import PHX_FRAMES, SHARED_SAMPLE, VIDEOS, assert_no_traceback, build_csl, run_cli
 from kinds import clip, phoenix_t, videos
+
+from extract.corpora import discover
 
 SIGNER = "features/fullFrame-210x260px/train/signer_demo-1"
 OPTIONS = ["--workers-per-gpu", "1"]
@@ -47,36 +52,78 @@ def rows(out: Path, video: str = "signer_demo-1") -> dict[int, dict]:
 
 
 # --- labels pickles ------------------------------------------------------------------------------
-def _nested_labels(depth: int) -> bytes:
-    """A labels dict whose one video's label_word nests `depth` lists deep (built from opcodes:
-    pickle.dumps itself would recurse)."""
-    def text(s: str) -> bytes:
-        raw = s.encode()
-        return b"X" + struct.pack("<I", len(raw)) + raw
-
-    return (b"\x80\x02}(" + text("info") + b"](}(" + text("name") + text("S000001_P0000_T00")
-            + text("label_word") + b"]" * depth + b"a" * (depth - 1) + b"ueu.")
+def _s(text: str) -> bytes:
+    raw = text.encode()
+    return b"X" + struct.pack("<I", len(raw)) + raw
 
 
-LABEL_BOMBS = {
-    "ndarray of 10**12": (b"cnumpy\nndarray\n(I1000000000000\ntR.", "asks for a numpy array"),
-    "bytearray of 3 GiB": (b"cbuiltins\nbytearray\n(I3221225472\ntR.", "asks for bytearray"),
-    "numpy _reconstruct": (b"cnumpy.core.multiarray\n_reconstruct\n(cnumpy\nndarray\n"
-                           b"(I100000000000\ntS'b'\ntR.", "asks for a numpy array"),
-    "bytes declared 1 TiB": (b"\x80\x04\x8e" + (2**40).to_bytes(8, "little") + b"xx", "declares"),
-    "nested 100000 deep": (_nested_labels(100_000), "nest"),
-    "truncated": (b"\x80\x02}q\x00(X\x04\x00\x00\x00infoq\x01]q\x02(}q", "truncated or damaged"),
-}
+def _labels_with(gloss: bytes) -> bytes:
+    """{"info": [{"name": <the first CSL video>, "label_gloss": <gloss, as opcodes>}]}."""
+    return (b"\x80\x02}" + _s("info") + b"]}" + _s("name") + _s("S000001_P0000_T00") + b"s"
+            + _s("label_gloss") + gloss + b"sas.")
 
 
-@pytest.mark.parametrize("data, words", LABEL_BOMBS.values(), ids=list(LABEL_BOMBS))
-def test_labels_pickle_bombs_are_refused_by_name(data: bytes, words: str, tmp_path: Path):
+def _tuple_dag(levels: int, first: int = 0) -> bytes:
+    """A dict whose key is t_k = (t_k-1, t_k-1): 2**levels nodes to hash in a few bytes a level,
+    the tuples kept in the memo from entry `first` on (entries 48-57 are ASCII digits)."""
+    out = b"\x80\x02}" + b"".join(b"Nq" + bytes([k]) + b"0" for k in range(first))
+    out += b")q" + bytes([first]) + b"0"
+    for k in range(first, first + levels):
+        out += b"h" + bytes([k]) + b"h" + bytes([k]) + b"\x86q" + bytes([k + 1]) + b"0"
+    return out + b"h" + bytes([first + levels]) + b"Ns."
+
+
+OBJECT_ARRAY = (b"\x80\x02cnumpy.core.multiarray\n_reconstruct\ncnumpy\nndarray\nK\x00\x85C\x01b\x87R"
+                b"(K\x01J\x40\x42\x0f\x00\x85cnumpy\ndtype\nX\x02\x00\x00\x00O8\x89\x88\x87R(K\x03X"
+                b"\x01\x00\x00\x00|NNNJ\xff\xff\xff\xffJ\xff\xff\xff\xffK?tb\x89]K\x01atb.")
+
+# (id, the pickle's bytes, what the refusal says); on 218bf0e each took gigabytes, crashed,
+# hung or was called "could run code"
+LABEL_BOMBS = [
+    ("ndarray-1e12", b"\x80\x02cnumpy\nndarray\n(\x8a\x06\x00\x10\xa5\xd4\xe8\x00\x85tR.",
+     r"refused: numpy\.ndarray of shape \(1000000000000,\)"),
+    ("bytearray-3GiB", b"\x80\x02c__builtin__\nbytearray\n\x8a\x05\x00\x00\x00\xc0\x00\x85R.",
+     r"refused: it asks for builtins\.bytearray of int"),
+    ("memo-index-2**28", b"\x80\x02Nr" + struct.pack("<I", 2**28) + b".",
+     r"refused: LONG_BINPUT 268435456 would take what it builds past 64 MiB"),
+    ("3MB-of-lists", b"\x80\x02(" + b"]" * 3_000_000 + b"l.",
+     r"refused: EMPTY_LIST would take what it builds past \d+ MiB; a labels pickle of 3000005"),
+    ("tuple-nested-1e6-as-key", b"\x80\x02})" + b"\x85" * 10**6 + b"Ns.",
+     r"refused: it nests tuples more than 1000 deep"),
+    ("tuple-dag-2**60-as-key", _tuple_dag(60), r"refused: its dict keys .* visits more than"),
+    ("tuple-dag-2**32-from-memo-48", _tuple_dag(32, 48), r"refused: its dict keys .* visits more"),
+    ("object-array-short-state", OBJECT_ARRAY, r"an object array of 1000000 items whose state holds 1"),
+    ("gloss-nested-1e5", _labels_with(b"]" * 100_000 + b"a" * 99_999),
+     r"info\[0\] \(S000001_P0000_T00\): a list where a string or number belongs"),
+    ("truncated", pickle.dumps({"info": [{"name": "S000001_P0000_T00"}]}, 2)[:-5],
+     r"not a readable labels pickle: truncated: the data ends inside"),
+]
+
+
+@pytest.mark.parametrize(("data", "said"), [b[1:] for b in LABEL_BOMBS], ids=[b[0] for b in LABEL_BOMBS])
+def test_labels_pickle_bombs_are_refused_by_name(data: bytes, said: str, tmp_path: Path):
+    """Each crafted labels pickle is refused with its own words and the file named, exit 2 (what
+    each costs in memory: scripts/bench/hostile.py)."""
     root = build_csl(tmp_path / "csl", frames=2)
     labels = root / "sentence_label" / "csl2020ct_v2.pkl"
     labels.write_bytes(data)
     proc = run(["--dataset", root, "--out", tmp_path / "R"], code=2)
-    assert f"{labels}:" in proc.stderr and words in proc.stderr, proc.stderr
+    assert f"error: {labels}: " in proc.stderr
+    assert re.search(said, proc.stderr), proc.stderr[-1500:]
     assert "could run code" not in proc.stderr or "asks for" in proc.stderr
+
+
+def test_labels_that_are_fine_still_load(tmp_path: Path):
+    """Every protocol, numpy arrays (object ones too), sets and bytearrays: read as before."""
+    labels = {"info": [{"name": "S000001_P0000_T00", "length": 2, "label_gloss": ["你", "好"],
+                        "label_char": ["你", "好"], "label_word": ["你好"], "signer": 3,
+                        "emb": np.arange(4.0), "obj": np.array([1, "a"], dtype=object),
+                        "tags": {"a", "b"}, "raw": bytearray(b"xy"), "f": np.float32(2)}]}
+    for protocol in range(pickle.HIGHEST_PROTOCOL + 1):
+        root = build_csl(tmp_path / f"p{protocol}", frames=2, labels=labels)
+        (root / "sentence_label" / "csl2020ct_v2.pkl").write_bytes(pickle.dumps(labels, protocol))
+        v = next(v for v in discover(root).videos if v.name == "S000001_P0000_T00")
+        assert (v.speaker, v.gloss, v.translation) == ("3", "你 好", "你好"), protocol
 
 
 # --- pixel bombs ---------------------------------------------------------------------------------

@@ -6,21 +6,23 @@
 - Labels: `sentence_label/csl2020ct_v2.pkl`, a dict whose `info` lists dicts with `name`,
   `length`, `label_gloss`, `label_char`, `label_word` and `signer`: gloss tokens joined by spaces are
   the gloss, the characters joined the translation, the signer the speaker; `label_word` and
-  `length` go into `extra`. The pickle is read with an unpickler that builds only plain containers,
-  strings, numbers and numpy arrays: a tampered file that would run code when loaded is refused
-  with a message, never executed. Without the pickle, videos have no text.
+  `length` go into `extra`. The pickle is read by extract/corpora/safe_pickle.py: only plain
+  containers, strings, numbers and numpy arrays are built, within a memory budget tied to the
+  file's size; a tampered file that would run code, or take without bound, is refused with a
+  message, never executed; a truncated one is called so. Without the pickle, videos have no text.
 """
 
 from __future__ import annotations
 
 import hashlib
-import io
 import json
-import math
-import pickle
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
+
+from extract.corpora import safe_pickle
 from extract.corpora.base import SPLITS, Dataset, DatasetError
 from extract.corpora.entries import Listing, build
 
@@ -29,127 +31,90 @@ FRAMES = "sentence/frames_512x512"
 SPLIT_FILE = "sentence_label/split_1.txt"
 LABELS = "sentence_label/csl2020ct_v2.pkl"
 
-# What the labels pickle may build: plain containers and numbers, and numpy arrays.
-_ALLOWED = {
-    ("builtins", n) for n in ("dict", "list", "tuple", "set", "frozenset", "str", "bytes",
-                             "bytearray", "int", "float", "complex", "bool", "slice")
-} | {
-    ("numpy", "ndarray"), ("numpy", "dtype"),
-    ("numpy.core.multiarray", "_reconstruct"), ("numpy._core.multiarray", "_reconstruct"),
-    ("numpy.core.multiarray", "scalar"), ("numpy._core.multiarray", "scalar"),
-    ("_codecs", "encode"),  # how protocol 2 pickles numpy's raw bytes
-}
-# What the allowed constructors may allocate together, for a file of n bytes: a labels file holds
-# its text and arrays in its own bytes, so a 28-byte `ndarray((10**12,))` is refused, not built.
-LABELS_ALLOCATION = (8, 32 * 2**20)  # bytes = 8 x n + 32 MiB
+@dataclass(frozen=True)
+class Label:
+    """What a video's entry in the labels pickle gives its outputs."""
+
+    speaker: str
+    gloss: str
+    translation: str
+    extra: str  # label_word and length, one JSON object
 
 
-class _Refused(pickle.UnpicklingError):
-    """The file asks for something a labels file has no need of."""
-
-
-class _Budget:
-    """Bytes the allowed constructors may still allocate; each call is charged before it runs."""
-
-    def __init__(self, limit: int) -> None:
-        self.limit, self.left = limit, limit
-
-    def charge(self, nbytes: int, what: str) -> None:
-        if nbytes > self.left:
-            raise _Refused(f"it asks for {what} of {nbytes:,} bytes, more than a labels file of "
-                           f"its size needs (at most {self.limit:,} in all)")
-        self.left -= nbytes
-
-    def wrap(self, fn, cost, what: str):
-        def bounded(*args, **kwargs):
-            self.charge(cost(*args, **kwargs), what)
-            return fn(*args, **kwargs)
-        return bounded
-
-
-def _nbytes_of(shape, dtype=float, *_, **__) -> int:
-    """What numpy would allocate for an array of that shape and dtype (a buffer given: nothing)."""
-    import numpy as np
-
-    if _ or __.get("buffer") is not None:
-        return 0
-    dims = (shape,) if isinstance(shape, int) else tuple(shape)
-    return math.prod(int(d) for d in dims) * np.dtype(dtype).itemsize
-
-
-def _reconstruct_cost(_subtype, shape, dtype, *_) -> int:
-    return _nbytes_of(shape, dtype)
-
-
-def _buffer_cost(x=b"", *_) -> int:
-    """bytes(n) / bytearray(n) allocate n; from an object, about its length."""
-    return int(x) if isinstance(x, int) else len(x) if hasattr(x, "__len__") else 0
-
-
-def _container_cost(x=(), *_) -> int:
-    """list(x), dict(x), ...: a pointer (or two) per item of what the file already holds."""
-    return 16 * len(x) if hasattr(x, "__len__") else 0
-
-
-class _Restricted(pickle.Unpickler):
-    def __init__(self, file, limit: int) -> None:
-        super().__init__(file)
-        self.budget = _Budget(limit)
-
-    def find_class(self, module: str, name: str):
-        if (module, name) not in _ALLOWED:
-            raise _Refused(f"it asks for {module}.{name}, which a labels file has no need of "
-                           "(loading it could run code)")
-        found = super().find_class(module, name)
-        if name == "ndarray":
-            return _bounded_array(self.budget)
-        if name == "_reconstruct":
-            return self.budget.wrap(found, _reconstruct_cost, "a numpy array")
-        if name in ("bytes", "bytearray"):
-            return self.budget.wrap(found, _buffer_cost, name)
-        if name in ("list", "tuple", "set", "frozenset", "dict"):
-            return self.budget.wrap(found, _container_cost, name)
-        return found
-
-
-def _bounded_array(budget: _Budget) -> type:
-    """numpy.ndarray as the pickle sees it: a subclass whose constructor is charged first (it must
-    stay a type: numpy's _reconstruct takes it as the array's class)."""
-    import numpy as np
-
-    class BoundedArray(np.ndarray):
-        def __new__(cls, *args, **kwargs):
-            budget.charge(_nbytes_of(*args, **kwargs), "a numpy array")
-            return np.ndarray.__new__(np.ndarray, *args, **kwargs)
-
-    return BoundedArray
-
-
-def load_labels(path: Path) -> dict[str, dict]:
-    """name -> its label dict, read without running anything the file asks for, and without
-    allocating more than its size warrants (LABELS_ALLOCATION)."""
+def load_labels(path: Path) -> dict[str, Label]:
+    """name -> its label, read without running anything the file asks for and within a memory
+    budget tied to the file's size (extract/corpora/safe_pickle.py)."""
     try:
-        raw = path.read_bytes()
-        scale, base = LABELS_ALLOCATION
-        data = _Restricted(io.BytesIO(raw), scale * len(raw) + base).load()
-    except _Refused as e:
-        raise DatasetError(f"{path}: refused: {e}. Use the labels file as released.") from None
-    except (pickle.UnpicklingError, EOFError) as e:
-        raise DatasetError(f"{path}: truncated or damaged ({type(e).__name__}: {e}): not a whole "
-                           "pickle. Download it again.") from None
-    except MemoryError:
-        raise DatasetError(f"{path}: refused: it declares an object larger than this machine's "
-                           "memory, which no labels file holds. Use the file as released.") from None
-    except RecursionError:
-        raise DatasetError(f"{path}: refused: it nests deeper than Python can follow, which no "
-                           "labels file does. Use the file as released.") from None
-    except (OSError, ValueError, TypeError, AttributeError, IndexError, KeyError,
-            OverflowError) as e:
-        raise DatasetError(f"{path}: not a readable labels pickle ({type(e).__name__}: {e}).") from None
+        data = path.read_bytes()
+    except OSError as e:
+        raise DatasetError(f"{path}: cannot read ({e.strerror}).") from None
+    budget = safe_pickle.Budget.for_size(len(data))
+    advice = "Use the file as released (download it again if it may be damaged)."
+    try:
+        return _labels(safe_pickle.load(data, budget), budget)
+    except safe_pickle.Forbidden as e:
+        raise DatasetError(f"{path}: refused: {e}. {advice}") from None
+    except safe_pickle.TooCostly as e:
+        raise DatasetError(
+            f"{path}: refused: {e}; a labels pickle of {len(data)} bytes may build at most "
+            f"{safe_pickle.PER_BYTE}x its size + {safe_pickle.BASE // 2**20} MiB. {advice}") from None
+    except safe_pickle.Damaged as e:
+        raise DatasetError(f"{path}: not a readable labels pickle: {e}. {advice}") from None
+    except (MemoryError, RecursionError) as e:
+        what = "ran out of memory" if isinstance(e, MemoryError) else "nests too deep to read"
+        raise DatasetError(f"{path}: loading it {what} ({type(e).__name__}): the file is damaged "
+                           f"or crafted. {advice}") from None
+
+
+def _labels(data: object, budget: safe_pickle.Budget) -> dict[str, Label]:
+    """Each entry of `info` as the text its video's outputs carry; an entry of another shape is
+    refused with where it is (its strings are charged to the load's budget: entries may share
+    one long list many times over)."""
     info = data.get("info") if isinstance(data, dict) else None
     if not isinstance(info, list):
-        raise DatasetError(f"{path}: expected a dict with an `info` list of per-video dicts.")
-    return {str(d.get("name")): d for d in info if isinstance(d, dict)}
+        raise safe_pickle.Damaged("expected a dict with an `info` list of per-video dicts")
+    out: dict[str, Label] = {}
+    for k, d in enumerate(info):
+        if not isinstance(d, dict):
+            continue
+        name = d.get("name")
+        try:
+            if not isinstance(name, str):
+                raise ValueError(f"name is {type(name).__name__}, not a string")
+            extra = {"label_word": _tokens(d.get("label_word"), " "), "length": _number(d.get("length"))}
+            label = Label(_scalar_text(d.get("signer", "")), _tokens(d.get("label_gloss"), " "),
+                          _tokens(d.get("label_char"), ""),
+                          json.dumps(extra, ensure_ascii=False, sort_keys=True, default=str))
+        except ValueError as e:
+            raise safe_pickle.Damaged(f"info[{k}] ({str(name)[:40] if isinstance(name, str) else '?'}"
+                                      f"): {e}") from None
+        budget.charge(sum(len(v) * 4 + 80 for v in (name, *vars(label).values())), f"info[{k}]")
+        out[name] = label
+    return out
+
+
+_SCALARS = (str, int, float, np.integer, np.floating)
+
+
+def _scalar_text(value: object) -> str:
+    """A label field that is one value: its text (a container's repr has no bound: refused)."""
+    if value is None:
+        return ""
+    if not isinstance(value, _SCALARS) or isinstance(value, int) and value.bit_length() > 64:
+        raise ValueError(f"a {type(value).__name__} where a string or number belongs")
+    return str(value)
+
+
+def _number(value: object) -> object:
+    if value is not None and not isinstance(value, _SCALARS[1:]):
+        raise ValueError(f"length is {type(value).__name__}, not a number")
+    return value
+
+
+def _tokens(value: object, sep: str) -> str:
+    if isinstance(value, (list, tuple)):
+        return sep.join(_scalar_text(v) for v in value)
+    return _scalar_text(value)
 
 
 def read_splits(path: Path) -> list[tuple[str, str, str]]:
@@ -172,20 +137,11 @@ def read_splits(path: Path) -> list[tuple[str, str, str]]:
     return out
 
 
-def _tokens(value: object, sep: str) -> str:
-    if isinstance(value, (list, tuple)):
-        return sep.join(str(v) for v in value)
-    return "" if value is None else str(value)
-
-
-def _listing(name: str, split: str, where: str, label: dict | None) -> Listing:
+def _listing(name: str, split: str, where: str, label: Label | None) -> Listing:
     if label is None:
         return Listing(split, name, f"{FRAMES}/{name}", where)
-    extra = {"label_word": _tokens(label.get("label_word"), " "), "length": label.get("length")}
-    return Listing(split, name, f"{FRAMES}/{name}", where, speaker=str(label.get("signer", "")),
-                   gloss=_tokens(label.get("label_gloss"), " "),
-                   translation=_tokens(label.get("label_char"), ""),
-                   extra=json.dumps(extra, ensure_ascii=False, sort_keys=True, default=str))
+    return Listing(split, name, f"{FRAMES}/{name}", where, speaker=label.speaker, gloss=label.gloss,
+                   translation=label.translation, extra=label.extra)
 
 
 class CslDaily:
@@ -201,15 +157,11 @@ class CslDaily:
             raise DatasetError(f"--dataset {root}: CSL-Daily frames without {SPLIT_FILE}: restore it "
                                "(it says which split each video is in).")
         digest = hashlib.sha256((root / SPLIT_FILE).read_bytes())
-        labels: dict[str, dict] = {}
+        labels: dict[str, Label] = {}
         if (root / LABELS).is_file():
             labels = load_labels(root / LABELS)
             digest.update((root / LABELS).read_bytes())
-        try:
-            listings = [_listing(n, s, w, labels.get(n)) for n, s, w in read_splits(root / SPLIT_FILE)]
-        except RecursionError:
-            raise DatasetError(f"{root / LABELS}: refused: its labels nest deeper than text can; a "
-                               "labels file holds lists of words. Use the file as released.") from None
+        listings = [_listing(n, s, w, labels.get(n)) for n, s, w in read_splits(root / SPLIT_FILE)]
         return build(root, LAYOUT, listings, digest.hexdigest(), splits, videos, limit_videos,
                      hint=f"Expected frames in {root / FRAMES}/<name>/<number>.jpg.")
 
