@@ -391,3 +391,25 @@ def test_a_folder_of_videos_walks_into_links(tmp_path: Path):
     assert f"train/more/far.mp4 -> {away / 'far.mp4'}" in proc.stderr
     run(["--dataset", root, "--out", tmp_path / "R2", "--no-follow-links"])
     assert {r["video"] for r in rows_all(tmp_path / "R2")} == {"signer_a", "signer_b"}
+
+
+@pytest.mark.parametrize("kind", ["phoenix", "csl-daily"])
+def test_a_corpus_file_behind_a_link_out(kind: str, tmp_path: Path):
+    """A corpus file (PHOENIX's csv, CSL-Daily's split list) that is a link leaving the dataset: read
+    and named by default; --no-follow-links refuses the dataset, naming the file and its target."""
+    if kind == "phoenix":
+        root = phoenix_t(tmp_path / "t")
+        rel = "annotations/manual/PHOENIX-2014-T.train.corpus.csv"
+    else:
+        root = build_csl(tmp_path / "csl", frames=2)
+        rel = "sentence_label/split_1.txt"
+    away = tmp_path / "elsewhere" / Path(rel).name
+    away.parent.mkdir()
+    shutil.move(root / rel, away)
+    (root / rel).symlink_to(away)
+    proc = run(["--dataset", root, "--out", tmp_path / "R"])
+    record = f"{rel} -> {away}"
+    assert record in proc.stderr
+    assert json.loads((tmp_path / "R" / "run.json").read_text())["dataset"]["links_outside"] == 1
+    refused = run(["--dataset", root, "--out", tmp_path / "R2", "--no-follow-links"], code=2)
+    assert record in refused.stderr and "not followed (--no-follow-links)" in refused.stderr

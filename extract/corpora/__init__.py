@@ -68,7 +68,10 @@ def discover(root: Path, splits: Sequence[str] = SPLITS, videos: Iterable[str] |
     if found is None:  # on disk: links followed and recorded, or left out (extract/sources/links.py)
         with links.following(follow_links):
             ds = detect(root).read(root, splits, videos, limit_videos, max_per_split)
-            return links.check(ds, follow_links)
+            try:
+                return links.check(ds, follow_links)
+            except links.LinkRefused as e:
+                raise DatasetError(str(e)) from None
     inside, name = found
     ds = corpus(name).read(inside, splits, videos,  # type: ignore[arg-type]
                            limit_videos, max_per_split)

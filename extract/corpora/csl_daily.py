@@ -162,8 +162,10 @@ class CslDaily:
             labels = load_labels(root / LABELS)
             digest.update((root / LABELS).read_bytes())
         listings = [_listing(n, s, w, labels.get(n)) for n, s, w in read_splits(root / SPLIT_FILE)]
-        return build(root, LAYOUT, listings, digest.hexdigest(), splits, videos, limit_videos,
-                     hint=f"Expected frames in {root / FRAMES}/<name>/<number>.jpg.")
+        ds = build(root, LAYOUT, listings, digest.hexdigest(), splits, videos, limit_videos,
+                   hint=f"Expected frames in {root / FRAMES}/<name>/<number>.jpg.")
+        ds.corpus_files = [f for f in (SPLIT_FILE, LABELS) if (root / f).is_file()]
+        return ds
 
 
 CORPUS = CslDaily()

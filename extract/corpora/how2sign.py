@@ -94,6 +94,7 @@ class How2Sign:
                    hint=f"Expected clips in {root}/{CLIPS.format(split='<split>')}/<SENTENCE_NAME>.mp4.")
         if videos is None and limit_videos is None and max_per_split is None:
             ds.unlisted = _unlisted(root, {v.folder for v in ds.videos})
+        ds.corpus_files = [str(Path(csvs[s]).relative_to(root)) for s in RELEASE_SPLITS if s in csvs]
         return ds
 
 

@@ -250,7 +250,11 @@ class Phoenix:
         unlisted = [] if selected else _unlisted(root, splits, {v.folder for v in out})
         # Output order is (split, video) ascending, the order of keypoints.parquet.
         out.sort(key=lambda v: (v.split, v.name))
-        return Dataset(root, layout, out, sorted(unlisted), digest)
+        ds = Dataset(root, layout, out, sorted(unlisted), digest)
+        ds.corpus_files = [f"annotations/manual/{_LAYOUTS[layout][0].format(split=s)}" for s in SPLITS
+                           if (root / "annotations" / "manual" / _LAYOUTS[layout][0].format(split=s))
+                           .is_file()]
+        return ds
 
     def no_frames_message(self, ds: Dataset) -> str:
         return no_frames_message(ds)

@@ -64,9 +64,16 @@ def may_enter(root: Path, folder: Path) -> bool:
     return _POLICY["follow"] or not os.path.islink(folder) or not leaves(root, os.path.realpath(folder))
 
 
+class LinkRefused(Exception):
+    """A corpus file behind a link leaving the dataset, under --no-follow-links (refused whole)."""
+
+
 def check(ds, follow: bool):  # ds: extract.corpora.base.Dataset (no import circle)
     """The dataset with every link on the way to its frames recorded, those leaving it counted and
-    named, and (not following them) the videos behind them left out."""
+    named, and (not following them) the videos behind them left out. A corpus file (a csv, a labels
+    pickle) behind a link leaving the dataset is counted and named too; not following links, it
+    refuses the dataset (raises LinkRefused): its list of videos lies outside."""
+    _corpus_files(ds, follow)
     videos = []
     for v in ds.videos:
         if v.source == "archive" or v.problem:
@@ -86,6 +93,22 @@ def check(ds, follow: bool):  # ds: extract.corpora.base.Dataset (no import circ
         videos.append(replace(v, links=tuple(records)))
     ds.videos = videos
     return ds
+
+
+def _corpus_files(ds, follow: bool) -> None:
+    for rel in ds.corpus_files:
+        real = target(ds.root, rel)
+        if not real:
+            continue
+        if not leaves(ds.root, real):
+            ds.links_inside += 1
+            continue
+        record = f"{rel} -> {real}"
+        if not follow:
+            raise LinkRefused(f"--dataset {ds.root}: its corpus file {record} is a link leaving the "
+                              "dataset, not followed (--no-follow-links). Copy the file into the "
+                              "dataset, or leave out --no-follow-links.")
+        ds.links_outside.append(record)
 
 
 def _links_of(root: Path, v) -> tuple[list[str], list[str], int]:
