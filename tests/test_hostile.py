@@ -413,3 +413,28 @@ def test_a_corpus_file_behind_a_link_out(kind: str, tmp_path: Path):
     assert json.loads((tmp_path / "R" / "run.json").read_text())["dataset"]["links_outside"] == 1
     refused = run(["--dataset", root, "--out", tmp_path / "R2", "--no-follow-links"], code=2)
     assert record in refused.stderr and "not followed (--no-follow-links)" in refused.stderr
+
+
+@pytest.mark.parametrize("where", ["folder", "zip"])
+def test_a_file_larger_than_any_frame_is_not_read(where: str, tmp_path: Path):
+    """A frame file (or a deflated zip member: a zip bomb) of more bytes than a frame of
+    --max-pixels can hold is too_large from its size alone: never read, never inflated."""
+    root = phoenix_t(tmp_path / "t")
+    big = 20 * 2**20  # above 8 x 1000 pixels + 16 MiB
+    frame = root / SIGNER / "images0002.png"
+    dataset = root
+    if where == "folder":
+        with open(frame, "r+b") as f:
+            f.truncate(big)  # sparse: nothing is written, a read would take 20 MiB
+    else:
+        dataset = tmp_path / "bomb.zip"
+        with zipfile.ZipFile(dataset, "w", zipfile.ZIP_DEFLATED) as zf:
+            for name, data in _tree_members(root):
+                zf.writestr(name, b"\0" * big if name.endswith("images0002.png") else data)
+        assert dataset.stat().st_size < 2**20
+    out = tmp_path / "R"
+    run(["--dataset", dataset, "--out", out, "--max-pixels", "1000"])
+    row = rows(out)[1]
+    assert row["status"] == "too_large" and row["file_size"] == big and row["file_sha256"] is None
+    assert f"a file of {big:,} bytes" in row["note"], row
+    assert "pixels" in rows(out)[0]["note"]  # the others: refused by their header, as always

@@ -81,12 +81,29 @@ class Source:
 NO_SOURCE = Source()
 
 
-def _read_fd(fd: int, digest: bool) -> tuple[bytes | None, Source, str, str]:
+def frame_bytes(max_pixels: int) -> int:
+    """The most bytes a frame file of max_pixels pixels can hold (16-bit RGBA stored uncompressed,
+    and room for its other chunks): a larger one is no frame of that size, and is not read (a
+    zip bomb's member, a disk image named like a frame)."""
+    return 8 * max_pixels + 16 * 2**20
+
+
+def too_many_bytes(size: int, max_pixels: int) -> str:
+    """The note of a frame file refused for its size in bytes, "" when it may be a frame."""
+    if size <= frame_bytes(max_pixels):
+        return ""
+    return (f"a file of {size:,} bytes, more than a frame of --max-pixels {max_pixels:,} can hold: "
+            "not read")
+
+
+def _read_fd(fd: int, digest: bool, max_pixels: int) -> tuple[bytes | None, Source, str, str]:
     """Read an open descriptor whole; size and mtime from fstat around the read, so they match."""
     for attempt in range(_READ_TRIES):
         before = os.fstat(fd)
         if not stat.S_ISREG(before.st_mode):
             return None, NO_SOURCE, STATUS_NOT_A_FILE, _kind(before.st_mode)
+        if big := too_many_bytes(before.st_size, max_pixels):
+            return None, Source(before.st_size, before.st_mtime_ns), STATUS_TOO_LARGE, big
         if attempt:
             os.lseek(fd, 0, os.SEEK_SET)
         chunks, left = [], before.st_size + 1  # one byte more, to see a file that grew
@@ -115,10 +132,12 @@ def _kind(mode: int) -> str:
     return "not a regular file"
 
 
-def read_file(path: Path, digest: bool = True) -> tuple[bytes | None, Source, str, str]:
+def read_file(path: Path, digest: bool = True,
+              max_pixels: int = MAX_PIXELS) -> tuple[bytes | None, Source, str, str]:
     """(bytes or None, source, status, note): a frame file's bytes and what they were read from.
 
-    O_NONBLOCK so that a FIFO named like a frame is reported, not waited on forever.
+    O_NONBLOCK so that a FIFO named like a frame is reported, not waited on forever; a file larger
+    than any frame of max_pixels is `too_large`, its size and mtime recorded, its bytes not read.
     """
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
@@ -127,7 +146,7 @@ def read_file(path: Path, digest: bool = True) -> tuple[bytes | None, Source, st
     except OSError as e:
         return None, NO_SOURCE, STATUS_UNREADABLE, e.strerror or type(e).__name__
     try:
-        return _read_fd(fd, digest)
+        return _read_fd(fd, digest, max_pixels)
     except OSError as e:
         return None, NO_SOURCE, STATUS_UNREADABLE, e.strerror or type(e).__name__
     finally:
@@ -234,7 +253,7 @@ def read_frame(path: Path, digest: bool = True,
 
     A file that was read but does not decode keeps its source: it is what the row was made from.
     """
-    data, source, status, note = read_file(path, digest)
+    data, source, status, note = read_file(path, digest, max_pixels)
     if data is None:
         return None, status, note, source
     rgb, status, note = decode_frame(data, path.name, max_pixels)

@@ -40,7 +40,15 @@ from typing import BinaryIO
 import numpy as np
 import pyarrow as pa
 
-from extract.keypoints.frames import STATUS_MISSING, STATUS_NOT_A_FILE, STATUS_UNREADABLE, decode_frame
+from extract.keypoints.frames import (
+    STATUS_MISSING,
+    STATUS_NOT_A_FILE,
+    STATUS_TOO_LARGE,
+    STATUS_UNREADABLE,
+    decode_frame,
+    frame_bytes,
+    too_many_bytes,
+)
 from extract.sources.archive_index import (  # noqa: F401 (the index's names, used from here too)
     _INDEXES,
     _MEMBERS_SCHEMA,
@@ -450,9 +458,12 @@ def _groups(index: ArchiveIndex, members: list[int | None]) -> Iterator[list[int
         yield group
 
 
-def _read_forward(index: ArchiveIndex, members: list[int | None]) -> dict[int, tuple[bytes | None, str]]:
-    """member -> (bytes, why not): the files among `members` read in order of their offsets."""
-    files = sorted({i for i in members if i is not None and index.kind[i] == KIND_FILE},
+def _read_forward(index: ArchiveIndex, members: list[int | None],
+                  max_bytes: int) -> dict[int, tuple[bytes | None, str]]:
+    """member -> (bytes, why not): the files among `members` read in order of their offsets (but
+    those larger than any frame can be: a zip bomb's member is never inflated)."""
+    files = sorted({i for i in members if i is not None and index.kind[i] == KIND_FILE
+                    and int(index.length[i]) <= max_bytes},
                    key=lambda i: (int(index.offset[i]), i))
     r = reader(index)
     return {i: r.read(i) for i in files}
@@ -465,6 +476,8 @@ def _frame(index: ArchiveIndex, i: int | None, got: dict[int, tuple[bytes | None
         return Frame(None, STATUS_MISSING, "no such member in the archive", image)
     if index.kind[i] != KIND_FILE:
         return Frame(None, STATUS_NOT_A_FILE, "a folder or link in the archive", image)
+    if big := too_many_bytes(int(index.length[i]), max_pixels):
+        return Frame(None, STATUS_TOO_LARGE, big, image, int(index.length[i]), int(index.mtime[i]))
     data, why = got[i]
     if data is None:
         return Frame(None, STATUS_UNREADABLE, why, image)
@@ -500,7 +513,7 @@ class ArchiveSource:
         members = [index.find(_member_name(prefix, rel)) for rel in names]
         pa.default_memory_pool().release_unused()  # the lookup's Arrow temporaries (~1 ms)
         for group in _groups(index, members):
-            got = _read_forward(index, [members[k] for k in group])
+            got = _read_forward(index, [members[k] for k in group], frame_bytes(ref.max_pixels))
             for k in group:
                 yield _frame(index, members[k], got, names[k], tag, ref.max_pixels)
 
