@@ -94,7 +94,8 @@ class How2Sign:
                    hint=f"Expected clips in {root}/{CLIPS.format(split='<split>')}/<SENTENCE_NAME>.mp4.")
         if videos is None and limit_videos is None and max_per_split is None:
             ds.unlisted = _unlisted(root, {v.folder for v in ds.videos})
-        ds.corpus_files = [str(Path(csvs[s]).relative_to(root)) for s in RELEASE_SPLITS if s in csvs]
+        top = len(str(root))  # (a folder inside an archive is no os.PathLike: its str names it)
+        ds.corpus_files = [str(csvs[s])[top:].lstrip("/") for s in RELEASE_SPLITS if s in csvs]
         return ds
 
 
