@@ -74,6 +74,19 @@ def test_readme_is_short_and_opens_with_the_two_commands():
     assert head.index("./scripts/demo.sh") < head.index("./scripts/test.sh")
 
 
+def test_performance_page_is_one_table_of_current_figures():
+    """docs/performance.md holds the current figures only: one table whose every row names its
+    command and its machine and date; the history lives under docs/results/."""
+    text = (REPO / "docs" / "performance.md").read_text()
+    assert len(text.encode()) <= 12_000, "docs/performance.md over 12 KB: move history to docs/results/"
+    rows = [line for line in text.splitlines() if line.startswith("|")]
+    header = [c.strip() for c in rows[0].strip("|").split("|")]
+    assert header == ["what", "figure", "target", "command (`scripts/bench/`)", "machine, date"], header
+    for row in rows[2:]:
+        cells = [c.strip() for c in row.strip("|").split("|")]
+        assert len(cells) == len(header) and cells[3] and cells[4], row
+
+
 @pytest.mark.parametrize("page", PAGES, ids=lambda p: str(p.relative_to(REPO)))
 def test_relative_links_resolve(page: Path):
     problems = [why for t in links(page) if (why := broken(page, t))]
