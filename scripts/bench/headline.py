@@ -25,7 +25,7 @@ import time
 from pathlib import Path
 
 sys.path[:0] = [str(Path(__file__).resolve().parent)]
-from common import RESULTS_DIR, loadavg, machine, save_json, table  # noqa: E402
+from common import REPO, RESULTS_DIR, loadavg, machine, save_json, table  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 
@@ -70,10 +70,11 @@ def main() -> int:
         if name not in args.only.split(","):
             continue
         tmp = f".headline-{name}.json"
-        argv = [sys.executable, str(HERE / cmd[0]), *cmd[1:], tmp]
+        # run from the repository with its path relative, so the results name no folder of this host
+        argv = [sys.executable, str((HERE / cmd[0]).relative_to(REPO)), *cmd[1:], tmp]
         print(f"== {name}: {' '.join(argv[1:])}", file=sys.stderr, flush=True)
         before, t0 = loadavg(), time.monotonic()
-        proc = subprocess.run(argv, check=False)
+        proc = subprocess.run(argv, check=False, cwd=REPO)
         if proc.returncode:
             print(f"{name} failed (exit {proc.returncode})", file=sys.stderr)
             return proc.returncode
