@@ -61,7 +61,7 @@ def python313() -> str | None:
         which = subprocess.run([pyenv, "which", "python3.13"], capture_output=True, text=True,
                                env={**os.environ, "PYENV_VERSION": version})
         path = which.stdout.strip()
-        if which.returncode == 0 and subprocess.run([path, *check]).returncode == 0:
+        if which.returncode == 0 and subprocess.run([path, *check], capture_output=True).returncode == 0:
             return path
     return None
 
