@@ -11,6 +11,7 @@ import contextlib
 from pathlib import Path
 
 from extract.corpora.base import DatasetError
+from extract.keypoints.holistic import ModelError, holistic_available
 from extract.outputs.tensors import write_tensors
 from extract.sources.archive_index import ArchiveError
 from jobs import messages
@@ -165,11 +166,20 @@ def _starting(rd: RunDir, req: RunRequest, info: RunInfo, backend: Backend) -> N
     summary.starting(info, frames, slots, len(usable_cpus()), writes)
 
 
+def _refuse_without_holistic() -> None:
+    """Extracting needs Holistic: where mediapipe is missing (Python 3.13), refuse before any worker
+    starts, in one line that says why and what to do. A finished run answers without it."""
+    why = holistic_available()
+    if why is not None:
+        raise ModelError(why)
+
+
 def run_whole(req: RunRequest) -> int:
     """`run` without shards: this node plans, extracts everything left, merges."""
     rd = RunDir(req.out)
     if _complete(rd, req):
         return 0
+    _refuse_without_holistic()
     with run_folder(rd):
         # started now: workers import mediapipe and build their graphs while we plan
         backend: Backend | None = make_backend(rd, _holistic(rd, req), req.backend, req.num_gpus,
@@ -204,6 +214,7 @@ def run(req: RunRequest) -> int:
                        f"merge job is done, run `phoenix-keypoints export --out {req.out} --format "
                        f"legacy-pkl --to {req.pkl}`.")
     if sharded:
+        _refuse_without_holistic()
         return run_shard(req, *sharded)
     written = req.pkl.stat().st_mtime_ns if req.pkl is not None and req.pkl.exists() else None
     code = run_whole(req)

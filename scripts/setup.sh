@@ -1,32 +1,57 @@
 #!/usr/bin/env bash
-# Create .venv (once) and install phoenix-keypoints with the exact versions in constraints.txt.
+# Create the venv (once) and install phoenix-keypoints with the exact versions pinned for its Python.
 # Sourced by demo.sh and test.sh so that both commands work on a fresh machine by themselves.
+#
+# Which Python serves which estimator: 3.10-3.12 have mediapipe 0.10.21 (Holistic) and numpy 1;
+# .venv, pinned by constraints.txt, the default. 3.13 has no mediapipe wheel: numpy 2, pandas 3,
+# every step but Holistic extraction; PYTHON=python3.13 makes .venv-py313, pinned by
+# constraints-py313.txt. PYTHON may name a pyenv version that is installed but not selected.
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$here"
-pick_python() {
-  for py in "${PYTHON:-}" python3.11 python3.12 python3.10 python3; do
-    [ -n "$py" ] && command -v "$py" >/dev/null 2>&1 || continue
-    if "$py" -c 'import sys; sys.exit(not ((3, 10) <= sys.version_info[:2] <= (3, 12)))'; then
-      echo "$py"; return 0
-    fi
+runnable() {  # a command that runs here, or the same name in any installed pyenv version
+  local py="$1" v
+  if "$py" -c '' >/dev/null 2>&1; then command -v "$py"; return 0; fi
+  command -v pyenv >/dev/null 2>&1 || return 1
+  for v in $(pyenv versions --bare 2>/dev/null | sort -rV); do
+    PYENV_VERSION="$v" pyenv which "$py" 2>/dev/null && return 0
   done
-  echo "error: need Python 3.10, 3.11 or 3.12 (mediapipe 0.10.21 has wheels for those); set PYTHON=..." >&2
   return 1
 }
+pick_python() {  # PYTHON, when set, is the one tried; 3.13 (no Holistic) only when named
+  local py path newest=12
+  local candidates=(python3.11 python3.12 python3.10 python3)
+  [ -n "${PYTHON:-}" ] && candidates=("$PYTHON") newest=13
+  for py in "${candidates[@]}"; do
+    path="$(runnable "$py")" || continue
+    if "$path" -c "import sys; sys.exit(not ((3, 10) <= sys.version_info[:2] <= (3, $newest)))"; then
+      echo "$path"; return 0
+    fi
+  done
+  echo "error: ${PYTHON:+PYTHON=$PYTHON does not run or is none of these: }need Python 3.10," \
+       "3.11 or 3.12 (mediapipe 0.10.21, Holistic, has wheels for those), or PYTHON=python3.13" \
+       "(every step but Holistic)" >&2
+  return 1
+}
+python="$(pick_python)"
+if "$python" -c 'import sys; sys.exit(sys.version_info[:2] != (3, 13))'; then
+  venv=.venv-py313 constraints=constraints-py313.txt
+else
+  venv=.venv constraints=constraints.txt
+fi
 extras="${PHOENIX_EXTRAS:-dev}"
-stamp=".venv/.installed-$(cat pyproject.toml constraints.txt | sha1sum | cut -c1-12)-${extras//,/_}"
+stamp="$venv/.installed-$(cat pyproject.toml "$constraints" | sha1sum | cut -c1-12)-${extras//,/_}"
 if [ ! -f "$stamp" ]; then
-  if [ ! -x .venv/bin/python ]; then
-    "$(pick_python)" -m venv .venv
+  if [ ! -x "$venv/bin/python" ]; then
+    "$python" -m venv "$venv"
   fi
-  echo "setting up .venv (once; log in .venv/install.log) ..." >&2
+  echo "setting up $venv (once; log in $venv/install.log) ..." >&2
   {
-    .venv/bin/python -m pip install --upgrade pip &&
-    .venv/bin/python -m pip install -c constraints.txt -e ".[${extras}]"
-  } > .venv/install.log 2>&1 || { tail -40 .venv/install.log >&2; exit 1; }
-  .venv/bin/python -m pip check
-  rm -f .venv/.installed-*
+    "$venv/bin/python" -m pip install --upgrade pip &&
+    "$venv/bin/python" -m pip install -c "$constraints" -e ".[${extras}]"
+  } > "$venv/install.log" 2>&1 || { tail -40 "$venv/install.log" >&2; exit 1; }
+  "$venv/bin/python" -m pip check
+  rm -f "$venv"/.installed-*
   touch "$stamp"
 fi
-export PATH="$here/.venv/bin:$PATH"
+export PATH="$here/$venv/bin:$PATH"

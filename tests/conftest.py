@@ -7,7 +7,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from helpers import SHARED_INDEX, SHARED_SAMPLE, assert_no_traceback, run_cli
+from helpers import SHARED_INDEX, SHARED_SAMPLE, assert_no_traceback, build_wheel, run_cli
 
 from extract.sample import build_sample
 
@@ -50,6 +50,12 @@ def shared_run(shared_sample: Path, tmp_path_factory: pytest.TempPathFactory) ->
     assert proc.returncode == 0, proc.stderr
     assert_no_traceback(proc)
     return out
+
+
+@pytest.fixture(scope="session")
+def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The wheel built from this tree (tests/test_wheel.py and tests/test_py313.py install it)."""
+    return build_wheel(tmp_path_factory.mktemp("dist"))
 
 
 @pytest.fixture(scope="module")

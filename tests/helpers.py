@@ -323,3 +323,36 @@ def build_how2sign(root: Path) -> Path:
     shutil.copyfile(VIDEOS / "signer_demo.mp4",
                     root / "sentence_level/train/rgb_front/raw_videos/unlisted_0-1-rgb_front.mp4")
     return root
+
+
+# --- the wheel installed into a fresh venv (tests/test_wheel.py, tests/test_py313.py) ------------
+def outside_env() -> dict[str, str]:
+    """The environment without this tree on the path and without the suite's venv: what a user's
+    shell has, so that an installed tool finds only what it installed."""
+    return {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
+
+
+def sh(args: list, cwd: Path, env: dict[str, str], timeout: float = 600) -> str:
+    """Run a command that must succeed without a traceback; its stdout."""
+    proc = subprocess.run([str(a) for a in args], cwd=cwd, env=env, capture_output=True, text=True,
+                          timeout=timeout)
+    assert proc.returncode == 0, f"{args}: exit {proc.returncode}\n{proc.stdout}\n{proc.stderr}"
+    assert "Traceback" not in proc.stderr, proc.stderr
+    return proc.stdout
+
+
+def build_wheel(dest: Path) -> Path:
+    """The wheel of this tree, built without its dependencies into dest."""
+    sh([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", dest, REPO], dest.parent,
+       outside_env())
+    return next(dest.glob("phoenix_keypoints-*.whl"))
+
+
+def install_wheel(python: str | Path, venv: Path, wheel: Path, constraints: Path
+                  ) -> subprocess.CompletedProcess:
+    """A fresh venv of `python` with the wheel installed (not editable) under `constraints`.
+    Returns pip's process for the caller to judge: a test may skip where PyPI cannot be reached."""
+    sh([python, "-m", "venv", venv], venv.parent, outside_env())
+    return subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "install", "-q",
+                           "--disable-pip-version-check", "-c", str(constraints), str(wheel)],
+                          env=outside_env(), capture_output=True, text=True, timeout=900)

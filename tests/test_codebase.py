@@ -92,6 +92,20 @@ def test_extract_never_imports_jobs_and_leaves_import_nothing() -> None:
     assert not offenders, offenders
 
 
+def test_only_holistic_imports_mediapipe() -> None:
+    """mediapipe has no Python 3.13 wheel: every other module must import and run without it
+    (tests/test_py313.py runs them there). The names and skeletons are spelled out in points.py."""
+    allowed = {"extract.keypoints.holistic"}
+    offenders = []
+    for path in (p for package in PACKAGES for p in _modules(package)):
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
+                [node.module or ""] if isinstance(node, ast.ImportFrom) else []
+            if any(n.split(".")[0] == "mediapipe" for n in names) and _name(path) not in allowed:
+                offenders.append(f"{_name(path)}:{node.lineno}")
+    assert not offenders, offenders
+
+
 def test_no_room_imports_a_room_above_it() -> None:
     """The rooms' allowed imports form no circle: each room sits above the ones it may import."""
     known = rooms()

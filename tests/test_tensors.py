@@ -17,8 +17,11 @@ import pytest
 from helpers import LEGACY_FACE_68, assert_no_traceback, run_cli
 
 from extract.keypoints.points import (
+    FACE_CONTOUR_EDGES,
     FACE_CONTOURS,
+    HAND_EDGES,
     HAND_NAMES,
+    POSE_EDGES,
     POSE_NAMES,
     PRESETS,
     PointSet,
@@ -89,6 +92,14 @@ def test_point_names_and_face_contours_match_mediapipe() -> None:
         assert FACE_CONTOURS[name] == tuple(sorted({p for e in edges for p in e})), name
     assert {33 + i for r in FACE_CONTOURS.values() for i in r} == {
         33 + p for e in fm.FACEMESH_CONTOURS for p in e}
+
+
+def test_drawn_skeletons_match_mediapipe() -> None:
+    from mediapipe.python.solutions import face_mesh_connections, hands_connections, pose_connections
+
+    assert tuple(sorted(pose_connections.POSE_CONNECTIONS)) == POSE_EDGES
+    assert tuple(sorted(hands_connections.HAND_CONNECTIONS)) == HAND_EDGES
+    assert tuple(sorted(face_mesh_connections.FACEMESH_CONTOURS)) == FACE_CONTOUR_EDGES
 
 
 def test_presets_pick_the_documented_indices(run_copy: Path) -> None:

@@ -7,14 +7,12 @@ install shows a module, a subpackage or a template left out of the wheel.
 
 from __future__ import annotations
 
-import os
-import subprocess
 import sys
 import zipfile
 from pathlib import Path
 
 import pytest
-from helpers import REPO
+from helpers import REPO, install_wheel, outside_env, sh
 
 pytestmark = pytest.mark.slow
 
@@ -29,27 +27,15 @@ def shipped_files() -> list[str]:
     return out
 
 
-def sh(args: list, cwd: Path, env: dict[str, str], timeout: float = 600) -> str:
-    proc = subprocess.run([str(a) for a in args], cwd=cwd, env=env, capture_output=True, text=True,
-                          timeout=timeout)
-    assert proc.returncode == 0, f"{args}: exit {proc.returncode}\n{proc.stdout}\n{proc.stderr}"
-    assert "Traceback" not in proc.stderr, proc.stderr
-    return proc.stdout
-
-
-def test_the_installed_wheel_runs_every_step(tmp_path: Path):
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
-    dist = tmp_path / "dist"
-    sh([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", dist, REPO], tmp_path, env)
-    wheel = next(dist.glob("phoenix_keypoints-*.whl"))
+def test_the_installed_wheel_runs_every_step(wheel: Path, tmp_path: Path):
+    env = outside_env()
     inside = set(zipfile.ZipFile(wheel).namelist())
     missing = [f for f in shipped_files() if f not in inside]
     assert not missing, f"the wheel leaves out {missing}"
 
     venv = tmp_path / "venv"
-    sh([sys.executable, "-m", "venv", venv], tmp_path, env)
-    sh([venv / "bin/python", "-m", "pip", "install", "-q", "-c", REPO / "constraints.txt", wheel],
-       tmp_path, env)
+    proc = install_wheel(sys.executable, venv, wheel, REPO / "constraints.txt")
+    assert proc.returncode == 0, proc.stderr
     sh([venv / "bin/python", "-m", "pip", "check"], tmp_path, env)
 
     work = tmp_path / "elsewhere"

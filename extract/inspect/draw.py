@@ -14,6 +14,7 @@ from pathlib import Path
 import cv2
 import numpy as np
 
+from extract.keypoints.points import FACE_CONTOUR_EDGES, HAND_EDGES, POSE_EDGES
 from extract.keypoints.schema import PARTS
 from extract.sources import load_image
 
@@ -33,12 +34,10 @@ FONT = cv2.FONT_HERSHEY_SIMPLEX
 
 @lru_cache(maxsize=1)
 def connections() -> dict[str, np.ndarray]:
-    """part -> [edges, 2] point pairs, from MediaPipe's own definitions (face: contours only)."""
-    from mediapipe.python.solutions import face_mesh_connections, hands_connections, pose_connections
-
-    hand = np.array(sorted(hands_connections.HAND_CONNECTIONS))
-    return {"pose": np.array(sorted(pose_connections.POSE_CONNECTIONS)),
-            "face": np.array(sorted(face_mesh_connections.FACEMESH_CONTOURS)),
+    """part -> [edges, 2] point pairs, MediaPipe's own (face: contours only), as points.py spells
+    them out so that drawing needs no mediapipe."""
+    hand = np.array(HAND_EDGES)
+    return {"pose": np.array(POSE_EDGES), "face": np.array(FACE_CONTOUR_EDGES),
             "left_hand": hand, "right_hand": hand}
 
 

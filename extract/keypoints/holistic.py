@@ -13,6 +13,7 @@ Facts this module is built on (../shared/docs/mediapipe-notes.md):
 from __future__ import annotations
 
 import importlib
+import importlib.machinery
 import importlib.util
 import os
 import sys
@@ -62,13 +63,36 @@ class HolisticOptions:
         return layout(self.refine_face_landmarks)
 
 
+def _mediapipe_spec() -> importlib.machinery.ModuleSpec | None:
+    spec = importlib.util.find_spec("mediapipe")
+    return spec if spec is not None and spec.submodule_search_locations else None
+
+
+def holistic_available() -> str | None:
+    """None where Holistic can run in this Python; else why not and what to do.
+
+    Asked before any worker starts, so that a Python without mediapipe (3.13: mediapipe 0.10.21,
+    the last release with Holistic, has wheels for 3.10-3.12 only) is refused in one line rather
+    than by workers failing to start. Found without importing mediapipe (an import takes seconds).
+    """
+    if _mediapipe_spec() is not None:
+        return None
+    here = f"Python {sys.version_info.major}.{sys.version_info.minor}"
+    if sys.version_info >= (3, 13):
+        return (f"the holistic estimator needs mediapipe 0.10.21 (the last release with Holistic), "
+                f"which has wheels for Python 3.10-3.12 only; this is {here}. Run it from a Python "
+                "3.10-3.12 environment (./scripts/setup.sh makes one), or use the whole-body "
+                "estimator, which needs no mediapipe (--estimator wholebody).")
+    return (f"the holistic estimator needs mediapipe 0.10.21, which is not installed in this {here}: "
+            "run ./scripts/setup.sh, or pip install -c constraints.txt -e . in your environment.")
+
+
 def _mediapipe_root() -> str:
     """Where the mediapipe package lies, found without importing it (an import takes seconds)."""
-    spec = importlib.util.find_spec("mediapipe")
-    if spec is None or not spec.submodule_search_locations:
-        raise ModelError("mediapipe is not installed in this Python: run ./scripts/setup.sh, or "
-                         "pip install -c constraints.txt -e . in your environment.")
-    return os.path.dirname(list(spec.submodule_search_locations)[0])
+    spec = _mediapipe_spec()
+    if spec is None:
+        raise ModelError(holistic_available() or "mediapipe is not installed")
+    return os.path.dirname(list(spec.submodule_search_locations or [])[0])
 
 
 def check_model(options: HolisticOptions) -> None:

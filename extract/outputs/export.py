@@ -5,9 +5,11 @@ Both stream: one video in memory at a time, whatever the dataset's size.
 
 from __future__ import annotations
 
+import importlib.util
 import io
 import os
 import pickle
+import sys
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -97,8 +99,15 @@ def _pose_format():
         from pose_format.pose_header import PoseHeader, PoseHeaderDimensions
         from pose_format.utils.holistic import holistic_components
     except ImportError:
-        raise TensorsError("the pose export needs pose-format: pip install -c constraints.txt "
-                           "-e '.[pose]'") from None
+        if importlib.util.find_spec("pose_format") is None:
+            raise TensorsError("the pose export needs pose-format: pip install -c constraints.txt "
+                               "-e '.[pose]'") from None
+        # pose-format builds its holistic header from mediapipe's own tables, at import
+        here = f"Python {sys.version_info.major}.{sys.version_info.minor}"
+        raise TensorsError(f"the pose export needs mediapipe (pose-format's holistic header imports "
+                           f"it), which is not installed in this {here}; mediapipe 0.10.21 has "
+                           "wheels for Python 3.10-3.12 only. Export from such an environment; the "
+                           "pkl, islr, legacy-pkl and legacy-npz exports need no mediapipe.") from None
     return Pose, NumPyPoseBody, PoseHeader, PoseHeaderDimensions, holistic_components
 
 

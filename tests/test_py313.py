@@ -1,0 +1,199 @@
+"""Python 3.13 with numpy 2, pandas 3 and pyarrow 26: the wheel installed there (no mediapipe, which
+has no 3.13 wheel) refuses Holistic extraction in one line, and every step after it (merge, tensors,
+exports, report, verify, status) gives on a finished run what Python 3.11 gives.
+
+"What 3.11 gives" is the same command on a copy of the suite's own reference run (clean_run), by
+this interpreter. Equal means equal values, types and keypoints metadata; not equal bytes, since
+each pyarrow names itself in the files it writes and numpy 2 pickles arrays as numpy._core.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pickle
+import re
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from helpers import REPO, install_wheel, outside_env, run_cli, sh
+
+pytestmark = pytest.mark.slow
+
+OFFLINE = ("NewConnectionError", "Failed to establish a new connection", "Network is unreachable",
+           "Temporary failure in name resolution", "ProxyError", "Max retries exceeded")
+# Each step of a finished run that needs no mediapipe, as typed in the run's parent folder.
+STEPS = [
+    ["merge", "--out", "R"],
+    ["tensors", "--out", "R", "--preset", "compact-187", "--normalize", "shoulders", "--fill",
+     "interpolate"],
+    ["tensors", "--out", "R", "--preset", "holistic-543", "--normalize", "shoulders-per-frame",
+     "--dtype", "float16"],
+    ["tensors", "--out", "R", "--points", "pose", "--coords", "world"],
+    ["export", "--out", "R", "--format", "pkl", "--to", "k.pkl"],
+    ["export", "--out", "R", "--format", "legacy-pkl", "--to", "legacy.pkl"],
+    ["export", "--out", "R", "--format", "legacy-npz", "--to", "npz"],
+    ["export", "--out", "R", "--format", "islr", "--to", "islr"],
+    ["report", "--out", "R"],
+    ["verify", "--out", "R", "--content"],
+    ["status", "--out", "R"],
+]
+
+
+def python313() -> str | None:
+    """A Python 3.13 that runs: python3.13 on PATH, else any 3.13 pyenv has installed (its shim
+    on PATH fails while another version is selected)."""
+    check = ["-c", "import sys; sys.exit(sys.version_info[:2] != (3, 13))"]
+    found = shutil.which("python3.13")
+    if found and subprocess.run([found, *check], capture_output=True).returncode == 0:
+        return found
+    pyenv = shutil.which("pyenv")
+    if pyenv is None:
+        return None
+    listed = subprocess.run([pyenv, "versions", "--bare"], capture_output=True, text=True).stdout
+    for version in sorted((v for v in listed.split() if v.startswith("3.13")), reverse=True):
+        which = subprocess.run([pyenv, "which", "python3.13"], capture_output=True, text=True,
+                               env={**os.environ, "PYENV_VERSION": version})
+        path = which.stdout.strip()
+        if which.returncode == 0 and subprocess.run([path, *check], capture_output=True).returncode == 0:
+            return path
+    return None
+
+
+@pytest.fixture(scope="module")
+def tool313(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """phoenix-keypoints installed from the wheel into a fresh 3.13 venv with constraints-py313.txt."""
+    python = python313()
+    if python is None:
+        pytest.skip("no Python 3.13 found (python3.13 on PATH, or a 3.13 that pyenv has installed)")
+    venv = tmp_path_factory.mktemp("py313") / "venv"
+    proc = install_wheel(python, venv, wheel, REPO / "constraints-py313.txt")
+    if proc.returncode and any(s in proc.stderr for s in OFFLINE):
+        pytest.skip("PyPI cannot be reached to install into the 3.13 venv: "
+                    + proc.stderr.strip().splitlines()[-1])
+    assert proc.returncode == 0, proc.stderr
+    env = outside_env()
+    sh([venv / "bin" / "python", "-m", "pip", "check"], venv, env)
+    found = sh([venv / "bin" / "python", "-c", "import importlib.util as u, numpy, pandas; print("
+                "numpy.__version__, pandas.__version__, u.find_spec('mediapipe') is None)"], venv, env)
+    numpy_version, pandas_version, no_mediapipe = found.split()
+    assert int(numpy_version.split(".")[0]) >= 2 and int(pandas_version.split(".")[0]) >= 3, found
+    assert no_mediapipe == "True", found
+    return venv / "bin" / "phoenix-keypoints"
+
+
+def test_holistic_is_refused_on_python_313(tool313: Path, sample_root: Path, tmp_path: Path):
+    proc = subprocess.run([str(tool313), "run", "--dataset", str(sample_root), "--out", "R"],
+                          cwd=tmp_path, env=outside_env(), capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 2, proc.stderr
+    assert "Traceback" not in proc.stderr and proc.stderr.count("\n") == 1, proc.stderr
+    for said in ("mediapipe 0.10.21", "Python 3.10-3.12", "this is Python 3.13",
+                 "--estimator wholebody"):
+        assert said in proc.stderr, proc.stderr
+    assert not (tmp_path / "R").exists(), "a refused run left a folder"
+
+
+def same_table(got: pa.Table, ref: pa.Table, where: str) -> None:
+    """Equal columns, types and values (NaN equal to NaN, as the islr export writes missing points)."""
+    assert got.schema.remove_metadata() == ref.schema.remove_metadata(), where
+    for name in ref.column_names:
+        a, b = got[name], ref[name]
+        if pa.types.is_floating(b.type):
+            assert np.array_equal(a.to_numpy(), b.to_numpy(), equal_nan=True), (where, name)
+        else:
+            assert a.equals(b), (where, name)
+
+
+def same_array(got: np.ndarray, ref: np.ndarray) -> bool:
+    nan = ref.dtype.kind in "fc"  # NaN equal to NaN where there can be one
+    return got.dtype == ref.dtype and np.array_equal(got, ref, equal_nan=nan)
+
+
+def same_value(got: Any, ref: Any, where: str) -> None:
+    """Equal pickled contents: dicts, lists, arrays (of equal dtype) and plain values."""
+    assert type(got) is type(ref), (where, type(got), type(ref))
+    if isinstance(ref, dict):
+        assert list(got) == list(ref), where
+        for k in ref:
+            same_value(got[k], ref[k], f"{where}/{k}")
+    elif isinstance(ref, (list, tuple)):
+        assert len(got) == len(ref), where
+        for i, (g, r) in enumerate(zip(got, ref, strict=True)):
+            same_value(g, r, f"{where}[{i}]")
+    elif isinstance(ref, np.ndarray):
+        assert same_array(got, ref), where
+    else:
+        assert got == ref, where
+
+
+def points_json(path: Path) -> dict:
+    """A tensor set's description, less the size of keypoints.parquet (each pyarrow writes its own
+    name into the file)."""
+    meta = json.loads(path.read_text())
+    meta["source"].pop("bytes")
+    return meta
+
+
+def untimed(html: str) -> str:
+    """The report page without when it was written and how long reading took."""
+    html = re.sub(r"written \d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC", "", html)
+    return re.sub(r"were read in [\d.]+ s", "", html)
+
+
+def assert_same_outputs(got: Path, ref: Path) -> None:
+    """Everything the STEPS wrote in got (3.13) equals what they wrote in ref (3.11)."""
+    kp_got, kp_ref = (pq.read_table(d / "R" / "keypoints.parquet") for d in (got, ref))
+    assert kp_got.equals(kp_ref, check_metadata=True), "keypoints.parquet differs"
+    written = sorted(p.relative_to(ref) for p in ref.rglob("*") if p.is_file())
+    for rel in (r for r in written if r.parts[:2] not in (("R", "parts"), ("R", "logs"))):
+        a, b = got / rel, ref / rel
+        assert a.is_file(), f"{rel} not written on 3.13"
+        if rel.suffix == ".npy":
+            assert same_array(np.load(a), np.load(b)), rel
+        elif rel.suffix == ".npz":
+            same_value(dict(np.load(a)), dict(np.load(b)), str(rel))
+        elif rel.suffix == ".parquet":
+            same_table(pq.read_table(a), pq.read_table(b), str(rel))
+        elif rel.suffix == ".pkl":  # numpy 1.26 reads numpy 2's pickles (numpy._core)
+            same_value(pickle.loads(a.read_bytes()), pickle.loads(b.read_bytes()), str(rel))
+        elif rel.name == "points.json":
+            assert points_json(a) == points_json(b), rel
+        elif rel.name == "index.html":
+            assert untimed(a.read_text()) == untimed(b.read_text()), rel
+
+
+def fresh_copy(run: Path, work: Path) -> Path:
+    """The run's committed parts, plan and run.json in work/R, without its merged outputs."""
+    shutil.copytree(run, work / "R")
+    shutil.rmtree(work / "R" / "tensors")
+    (work / "R" / "keypoints.parquet").unlink()
+    return work
+
+
+def test_steps_after_extraction_equal_python_311(tool313: Path, clean_run: Path, tmp_path: Path):
+    # both in the same folder, one after the other: the legacy pkl records the run's absolute path
+    work = fresh_copy(clean_run, tmp_path / "work")
+    said = {}
+    for step in STEPS:
+        ref = run_cli(step, cwd=work)
+        assert ref.returncode == 0, ref.stderr
+        said[step[0]] = ref.stdout
+    ref_dir = work.rename(tmp_path / "py311")
+    work = fresh_copy(clean_run, work)
+    for step in STEPS:
+        got = subprocess.run([str(tool313), *step], cwd=work, env=outside_env(),
+                             capture_output=True, text=True, timeout=300)
+        assert got.returncode == 0 and "Traceback" not in got.stderr, (step, got.stderr)
+        if step[0] == "verify":
+            assert got.stdout == said["verify"]
+    assert_same_outputs(work, ref_dir)
+    again = subprocess.run([str(tool313), "run", "--out", "R"], cwd=work, env=outside_env(),
+                           capture_output=True, text=True, timeout=300)
+    assert again.returncode == 0 and "complete:" in again.stdout, again.stderr
