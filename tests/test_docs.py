@@ -107,3 +107,20 @@ def test_link_checker_finds_dead_links():
     assert broken(page, "../../outside.md")
     assert broken(page, "options.md#run") is None
     assert _slug("Loading: `load_split`") == "loading-load_split"
+
+
+def test_license_and_citation_match_the_project():
+    """LICENSE is the MIT text pyproject's `license` names; CITATION.cff cites this version and the
+    mediapipe version constraints.txt pins (the keypoints depend on that exact build); the demo ends
+    with the report written and says where to look (issue 34)."""
+    project = (REPO / "pyproject.toml").read_text()
+    assert re.search(r'^license = "MIT"$', project, re.M)
+    assert (REPO / "LICENSE").read_text().startswith("MIT License")
+    citation = (REPO / "CITATION.cff").read_text()
+    version = re.search(r'^version = "(.+)"$', project, re.M).group(1)
+    mediapipe = re.search(r"^mediapipe==(.+)$", (REPO / "constraints.txt").read_text(), re.M).group(1)
+    assert re.search(rf"^version: {re.escape(version)}$", citation, re.M)
+    assert re.search(rf"^    version: {re.escape(mediapipe)}$", citation, re.M)
+    demo = (REPO / "scripts" / "demo.sh").read_text().splitlines()
+    report = next(i for i, line in enumerate(demo) if line.startswith("phoenix-keypoints report"))
+    assert "report/index.html" in demo[-1] and report < len(demo) - 1

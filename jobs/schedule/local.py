@@ -10,9 +10,12 @@ from __future__ import annotations
 import multiprocessing as mp
 import os
 import signal
+import sys
 import threading
 import time
-from contextlib import suppress
+import types
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from multiprocessing.connection import Connection, wait
 from pathlib import Path
@@ -41,6 +44,29 @@ class _Proc:
     ready: bool = False
     busy: bool = False
     last_words: str = ""
+
+
+_MAIN_LOCK = threading.Lock()
+
+
+@contextmanager
+def _no_main_to_rerun() -> Iterator[None]:
+    """Spawned workers start from this package alone, never from the user's main module.
+
+    multiprocessing's spawn re-runs the parent's `__main__` in each child (by its __spec__ name or
+    its __file__) before it unpickles the target: a script without an `if __name__ == "__main__":`
+    guard would start its whole job again in every worker, and `python -` (main file `<stdin>`)
+    cannot be re-run at all. The worker needs nothing of it (its target is
+    jobs.schedule.worker.worker_main), so while a process starts, `__main__` is a bare module with
+    neither: spawn then leaves the child's main alone."""
+    with _MAIN_LOCK:
+        main = sys.modules.get("__main__")
+        sys.modules["__main__"] = types.ModuleType("__main__")
+        try:
+            yield
+        finally:
+            if main is not None:
+                sys.modules["__main__"] = main
 
 
 class LocalBackend:
@@ -74,7 +100,8 @@ class LocalBackend:
                 target=worker_main, args=(slot, child, str(self.run_dir), list(s.cpus),
                                          self.holistic, str(log)),
                 name=f"phoenix-keypoints-worker-{slot}", daemon=True)
-            proc.start()
+            with _no_main_to_rerun():
+                proc.start()
         finally:
             if saved is None:
                 os.environ.pop("CUDA_VISIBLE_DEVICES", None)
