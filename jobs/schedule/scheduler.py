@@ -77,7 +77,7 @@ class SlotState:
 
     def beat(self) -> WorkerBeat:
         return WorkerBeat(self.index, self.pid, self.host, self.gpu, list(self.cpus), self.chunk,
-                          self.video)
+                          self.video, self.frames if self.chunk is not None else 0)
 
 
 @dataclass

@@ -6,6 +6,7 @@ never with numbers written down: which frames MediaPipe detects is not this suit
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 import textwrap
@@ -16,7 +17,16 @@ import cv2
 import numpy as np
 import pyarrow.parquet as pq
 import pytest
-from helpers import REPO, assert_no_traceback, cli_env, run_cli, video_rows
+from helpers import (
+    REPO,
+    assert_no_traceback,
+    busy_workers,
+    cli_env,
+    popen_cli,
+    run_cli,
+    video_rows,
+    wait_for,
+)
 from kinds import clip
 
 from extract import extract_keypoints
@@ -199,3 +209,29 @@ def test_the_python_face_in_a_notebook(sample_root: Path, clean_run: Path, tmp_p
     assert "16 25.0" in text and "RESULT True" in text, text
     np.testing.assert_array_equal(run_parts(tmp_path / "run", VIDEO)["face"],
                                   run_parts(clean_run, VIDEO)["face"])
+
+
+# --- status while a run goes -----------------------------------------------------------------------
+def test_status_beside_a_live_run_gives_one_count(sample_root: Path, tmp_path: Path) -> None:
+    """One count of frames committed (from the parts) and one of frames done in chunks in flight;
+    it used to print "85/143 in committed parts" beside "73/143 frames incl. chunks in flight"."""
+    out = tmp_path / "run"
+    proc = popen_cli(["run", "--dataset", sample_root, "--out", out, "--chunk-frames", "20",
+                      "--workers", "1"], env={"PHOENIX_KEYPOINTS_FAULTS": "frame-delay=0.2"})
+    try:
+        def mid_run() -> str | None:
+            if not any((out / "parts").glob("chunk-*.parquet")) or not busy_workers(out):
+                return None
+            text = run_cli(["status", "--out", out]).stdout
+            return text if "in flight" in text else None
+
+        text = wait_for(mid_run, 120, "a chunk committed and one in flight", proc)
+    finally:
+        proc.kill()
+        proc.communicate(timeout=30)
+    assert "incl. chunks in flight" not in text, text
+    chunks = re.search(r"chunks: +(\d+)/(\d+) committed, (\d+) in flight", text)
+    frames = re.search(r"frames: +(\d+)/(\d+) committed, (\d+) more done", text)
+    assert chunks and frames, text
+    done, total, flying = map(int, frames.groups())
+    assert int(chunks[1]) >= 1 and int(chunks[3]) == 1 and done + flying <= total, text
