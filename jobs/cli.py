@@ -146,6 +146,10 @@ def _add_slurm(sub: argparse._SubParsersAction) -> None:
     sl.add_argument("--cpus-per-task", type=_positive,
                     help="CPUs per shard: one worker per CPU (per GPU: C/G)")
     sl.add_argument("--gpus-per-task", type=_positive, help="GPUs per shard")
+    sl.add_argument("--mem", metavar="SIZE",
+                    help="memory per shard (sbatch --mem, e.g. 32G); default: 561 MiB, a worker's "
+                         "measured peak, x its CPUs x 1.5 + 1 GiB (15G for 16 CPUs); the merge job "
+                         "asks for 2G")
     sl.add_argument("--partition", help="sbatch --partition")
     sl.add_argument("--account", help="sbatch --account")
     sl.add_argument("--sbatch-arg", action="append", default=[], metavar="ARG",
@@ -356,7 +360,7 @@ def _slurm(args: argparse.Namespace) -> int:
     from jobs.cluster.slurm import SlurmOptions, plan_for_array, slurm_command
 
     so = SlurmOptions(args.max_parallel, args.time, args.cpus_per_task, args.gpus_per_task,
-                      args.partition, args.account, args.sbatch_arg)
+                      args.partition, args.account, args.sbatch_arg, args.mem)
     rd = _rd(args.out)
     return slurm_command(rd, plan_for_array(rd, _options(args), args.num_shards, so, args.frozen),
                          so, submit=args.submit)
