@@ -180,6 +180,21 @@ def test_run_job_from_stdin(sample_root: Path, clean_run: Path, tmp_path: Path) 
     assert_job_ran_once(proc, tmp_path / "run", clean_run)
 
 
+def test_a_worker_dying_while_starting_is_reported_with_its_cause(sample_root: Path,
+                                                                  tmp_path: Path) -> None:
+    """A worker that dies before its entry point runs (here a planted ImportError) is reported with
+    its traceback's last line, and its log holds the traceback (it went to the terminal, and the
+    message pointed at a RUN/logs/ that did not exist)."""
+    out = tmp_path / "run"
+    proc = run_cli(["run", "--dataset", sample_root, "--out", out, "--workers", "1"],
+                   env={"PHOENIX_KEYPOINTS_FAULTS": "fail-worker-start"})
+    assert proc.returncode == 1, proc.stderr
+    assert "workers die while starting (exit status 1, ImportError: planted by" in proc.stderr, \
+        proc.stderr
+    assert_no_traceback(proc)
+    assert "Traceback" in (out / "logs" / "worker-0.log").read_text()
+
+
 def test_run_job_refuses_with_an_exception(tmp_path: Path) -> None:
     from jobs import RunRefused, run_job
 

@@ -205,9 +205,9 @@ class Scheduler:
         if s.chunk is None:
             verdict: Verdict = self.policy.died_starting(how)
             if isinstance(verdict, Fatal):
-                self.fatal(f"{verdict.why}; that is the last worker's own error where it gave one. "
-                           "Check that mediapipe imports on this machine (python -c 'import "
-                           "mediapipe'); run with --workers 1 and read the worker log in RUN/logs/.")
+                self.fatal(f"{verdict.why}. Each worker's whole output is in its log in RUN/logs/; "
+                           "check that mediapipe imports on this machine (python -c 'import "
+                           "mediapipe').")
         else:
             verdict = self._crash(s, how)
         self.slots[s.index] = SlotState(s.index)
