@@ -174,6 +174,23 @@ def test_run_job_from_a_script_without_a_main_guard(sample_root: Path, clean_run
     assert_job_ran_once(python(["job.py"], tmp_path), tmp_path / "run", clean_run)
 
 
+def test_the_command_line_from_a_script_without_a_main_guard(sample_root: Path, clean_run: Path,
+                                                            tmp_path: Path) -> None:
+    """The issue's own observation, with the call 75f384c had (jobs.cli.main): its workers re-ran
+    the script and the run failed with "workers die while starting"."""
+    (tmp_path / "job.py").write_text(textwrap.dedent(f"""\
+        from jobs.cli import main
+        print("SCRIPT BODY RAN")
+        code = main(["run", "--dataset", {str(sample_root)!r}, "--out", {str(tmp_path / 'run')!r},
+                     "--videos", {VIDEO!r}])
+        print("RESULT", code == 0, code, {{}})
+        """))
+    proc = python(["job.py"], tmp_path)
+    assert proc.stdout.count("SCRIPT BODY RAN") == 1 and "RESULT True 0" in proc.stdout, proc.stderr
+    np.testing.assert_array_equal(run_parts(tmp_path / "run", VIDEO)["pose"],
+                                  run_parts(clean_run, VIDEO)["pose"])
+
+
 def test_run_job_from_stdin(sample_root: Path, clean_run: Path, tmp_path: Path) -> None:
     """`python -` used to fail with FileNotFoundError '<stdin>' in every worker."""
     proc = python(["-"], tmp_path, stdin=job_script(sample_root, tmp_path / "run"))
