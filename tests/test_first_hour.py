@@ -108,6 +108,8 @@ def test_one_video_file_runs_and_its_pose_has_the_stream_rate(tmp_path: Path) ->
     assert "--num_gpus" not in proc.stderr and "--num_workers_per_gpu" not in proc.stderr
     if "will idle" in proc.stderr:  # a machine with more than one usable core
         assert "--workers 1 asks for 1" in proc.stderr, proc.stderr
+    again = run_cli(["run", "--dataset", video, "--out", tmp_path / "run"])  # resumes: all done
+    assert again.returncode == 0 and "complete:" in again.stdout, again.stderr
     kp = extract_keypoints(video)
     assert_equal_to_run(kp, tmp_path / "run", "signer")
     assert kp.fps == pytest.approx(float(NTSC))
@@ -136,6 +138,11 @@ def test_one_folder_of_frames_runs_as_one_video(sample_root: Path, clean_run: Pa
     assert proc.returncode == 0, proc.stderr
     np.testing.assert_array_equal(run_parts(tmp_path / "run", VIDEO)["face"],
                                   run_parts(clean_run, VIDEO)["face"])
+    again = run_cli(["run", "--dataset", frames_of(sample_root), "--out", tmp_path / "run"])
+    assert again.returncode == 0 and "complete:" in again.stdout, again.stderr  # its own input
+    sibling = frames_of(sample_root).parent.parent / "test" / "coffee-1"
+    other = run_cli(["run", "--dataset", sibling, "--out", tmp_path / "run"])
+    assert other.returncode == 2 and "other dataset" in other.stderr, other.stderr  # not the folder
     png = tmp_path / "nested" / "deeper" / "v1" / "a.png"
     png.parent.mkdir(parents=True)
     png.write_bytes((frames_of(sample_root) / "images0001.png").read_bytes())

@@ -75,10 +75,12 @@ class Clips:
             top, names = real.parent, [real.name]
             name = real.stem if layout == "video-file" else real.name
             listings = [Listing(SPLIT, name, real.name, source=str(real))]
-        digest = hashlib.sha256(f"{layout}\0" .encode() + "\0".join(names).encode()).hexdigest()
-        return build(top, layout or "", listings, digest, splits, videos, limit_videos,
-                     max_per_split=max_per_split,
-                     hint=f"Expected PNG/JPEG frames in {real} or in its subfolders, or a video file.")
+        digest = hashlib.sha256(f"{layout}\0".encode() + "\0".join(names).encode()).hexdigest()
+        ds = build(top, layout or "", listings, digest, splits, videos, limit_videos,
+                   max_per_split=max_per_split,
+                   hint=f"Expected PNG/JPEG frames in {real} or in its subfolders, or a video file.")
+        ds.entry = "" if layout == "frame-folders" else real.name  # the input is root/entry
+        return ds
 
 
 def almost(root: Path) -> str:
