@@ -107,6 +107,25 @@ def frame_folders(dest: Path) -> Path:
     return root
 
 
+ONE_VIDEO_FRAMES = 10  # a one-video kind's single chunk lasts long enough to be killed inside
+
+
+def one_clip(dest: Path) -> Path:
+    """`--dataset clip.mp4`: one video file, beside another the run must leave alone."""
+    clip(dest / "clips" / "other.mp4", 30)
+    return clip(dest / "clips" / "signer one.mp4", 0, ONE_VIDEO_FRAMES)
+
+
+def one_frame_folder(dest: Path) -> Path:
+    """`--dataset FOLDER`: one folder of PNG frames, beside a sibling the run must leave alone."""
+    root = frame_folders(dest)
+    folder = root / "signer one"
+    folder.mkdir()
+    for png in sorted((PHX_FRAMES / "train" / "signer_demo-1").glob("images*.png"))[:ONE_VIDEO_FRAMES]:
+        shutil.copyfile(png, folder / png.name)
+    return folder
+
+
 def csl(dest: Path) -> Path:
     return build_csl(dest / "CSL-Daily", frames=3)
 
@@ -162,6 +181,7 @@ class Kind:
     sources: tuple[str, ...]  # the frame sources its rows come from
     build: Callable[[Path], Path]  # writes the input under a folder; returns what names it
     flag: str = "--dataset"
+    one_video: bool = False  # one video, one chunk: the kill of the promises lands inside it
 
 
 KINDS: tuple[Kind, ...] = (
@@ -175,6 +195,8 @@ KINDS: tuple[Kind, ...] = (
     Kind("how2sign", "how2sign", ("video",), how2sign),
     Kind("how2sign-archive", "how2sign", ("video",), packed(how2sign, "How2Sign.tar")),
     Kind("frame-folders", "clips", ("folder",), frame_folders),
+    Kind("one-clip", "clips", ("video",), one_clip, one_video=True),
+    Kind("one-frame-folder", "clips", ("folder",), one_frame_folder, one_video=True),
     Kind("csl-daily", "csl-daily", ("folder",), csl),
     Kind("csl-daily-archive", "csl-daily", ("archive",), packed(csl, "CSL-Daily.zip")),
 )
