@@ -22,7 +22,7 @@ import numpy as np
 from extract.keypoints.frames import MAX_PIXELS, STATUS_OK, Frame, read_frame
 from extract.keypoints.holistic import Extractor, HolisticOptions
 from extract.keypoints.video_rows import Block, extract_video
-from extract.outputs.export import PHOENIX_FPS
+from extract.outputs.export import PHOENIX_FPS, rate_of_times
 
 ESTIMATORS = ("holistic",)
 _OPTIONS = tuple(f.name for f in fields(HolisticOptions))
@@ -65,8 +65,8 @@ def extract_keypoints(source: Source, estimator: str = "holistic", *, fps: float
                       max_pixels: int = MAX_PIXELS, **options: Any) -> Keypoints:
     """Keypoints of one clip: a video file, a folder of frames, a list of image paths, or an RGB
     uint8 array [T, H, W, 3]. `fps` is the rate of frames and arrays (PHOENIX's 25 by default; a
-    video's own stream rate otherwise); `options` are Holistic's, as `run` takes them
-    (model_complexity, refine_face_landmarks, static_image_mode, smooth_landmarks,
+    video's own: its stream's rate, else its frames' times); `options` are Holistic's, as `run`
+    takes them (model_complexity, refine_face_landmarks, static_image_mode, smooth_landmarks,
     min_detection_confidence, min_tracking_confidence)."""
     if estimator not in ESTIMATORS:
         raise ValueError(f"estimator {estimator!r} is not known; known: {', '.join(ESTIMATORS)}")
@@ -77,7 +77,7 @@ def extract_keypoints(source: Source, estimator: str = "holistic", *, fps: float
     block = Block(layout=HolisticOptions(**options).layout)
     with Extractor(HolisticOptions(**options), num_threads=1) as extractor:
         extract_video(extractor, "all", "clip", frames, n, block)
-    return _keypoints(block, fps or clip_fps or float(PHOENIX_FPS))
+    return _keypoints(block, fps or clip_fps or rate_of_times(block.time_s) or float(PHOENIX_FPS))
 
 
 def _keypoints(block: Block, fps: float) -> Keypoints:

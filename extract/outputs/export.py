@@ -182,11 +182,15 @@ def video_fps(table: pa.Table, root: Path | None, default: float) -> float:
         rate = stream_fps(Path(root) / ref.path)
         if rate:
             return rate
-    times = [t for t in table["time_s"].to_pylist() if t is not None] \
-        if "time_s" in table.column_names else []
-    if len(times) > 1 and len(times) == table.num_rows and times[-1] > times[0]:
-        return (len(times) - 1) / (times[-1] - times[0])
-    return default
+    times = table["time_s"].to_pylist() if "time_s" in table.column_names else []
+    return rate_of_times(times) or default
+
+
+def rate_of_times(times: list[float | None]) -> float | None:
+    """Frames a second from every frame's time (None when a time is missing or they do not rise)."""
+    if len(times) > 1 and None not in times and times[-1] > times[0]:  # type: ignore[operator]
+        return (len(times) - 1) / (times[-1] - times[0])  # type: ignore[operator]
+    return None
 
 
 def write_pose_files(keypoints: Path, out_dir: Path, fps: float = PHOENIX_FPS,
