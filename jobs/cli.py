@@ -3,7 +3,8 @@ show, diff, sample.
 
 Every expected problem (bad dataset, foreign run folder, missing model, interrupted run) ends in a
 one-paragraph message and an exit status, never a traceback. Only the standard library is imported
-at module level: spawned workers import this module again (as their __main__), so it must be cheap.
+at module level, so `phoenix-keypoints --help` and `from jobs import run_job` (jobs/api.py) stay
+cheap; spawned workers never import it (jobs/schedule/local.py starts them without a main module).
 """
 
 from __future__ import annotations
@@ -102,6 +103,9 @@ def _add_run(sub: argparse._SubParsersAction) -> None:
     r.add_argument("--temp_dir", "--temp-dir", type=Path, metavar="DIR",
                    help="the older script's flag: with --output_path and no --out, the run folder "
                         "(parts, logs, keypoints.parquet) goes in DIR")
+    r.add_argument("--workers", type=_positive, metavar="N",
+                   help="worker processes, one MediaPipe graph each (default: one per usable CPU "
+                        "core)")
     r.add_argument("--num-gpus", "--num_gpus", type=_non_negative,
                    help="GPUs to pin workers to (default: visible GPUs, 0 when none)")
     r.add_argument("--workers-per-gpu", "--num_workers_per_gpu", type=_positive,
@@ -142,6 +146,10 @@ def _add_slurm(sub: argparse._SubParsersAction) -> None:
     sl.add_argument("--cpus-per-task", type=_positive,
                     help="CPUs per shard: one worker per CPU (per GPU: C/G)")
     sl.add_argument("--gpus-per-task", type=_positive, help="GPUs per shard")
+    sl.add_argument("--mem", metavar="SIZE",
+                    help="memory per shard (sbatch --mem, e.g. 32G); default: 561 MiB, a worker's "
+                         "measured peak, x its CPUs x 1.5 + 1 GiB (15G for 16 CPUs); the merge job "
+                         "asks for 2G")
     sl.add_argument("--partition", help="sbatch --partition")
     sl.add_argument("--account", help="sbatch --account")
     sl.add_argument("--sbatch-arg", action="append", default=[], metavar="ARG",
@@ -204,6 +212,9 @@ def _add_small(sub: argparse._SubParsersAction) -> None:
                         "each); islr: a folder (one <split>/<video>.parquet each); legacy-npz: a "
                         "folder")
     e.add_argument("--tag", default="", help="pkl: tensor set to export (default: the run's own)")
+    e.add_argument("--fps", type=float, metavar="F",
+                   help="pose: the rate of frame-folder videos (default 25, PHOENIX's); a video "
+                        "file's .pose takes its stream's rate")
     e.set_defaults(handler=_export)
 
     sa = sub.add_parser("sample", help="write a tiny demo dataset (PHOENIX-2014-T layout)")
@@ -308,16 +319,48 @@ def _run(args: argparse.Namespace) -> int:
                       "of --output_path when --out is not given")
     if out is None:
         raise RunError("run needs --out RUN_DIR (or the older --output_path FILE.pkl).")
-    return run(RunRequest(out, _options(args), args.num_gpus, args.workers_per_gpu, args.fresh,
+    num_gpus, per_gpu = _workers(args)
+    return run(RunRequest(out, _options(args), num_gpus, per_gpu, args.fresh,
                           args.allow_partial, args.retry_failed, args.num_shards, args.shard_index,
-                          args.backend, args.address, pkl, args.frozen))
+                          args.backend, args.address, pkl, args.frozen,
+                          typed_flags(getattr(args, "argv", []), _WORKER_FLAGS)))
+
+
+_WORKER_FLAGS = ("--workers", "--workers-per-gpu", "--num_workers_per_gpu", "--num-gpus", "--num_gpus")
+
+
+def _workers(args: argparse.Namespace) -> tuple[int | None, int | None]:
+    """(GPUs, workers per GPU) for --workers N: N CPU workers, or N spread over --num-gpus G."""
+    from jobs.rundir.folder import RunError
+
+    if args.workers is None:
+        return args.num_gpus, args.workers_per_gpu
+    if args.workers_per_gpu is not None:
+        raise RunError("give --workers (all workers) or --workers-per-gpu, not both.")
+    gpus = args.num_gpus or 0
+    if gpus and args.workers % gpus:
+        raise RunError(f"--workers {args.workers} does not split evenly over --num-gpus {gpus}: "
+                       f"give a multiple of {gpus}.")
+    return gpus, args.workers // gpus if gpus else args.workers
+
+
+def typed_flags(argv: list[str], flags: tuple[str, ...]) -> str:
+    """The flags of `flags` in argv as the user typed them, with their values (argparse also takes
+    an unambiguous prefix: `--workers-p 2`)."""
+    out = []
+    for i, token in enumerate(argv):
+        name, eq, value = token.partition("=")
+        if len(name) > 2 and any(f.startswith(name) for f in flags):
+            value = value if eq else (argv[i + 1] if i + 1 < len(argv) else "")
+            out.append(f"{name} {value}".strip())
+    return " ".join(out)
 
 
 def _slurm(args: argparse.Namespace) -> int:
     from jobs.cluster.slurm import SlurmOptions, plan_for_array, slurm_command
 
     so = SlurmOptions(args.max_parallel, args.time, args.cpus_per_task, args.gpus_per_task,
-                      args.partition, args.account, args.sbatch_arg)
+                      args.partition, args.account, args.sbatch_arg, args.mem)
     rd = _rd(args.out)
     return slurm_command(rd, plan_for_array(rd, _options(args), args.num_shards, so, args.frozen),
                          so, submit=args.submit)
@@ -340,7 +383,7 @@ def _tensors(args: argparse.Namespace) -> int:
 def _export(args: argparse.Namespace) -> int:
     from jobs.run.outputs import export_command
 
-    return export_command(_rd(args.out), args.format, args.to, args.tag)
+    return export_command(_rd(args.out), args.format, args.to, args.tag, args.fps)
 
 
 def _status(args: argparse.Namespace) -> int:
@@ -430,7 +473,9 @@ def _refusals() -> tuple[type[Exception], ...]:
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else [str(a) for a in argv]
     args = build_parser().parse_args(argv)
+    args.argv = argv
     signal.signal(signal.SIGTERM, _on_sigterm)  # so temp files are removed on the way out
     refused = _refusals()
     from jobs.rundir.folder import JobFailed

@@ -9,6 +9,8 @@ The value is a comma-separated list of:
   that tests can kill or stop a worker while it commits.
 - `kill-after-plan`: the coordinator SIGKILLs itself once a re-plan (the corpus changed) has saved
   the new plan and before it saves run.json.
+- `fail-worker-start`: a spawned local worker raises ImportError before its entry point runs (a
+  broken install, as far as the coordinator can tell).
 Real processes still get real signals: only the trigger is planted.
 """
 
@@ -58,3 +60,8 @@ def after_frame() -> None:
 def after_plan() -> None:
     if "kill-after-plan" in _faults():
         os.kill(os.getpid(), signal.SIGKILL)
+
+
+def worker_starting() -> None:
+    if "fail-worker-start" in _faults():
+        raise ImportError("planted by PHOENIX_KEYPOINTS_FAULTS=fail-worker-start")

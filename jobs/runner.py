@@ -163,7 +163,7 @@ def _starting(rd: RunDir, req: RunRequest, info: RunInfo, backend: Backend) -> N
     for split, n in zip(plan["split"].to_pylist(), plan["num_frames"].to_pylist(), strict=True):
         frames[split] = frames.get(split, 0) + n
     writes = f"{rd.path}/ (keypoints.parquet, tensors/)" + (f" and {req.pkl}" if req.pkl else "")
-    summary.starting(info, frames, slots, len(usable_cpus()), writes)
+    summary.starting(info, frames, slots, len(usable_cpus()), writes, req.worker_flags)
 
 
 def _refuse_without_holistic() -> None:

@@ -45,20 +45,34 @@ def collect(rd: RunDir) -> Snapshot:
     return Snapshot(info, state, heartbeat.read(rd.progress_path), beats)
 
 
-def _running_line(beat: Heartbeat, label: str = "") -> str:
+@dataclass
+class InFlight:
+    """Chunks live workers hold that have no committed part yet, and the frames done in them."""
+
+    chunks: int = 0
+    frames: int = 0
+
+
+def in_flight(beats: list[Heartbeat], committed: set[int]) -> InFlight:
+    """From live heartbeats, leaving out chunks already committed (a heartbeat is up to 2 s old,
+    so it may still show a worker on a chunk whose part is in): one count, never two."""
+    held = {w.chunk: w.frames for b in beats if heartbeat.is_live(b) for w in b.workers
+            if w.chunk is not None and w.chunk not in committed}
+    return InFlight(len(held), sum(held.values()))
+
+
+def _running_line(beat: Heartbeat, left: int, label: str = "") -> str:
     rate = beat.frames_per_s or 0.0
-    left = max(0, beat.frames_total - beat.frames_done)
     eta = _duration(left / rate) if rate > 0 else "unknown"
     return (f"running:  {label}pid {beat.pid} on {beat.host}, {len(beat.workers)} workers, "
-            f"{rate:.1f} frames/s, {beat.frames_done}/{beat.frames_total} frames incl. chunks in "
-            f"flight, ETA {eta}")
+            f"{rate:.1f} frames/s, ETA {eta}")
 
 
-def _coordinator_lines(rd: RunDir, beat: Heartbeat | None) -> list[str]:
+def _coordinator_lines(rd: RunDir, beat: Heartbeat | None, left: int) -> list[str]:
     if beat is None:
         return []
     if heartbeat.is_live(beat):
-        return [_running_line(beat)]
+        return [_running_line(beat, left)]
     if beat.running:
         return [f"running:  no (pid {beat.pid} on {beat.host} stopped without finishing; last "
                 f"heartbeat {_duration(time.time() - beat.updated)} ago). Resume with "
@@ -66,7 +80,7 @@ def _coordinator_lines(rd: RunDir, beat: Heartbeat | None) -> list[str]:
     return ["running:  no"]
 
 
-def _shard_lines(rd: RunDir, snap: Snapshot) -> list[str]:
+def _shard_lines(rd: RunDir, snap: Snapshot, left: int) -> list[str]:
     """Shards complete/missing, the --array= that resubmits the missing, live shard heartbeats."""
     num_shards = snap.info.num_shards
     shards = shard_state(rd.claims_dir, bool(snap.state.missing), num_shards,
@@ -81,7 +95,7 @@ def _shard_lines(rd: RunDir, snap: Snapshot) -> list[str]:
                      f"{rd.path} --num-shards {num_shards} --submit` submits exactly these)")
     for beat in snap.shard_beats:
         if heartbeat.is_live(beat):
-            lines.append(_running_line(beat, f"{beat.label}: "))
+            lines.append(_running_line(beat, left, f"{beat.label}: "))
     return lines
 
 
@@ -121,14 +135,18 @@ def _corpus_lines(rd: RunDir, info: RunInfo) -> list[str]:
 def render(rd: RunDir) -> str:
     snap = collect(rd)
     info, state = snap.info, snap.state
+    flight = in_flight([b for b in [snap.beat, *snap.shard_beats] if b], set(state.done))
+    going = f", {flight.chunks} in flight" if flight.chunks else ""
     lines = [f"run:      {rd.path}",
              f"dataset:  {info.dataset.root} ({info.dataset.layout}, {info.dataset.videos} videos)",
-             f"chunks:   {len(state.done)}/{len(state.chunks)} committed",
-             f"frames:   {state.frames_done}/{state.frames_total} in committed parts"]
+             f"chunks:   {len(state.done)}/{len(state.chunks)} committed{going}",
+             f"frames:   {state.frames_done}/{state.frames_total} committed"
+             + (f", {flight.frames} more done in the chunks in flight" if flight.chunks else "")]
+    left = max(0, state.frames_total - state.frames_done - flight.frames)
     lines += _corpus_lines(rd, info)
-    lines += _coordinator_lines(rd, snap.beat)
+    lines += _coordinator_lines(rd, snap.beat, left)
     if info.num_shards > 1:
-        lines += _shard_lines(rd, snap)
+        lines += _shard_lines(rd, snap, left)
     failed = state.failed
     lines.append(f"failed:   {len(failed)} video(s)" + (": " + listing(
         [f"{v} ({w})" for v, w in sorted(failed.items())]) if failed else ""))

@@ -42,8 +42,9 @@ def phoenix_t(dest: Path) -> Path:
     return root
 
 
-def clip(dest: Path, first: int, frames: int = CLIP_FRAMES) -> Path:
-    """A short mp4 (MPEG-4 part 2) of signer_demo.mp4's frames first..first+frames-1, halved."""
+def clip(dest: Path, first: int, frames: int = CLIP_FRAMES, rate: Fraction = Fraction(25)) -> Path:
+    """A short mp4 (MPEG-4 part 2) of signer_demo.mp4's frames first..first+frames-1, halved,
+    at `rate` frames a second."""
     import av
 
     dest.parent.mkdir(parents=True, exist_ok=True)
@@ -51,7 +52,7 @@ def clip(dest: Path, first: int, frames: int = CLIP_FRAMES) -> Path:
         rgbs = [f.to_ndarray(format="rgb24")[::2, ::2] for i, f in enumerate(src.decode(video=0))
                 if first <= i < first + frames]
     with av.open(str(dest), "w") as out:
-        s = out.add_stream("mpeg4", rate=Fraction(25))
+        s = out.add_stream("mpeg4", rate=rate)
         s.height, s.width = rgbs[0].shape[:2]
         s.pix_fmt = "yuv420p"
         for rgb in rgbs:
@@ -94,6 +95,35 @@ def manifest(dest: Path) -> Path:
     path.write_text("name,split,path,text\nclip_a,train,media/a.mp4,hello\n"
                     "frames_b,test,media/b_frames,world\n")
     return path
+
+
+def frame_folders(dest: Path) -> Path:
+    """A folder of frame folders, one video each (extract/corpora/clips.py), 3 and 2 real frames."""
+    root = dest / "my frames"
+    for (split, name, _), n in zip(PHOENIX_PICKS, (3, 2), strict=True):
+        (root / name).mkdir(parents=True)
+        for png in sorted((PHX_FRAMES / split / name).glob("images*.png"))[:n]:
+            shutil.copyfile(png, root / name / png.name)
+    return root
+
+
+ONE_VIDEO_FRAMES = 10  # a one-video kind's single chunk lasts long enough to be killed inside
+
+
+def one_clip(dest: Path) -> Path:
+    """`--dataset clip.mp4`: one video file, beside another the run must leave alone."""
+    clip(dest / "clips" / "other.mp4", 30)
+    return clip(dest / "clips" / "signer one.mp4", 0, ONE_VIDEO_FRAMES)
+
+
+def one_frame_folder(dest: Path) -> Path:
+    """`--dataset FOLDER`: one folder of PNG frames, beside a sibling the run must leave alone."""
+    root = frame_folders(dest)
+    folder = root / "signer one"
+    folder.mkdir()
+    for png in sorted((PHX_FRAMES / "train" / "signer_demo-1").glob("images*.png"))[:ONE_VIDEO_FRAMES]:
+        shutil.copyfile(png, folder / png.name)
+    return folder
 
 
 def csl(dest: Path) -> Path:
@@ -151,6 +181,7 @@ class Kind:
     sources: tuple[str, ...]  # the frame sources its rows come from
     build: Callable[[Path], Path]  # writes the input under a folder; returns what names it
     flag: str = "--dataset"
+    one_video: bool = False  # one video, one chunk: the kill of the promises lands inside it
 
 
 KINDS: tuple[Kind, ...] = (
@@ -163,6 +194,9 @@ KINDS: tuple[Kind, ...] = (
     Kind("manifest", "manifest", ("video", "folder"), manifest, "--manifest"),
     Kind("how2sign", "how2sign", ("video",), how2sign),
     Kind("how2sign-archive", "how2sign", ("video",), packed(how2sign, "How2Sign.tar")),
+    Kind("frame-folders", "clips", ("folder",), frame_folders),
+    Kind("one-clip", "clips", ("video",), one_clip, one_video=True),
+    Kind("one-frame-folder", "clips", ("folder",), one_frame_folder, one_video=True),
     Kind("csl-daily", "csl-daily", ("folder",), csl),
     Kind("csl-daily-archive", "csl-daily", ("archive",), packed(csl, "CSL-Daily.zip")),
 )

@@ -177,17 +177,19 @@ def test_functions_in_jobs_are_short() -> None:
 
 
 def test_the_public_names_the_docs_show_import() -> None:
-    """Every `from extract... import NAMES` and `extract.module.name` the README and docs show a
-    user resolves (a name moved without its docs fails here)."""
+    """Every `from extract... import NAMES` (or `from jobs ...`: run_job) and `extract.module.name`
+    the README and docs show a user resolves (a name moved without its docs fails here)."""
     shown = set()
     for doc in [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]:
         text = doc.read_text()
-        for module, names in re.findall(r"^\s*from (extract[\w.]*) import ([\w, ]+)", text, re.M):
+        for module, names in re.findall(r"^\s*from ((?:extract|jobs)[\w.]*) import ([\w, ]+)", text,
+                                        re.M):
             shown |= {(module, n.strip()) for n in names.split(",") if n.strip()}
         for dotted in re.findall(r"`(extract(?:\.\w+)+)(?:\(|`)", text):
             module, _, name = dotted.rpartition(".")
             shown.add((module, name))
     assert ("extract", "load_split") in shown, "the docs show the public face"
+    assert {("extract", "extract_keypoints"), ("jobs", "run_job")} <= shown, "docs/python.md"
     import importlib
 
     missing = []

@@ -107,3 +107,40 @@ def test_link_checker_finds_dead_links():
     assert broken(page, "../../outside.md")
     assert broken(page, "options.md#run") is None
     assert _slug("Loading: `load_split`") == "loading-load_split"
+
+
+def test_license_and_citation_match_the_project():
+    """LICENSE is the MIT text pyproject's `license` names; CITATION.cff cites this version and the
+    mediapipe version constraints.txt pins (the keypoints depend on that exact build); the demo ends
+    with the report written and says where to look (issue 34)."""
+    project = (REPO / "pyproject.toml").read_text()
+    assert re.search(r'^license = "MIT"$', project, re.M)
+    assert (REPO / "LICENSE").read_text().startswith("MIT License")
+    citation = (REPO / "CITATION.cff").read_text()
+    version = re.search(r'^version = "(.+)"$', project, re.M).group(1)
+    mediapipe = re.search(r"^mediapipe==(.+)$", (REPO / "constraints.txt").read_text(), re.M).group(1)
+    assert re.search(rf"^version: {re.escape(version)}$", citation, re.M)
+    assert re.search(rf"^    version: {re.escape(mediapipe)}$", citation, re.M)
+    demo = (REPO / "scripts" / "demo.sh").read_text().splitlines()
+    report = next(i for i, line in enumerate(demo) if line.startswith("phoenix-keypoints report"))
+    assert "report/index.html" in demo[-1] and report < len(demo) - 1
+
+
+def test_full_release_numbers_come_from_the_performance_page():
+    """README's "The full release" gives time per core and per node, memory and disk in one
+    place, each figure as docs/performance.md has it (one source, so they cannot disagree), each
+    row naming the benchmark script that measured it (issue 34: README said ~50 ms and 13
+    core-hours where performance.md said 31-68 ms and 8-18; nothing said the disk or memory)."""
+    text = README.read_text()
+    section = text[text.index("## The full release"):text.index("## Exit codes")]
+    perf = (REPO / "docs" / "performance.md").read_text()
+    rows = [line for line in section.splitlines() if line.startswith("| ") and "---" not in line][1:]
+    assert {r.split("|")[1].strip() for r in rows} >= {"time per core", "one 32-core node", "memory",
+                                                      "disk"}, rows
+    figures = re.findall(r"~?\d[\d,.]*(?:-\d[\d,.]*)? ?(?:ms|MiB|GB|min|core-hours)\b", "".join(rows))
+    assert len(figures) >= 8, figures
+    assert not [f for f in figures if f not in perf], [f for f in figures if f not in perf]
+    for row in rows:
+        script = re.search(r"`(\w+\.py)`\s*\|\s*$", row)
+        assert script and (REPO / "scripts" / "bench" / script[1]).is_file(), row
+        assert f"{script[1]}" in perf, f"{script[1]} has no row in docs/performance.md"

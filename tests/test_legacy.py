@@ -173,10 +173,16 @@ def test_default_options_give_no_idle_warning(shared_sample: Path, tmp_path: Pat
     # the rule itself, whatever this machine's cores: 1 worker on 2 cores warns, 2 on 2 do not
     from jobs.run.summary import idle_cores
 
-    assert "1 core(s) will idle" in idle_cores(1, 2) and "--num_workers_per_gpu 2" in idle_cores(1, 2)
+    older = "--num_gpus 1 --num_workers_per_gpu 1"
+    assert "1 core(s) will idle" in idle_cores(1, 2, older)
+    assert "--num_workers_per_gpu 2" in idle_cores(1, 2, older)
     assert idle_cores(2, 2) is None and idle_cores(4, 2) is None
-    big = idle_cores(4, 32)  # the older script's --num_gpus 4 --num_workers_per_gpu 1, 32 cores
+    # the older script's --num_gpus 4 --num_workers_per_gpu 1, 32 cores
+    big = idle_cores(4, 32, "--num_gpus 4 --num_workers_per_gpu 1")
     assert "28 core(s) will idle" in big and "--num_workers_per_gpu 8" in big
+    # only flags the user typed are named (issue 34: --workers 1 was told of --num_gpus)
+    mine = idle_cores(1, 2, "--workers 1")
+    assert "--workers 2" in mine and "gpu" not in mine.lower().replace("gpus only pin", "")
 
 
 def edited_copy(run: Path, dest: Path) -> dict[str, Any]:

@@ -24,6 +24,7 @@ from helpers import (
     VIDEOS,
     assert_no_traceback,
     assert_same_output,
+    busy_workers,
     popen_cli,
     run_cli,
     sha256,
@@ -95,10 +96,14 @@ def test_promises_hold(kind: Kind, tmp_path: Path):
     assert "complete:" in again.stdout, again.stdout
     assert files(a, tmp_path / "out #1" / "a.pkl") == before
 
-    # (b) SIGKILL after the first video's chunk is committed, then the same command
+    # (b) SIGKILL after the first video's chunk is committed (one video: inside it), then the same
+    # command
     b = tmp_path / "out #1" / "b"
     proc = popen_cli(command("out #1/b"), env=PACE, cwd=tmp_path)
-    wait_for(lambda: any((b / "parts").glob("chunk-*.parquet")), 120, "a chunk committed", proc)
+    if kind.one_video:
+        wait_for(lambda: busy_workers(b), 120, "a worker inside the video", proc)
+    else:
+        wait_for(lambda: any((b / "parts").glob("chunk-*.parquet")), 120, "a chunk committed", proc)
     os.killpg(proc.pid, signal.SIGKILL)
     proc.communicate(timeout=30)
     assert not (b / "keypoints.parquet").exists(), "killed after the end: nothing was interrupted"

@@ -96,6 +96,19 @@ def test_script_uses_the_allocation(tmp_path: Path) -> None:
     assert worker_args(SlurmOptions(cpus_per_task=8)) == []  # CPU-only: affinity gives 8 workers
 
 
+def test_scripts_ask_for_memory(tmp_path: Path) -> None:
+    """Every sbatch script sets --mem (issue 34: clusters with a small default killed the jobs):
+    a shard's from the measured per-worker peak x its workers with margin, or --mem as given."""
+    from jobs.cluster.slurm import render_merge
+    from jobs.rundir.folder import RunDir
+
+    rd = RunDir(tmp_path / "run")
+    assert "#SBATCH --mem=15G" in render_array(rd, 4, [0], SlurmOptions(cpus_per_task=16)).splitlines()
+    assert "#SBATCH --mem=2G" in render_array(rd, 4, [0], SlurmOptions()).splitlines()
+    assert "#SBATCH --mem=40G" in render_array(rd, 4, [0], SlurmOptions(mem="40G")).splitlines()
+    assert "#SBATCH --mem=2G" in render_merge(rd, SlurmOptions()).splitlines()
+
+
 def test_submit_without_sbatch_says_so(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PATH", str(tmp_path))
     with pytest.raises(RunError, match="sbatch is not on PATH"):

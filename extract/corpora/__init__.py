@@ -29,12 +29,14 @@ CORPORA: dict[str, str] = {
     "how2sign": "extract.corpora.how2sign",
     "manifest": "extract.corpora.manifest",
     "videos": "extract.corpora.videos",
+    "clips": "extract.corpora.clips",  # one clip, a folder of frames, a folder of frame folders
 }
 
 EXPECTED = ("a PHOENIX-2014-T or PHOENIX-2014 tree (annotations/manual/PHOENIX-2014-T.train.corpus.csv "
             "or train.corpus.csv, and features/fullFrame-210x260px/), CSL-Daily (sentence_label/"
             "split_1.txt), How2Sign (sentence_level/<split>/rgb_front/raw_videos/), a folder holding "
-            "video files, or a manifest file (--manifest, .csv/.tsv/.jsonl)")
+            "video files, one video file, a folder of frames (one video), a folder of frame folders "
+            "(one video each), or a manifest file (--manifest, .csv/.tsv/.jsonl)")
 
 
 def corpus(name: str) -> Corpus:
@@ -47,12 +49,14 @@ def detect(root: Path) -> Corpus:
         c = corpus(name)
         if c.detect(root):
             return c
+    from extract.corpora.clips import almost
     from extract.corpora.phoenix import inner_hint
 
     if why := archive.unreadable_archive(root):
         raise DatasetError(why)
     what = "does not exist" if not root.exists() else "is not a corpus this tool reads"
-    raise DatasetError(f"--dataset {root} {what}: expected {EXPECTED}.{inner_hint(root)}")
+    raise DatasetError(f"--dataset {root} {what}: expected {EXPECTED}."
+                       f"{inner_hint(root) or almost(root)}")
 
 
 def discover(root: Path, splits: Sequence[str] = SPLITS, videos: Iterable[str] | None = None,
@@ -99,7 +103,7 @@ def _cut_folder(inside: ArchivePath) -> str | None:
 # video files through the video source reading the member in place. The generic folder of videos
 # is taken only where no specific corpus is found. (A manifest is given as a file on disk.)
 ARCHIVE_CORPORA = ("phoenix", "csl-daily", "how2sign")
-ARCHIVE_EXPECTED = EXPECTED.rpartition(", or a manifest")[0]
+ARCHIVE_EXPECTED = EXPECTED.partition(", one video file")[0]
 
 
 def _folders(top: ArchivePath, depth: int) -> list[ArchivePath]:

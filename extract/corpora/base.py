@@ -73,6 +73,7 @@ class Dataset:
     corpus_sha256: str = ""
     hint: str = ""  # what a reader adds when nothing is found (where it looked, what it expected)
     manifest: str = ""  # the manifest's file name in root, for a dataset listed by one
+    entry: str = ""  # the one clip or frame folder in root the input names (extract/corpora/clips.py)
     corpus_files: list[str] = field(default_factory=list)  # the corpus files read, relative to root
     links_inside: int = 0  # links followed that stay inside root (extract/sources/links.py)
     links_outside: list[str] = field(default_factory=list)  # "path -> target" of those that leave

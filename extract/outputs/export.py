@@ -145,10 +145,17 @@ def pose_arrays(table: pa.Table, width: int, height: int,
     size as well), confidence = visibility for body points and 1 for face and hand points; 0
     (and masked) where nothing was detected. `parts` defaults to the 543-point layout.
     """
-    n = table.num_rows
     parts = parts or dict(PARTS)
+    return blocks_to_pose_arrays(part_blocks(table, list(parts), parts), width, height)
+
+
+def blocks_to_pose_arrays(blocks: dict[str, tuple[np.ndarray, np.ndarray]], width: int,
+                          height: int) -> tuple[np.ndarray, np.ndarray]:
+    """{part: (values [T, points, channels], present [T])} -> pose_arrays' (data, confidence)."""
     data, conf = [], []
-    for block, present in part_blocks(table, list(parts), parts).values():
+    n = 0
+    for block, present in blocks.values():
+        n = len(block)
         xyz = block[:, :, :3].astype(np.float32) * np.float32([width, height, 1])
         c = block[:, :, 3] if block.shape[2] == 4 else np.ones(block.shape[:2], np.float32)
         xyz[~present] = 0
@@ -158,21 +165,63 @@ def pose_arrays(table: pa.Table, width: int, height: int,
             np.concatenate(conf, 1).reshape(n, 1, -1))
 
 
-def write_pose_files(keypoints: Path, out_dir: Path, fps: float = PHOENIX_FPS) -> int:
-    """One `<out_dir>/<split>/<video>.pose` per video from keypoints.parquet; returns how many."""
+def pose_of_blocks(parts: dict[str, np.ndarray], width: int, height: int, fps: float) -> Any:
+    """A pose-format Pose of one clip's arrays ({part: [T, points, channels]}, NaN where not
+    detected), laid out as the .pose export writes it (extract.clip's Keypoints.to_pose)."""
+    Pose, NumPyPoseBody, PoseHeader, PoseHeaderDimensions, holistic_components = _pose_format()
+    extra_face = parts["face"].shape[1] - PARTS["face"][0]
+    by_name = {c.name: c for c in holistic_components("XYZC", extra_face)}
+    header = PoseHeader(version=0.2, dimensions=PoseHeaderDimensions(width, height, 0),
+                        components=[by_name[HOLISTIC_COMPONENTS[p]] for p in parts])
+    blocks = {p: (np.nan_to_num(a), ~np.isnan(a).all(axis=(1, 2))) for p, a in parts.items()}
+    data, conf = blocks_to_pose_arrays(blocks, width, height)
+    return Pose(header, NumPyPoseBody(fps=fps, data=data, confidence=conf))
+
+
+def video_fps(table: pa.Table, root: Path | None, default: float) -> float:
+    """A video's rate for its .pose header: a video file's stream rate (as pose-format's
+    videos_to_poses reads it), else the rate of its rows' times, else `default` (frame folders
+    have no rate of their own: --fps, PHOENIX's 25 by default)."""
+    from extract.sources.base import parse_image
+    from extract.sources.video import FRAGMENT, stream_fps
+
+    ref = parse_image(table["image"][0].as_py() or "") \
+        if table.num_rows and "image" in table.column_names else None
+    if ref is not None and ref.fragment == FRAGMENT and root is not None:
+        rate = stream_fps(Path(root) / ref.path)
+        if rate:
+            return rate
+    times = table["time_s"].to_pylist() if "time_s" in table.column_names else []
+    return rate_of_times(times) or default
+
+
+def rate_of_times(times: list[float | None]) -> float | None:
+    """Frames a second from every frame's time (None when a time is missing or they do not rise)."""
+    if len(times) > 1 and None not in times and times[-1] > times[0]:  # type: ignore[operator]
+        return (len(times) - 1) / (times[-1] - times[0])  # type: ignore[operator]
+    return None
+
+
+def write_pose_files(keypoints: Path, out_dir: Path, fps: float = PHOENIX_FPS,
+                     root: Path | None = None) -> int:
+    """One `<out_dir>/<split>/<video>.pose` per video from keypoints.parquet; returns how many.
+    Each at its source's rate (video_fps: the video file under `root`, the dataset's folder), frame
+    folders at `fps`."""
     Pose, NumPyPoseBody, PoseHeader, PoseHeaderDimensions, holistic_components = _pose_format()
     parts = file_layout(keypoints)
     extra_face = parts["face"][0] - PARTS["face"][0]  # 10 iris points when refined
     by_name = {c.name: c for c in holistic_components("XYZC", extra_face)}
     components = [by_name[HOLISTIC_COMPONENTS[p]] for p in parts]
+    have = pq.ParquetFile(keypoints).schema_arrow.names  # (time_s: a file from before videos lacks it)
+    columns = ["width", "height", *[c for c in ("image", "time_s") if c in have], *parts]
     n = 0
-    for split, video, table in iter_videos(keypoints, ["width", "height", *parts]):
+    for split, video, table in iter_videos(keypoints, columns):
         width, height = video_size(table)
         header = PoseHeader(version=0.2, dimensions=PoseHeaderDimensions(width, height, 0),
                             components=components)
         data, conf = pose_arrays(table, width, height, parts)
-        pose = Pose(header, NumPyPoseBody(fps=fps, data=data, confidence=conf))
-        write_file(Path(out_dir) / split / f"{video}.pose", pose.write)
+        body = NumPyPoseBody(fps=video_fps(table, root, fps), data=data, confidence=conf)
+        write_file(Path(out_dir) / split / f"{video}.pose", Pose(header, body).write)
         n += 1
     return n
 

@@ -77,6 +77,27 @@ def _stream(container):
     return stream
 
 
+def stream_fps(path: Path) -> float | None:
+    """The video stream's average frame rate: what pose-format's videos_to_poses writes in a .pose
+    header (simple_video_utils reads `stream.average_rate`); None when the file gives none."""
+    av = _av()
+    f = None
+    try:
+        f = None if member_of(path) is None else open_file(path)[0]  # inside an archive
+        container = av.open(f if f is not None else str(path), metadata_errors="ignore")
+    except (av.FFmpegError, OSError, UnicodeDecodeError):
+        if f is not None:
+            f.close()
+        return None
+    try:
+        rate = container.streams.video[0].average_rate if container.streams.video else None
+    finally:
+        container.close()
+        if f is not None:
+            f.close()
+    return float(rate) if rate else None
+
+
 def probe(path: Path) -> Probe:
     """Demux (no decode) the video's packets: their presentation times, in order."""
     av = _av()

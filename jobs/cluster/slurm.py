@@ -43,6 +43,25 @@ class SlurmOptions:
     partition: str | None = None
     account: str | None = None
     sbatch_args: list[str] = field(default_factory=list)
+    mem: str | None = None  # sbatch --mem of a shard; None: shard_mem()
+
+
+# Memory, from docs/performance.md: a worker's RSS stays in a 467-561 MiB band over 10,000 frames
+# (scripts/bench/worker_rss.py); the merge of the whole release peaks at 490 MiB, `report` at 499.
+WORKER_PEAK_MIB = 561
+MARGIN = 1.5  # other frame sizes, refined faces, a cluster's own accounting
+COORDINATOR_MIB = 1024  # the coordinator, and the merge the first shard runs beside its workers
+MERGE_MEM = "2G"
+
+
+def shard_mem(so: SlurmOptions) -> str:
+    """A shard's --mem: the measured per-worker peak x its workers (one per CPU), with margin, and
+    room for the coordinator and the merge. Clusters whose default is small kill a job without it."""
+    if so.mem:
+        return so.mem
+    workers = so.cpus_per_task or 1  # sbatch gives one CPU unless asked
+    mib = WORKER_PEAK_MIB * workers * MARGIN + COORDINATOR_MIB
+    return f"{-(-int(mib) // 1024)}G"
 
 
 def _python() -> str:
@@ -99,6 +118,7 @@ def render_array(rd: RunDir, num_shards: int, shards: list[int], so: SlurmOption
     ]
     if so.cpus_per_task:
         directives.append(f"--cpus-per-task={so.cpus_per_task}")
+    directives.append(f"--mem={shard_mem(so)}")
     if so.gpus_per_task:
         directives.append(f"--gpus-per-task={so.gpus_per_task}")
     directives += _common(rd, so)
@@ -123,6 +143,7 @@ def render_merge(rd: RunDir, so: SlurmOptions) -> str:
         f"--output={_directive_path(path / 'logs' / 'slurm-merge-%j.out')}",
         "--ntasks=1",
         "--kill-on-invalid-dep=yes",  # a failed shard: leave the queue instead of pending forever
+        f"--mem={MERGE_MEM}",
         *_common(rd, so),
     ]
     return "\n".join([

@@ -16,9 +16,9 @@ from jobs.rundir.runinfo import RunInfo
 
 
 def given_path(info: RunInfo) -> Path:
-    """What --dataset (or --manifest) named when the run was planned, resolved."""
-    root = Path(info.dataset.root)
-    return root / info.dataset.manifest if info.dataset.manifest else root
+    """What --dataset (or --manifest) named when the run was planned, resolved: the root, or the
+    manifest, clip or frame folder in it."""
+    return Path(info.dataset.root) / (info.dataset.manifest or info.dataset.entry)
 
 
 def run_key(info: RunInfo) -> str:
@@ -43,7 +43,7 @@ def corpus_spelling(info: RunInfo, given: str | None = None) -> str:
     """The corpus folder as the user spelt it (`given`, else as typed when planned): the legacy
     pkl's image_paths start with it. A manifest's paths are relative to its folder."""
     typed = given or planned_as(info)
-    if info.dataset.manifest:
+    if info.dataset.manifest or info.dataset.entry:  # rows' paths are relative to its folder
         return str(Path(typed).parent)
     return spelled_root(typed, run_key(info))
 

@@ -104,3 +104,4 @@ class RunRequest:
     address: str | None = None
     pkl: Path | None = None  # --output_path: also export the keypoints to this pkl at the end
     frozen: bool = False  # keep the stored plan when the corpus changed (only warn)
+    worker_flags: str = ""  # the worker-count flags as the user typed them, for warnings

@@ -157,12 +157,13 @@ def legacy_pkl_line(to: Path, stats: dict[str, dict]) -> str:
             "detected left out, counted in stats)")
 
 
-def export_pose(rd: RunDir, to: Path) -> int:
-    """One .pose file per video (pose-format's holistic layout) from keypoints.parquet."""
-    from extract.outputs.export import write_pose_files
+def export_pose(rd: RunDir, to: Path, fps: float | None = None) -> int:
+    """One .pose file per video (pose-format's holistic layout) from keypoints.parquet, each at its
+    source's rate (a video file's stream), frame folders at `fps` (PHOENIX's 25 by default)."""
+    from extract.outputs.export import PHOENIX_FPS, write_pose_files
 
-    rd.load()
-    return write_pose_files(_need_keypoints(rd), to)
+    info = rd.load()
+    return write_pose_files(_need_keypoints(rd), to, fps or PHOENIX_FPS, Path(info.dataset.root))
 
 
 def export_islr(rd: RunDir, to: Path) -> int:
@@ -199,7 +200,7 @@ def write_set_command(rd: RunDir, spec: TensorSpec) -> int:
     return 0
 
 
-def export_command(rd: RunDir, fmt: str, to: Path, tag: str = "") -> int:
+def export_command(rd: RunDir, fmt: str, to: Path, tag: str = "", fps: float | None = None) -> int:
     """`export`: the keypoints as a pkl dict (of a tensor set), .pose files, or the older
     pipeline's pkl / npz."""
     if fmt.startswith("legacy") and tag:
@@ -219,6 +220,6 @@ def export_command(rd: RunDir, fmt: str, to: Path, tag: str = "") -> int:
         if tag:
             raise RunError("--tag applies to --format pkl: .pose and islr files hold all points, "
                            "read from keypoints.parquet.")
-        n = export_pose(rd, to) if fmt == "pose" else export_islr(rd, to)
+        n = export_pose(rd, to, fps) if fmt == "pose" else export_islr(rd, to)
     messages.result(f"{fmt}: {to} ({n} videos)")
     return 0

@@ -73,13 +73,13 @@ def dataset_info(ds: Dataset, given: str = "", key: str = "") -> DatasetInfo:
         problems={v.name: v.problem for v in ds.videos if v.problem},
         unlisted_folders=list(ds.unlisted), ignored_files=len(ignored), ignored_reasons=reasons,
         ignored_examples=[f"{path} ({reason})" for path, reason in ignored[:IGNORED_EXAMPLES]],
-        manifest=ds.manifest, decoder=_decoder(ds),
+        manifest=ds.manifest, entry=ds.entry, decoder=_decoder(ds),
         notes={v.name: v.note for v in ds.videos if v.note},
         anomalies=list(getattr(getattr(ds.root, "index", None), "notes", [])),
         links_inside=ds.links_inside, links_outside=len(ds.links_outside),
         links_outside_examples=ds.links_outside[:links.SHOWN],
-        given=given or str(ds.root / ds.manifest if ds.manifest else ds.root),
-        key=key or input_key(Path(str(ds.root)) / ds.manifest),
+        given=given or str(ds.root / (ds.manifest or ds.entry)),
+        key=key or input_key(Path(str(ds.root)) / (ds.manifest or ds.entry)),
     )
 
 

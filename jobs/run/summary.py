@@ -66,19 +66,21 @@ def input_anomalies(info: RunInfo) -> list[str]:
     return out
 
 
-def idle_cores(workers: int, cpus: int) -> str | None:
-    """The warning for fewer workers than usable cores (None when every core has a worker)."""
+def idle_cores(workers: int, cpus: int, typed: str = "") -> str | None:
+    """The warning for fewer workers than usable cores (None when every core has a worker); it
+    names the flags the user typed (`typed`), not others."""
     if workers >= cpus:
         return None
-    return (f"{workers} worker(s) for {cpus} usable CPU core(s): {cpus - workers} core(s) will idle. "
-            "MediaPipe runs on the CPU here (GPUs only pin workers), one worker per core; leave "
-            "out --num_gpus/--num_workers_per_gpu for one worker per core, or ask for "
-            f"--num_workers_per_gpu {-(-cpus // max(1, workers))} (workers = GPUs x workers per "
-            "GPU, or workers per GPU alone with --num_gpus 0)")
+    per_gpu = next((f for f in ("--num_workers_per_gpu", "--workers-per-gpu") if f in typed), "")
+    fix = f"{per_gpu} {-(-cpus // max(1, workers))}" if per_gpu else f"--workers {cpus}"
+    asked = f"{typed} asks for {workers}" if typed else f"{workers} worker slot(s) here"
+    return (f"{workers} worker(s) for {cpus} usable CPU core(s): {cpus - workers} core(s) will idle "
+            f"({asked}). MediaPipe runs on the CPU here (GPUs only pin workers), one worker per "
+            f"core: ask for {fix}" + (f", or leave out {typed}" if typed else ""))
 
 
 def starting(info: RunInfo, split_frames: dict[str, int], slots: list, cpus: int,
-             writes: str) -> None:
+             writes: str, typed: str = "") -> None:
     """What the run will do, before it does it: dataset, plan, workers, where it writes."""
     d = info.dataset
     per_split = ", ".join(f"{s} {n}" for s, n in split_frames.items())
@@ -87,7 +89,7 @@ def starting(info: RunInfo, split_frames: dict[str, int], slots: list, cpus: int
     gpus = sorted({s.gpu for s in slots if s.gpu})
     pinned = f"GPU(s) {','.join(gpus)}" if gpus else "no GPU"
     messages.say(f"workers: {len(slots)} ({pinned}; 1 CPU each, of {cpus} usable); writing {writes}")
-    warning = idle_cores(len(slots), cpus)
+    warning = idle_cores(len(slots), cpus, typed)
     if warning:
         messages.warn(warning)
 

@@ -29,6 +29,7 @@ class WorkerBeat:
     cpus: list[int] = field(default_factory=list)
     chunk: int | None = None
     video: str | None = None
+    frames: int = 0  # frames done in its chunk in flight (not committed yet)
 
 
 @dataclass

@@ -58,6 +58,7 @@ class DatasetInfo:
     given: str = ""  # --dataset (or --manifest) as the user typed it, for messages and the legacy pkl
     key: str = ""  # its identity (extract.corpora.input_key): what a resume's --dataset is compared to
     manifest: str = ""  # the manifest's file name in root, when a manifest lists the videos
+    entry: str = ""  # one clip or one frame folder: its name in root, the folder it lies in
     decoder: str = ""  # the video decoder and its version, when videos are decoded
     notes: dict[str, str] = field(default_factory=dict)  # video -> what its source noticed
     # what the input holds that a careful user should know (archive members stored twice or named

@@ -7,17 +7,23 @@ for the run is the scheduler's business (jobs.schedule.scheduler).
 
 from __future__ import annotations
 
+import importlib.machinery
 import multiprocessing as mp
 import os
+import re
 import signal
+import sys
 import threading
 import time
-from contextlib import suppress
+import types
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from multiprocessing.connection import Connection, wait
 from pathlib import Path
 from typing import Any
 
+from jobs.schedule.boot import LOG_ENV
 from jobs.schedule.devices import Slot
 from jobs.schedule.events import ChunkTask, Committed, Died, Event, Ready, WriteFailed
 from jobs.schedule.worker import WorkerError, worker_main
@@ -38,9 +44,61 @@ def exit_reason(exitcode: int | None) -> str:
 class _Proc:
     proc: Any
     conn: Connection
+    log: Path
+    log_start: int = 0  # the log's size when the process started: what it writes comes after
     ready: bool = False
     busy: bool = False
     last_words: str = ""
+
+
+_MAIN_LOCK = threading.Lock()
+
+
+@contextmanager
+def _own_main(log: Path) -> Iterator[None]:
+    """Spawned workers start from this package, never from the user's main module.
+
+    multiprocessing's spawn re-runs the parent's `__main__` in each child (by its __spec__ name or
+    its __file__) before it unpickles the target: a script without an `if __name__ == "__main__":`
+    guard would start its whole job again in every worker, and `python -` (main file `<stdin>`)
+    cannot be re-run at all. The worker needs nothing of it, so while a process starts, `__main__`
+    stands for jobs.schedule.boot: the child runs that first, which sends its output to `log`
+    before anything else can fail (the environment names the log to it)."""
+    stand_in = types.ModuleType("__main__")
+    stand_in.__spec__ = importlib.machinery.ModuleSpec("jobs.schedule.boot", None)
+    with _MAIN_LOCK:
+        main = sys.modules.get("__main__")
+        sys.modules["__main__"] = stand_in
+        os.environ[LOG_ENV] = str(log)
+        try:
+            yield
+        finally:
+            os.environ.pop(LOG_ENV, None)
+            if main is not None:
+                sys.modules["__main__"] = main
+
+
+_ERROR_LINE = re.compile(r"^[A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt)\b.*$", re.M)
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0
+
+
+def last_error(log: Path, since: int = 0) -> str:
+    """The last `SomeError: why` line the worker's log got after byte `since` (its traceback's last
+    line), or ""."""
+    try:
+        with open(log, "rb") as f:
+            f.seek(max(since, f.seek(0, os.SEEK_END) - 16384))
+            text = f.read().decode("utf-8", "replace")
+    except OSError:
+        return ""
+    found = _ERROR_LINE.findall(text)
+    return found[-1].strip()[:300] if found else ""
 
 
 class LocalBackend:
@@ -69,19 +127,21 @@ class LocalBackend:
         saved = os.environ.get("CUDA_VISIBLE_DEVICES")
         os.environ["CUDA_VISIBLE_DEVICES"] = s.gpu  # inherited by the spawned interpreter
         log = self.run_dir / "logs" / f"{self.log_prefix}worker-{slot}.log"
+        start_size = _size(log)
         try:
             proc = self._ctx.Process(
                 target=worker_main, args=(slot, child, str(self.run_dir), list(s.cpus),
                                          self.holistic, str(log)),
                 name=f"phoenix-keypoints-worker-{slot}", daemon=True)
-            proc.start()
+            with _own_main(log):
+                proc.start()
         finally:
             if saved is None:
                 os.environ.pop("CUDA_VISIBLE_DEVICES", None)
             else:
                 os.environ["CUDA_VISIBLE_DEVICES"] = saved
         child.close()
-        self._procs[slot] = _Proc(proc, parent)
+        self._procs[slot] = _Proc(proc, parent, log, start_size)
 
     def assign(self, slot: int, task: ChunkTask) -> None:
         p = self._procs[slot]
@@ -100,6 +160,8 @@ class LocalBackend:
             if p.proc.sentinel in ready or not p.proc.is_alive():
                 p.proc.join()
                 events += self._drain(p)  # what it said before dying tells where it died
+                if not p.ready and not p.last_words:  # died before its entry could say why
+                    p.last_words = last_error(p.log, p.log_start)
                 how = exit_reason(p.proc.exitcode) + (f", {p.last_words}" if p.last_words else "")
                 p.conn.close()
                 del self._procs[slot]

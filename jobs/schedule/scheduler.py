@@ -77,7 +77,7 @@ class SlotState:
 
     def beat(self) -> WorkerBeat:
         return WorkerBeat(self.index, self.pid, self.host, self.gpu, list(self.cpus), self.chunk,
-                          self.video)
+                          self.video, self.frames if self.chunk is not None else 0)
 
 
 @dataclass
@@ -205,8 +205,9 @@ class Scheduler:
         if s.chunk is None:
             verdict: Verdict = self.policy.died_starting(how)
             if isinstance(verdict, Fatal):
-                self.fatal(f"{verdict.why}; run with --workers-per-gpu 1 and read the worker log in "
-                           "RUN/logs/, or check that mediapipe imports on this machine.")
+                self.fatal(f"{verdict.why}. Each worker's whole output is in its log in RUN/logs/; "
+                           "check that mediapipe imports on this machine (python -c 'import "
+                           "mediapipe').")
         else:
             verdict = self._crash(s, how)
         self.slots[s.index] = SlotState(s.index)

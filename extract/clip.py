@@ -1,0 +1,133 @@
+"""One clip to keypoints in this process: `extract_keypoints`, the Python face for a notebook.
+
+Why it exists: a researcher wants the arrays of one clip without a run folder or workers. It reads
+the frames with the very sources a run uses (extract/sources/, found the way a run's corpus reader
+finds them: extract.corpora.entries.to_video) and puts them through the per-video code a worker
+runs (extract.keypoints.video_rows.extract_video), so its numbers equal a run's on the same frames.
+
+The estimator is named (`estimator="holistic"`, the only one so far) so another family can plug in
+beside MediaPipe Holistic without changing the call.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from extract.keypoints.frames import MAX_PIXELS, STATUS_OK, Frame, read_frame
+from extract.keypoints.holistic import Extractor, HolisticOptions
+from extract.keypoints.video_rows import Block, extract_video
+from extract.outputs.export import PHOENIX_FPS, rate_of_times
+
+ESTIMATORS = ("holistic",)
+_OPTIONS = tuple(f.name for f in fields(HolisticOptions))
+Source = str | os.PathLike | Sequence[str | os.PathLike] | np.ndarray
+
+
+@dataclass
+class Keypoints:
+    """One clip's keypoints: `kp[part]` is float32 [T, points, channels], NaN where not detected."""
+
+    parts: dict[str, np.ndarray]
+    fps: float
+    status: list[str] = field(default_factory=list)  # per frame: "ok", or why it was not processed
+    image: list[str] = field(default_factory=list)  # per frame: what it was made from
+    width: list[int | None] = field(default_factory=list)
+    height: list[int | None] = field(default_factory=list)
+    time_s: list[float | None] = field(default_factory=list)  # per frame: the video's timestamp
+
+    def __len__(self) -> int:
+        return len(self.status)
+
+    def __getitem__(self, part: str) -> np.ndarray:
+        if part not in self.parts:
+            raise KeyError(f"no part {part!r}; this estimator gives {', '.join(self.parts)}")
+        return self.parts[part]
+
+    def keys(self) -> list[str]:
+        return list(self.parts)
+
+    def to_pose(self) -> Any:
+        """A pose-format `Pose` (needs the pose extra), laid out as `export --format pose` writes."""
+        from extract.outputs.export import pose_of_blocks
+
+        sizes = [(w, h) for w, h in zip(self.width, self.height, strict=True) if w is not None]
+        width, height = max(set(sizes), key=sizes.count) if sizes else (0, 0)
+        return pose_of_blocks(self.parts, width, height, self.fps)
+
+
+def extract_keypoints(source: Source, estimator: str = "holistic", *, fps: float | None = None,
+                      max_pixels: int = MAX_PIXELS, **options: Any) -> Keypoints:
+    """Keypoints of one clip: a video file, a folder of frames, a list of image paths, or an RGB
+    uint8 array [T, H, W, 3]. `fps` is the rate of frames and arrays (PHOENIX's 25 by default; a
+    video's own: its stream's rate, else its frames' times); `options` are Holistic's, as `run`
+    takes them (model_complexity, refine_face_landmarks, static_image_mode, smooth_landmarks,
+    min_detection_confidence, min_tracking_confidence)."""
+    if estimator not in ESTIMATORS:
+        raise ValueError(f"estimator {estimator!r} is not known; known: {', '.join(ESTIMATORS)}")
+    unknown = sorted(set(options) - set(_OPTIONS))
+    if unknown:
+        raise TypeError(f"unknown option(s) {', '.join(unknown)}; Holistic takes {', '.join(_OPTIONS)}")
+    frames, n, clip_fps = _frames(source, max_pixels)
+    block = Block(layout=HolisticOptions(**options).layout)
+    with Extractor(HolisticOptions(**options), num_threads=1) as extractor:
+        extract_video(extractor, "all", "clip", frames, n, block)
+    return _keypoints(block, fps or clip_fps or rate_of_times(block.time_s) or float(PHOENIX_FPS))
+
+
+def _keypoints(block: Block, fps: float) -> Keypoints:
+    """A Block's rows as [T, points, channels] arrays, NaN where a part was not detected."""
+    parts = {}
+    for part, (n, c) in block.layout.items():
+        values = np.concatenate(block.values[part]).reshape(-1, n, c)
+        values[~np.concatenate(block.present[part])] = np.nan
+        parts[part] = values
+    return Keypoints(parts, float(fps), block.status, block.image, block.width, block.height,
+                     block.time_s)
+
+
+def _frames(source: Source, max_pixels: int) -> tuple[Iterable[Frame], int, float | None]:
+    """(frames, how many, the source's own rate or None) of whatever the user handed in."""
+    if isinstance(source, np.ndarray):
+        return _array_frames(source), len(source), None
+    if isinstance(source, (str, os.PathLike)):
+        return _path_frames(Path(source), max_pixels)
+    paths = [Path(p) for p in source]
+    return _list_frames(paths, max_pixels), len(paths), None
+
+
+def _array_frames(array: np.ndarray) -> Iterator[Frame]:
+    if array.ndim != 4 or array.shape[-1] != 3 or array.dtype != np.uint8:
+        raise ValueError(f"an array of frames is uint8 RGB [T, H, W, 3], not {array.dtype} "
+                         f"{list(array.shape)}")
+    for i, rgb in enumerate(array):
+        yield Frame(np.ascontiguousarray(rgb), STATUS_OK, "", f"array#frame={i}")
+
+
+def _list_frames(paths: list[Path], max_pixels: int) -> Iterator[Frame]:
+    for p in paths:
+        rgb, status, note, src = read_frame(p, max_pixels=max_pixels)
+        yield Frame(rgb, status, note, str(p), src.size, src.mtime_ns, src.sha256)
+
+
+def _path_frames(path: Path, max_pixels: int) -> tuple[Iterable[Frame], int, float | None]:
+    """A video file or a folder of frames, found and read as a run finds and reads them."""
+    from extract import sources
+    from extract.corpora.entries import Listing, to_video
+    from extract.sources.base import Ref
+    from extract.sources.video import stream_fps
+
+    if not path.exists():
+        raise FileNotFoundError(f"{path}: no such file or folder")
+    root = path.resolve().parent
+    v = to_video(root, Listing("all", path.name, path.resolve().name, "extract_keypoints"))
+    if v.problem:
+        raise ValueError(f"{path}: {v.problem} (a video file, or a folder of PNG/JPEG frames)")
+    ref = Ref(v.source, v.folder, v.files, v.start, v.count or 0, max_pixels)
+    rate = stream_fps(root / v.folder) if v.source == "video" else None
+    return sources.get(v.source).frames(root, ref), v.num_frames, rate

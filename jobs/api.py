@@ -1,0 +1,86 @@
+"""`run_job`: the `run` command called from Python (a script, `python -`, a notebook).
+
+Why beside the command line and not another path: it builds the very argument list `run` parses
+and calls the same handler, so options, refusals, resume and outputs are the command's own; only
+the ending differs: a refusal is raised as RunRefused (where `run` exits 2) and the outcome is
+returned as a RunResult (where `run` exits 0 or 1).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+# keyword -> the flag it is typed as, where that is not `--key-with-dashes`
+_FLAG_OF = {"smooth_landmarks": "--no-smooth-landmarks", "follow_links": "--no-follow-links"}
+
+
+class RunRefused(Exception):
+    """`run` would refuse this (exit 2); the message says what, where and what to do."""
+
+
+@dataclass(frozen=True)
+class RunResult:
+    """What a run_job did: its folder, whether every frame is in the outputs, and what was not ok."""
+
+    run_dir: Path
+    complete: bool
+    exit_status: int  # what `run` would have exited with: 0 all done and merged, 1 not
+    frames_not_ok: dict[str, int] = field(default_factory=dict)  # status -> frames
+    failed_videos: dict[str, str] = field(default_factory=dict)  # video -> why
+
+
+def _argv(options: dict[str, Any]) -> list[str]:
+    """Keywords as `run` flags: True is the flag alone, a list is comma-joined, None is left out."""
+    argv = []
+    for key, value in options.items():
+        if value is None:
+            continue
+        if key in _FLAG_OF and value is False:
+            argv.append(_FLAG_OF[key])
+            continue
+        flag = "--" + key.replace("_", "-")
+        if isinstance(value, bool):
+            argv += [flag] if value else []
+        elif isinstance(value, (list, tuple)):
+            argv += [flag, ",".join(map(str, value))]
+        else:
+            argv += [flag, str(value)]
+    return argv
+
+
+def run_job(dataset: str | Path | None = None, out: str | Path | None = None,
+            workers: int | None = None, **options: Any) -> RunResult:
+    """Run a whole job as `phoenix-keypoints run --dataset ... --out ... --workers N` does (any other
+    `run` option as a keyword: limit_videos=5, videos=["a", "b"], refine_face_landmarks=True) and
+    say what happened. Raises RunRefused where `run` would refuse the input (exit 2)."""
+    from jobs import messages
+    from jobs.cli import _refusals, _run, build_parser
+    from jobs.rundir.folder import JobFailed, RunDir
+
+    argv = ["run", *_argv({"dataset": dataset, "out": out, "workers": workers, **options})]
+    err = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(err):
+            args = build_parser().parse_args(argv)
+        args.argv = argv
+    except SystemExit:
+        raise RunRefused(err.getvalue().strip().splitlines()[-1]) from None
+    try:
+        code = _run(args)
+    except _refusals() as e:
+        raise RunRefused(str(e)) from None
+    except JobFailed as e:
+        messages.error(str(e))
+        code = 1
+    if args.out is None:  # the older --output_path placed the run folder itself
+        return RunResult(Path(), code == 0, code)
+    rd = RunDir(Path(args.out))
+    merge = rd.load().merge if rd.exists() else None
+    if merge is None:
+        return RunResult(rd.path, False, code)
+    not_ok = {s: n for s, n in merge.statuses.items() if s != "ok"}
+    return RunResult(rd.path, code == 0 and not merge.partial, code, not_ok, dict(merge.failed_videos))
