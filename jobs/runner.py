@@ -35,9 +35,9 @@ from jobs.verify import merged_frames_changed
 MERGE_TRIES = 3  # a part found corrupt while merging is redone, then merged again
 
 
-def _holistic(rd: RunDir, req: RunRequest) -> dict:
-    """The graph options workers need before planning: the run's own when it resumes."""
-    return req.options.holistic(rd.load() if rd.exists() and not req.fresh else None)
+def _settings(rd: RunDir, req: RunRequest) -> dict:
+    """The estimator settings workers need before planning: the run's own when it resumes."""
+    return req.options.settings(rd.load() if rd.exists() and not req.fresh else None)
 
 
 def _resuming(work: Work, info: RunInfo) -> None:
@@ -65,7 +65,7 @@ def _extract_all(rd: RunDir, req: RunRequest, info: RunInfo, backend: Backend | 
         if backend is not None:
             backend.close(0)
         return 0, merging
-    backend = backend or make_backend(rd, info.options.holistic, req.backend, req.num_gpus,
+    backend = backend or make_backend(rd, req.options.settings(info), req.backend, req.num_gpus,
                                       req.workers_per_gpu, req.address)
     outcome = extract(rd, info, plan, work, backend, on_commit=committed.add)
     code = summary.ended(outcome, "")
@@ -172,7 +172,7 @@ def run_whole(req: RunRequest) -> int:
         return 0
     with run_folder(rd):
         # started now: workers import mediapipe and build their graphs while we plan
-        backend: Backend | None = make_backend(rd, _holistic(rd, req), req.backend, req.num_gpus,
+        backend: Backend | None = make_backend(rd, _settings(rd, req), req.backend, req.num_gpus,
                                                req.workers_per_gpu, req.address)
         try:
             for slot in range(backend.slot_count()):
