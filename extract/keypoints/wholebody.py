@@ -115,17 +115,26 @@ def record(detector: Path, pose_model: Path) -> dict[str, Any]:
             "onnxruntime": onnxruntime_version()}
 
 
-def check_record(settings: dict[str, Any]) -> None:
-    """Refuse a run whose model files are no longer the bytes it recorded (path, size, sha256)."""
+def model_problems(settings: dict[str, Any]) -> list[str]:
+    """What differs between a run's recorded model files and the files at those paths now."""
+    out = []
     for key in ("detector", "pose_model"):
         rec = settings[key]
         flag, path = f"--{key.replace('_', '-')}", Path(rec["path"])
         if not path.is_file():
-            raise ModelFileError(f"{flag} {path}: the model this run was made with is gone. Put it "
-                                 f"back, or pass {flag} with a copy of it (sha256 {rec['sha256']}).")
-        if path.stat().st_size != rec["size"] or _sha256(path) != rec["sha256"]:
-            raise ModelFileError(f"{flag} {path}: not the model this run was made with (sha256 "
-                                 f"{rec['sha256']}). Put that file back, or start a new --out.")
+            out.append(f"{flag} {path}: the model this run was made with is gone. Put it back, or "
+                       f"pass {flag} with a copy of it (sha256 {rec['sha256']}).")
+        elif path.stat().st_size != rec["size"] or _sha256(path) != rec["sha256"]:
+            out.append(f"{flag} {path}: not the model this run was made with (sha256 "
+                       f"{rec['sha256']}). Put that file back, or start a new --out.")
+    return out
+
+
+def check_record(settings: dict[str, Any]) -> None:
+    """Refuse a run whose model files are no longer the bytes it recorded (size, sha256)."""
+    problems = model_problems(settings)
+    if problems:
+        raise ModelFileError(" ".join(problems))
 
 
 class Detector:
