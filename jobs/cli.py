@@ -323,6 +323,10 @@ def _run(args: argparse.Namespace) -> int:
         raise RunError("--address is for --backend ray.")
     pkl, out = args.output_path, args.out
     if pkl is not None:
+        if args.estimator == "wholebody":
+            raise RunError("--output_path writes the older pipeline's pkl of Holistic's 143 points; "
+                           "a wholebody run has COCO-WholeBody's 133: leave --output_path out "
+                           "(its outputs: docs/wholebody.md).")
         if pkl.is_dir():
             raise RunError(f"--output_path {pkl} is a folder; give the .pkl file to write.")
         out = out or (args.temp_dir or pkl.parent) / f"{pkl.stem}_run"

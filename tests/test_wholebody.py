@@ -208,7 +208,7 @@ def test_report_show_diff_verify_and_status_work(wb_run, tmp_path):
 def test_holistic_only_exports_refuse_a_wholebody_run(wb_run, tmp_path):
     for fmt in ("legacy-pkl", "legacy-npz", "islr"):
         refused(run_cli(["export", "--out", wb_run, "--format", fmt, "--to", tmp_path / fmt]),
-                "wholebody", "holistic")
+                "wholebody", "Holistic")
     refused(run_cli(["tensors", "--out", wb_run, "--preset", "compact-187"]), "wholebody")
 
 

@@ -25,12 +25,16 @@ from extract.keypoints.estimator import (
     WHOLEBODY_POINTS,
 )
 from extract.keypoints.schema import column_block
+from extract.outputs.export import PHOENIX_FPS, video_size, write_file
 from extract.outputs.tensors import (
     POINTS_JSON,
     TENSORS_FORMAT,
     NpyWriter,
+    TensorsError,
     TensorSetWriter,
     _install,
+    iter_videos,
+    split_index,
     tag_dir,
 )
 
@@ -117,3 +121,48 @@ def points_meta(frames: Mapping[str, int], videos: Mapping[str, int],
         "source": {"file": keypoints.name, "bytes": st.st_size,
                    "rows": pq.ParquetFile(keypoints).metadata.num_rows},
     }
+
+
+def write_wholebody_tensors(keypoints: Path, out_dir: Path,
+                            corpus: Mapping[str, Mapping[str, str]] | None = None,
+                            batch_size: int = 4096) -> dict[str, int]:
+    """The default set of a whole-body keypoints.parquet (a lost tensors/ written again)."""
+    index = split_index(keypoints)
+    capacity = {s: int(np.sum(t["length"].to_numpy())) if t.num_rows else 0 for s, t in index.items()}
+    writer = WholebodyTensorWriter(out_dir, capacity, corpus)
+    try:
+        for split, video, table in iter_videos(keypoints, writer.columns, batch_size):
+            writer.add_video(split, video, table)
+        return writer.close(keypoints)
+    except BaseException:
+        writer.discard()
+        raise
+
+
+def write_pose_files(keypoints: Path, out_dir: Path, fps: float = PHOENIX_FPS) -> int:
+    """One `<out_dir>/<split>/<video>.pose` per video with pose-format's own COCO-WholeBody header
+    (BODY 23 with the feet, FACE 68, LEFT_HAND, RIGHT_HAND: 133 points in this order, XYC), so its
+    readers, normalisation and visualiser take it as they take MMPose output. x, y in pixels;
+    confidence = the score, 0 (masked) on frames that were not read."""
+    try:
+        from pose_format import Pose
+        from pose_format.numpy.pose_body import NumPyPoseBody
+        from pose_format.pose_header import PoseHeader, PoseHeaderDimensions
+        from pose_format.utils.cocowholebody133_header import cocowholebody_components
+    except ImportError:
+        raise TensorsError("the pose export needs pose-format: pip install -c constraints.txt "
+                           "-e '.[pose]'") from None
+    components = cocowholebody_components()
+    n = 0
+    for split, video, table in iter_videos(keypoints, ["width", "height", WHOLEBODY]):
+        width, height = video_size(table)
+        header = PoseHeader(version=0.2, dimensions=PoseHeaderDimensions(width, height, 0),
+                            components=components)
+        block, present = column_block(table.column(WHOLEBODY), WHOLEBODY_POINTS * 3)
+        vals = block.reshape(-1, 1, WHOLEBODY_POINTS, 3)
+        conf = np.where(present[:, None, None], vals[..., 2], 0).astype(np.float32)
+        pose = Pose(header, NumPyPoseBody(fps=fps, data=np.ascontiguousarray(vals[..., :2]),
+                                          confidence=conf))
+        write_file(Path(out_dir) / split / f"{video}.pose", pose.write)
+        n += 1
+    return n
