@@ -283,6 +283,14 @@ def test_other_model_files_are_refused_and_verify_names_a_changed_one(models, tm
     refused(run_cli(["run", "--out", run2]), str(det), "not the model this run was made with")
 
 
+def test_the_model_flags_alone_choose_the_wholebody_estimator(models, tmp_path):
+    out = tmp_path / "run"
+    ok(run_cli(["run", "--dataset", SHARED_SAMPLE, "--out", out, "--videos", "signer_demo-1",
+                "--detector", models["detector"], "--pose-model", models["pose"]]), "run")
+    assert json.loads((out / "run.json").read_text())["options"]["estimator"] == "wholebody"
+    assert "wholebody" in pq.read_schema(out / "keypoints.parquet").names
+
+
 @pytest.mark.parametrize("case", ["missing", "not-onnx", "swapped", "one-only", "none", "holistic"])
 def test_bad_model_files_exit_2_naming_the_file(models, case, tmp_path):
     out = tmp_path / "run"

@@ -47,7 +47,7 @@ class RunOptions:
 
     def resolved(self) -> PlanOptions:
         """The options of a new run: what was asked, defaults for the rest."""
-        estimator = self.estimator or "holistic"
+        estimator = self.estimator or ("wholebody" if self.wholebody else "holistic")
         return PlanOptions(
             splits=list(self.splits or SPLITS),
             videos=list(self.videos) if self.videos else None,

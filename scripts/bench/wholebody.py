@@ -12,7 +12,7 @@ only slows it, which would flatter the job. The models are tests/tiny_onnx.py's 
 the job's own work weighs far more here than beside a real RTMW); the frames the shared sample's
 (scripts/bench/workload.py). The two commands alternate, their order rotating each cycle.
 
-    .venv/bin/python scripts/bench/wholebody.py                    # 3 cycles, ~8,300 frames: ~3 min
+    .venv/bin/python scripts/bench/wholebody.py                    # 3 cycles, 20,700 frames: ~6 min
     .venv/bin/python scripts/bench/wholebody.py --copies 10 --repeat 1 --json ''   # a quick look
 """
 
@@ -91,7 +91,7 @@ def measure_bare(root: Path, n: int, work: Path, models: dict[str, Path]) -> dic
 
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--copies", type=int, default=60, help="copies of the two sample videos (138 "
+    p.add_argument("--copies", type=int, default=150, help="copies of the two sample videos (138 "
                                                           "frames a copy)")
     p.add_argument("--repeat", type=int, default=3, help="alternated cycles")
     p.add_argument("--json", default="wholebody.json", help="file under docs/results/ ('': none)")
