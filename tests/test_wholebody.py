@@ -243,6 +243,17 @@ def test_resume_after_sigkill_equals_the_uninterrupted_run(models, tmp_path):
     assert_same_output(b, tmp_path / "a")
 
 
+def test_slurm_shards_run_the_wholebody_estimator(models, wb_run, tmp_path):
+    """A planned array's shards build the whole-body models from run.json: the same keypoints."""
+    out = tmp_path / "array"
+    ok(run_cli(["slurm", "--dataset", SHARED_SAMPLE, "--out", out, "--num-shards", "2",
+                *wholebody(models)]), "slurm")
+    for shard in ("0", "1"):
+        ok(run_cli(["run", "--out", out, "--num-shards", "2", "--shard-index", shard]), shard)
+    assert pq.read_table(out / "keypoints.parquet").select(["wholebody", "persons"]).equals(
+        pq.read_table(wb_run / "keypoints.parquet").select(["wholebody", "persons"]))
+
+
 def test_another_estimator_is_refused_naming_both(models, wb_run, tmp_path):
     refused(run_cli(["run", "--dataset", SHARED_SAMPLE, "--out", wb_run, "--estimator", "holistic"]),
             "estimator (wholebody when planned, holistic asked)")
