@@ -62,7 +62,7 @@ class Declaration:
     name: str
     parts: dict[str, tuple[int, int]]  # landmark column -> (points, values per point)
     counts: tuple[str, ...] = ()  # int32 per-frame columns (wholebody: persons)
-    values: tuple[str, ...] = ("x", "y", "z")
+    values: tuple[str, ...] = ()  # a point's values when every part has the same (x, y, score)
     schema: pa.Schema = field(default=SCHEMA, compare=False)
 
     def write_options(self) -> dict[str, Any]:

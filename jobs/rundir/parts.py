@@ -68,7 +68,9 @@ class PartInfo:
     failed: dict[str, str] = field(default_factory=dict)  # video -> why it has no rows
     statuses: dict[str, int] = field(default_factory=dict)  # row status -> rows
     not_ok: dict[str, int] = field(default_factory=dict)  # video -> rows whose status is not ok
-    holistic: dict = field(default_factory=dict)  # the graph options its rows were made with
+    # the estimator settings its rows were made with (the key keeps its first name: a Holistic
+    # run's are its graph options, as before; another estimator's name it)
+    holistic: dict = field(default_factory=dict)
     # (split, video)s whose rows it holds but the chunk no longer has (a KeptPart's dropped videos);
     # the counts above leave them out
     dropped: frozenset[Key] = frozenset()
