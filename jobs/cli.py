@@ -70,6 +70,13 @@ def _plan_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--chunk-frames", type=_positive,
                    help="fixed frames per chunk, whole videos (default: sizes chosen from the "
                         "dataset and the worker count, at most 1000, shrinking toward the end)")
+    p.add_argument("--estimator", choices=("holistic", "wholebody"),
+                   help="holistic (default: MediaPipe Holistic) or wholebody (COCO-WholeBody 133 "
+                        "points from --detector and --pose-model: docs/wholebody.md)")
+    p.add_argument("--detector", type=Path, metavar="DET.onnx",
+                   help="wholebody: a YOLOX person detector (.onnx, with or without NMS inside)")
+    p.add_argument("--pose-model", type=Path, metavar="POSE.onnx",
+                   help="wholebody: an RTMPose / RTMW / DWPose COCO-WholeBody SimCC model (.onnx)")
     p.add_argument("--model-complexity", type=int, choices=(0, 1, 2),
                    help="Holistic pose model (default 1, the only one mediapipe 0.10.21 ships)")
     p.add_argument("--refine-face-landmarks", action="store_true", default=None,
@@ -294,7 +301,24 @@ def _options(args: argparse.Namespace) -> RunOptions:
                       args.model_complexity, args.max_samples_per_split,
                       args.min_detection_confidence, args.min_tracking_confidence,
                       args.refine_face_landmarks, args.static_image_mode, args.smooth_landmarks,
-                      args.max_pixels, args.follow_links)
+                      args.max_pixels, args.follow_links, args.estimator, _models(args))
+
+
+def _models(args: argparse.Namespace) -> dict | None:
+    """--detector and --pose-model, checked and recorded (sha256, size, input size), or None."""
+    from jobs.rundir.folder import RunError
+
+    det, pose = getattr(args, "detector", None), getattr(args, "pose_model", None)
+    if det is None and pose is None:
+        return None
+    if args.estimator == "holistic":
+        raise RunError("--detector and --pose-model are for --estimator wholebody.")
+    if det is None or pose is None:
+        raise RunError("--estimator wholebody needs both --detector DET.onnx and --pose-model "
+                       "POSE.onnx (docs/wholebody.md says where rtmlib's published ones are).")
+    from extract.keypoints.wholebody import record
+
+    return record(det, pose)
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -310,6 +334,10 @@ def _run(args: argparse.Namespace) -> int:
         raise RunError("--address is for --backend ray.")
     pkl, out = args.output_path, args.out
     if pkl is not None:
+        if args.estimator == "wholebody":
+            raise RunError("--output_path writes the older pipeline's pkl of Holistic's 143 points; "
+                           "a wholebody run has COCO-WholeBody's 133: leave --output_path out "
+                           "(its outputs: docs/wholebody.md).")
         if pkl.is_dir():
             raise RunError(f"--output_path {pkl} is a folder; give the .pkl file to write.")
         out = out or (args.temp_dir or pkl.parent) / f"{pkl.stem}_run"
@@ -464,12 +492,13 @@ def _refusals() -> tuple[type[Exception], ...]:
     """The errors that mean refused input (exit 2): each says what, where and what to do."""
     from extract.corpora.base import DatasetError
     from extract.inspect.rows import ReportError
+    from extract.keypoints.estimator import ModelFileError
     from extract.keypoints.holistic import ModelError
     from extract.keypoints.points import PointsError
     from extract.outputs.tensors import TensorsError
     from jobs.rundir.folder import RunError
 
-    return DatasetError, RunError, ModelError, TensorsError, PointsError, ReportError
+    return DatasetError, RunError, ModelError, ModelFileError, TensorsError, PointsError, ReportError
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -36,9 +36,9 @@ from jobs.verify import merged_frames_changed
 MERGE_TRIES = 3  # a part found corrupt while merging is redone, then merged again
 
 
-def _holistic(rd: RunDir, req: RunRequest) -> dict:
-    """The graph options workers need before planning: the run's own when it resumes."""
-    return req.options.holistic(rd.load() if rd.exists() and not req.fresh else None)
+def _settings(rd: RunDir, req: RunRequest) -> dict:
+    """The estimator settings workers need before planning: the run's own when it resumes."""
+    return req.options.settings(rd.load() if rd.exists() and not req.fresh else None)
 
 
 def _resuming(work: Work, info: RunInfo) -> None:
@@ -66,7 +66,7 @@ def _extract_all(rd: RunDir, req: RunRequest, info: RunInfo, backend: Backend | 
         if backend is not None:
             backend.close(0)
         return 0, merging
-    backend = backend or make_backend(rd, info.options.holistic, req.backend, req.num_gpus,
+    backend = backend or make_backend(rd, req.options.settings(info), req.backend, req.num_gpus,
                                       req.workers_per_gpu, req.address)
     outcome = extract(rd, info, plan, work, backend, on_commit=committed.add)
     code = summary.ended(outcome, "")
@@ -166,12 +166,21 @@ def _starting(rd: RunDir, req: RunRequest, info: RunInfo, backend: Backend) -> N
     summary.starting(info, frames, slots, len(usable_cpus()), writes, req.worker_flags)
 
 
-def _refuse_without_holistic() -> None:
-    """Extracting needs Holistic: where mediapipe is missing (Python 3.13), refuse before any worker
-    starts, in one line that says why and what to do. A finished run answers without it."""
-    why = holistic_available()
-    if why is not None:
+def _refuse_without_holistic(req: RunRequest) -> None:
+    """A Holistic run needs mediapipe: where it is missing (Python 3.13), refuse before any worker
+    starts, in one line that says why and what to do. A finished run answers without it; a
+    whole-body run (asked, or the run folder's own when resumed without --estimator) needs none."""
+    if _estimator_of(req) == "holistic" and (why := holistic_available()) is not None:
         raise ModelError(why)
+
+
+def _estimator_of(req: RunRequest) -> str:
+    """The estimator this run will use: the one asked, else the run folder's, else Holistic."""
+    asked = req.options.estimator or ("wholebody" if req.options.wholebody else None)
+    if asked is None and not req.fresh and RunDir(req.out).exists():
+        with contextlib.suppress(Exception):  # an unreadable run.json is refused later, in words
+            asked = RunDir(req.out).load().options.estimator
+    return asked or "holistic"
 
 
 def run_whole(req: RunRequest) -> int:
@@ -179,10 +188,10 @@ def run_whole(req: RunRequest) -> int:
     rd = RunDir(req.out)
     if _complete(rd, req):
         return 0
-    _refuse_without_holistic()
+    _refuse_without_holistic(req)
     with run_folder(rd):
         # started now: workers import mediapipe and build their graphs while we plan
-        backend: Backend | None = make_backend(rd, _holistic(rd, req), req.backend, req.num_gpus,
+        backend: Backend | None = make_backend(rd, _settings(rd, req), req.backend, req.num_gpus,
                                                req.workers_per_gpu, req.address)
         try:
             for slot in range(backend.slot_count()):
@@ -214,7 +223,7 @@ def run(req: RunRequest) -> int:
                        f"merge job is done, run `phoenix-keypoints export --out {req.out} --format "
                        f"legacy-pkl --to {req.pkl}`.")
     if sharded:
-        _refuse_without_holistic()
+        _refuse_without_holistic(req)
         return run_shard(req, *sharded)
     written = req.pkl.stat().st_mtime_ns if req.pkl is not None and req.pkl.exists() else None
     code = run_whole(req)

@@ -144,7 +144,22 @@ def verify_command(rd: RunDir, content: bool = False) -> int:
                      f"{diff.summary()}. `phoenix-keypoints run --out {rd.path}` extracts the "
                      "added and changed videos and leaves the removed ones out.")
     code = _verdict(rd, root, rows, found, content, quiet=bool(listed))
-    return 1 if listed else code
+    return 1 if listed or _models_changed(info) else code
+
+
+def _models_changed(info: RunInfo) -> bool:
+    """A whole-body run's model files against the sha256 and size it recorded; each one changed or
+    gone is a line on stdout ("-", "-", its path, why) and named on stderr."""
+    if info.options.estimator == "holistic":
+        return False
+    from extract.keypoints.wholebody import model_problems
+
+    problems = model_problems(info.options.settings())
+    for why in problems:
+        path = why.split(": ", 1)[0].split(" ", 1)[1]
+        messages.result(f"-\t-\t{path}\t{why.split(': ', 1)[1]}")
+        messages.error(why)
+    return bool(problems)
 
 
 def _listing(rd: RunDir) -> tuple[PlanDiff, list[str]]:

@@ -54,4 +54,15 @@ if [ ! -f "$stamp" ]; then
   rm -f "$venv"/.installed-*
   touch "$stamp"
 fi
+# rtmlib is the reference the whole-body tests compare with (tests/tiny_onnx.py). It depends on
+# opencv-python, whose cv2 would overwrite mediapipe's opencv-contrib-python: installed without its
+# dependencies (numpy, onnxruntime, tqdm and cv2 are here already) into a folder of its own, outside
+# pip's view of .venv, so `pip check` stays clean.
+rtmlib_version=0.0.16
+if [[ ",$extras," == *",dev,"* ]] && [ ! -f "$venv/rtmlib-ref/.installed-$rtmlib_version" ]; then
+  rm -rf "$venv/rtmlib-ref"
+  "$venv/bin/python" -m pip install --no-deps --target "$venv/rtmlib-ref" "rtmlib==$rtmlib_version" \
+    >> "$venv/install.log" 2>&1 || { tail -20 "$venv/install.log" >&2; exit 1; }
+  touch "$venv/rtmlib-ref/.installed-$rtmlib_version"
+fi
 export PATH="$here/$venv/bin:$PATH"

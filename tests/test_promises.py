@@ -8,6 +8,10 @@ it relatively through `..` (as typed at a prompt), with `--out` and `--output_pa
 - (c) `slurm` planned twice with the same command is accepted, its scripts name absolute paths;
 - (d) the run folder moved elsewhere: `status`, `verify`, `report` and `merge` work;
 - (e) `verify` exits 0 on the finished run.
+
+Both estimators: every kind with Holistic, and with `--estimator wholebody` on the tiny ONNX
+models of tests/tiny_onnx.py the kinds that between them cover every corpus and frame source
+(WHOLEBODY_KINDS; a whole-body run has no --output_path pkl, which is Holistic's layout).
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ from helpers import (
     wait_for,
 )
 from kinds import KINDS, Kind
+from tiny_onnx import tiny_models
 
 from extract.corpora import CORPORA
 from extract.sources import SOURCES
@@ -39,6 +44,11 @@ pytestmark = pytest.mark.slow
 # One worker takes the chunks in order, so the kill lands between the two videos' chunks.
 OPTIONS = ["--workers-per-gpu", "1"]
 PACE = {"PHOENIX_KEYPOINTS_FAULTS": "frame-delay=0.5"}  # real frames, slowed: a kill lands mid-run
+# every corpus and every frame source once, for the whole-body estimator (cheap: tiny models)
+WHOLEBODY_KINDS = ("phoenix-T", "archive-top.tar.gz", "videos", "manifest", "how2sign",
+                   "csl-daily-archive")
+CELLS = [(k, "holistic") for k in KINDS] + [(k, "wholebody") for k in KINDS
+                                            if k.id in WHOLEBODY_KINDS]
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -47,11 +57,19 @@ def _shared() -> None:
         pytest.skip("shared data not found beside the repo (../shared/data)")
 
 
+@pytest.fixture(scope="module")
+def models(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    return tiny_models(tmp_path_factory.mktemp("models"))
+
+
 def test_every_registered_corpus_and_source_is_a_kind():
     """A corpus or frame source added to the registries must be built in tests/kinds.py, so that
-    every promise below is tested on it without a new test."""
+    every promise below is tested on it without a new test; the whole-body cells cover each too."""
     assert set(CORPORA) <= {k.corpus for k in KINDS}, set(CORPORA) - {k.corpus for k in KINDS}
     assert set(SOURCES) <= {s for k in KINDS for s in k.sources}
+    wholebody = [k for k, e in CELLS if e == "wholebody"]
+    assert set(CORPORA) <= {k.corpus for k in wholebody}
+    assert set(SOURCES) <= {s for k in wholebody for s in k.sources}
 
 
 def files(*paths: Path) -> dict[str, tuple[int, int, str]]:
@@ -75,14 +93,21 @@ def typed(path: Path, cwd: Path) -> str:
     return str(Path(rel.parts[0]) / "x" / ".." / Path(*rel.parts[1:]))
 
 
-@pytest.mark.parametrize("kind", KINDS, ids=[k.id for k in KINDS])
-def test_promises_hold(kind: Kind, tmp_path: Path):
+@pytest.mark.parametrize("kind,estimator", CELLS,
+                         ids=[k.id if e == "holistic" else f"{e}-{k.id}" for k, e in CELLS])
+def test_promises_hold(kind: Kind, estimator: str, tmp_path: Path, request: pytest.FixtureRequest):
     where = tmp_path / "in put #1"
     (where / "x").mkdir(parents=True)
     dataset = typed(kind.build(where), tmp_path)
+    chosen = []
+    if estimator == "wholebody":
+        models = request.getfixturevalue("models")
+        chosen = ["--estimator", "wholebody", "--detector", models["detector"], "--pose-model",
+                  models["pose"]]
 
     def command(out: str) -> list[str]:
-        return ["run", kind.flag, dataset, "--out", out, "--output_path", f"{out}.pkl", *OPTIONS]
+        pkl = ["--output_path", f"{out}.pkl"] if estimator == "holistic" else []
+        return ["run", kind.flag, dataset, "--out", out, *pkl, *OPTIONS, *chosen]
 
     # the uninterrupted run; (e) verify
     ok(run_cli(command("out #1/a"), cwd=tmp_path), "run")
@@ -111,7 +136,7 @@ def test_promises_hold(kind: Kind, tmp_path: Path):
     assert_same_output(b, a)
 
     # (c) slurm planned twice with the same command
-    slurm = ["slurm", kind.flag, dataset, "--out", "out #1/c", "--num-shards", "2"]
+    slurm = ["slurm", kind.flag, dataset, "--out", "out #1/c", "--num-shards", "2", *chosen]
     for _ in range(2):
         ok(run_cli(slurm, cwd=tmp_path), "slurm")
     script = (tmp_path / "out #1" / "c" / "slurm" / "shards.sbatch").read_text()

@@ -18,6 +18,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from extract.inspect.rows import ReportError, open_keypoints, part_arrays
+from extract.keypoints.estimator import WHOLEBODY
 from extract.keypoints.schema import PARTS, WORLD_PARTS
 from extract.outputs.tensors import iter_videos
 
@@ -121,6 +122,9 @@ def compare_video(split: str, video: str, ta: pa.Table, tb: pa.Table) -> VideoDi
     ta, tb = ta.take(pa.array(ia)), tb.take(pa.array(ib))
     d.status = int(np.sum(ta["status"].to_numpy(zero_copy_only=False)
                           != tb["status"].to_numpy(zero_copy_only=False)))
+    if "persons" in ta.column_names:  # a whole-body frame whose person count differs
+        d.status += int(np.sum(ta["persons"].to_numpy(zero_copy_only=False)
+                               != tb["persons"].to_numpy(zero_copy_only=False)))
     arr_a, arr_b = part_arrays(ta), part_arrays(tb)
     for part in [p for p in arr_a if p in arr_b]:
         a, b = arr_a[part].reshape(len(common), -1), arr_b[part].reshape(len(common), -1)
@@ -143,7 +147,13 @@ def diff_files(a: Path, b: Path, tolerance: float = 0.0,
         raise ReportError(f"--tolerance must be >= 0, not {tolerance}")
     both = set(open_keypoints(a).schema_arrow.names) & set(open_keypoints(b).schema_arrow.names)
     check_same_videos(a, b)
-    cols = ["frame", "status", *PARTS, *(p for p in WORLD_PARTS if p in both)]
+    if WHOLEBODY in both:  # two whole-body files: their 133 points, and the person counts
+        cols = ["frame", "status", WHOLEBODY, "persons"]
+    elif both & {WHOLEBODY}.union(PARTS) != set(PARTS):
+        raise ReportError(f"{a} and {b} were made by different estimators (one holds Holistic's "
+                          "columns, the other whole-body keypoints): they cannot agree")
+    else:
+        cols = ["frame", "status", *PARTS, *(p for p in WORLD_PARTS if p in both)]
     out = DiffSummary()
     for (sa, va, ta), (sb, vb, tb) in zip(iter_videos(a, cols), iter_videos(b, cols), strict=True):
         if (sa, va) != (sb, vb):

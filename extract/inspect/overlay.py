@@ -19,6 +19,8 @@ import pyarrow as pa
 
 from extract.inspect.draw import draw_frame, load_frame
 from extract.inspect.rows import ReportError, part_arrays
+from extract.inspect.wholebody import drawn_wholebody_frames
+from extract.keypoints.estimator import WHOLEBODY
 
 SUFFIXES = (".mp4", ".gif", ".png")
 SHEET_COLUMNS = 10
@@ -35,8 +37,11 @@ def video_size(rows: pa.Table) -> tuple[int, int]:
 def drawn_frames(rows: pa.Table, frames_root: Path | None, scale: int,
                  seen: list[int] | None = None) -> Iterator[np.ndarray]:
     """Each row's frame with its keypoints drawn (RGB); seen gets 1 per frame found on disk."""
-    arrays = part_arrays(rows)
     width, height = video_size(rows)
+    if WHOLEBODY in rows.column_names:
+        yield from drawn_wholebody_frames(rows, frames_root, width, height, scale, seen)
+        return
+    arrays = part_arrays(rows)
     images, frames = rows["image"].to_pylist(), rows["frame"].to_pylist()
     for i, (image, frame) in enumerate(zip(images, frames, strict=True)):
         rgb = load_frame(frames_root, image)

@@ -19,6 +19,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from extract.keypoints.estimator import WHOLEBODY, WHOLEBODY_POINTS
 from extract.keypoints.schema import OPTIONAL_COLUMNS, PARTS, SCHEMA, WORLD_PARTS, leading
 
 
@@ -34,6 +35,8 @@ def open_keypoints(path: Path) -> pq.ParquetFile:
         raise ReportError(f"{path} does not exist") from None
     except (OSError, pa.ArrowException) as e:
         raise ReportError(f"{path}: not a readable Parquet file ({e})") from None
+    if WHOLEBODY in pf.schema_arrow.names:  # a whole-body file: its own columns
+        return pf
     missing = [n for n in SCHEMA.names
                if n not in pf.schema_arrow.names and n not in OPTIONAL_COLUMNS]
     if missing:
@@ -143,5 +146,7 @@ def scatter(present: np.ndarray, vals: np.ndarray) -> np.ndarray:
 def part_arrays(table: pa.Table) -> dict[str, np.ndarray]:
     """part -> float32 [rows, points, values], NaN where the part was not found (pose_world too
     when the table has that column)."""
+    if WHOLEBODY in table.column_names:
+        return {WHOLEBODY: scatter(*present_values(table.column(WHOLEBODY), WHOLEBODY_POINTS, 3))}
     parts = PARTS | {p: nc for p, nc in WORLD_PARTS.items() if p in table.column_names}
     return {p: scatter(*present_values(table.column(p), k, c)) for p, (k, c) in parts.items()}

@@ -16,6 +16,14 @@ from typing import Any
 
 import pyarrow.parquet as pq
 
+from extract.keypoints.estimator import (
+    SCORE_THRESHOLD,
+    WHOLEBODY,
+    WHOLEBODY_NAMES,
+    WHOLEBODY_PARTS,
+    WHOLEBODY_POINTS,
+    estimator_name,
+)
 from extract.keypoints.holistic import HolisticOptions
 from extract.keypoints.points import HAND_NAMES, POSE_NAMES
 from extract.keypoints.schema import FACE_POINTS_REFINED, layout
@@ -36,16 +44,26 @@ def point_names(part: str, points: int) -> list[str]:
     return [f"iris.{i}" if i >= 468 else str(i) for i in range(points)]
 
 
+def _made_by(versions: dict[str, str]) -> dict[str, Any]:
+    """What every record starts with: the schema, the tool and the versions it ran with."""
+    return {"schema_version": SCHEMA_VERSION, "tool": "phoenix-keypoints",
+            "tool_version": versions.get("phoenix-keypoints", "unknown"),
+            "versions": {k: versions[k] for k in sorted(versions)}}
+
+
 def file_metadata(versions: dict[str, str], holistic: dict[str, Any],
-                  dataset_fingerprint: str) -> dict[bytes, bytes]:
-    """The key-value metadata merge writes into keypoints.parquet."""
+                  dataset_fingerprint: str, settings: dict[str, Any] | None = None
+                  ) -> dict[bytes, bytes]:
+    """The key-value metadata merge writes into keypoints.parquet.
+
+    `settings`: the run's estimator settings (None or Holistic's: the record Holistic files have
+    always had, byte for byte; its `holistic` key names the estimator)."""
+    if estimator_name(settings) == WHOLEBODY:
+        return _wholebody_metadata(versions, settings or {}, dataset_fingerprint)
     holistic = HolisticOptions.from_dict(holistic).as_dict()  # every option, old run.json too
     parts = layout(bool(holistic["refine_face_landmarks"]))
     record = {
-        "schema_version": SCHEMA_VERSION,
-        "tool": "phoenix-keypoints",
-        "tool_version": versions.get("phoenix-keypoints", "unknown"),
-        "versions": {k: versions[k] for k in sorted(versions)},
+        **_made_by(versions),
         "holistic": holistic,
         "dataset_fingerprint": dataset_fingerprint,
         "layout": {p: {"points": n, "values": VALUES[c], "width": n * c,
@@ -55,6 +73,28 @@ def file_metadata(versions: dict[str, str], holistic: dict[str, Any],
                    for p, (n, c) in parts.items()},
         "face_points": parts["face"][0],
         "iris_points": parts["face"][0] == FACE_POINTS_REFINED,
+    }
+    return {FILE_KEY: json.dumps(record, sort_keys=True).encode()}
+
+
+def _wholebody_metadata(versions: dict[str, str], settings: dict[str, Any],
+                        dataset_fingerprint: str) -> dict[bytes, bytes]:
+    """A whole-body file's record: the estimator, its model files, the point order and units."""
+    record = {
+        **_made_by(versions),
+        "estimator": WHOLEBODY,
+        "wholebody": {k: v for k, v in settings.items() if k != "estimator"},
+        "dataset_fingerprint": dataset_fingerprint,
+        "layout": {WHOLEBODY: {
+            "points": WHOLEBODY_POINTS, "values": ["x", "y", "score"], "width": WHOLEBODY_POINTS * 3,
+            "coordinates": "x, y in pixels of the frame (origin top left), as rtmlib returns them; "
+                           "score: the pose model's SimCC confidence",
+            "order": "COCO-WholeBody",
+            "parts": {p: list(r) for p, r in WHOLEBODY_PARTS.items()},
+            "names": list(WHOLEBODY_NAMES)}},
+        "persons": "boxes the detector kept on the frame; the signer is the largest (0: none, the "
+                   "pose model ran on the whole frame)",
+        "score_threshold": SCORE_THRESHOLD,
     }
     return {FILE_KEY: json.dumps(record, sort_keys=True).encode()}
 

@@ -25,6 +25,7 @@ from typing import Any
 
 import numpy as np
 
+from extract.keypoints.estimator import HOLISTIC, Declaration
 from extract.keypoints.schema import layout
 
 LAYOUT = layout()
@@ -237,11 +238,15 @@ def landmarks_to_arrays(results: Any, parts: dict[str, tuple[int, int]] = LAYOUT
 
 
 class Extractor:
-    """One graph for a process's lifetime; `start_video` resets tracking so videos are independent."""
+    """One graph for a process's lifetime; `start_video` resets tracking so videos are independent.
+
+    Holistic's side of the Estimator seam (extract/keypoints/estimator.py)."""
 
     def __init__(self, options: HolisticOptions, num_threads: int | None = 1) -> None:
         self.options = options
         self.layout = options.layout
+        self.settings = options.as_dict()  # the Estimator seam (extract/keypoints/estimator.py)
+        self.declaration = Declaration(HOLISTIC, self.layout)
         self._graph = new_holistic(options, num_threads)
         self._dirty = False
 

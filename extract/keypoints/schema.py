@@ -54,26 +54,26 @@ del _o, _name, _n
 # reads them.
 PROVENANCE_COLUMNS: tuple[str, ...] = ("image", "file_size", "file_mtime_ns", "file_sha256")
 
-SCHEMA = pa.schema(
-    [
-        pa.field("split", pa.string(), nullable=False),
-        pa.field("video", pa.string(), nullable=False),
-        pa.field("frame", pa.int32(), nullable=False),
-        # Presentation time in seconds, for frames of a video file (null for frame files).
-        pa.field("time_s", pa.float64()),
-        pa.field("image", pa.string(), nullable=False),
-        pa.field("width", pa.int32()),
-        pa.field("height", pa.int32()),
-        pa.field("status", pa.string(), nullable=False),
-        pa.field("note", pa.string()),
-        # What the row was made from (extract/keypoints/frames.py): null where the bytes could not
-        # be read.
-        pa.field("file_size", pa.int64()),
-        pa.field("file_mtime_ns", pa.int64()),
-        pa.field("file_sha256", pa.string()),
-    ]
-    + [pa.field(name, pa.list_(pa.float32())) for name in (*PARTS, *WORLD_PARTS)]
-)
+# The per-frame columns every estimator's table starts with (extract/keypoints/estimator.py).
+BASE_FIELDS: list[pa.Field] = [
+    pa.field("split", pa.string(), nullable=False),
+    pa.field("video", pa.string(), nullable=False),
+    pa.field("frame", pa.int32(), nullable=False),
+    # Presentation time in seconds, for frames of a video file (null for frame files).
+    pa.field("time_s", pa.float64()),
+    pa.field("image", pa.string(), nullable=False),
+    pa.field("width", pa.int32()),
+    pa.field("height", pa.int32()),
+    pa.field("status", pa.string(), nullable=False),
+    pa.field("note", pa.string()),
+    # What the row was made from (extract/keypoints/frames.py): null where the bytes could not
+    # be read.
+    pa.field("file_size", pa.int64()),
+    pa.field("file_mtime_ns", pa.int64()),
+    pa.field("file_sha256", pa.string()),
+]
+SCHEMA = pa.schema(BASE_FIELDS + [pa.field(name, pa.list_(pa.float32()))
+                                  for name in (*PARTS, *WORLD_PARTS)])
 # The schema of files written before time_s and pose_world existed (still read: OPTIONAL_COLUMNS).
 EARLIEST_SCHEMA = pa.schema([f for f in SCHEMA if f.name not in OPTIONAL_COLUMNS])
 

@@ -1,7 +1,9 @@
-"""One video's frames through one Holistic graph, into column blocks ready for Arrow.
+"""One video's frames through one estimator (Holistic's graph, or the whole-body models), into
+column blocks ready for Arrow.
 
-Numbers go straight into preallocated float32 blocks (one per body part) and become Arrow columns
-with one call per chunk, so per-frame Python is MediaPipe's call plus the landmark copy.
+Numbers go straight into preallocated float32 blocks (one per landmark column the estimator
+declares) and become Arrow columns with one call per chunk, so per-frame Python is the estimator's
+call plus the landmark copy.
 """
 
 from __future__ import annotations
@@ -12,14 +14,15 @@ from dataclasses import dataclass, field
 import numpy as np
 import pyarrow as pa
 
+from extract.keypoints.estimator import Declaration, Estimator, declaration
 from extract.keypoints.frames import Frame
-from extract.keypoints.holistic import Extractor
-from extract.keypoints.schema import SCHEMA, layout, part_column
+from extract.keypoints.schema import part_column
 
 
 @dataclass
 class Block:
-    """Rows for some frames: metadata lists plus one float32 block and presence mask per part."""
+    """Rows for some frames: metadata lists plus one float32 block and presence mask per part (and
+    one int list per count column), as the estimator's declaration says."""
 
     split: list[str] = field(default_factory=list)
     video: list[str] = field(default_factory=list)
@@ -35,7 +38,12 @@ class Block:
     file_sha256: list[str | None] = field(default_factory=list)
     values: dict[str, list[np.ndarray]] = field(default_factory=dict)
     present: dict[str, list[np.ndarray]] = field(default_factory=dict)
-    layout: dict[str, tuple[int, int]] = field(default_factory=layout)
+    counts: dict[str, list[int | None]] = field(default_factory=dict)
+    declaration: Declaration = field(default_factory=lambda: declaration(None))
+
+    @property
+    def layout(self) -> dict[str, tuple[int, int]]:
+        return self.declaration.parts
 
     def __len__(self) -> int:
         return len(self.frame)
@@ -59,7 +67,9 @@ class Block:
             vals = self.values.get(part) or [np.zeros((0, n * c), np.float32)]
             pres = self.present.get(part) or [np.zeros(0, bool)]
             cols[part] = part_column(np.concatenate(vals), np.concatenate(pres), n * c)
-        return pa.table(cols, schema=SCHEMA)
+        for name in self.declaration.counts:
+            cols[name] = pa.array(self.counts.get(name, []), pa.int32())
+        return pa.table(cols, schema=self.declaration.schema)
 
 
 STATUS_NOT_DECODED = "not_decoded"
@@ -79,7 +89,7 @@ def _exactly(frames: Iterable[Frame], n: int, image: str) -> Iterator[Frame]:
 
 
 def extract_video(
-    extractor: Extractor,
+    extractor: Estimator,
     split: str,
     video: str,
     frames: Iterable[Frame],
@@ -96,8 +106,10 @@ def extract_video(
     mtime and sha256 of the bytes it was made from (null when none could be read).
     """
     extractor.start_video()
-    values = {p: np.zeros((n, k * c), np.float32) for p, (k, c) in extractor.layout.items()}
-    present = {p: np.zeros(n, bool) for p in extractor.layout}
+    parts, count_names = extractor.declaration.parts, extractor.declaration.counts
+    values = {p: np.zeros((n, k * c), np.float32) for p, (k, c) in parts.items()}
+    present = {p: np.zeros(n, bool) for p in parts}
+    counts: dict[str, list[int | None]] = {c: [None] * n for c in count_names}
     first_size: tuple[int, int] | None = None
     for i, f in enumerate(_exactly(frames, n, locator)):
         rgb, status, note = f.rgb, f.status, f.note
@@ -112,13 +124,10 @@ def extract_video(
                 note = f"{note}; {size_note}" if note else size_note
             try:
                 found = extractor.process(rgb)
-            except (RuntimeError, ValueError) as e:  # MediaPipe refused this frame
-                status, note, found = "mediapipe_error", str(e)[:200], {}
+            except (RuntimeError, ValueError) as e:  # the estimator refused this frame
+                status, note, found = _error_status(extractor), str(e)[:200], {}
                 extractor.start_video()  # the graph's state is unknown after an error
-            for part, arr in found.items():
-                if arr is not None:
-                    values[part][i] = arr
-                    present[part][i] = True
+            _place(found, i, values, present, counts)
         out.split.append(split)
         out.video.append(video)
         out.frame.append(i)
@@ -133,6 +142,25 @@ def extract_video(
         out.file_sha256.append(f.sha256)
         if on_frame is not None:
             on_frame()
-    for part in extractor.layout:
+    for part in parts:
         out.values.setdefault(part, []).append(values[part])
         out.present.setdefault(part, []).append(present[part])
+    for name in count_names:
+        out.counts.setdefault(name, []).extend(counts[name])
+
+
+def _error_status(extractor: Estimator) -> str:
+    """A frame the estimator raised on: Holistic's status keeps its old name."""
+    name = extractor.declaration.name
+    return "mediapipe_error" if name == "holistic" else f"{name}_error"
+
+
+def _place(found: dict, i: int, values: dict[str, np.ndarray], present: dict[str, np.ndarray],
+           counts: dict[str, list[int | None]]) -> None:
+    """Row i's values from one frame's result (landmark arrays, or None; counts as ints)."""
+    for part, arr in found.items():
+        if part in counts:
+            counts[part][i] = int(arr)
+        elif arr is not None:
+            values[part][i] = arr
+            present[part][i] = True

@@ -22,7 +22,7 @@ from jobs.schedule.scheduler import Backend, Outcome, Scheduler, run
 from jobs.schedule.workqueue import ChunkQueue, WorkQueue
 
 
-def make_backend(rd: RunDir, holistic: dict, kind: str, num_gpus: int | None,
+def make_backend(rd: RunDir, settings: dict, kind: str, num_gpus: int | None,
                  workers_per_gpu: int | None, address: str | None = None,
                  shard: int | None = None) -> Backend:
     """Local worker processes (pinned per worker_slots), or actors on Ray."""
@@ -30,8 +30,8 @@ def make_backend(rd: RunDir, holistic: dict, kind: str, num_gpus: int | None,
     if kind == "ray":
         from jobs.schedule.ray_backend import RayBackend
 
-        return RayBackend(rd.path, holistic, num_gpus, workers_per_gpu, address, prefix)
-    return LocalBackend(rd.path, worker_slots(num_gpus, workers_per_gpu), holistic, prefix)
+        return RayBackend(rd.path, settings, num_gpus, workers_per_gpu, address, prefix)
+    return LocalBackend(rd.path, worker_slots(num_gpus, workers_per_gpu), settings, prefix)
 
 
 def extract(rd: RunDir, info: RunInfo, plan: pa.Table, work: Work, backend: Backend,

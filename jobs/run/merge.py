@@ -23,9 +23,11 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from extract.keypoints.estimator import Declaration, declaration
 from extract.keypoints.filemeta import file_metadata
-from extract.keypoints.schema import OPTIONAL_COLUMNS, SCHEMA, parquet_write_options
+from extract.keypoints.schema import OPTIONAL_COLUMNS
 from extract.outputs.tensors import TensorSetWriter, video_runs
+from extract.outputs.wholebody import WholebodyTensorWriter
 from jobs.run.outputs import corpus_from_plan
 from jobs.rundir.folder import JobFailed, RunDir, fsync_dir
 from jobs.rundir.parts import reject
@@ -43,17 +45,19 @@ class CorruptPart(JobFailed):
         self.why = why or message
 
 
-def read_part(path: Path) -> pa.Table:
+def read_part(path: Path, decl: Declaration | None = None) -> pa.Table:
     """A committed part's rows, every page's checksum verified, without our footer metadata.
 
-    A part of an earlier version gets the columns it lacks (time_s, pose_world) all null: not
-    recorded (time_s is null for frame files anyway)."""
+    `decl`: the run's estimator (default Holistic). A Holistic part of an earlier version gets the
+    columns it lacks (time_s, pose_world) all null: not recorded (time_s is null for frame files
+    anyway)."""
+    schema = (decl or declaration(None)).schema
     table = pq.ParquetFile(path, page_checksum_verification=True).read()
     for name in OPTIONAL_COLUMNS:
-        if name not in table.column_names:
-            table = table.append_column(SCHEMA.field(name), pa.nulls(table.num_rows,
-                                                                    SCHEMA.field(name).type))
-    return table.select(SCHEMA.names).replace_schema_metadata(None)
+        if name not in table.column_names and name in schema.names:
+            table = table.append_column(schema.field(name), pa.nulls(table.num_rows,
+                                                                    schema.field(name).type))
+    return table.select(schema.names).replace_schema_metadata(None)
 
 
 class KeypointsWriter:
@@ -63,9 +67,11 @@ class KeypointsWriter:
         self.rd = rd
         self.tmp = rd.keypoints_path.with_name(".keypoints.parquet.tmp")
         info = rd.load()
-        meta = file_metadata(info.versions, info.options.holistic, info.dataset.fingerprint)
-        self._writer = pq.ParquetWriter(self.tmp, SCHEMA.with_metadata(meta),
-                                        **parquet_write_options())
+        decl = declaration(info.options.settings())
+        meta = file_metadata(info.versions, info.options.holistic, info.dataset.fingerprint,
+                             info.options.settings())
+        self._writer = pq.ParquetWriter(self.tmp, decl.schema.with_metadata(meta),
+                                        **decl.write_options())
         self._held: list[pa.Table] = []
         self._held_rows = 0
         self.rows = 0
@@ -104,8 +110,9 @@ def read_ahead(rd: RunDir, chunks: list[int]) -> Iterator[tuple[int, pa.Table]]:
     pyarrow releases the GIL, so on 2+ cores the reading costs no wall time. A part that cannot be
     read is moved aside and raised as CorruptPart.
     """
+    decl = declaration(rd.load().options.settings())
     with ThreadPoolExecutor(1) as pool:
-        ahead = pool.submit(read_part, rd.part_path(chunks[0])) if chunks else None
+        ahead = pool.submit(read_part, rd.part_path(chunks[0]), decl) if chunks else None
         for i, chunk in enumerate(chunks):
             assert ahead is not None
             try:
@@ -116,7 +123,7 @@ def read_ahead(rd: RunDir, chunks: list[int]) -> Iterator[tuple[int, pa.Table]]:
                 raise CorruptPart(f"{why}. Run `phoenix-keypoints run --out {rd.path}` to redo it.",
                                   chunk, why) from None
             if i + 1 < len(chunks):
-                ahead = pool.submit(read_part, rd.part_path(chunks[i + 1]))
+                ahead = pool.submit(read_part, rd.part_path(chunks[i + 1]), decl)
             yield chunk, table
 
 
@@ -174,9 +181,14 @@ class Merger:
             if c >= 0:
                 capacity[split] = capacity.get(split, 0) + n
         self.keypoints = KeypointsWriter(rd)
-        refined = bool(rd.load().options.holistic.get("refine_face_landmarks"))
-        self.tensors = TensorSetWriter(rd.tensors_dir, capacity, corpus=corpus_from_plan(plan),
-                                       refined=refined)
+        options = rd.load().options
+        if options.estimator == "wholebody":
+            self.tensors: TensorSetWriter = WholebodyTensorWriter(
+                rd.tensors_dir, capacity, corpus=corpus_from_plan(plan))
+        else:
+            refined = bool(options.holistic.get("refine_face_landmarks"))
+            self.tensors = TensorSetWriter(rd.tensors_dir, capacity, corpus=corpus_from_plan(plan),
+                                           refined=refined)
         self.stages = [_Stage("merge-keypoints", self.keypoints.append),
                        _Stage("merge-tensors", self._add_videos)]
         self.merged: list[int] = []  # positions in merge_order

@@ -30,6 +30,8 @@ class RunOptions:
     smooth_landmarks: bool | None = None
     max_pixels: int | None = None
     follow_links: bool | None = None
+    estimator: str | None = None
+    wholebody: dict | None = None  # --detector/--pose-model as recorded (jobs.run.models)
 
     def _holistic(self, have: dict | None = None) -> dict:
         """Holistic's options: what was asked, else the run's own (`have`: a recorded dict, whose
@@ -45,22 +47,45 @@ class RunOptions:
 
     def resolved(self) -> PlanOptions:
         """The options of a new run: what was asked, defaults for the rest."""
+        estimator = self.estimator or ("wholebody" if self.wholebody else "holistic")
         return PlanOptions(
             splits=list(self.splits or SPLITS),
             videos=list(self.videos) if self.videos else None,
             limit_videos=self.limit_videos,
             chunk_frames=self.chunk_frames,
-            holistic=self._holistic(),
+            holistic=self._holistic() if estimator == "holistic" else {},
             max_samples_per_split=self.max_samples_per_split,
             max_pixels=self.max_pixels or MAX_PIXELS,
             follow_links=self.follow_links is not False,
+            estimator=estimator,
+            wholebody=self.wholebody if estimator == "wholebody" else None,
         )
 
-    def holistic(self, info: RunInfo | None) -> dict:
-        """The graph options workers need: the run's own when resuming, else what was asked."""
+    def settings(self, info: RunInfo | None) -> dict:
+        """The estimator settings workers need: the run's own when resuming (the model files as
+        given now, when given: a resume checks they are the same bytes), else what was asked."""
         if info is None:
-            return self.resolved().holistic
-        return HolisticOptions.from_dict(info.options.holistic).as_dict()
+            return self.resolved().settings()
+        if info.options.estimator == "holistic":
+            return HolisticOptions.from_dict(info.options.holistic).as_dict()
+        settings = info.options.settings()
+        if self.wholebody and info.options.estimator == (self.estimator or "wholebody"):
+            settings |= self.wholebody
+        return settings
+
+    def _estimator_conflicts(self, have: PlanOptions) -> list[str]:
+        """The estimator asked against the run's, by name and by each model file's sha256."""
+        asked = self.estimator or ("wholebody" if self.wholebody else have.estimator)
+        if asked != have.estimator:
+            return [f"estimator ({have.estimator} when planned, {asked} asked)"]
+        diffs = []
+        for key in ("detector", "pose_model"):
+            mine, theirs = (self.wholebody or {}).get(key), (have.wholebody or {}).get(key)
+            if mine and theirs and mine["sha256"] != theirs["sha256"]:
+                diffs.append(f"--{key.replace('_', '-')} ({theirs['path']} with sha256 "
+                             f"{theirs['sha256'][:12]} when planned, {mine['path']} with "
+                             f"{mine['sha256'][:12]} asked)")
+        return diffs
 
     def conflicts(self, info: RunInfo, num_shards: int | None = None) -> list[str]:
         """What was asked that differs from the run recorded in `info` (empty: it may resume)."""
@@ -75,8 +100,10 @@ class RunOptions:
             if self.max_samples_per_split is not None else have.max_samples_per_split,
             max_pixels=self.max_pixels or have.max_pixels,
             follow_links=have.follow_links if self.follow_links is None else self.follow_links,
+            estimator=have.estimator, wholebody=have.wholebody,
         )
-        diffs = [k for k in vars(asked) if k != "holistic" and getattr(asked, k) != getattr(have, k)]
+        diffs = self._estimator_conflicts(have)
+        diffs += [k for k in vars(asked) if k != "holistic" and getattr(asked, k) != getattr(have, k)]
         recorded = HolisticOptions.from_dict(have.holistic).as_dict()
         diffs += [f"{k} ({recorded[k]} when planned, {v} asked)"
                   for k, v in asked.holistic.items() if recorded[k] != v]

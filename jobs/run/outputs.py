@@ -158,12 +158,27 @@ def legacy_pkl_line(to: Path, stats: dict[str, dict]) -> str:
 
 
 def export_pose(rd: RunDir, to: Path, fps: float | None = None) -> int:
-    """One .pose file per video (pose-format's holistic layout) from keypoints.parquet, each at its
-    source's rate (a video file's stream), frame folders at `fps` (PHOENIX's 25 by default)."""
-    from extract.outputs.export import PHOENIX_FPS, write_pose_files
+    """One .pose file per video (pose-format's holistic layout, or its COCO-WholeBody one for a
+    whole-body run) from keypoints.parquet, each at its source's rate (a video file's stream), frame
+    folders at `fps` (PHOENIX's 25 by default)."""
+    from extract.outputs.export import PHOENIX_FPS
 
     info = rd.load()
+    if info.options.estimator == "wholebody":
+        from extract.outputs.wholebody import write_pose_files
+    else:
+        from extract.outputs.export import write_pose_files
     return write_pose_files(_need_keypoints(rd), to, fps or PHOENIX_FPS, Path(info.dataset.root))
+
+
+def holistic_only(rd: RunDir, what: str) -> None:
+    """Refuse what exists only for Holistic's points on a run of another estimator."""
+    estimator = rd.load().options.estimator
+    if estimator != "holistic":
+        raise RunError(f"{what} is made from MediaPipe Holistic's points; {rd.path} is a "
+                       f"{estimator} run (COCO-WholeBody 133 points). Its outputs: keypoints.parquet, "
+                       "tensors/ ([frames, 133, 3] and a score mask) and --format pose "
+                       "(docs/wholebody.md).")
 
 
 def export_islr(rd: RunDir, to: Path) -> int:
@@ -184,7 +199,7 @@ def export_islr(rd: RunDir, to: Path) -> int:
 
 def write_set_command(rd: RunDir, spec: TensorSpec) -> int:
     """`tensors`: one more tensor set of a finished run (under the run's lock)."""
-    rd.load()  # not a run folder: say so before creating anything in it
+    holistic_only(rd, "`tensors` (its presets, --points, normalisation)")
     with locked(rd):
         try:
             info = write_set(rd, spec)
@@ -203,6 +218,8 @@ def write_set_command(rd: RunDir, spec: TensorSpec) -> int:
 def export_command(rd: RunDir, fmt: str, to: Path, tag: str = "", fps: float | None = None) -> int:
     """`export`: the keypoints as a pkl dict (of a tensor set), .pose files, or the older
     pipeline's pkl / npz."""
+    if fmt != "pose":
+        holistic_only(rd, f"--format {fmt}")
     if fmt.startswith("legacy") and tag:
         raise RunError("--tag applies to --format pkl: the legacy formats always hold their 143 "
                        "points, read from keypoints.parquet.")

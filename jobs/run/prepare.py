@@ -111,6 +111,10 @@ def _resume(rd: RunDir, opts: RunOptions, num_shards: int | None, workers: int =
         raise RunError(f"{rd.path} holds a run with other {', '.join(diffs)}. Use another --out, or "
                        "start afresh with the options you want: "
                        f"{messages.fresh(rd.path, input_arg(info, opts.dataset))}.")
+    if info.options.estimator != "holistic":
+        from extract.keypoints.wholebody import check_record
+
+        check_record(opts.settings(info))
     return follow_corpus(rd, info, check_corpus(info, rd.load_plan()), workers, frozen)
 
 
@@ -257,12 +261,21 @@ def load_or_plan(rd: RunDir, opts: RunOptions, workers: int, fresh: bool = False
     if ds.num_frames == 0:  # nothing to do is not success: say where we looked
         raise DatasetError(no_frames_message(ds))
     _archive_problem(ds)
-    check_model(HolisticOptions.from_dict(options.holistic))
+    check_estimator(options)
     info, plan = new_run(ds, options, workers, num_shards or 1, time.monotonic() - t0,
                          str(opts.dataset))
     rd.save_plan(plan)
     rd.save(info)  # last: its presence means the plan is complete
     return info
+
+
+def check_estimator(options: PlanOptions) -> None:
+    """Refuse, before planning, an estimator that cannot run here as asked."""
+    if options.estimator == "holistic":
+        check_model(HolisticOptions.from_dict(options.holistic))
+    elif options.wholebody is None:
+        raise RunError("--estimator wholebody needs --detector DET.onnx and --pose-model POSE.onnx "
+                       "(docs/wholebody.md says where rtmlib's published ones are).")
 
 
 FROZEN = ("--frozen: the stored plan is kept, so the outputs describe the corpus as it was planned "

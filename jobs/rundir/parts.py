@@ -23,7 +23,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from extract.keypoints.schema import is_earlier_schema, parquet_write_options
+from extract.keypoints.estimator import declaration_of_schema
 from jobs import faults
 from jobs.rundir.folder import RunDir, fsync_dir
 
@@ -68,7 +68,9 @@ class PartInfo:
     failed: dict[str, str] = field(default_factory=dict)  # video -> why it has no rows
     statuses: dict[str, int] = field(default_factory=dict)  # row status -> rows
     not_ok: dict[str, int] = field(default_factory=dict)  # video -> rows whose status is not ok
-    holistic: dict = field(default_factory=dict)  # the graph options its rows were made with
+    # the estimator settings its rows were made with (the key keeps its first name: a Holistic
+    # run's are its graph options, as before; another estimator's name it)
+    holistic: dict = field(default_factory=dict)
     # (split, video)s whose rows it holds but the chunk no longer has (a KeptPart's dropped videos);
     # the counts above leave them out
     dropped: frozenset[Key] = frozenset()
@@ -87,13 +89,15 @@ def write_part(path: Path, table: pa.Table, info: PartInfo, fingerprint: str) ->
     meta = {"fingerprint": fingerprint, "chunk": info.chunk, "rows": info.rows,
             "failed": info.failed, "statuses": info.statuses, "not_ok": info.not_ok,
             "holistic": info.holistic}
+    written = declaration_of_schema(table.schema)
+    assert written is not None, "a part's rows are an estimator's table"
     table = table.replace_schema_metadata({META_KEY: json.dumps(meta).encode()})
     tmp = path.with_name(f".{path.stem}.{os.getpid()}.tmp")
     try:
         faults.before_write(info.chunk, tmp)
         with open(tmp, "wb") as f:
             pq.write_table(table, f, row_group_size=max(1, table.num_rows),
-                           **parquet_write_options())
+                           **written.write_options())
             f.flush()
             os.fsync(f.fileno())
         faults.before_commit()
@@ -127,7 +131,7 @@ def read_part_info(path: Path) -> tuple[PartInfo, str]:
         raise ValueError(f"status counts add up to {sum(info.statuses.values())} rows, not "
                          f"{info.rows}")
     schema = md.schema.to_arrow_schema().remove_metadata()
-    if not is_earlier_schema(schema):
+    if declaration_of_schema(schema) is None:
         raise ValueError("schema differs from this version's")
     return info, fingerprint
 

@@ -33,6 +33,16 @@ class PlanOptions:
     max_samples_per_split: int | None = None  # first N videos of each split by folder name
     max_pixels: int | None = None  # frames above it are too_large (None: a run planned before it)
     follow_links: bool = True  # False: videos behind a link leaving the dataset are left out
+    estimator: str = "holistic"  # --estimator (extract/keypoints/estimator.py)
+    # wholebody: each model file's path, sha256, size and input size, and onnxruntime's version
+    wholebody: dict[str, Any] | None = None
+
+    def settings(self) -> dict[str, Any]:
+        """What workers build their estimator from: Holistic's options dict exactly as before
+        the estimator was a choice, or another estimator's settings naming it."""
+        if self.estimator == "holistic":
+            return dict(self.holistic)
+        return {"estimator": self.estimator, **(self.wholebody or {})}
 
     @property
     def pixel_limit(self) -> int:
@@ -212,6 +222,8 @@ def _record(cls: type, raw: dict[str, Any], key: str) -> Any:
 
 def fingerprint(dataset_fp: str, options: PlanOptions, cuts: str) -> str:
     """Ties parts to one dataset, one set of options and one cut of the videos into chunks."""
-    blob = json.dumps({"dataset": dataset_fp, "options": asdict(options), "cuts": cuts},
-                      sort_keys=True)
+    opts = asdict(options)
+    if opts["estimator"] == "holistic":  # a Holistic run keeps the fingerprint it had before
+        del opts["estimator"], opts["wholebody"]
+    blob = json.dumps({"dataset": dataset_fp, "options": opts, "cuts": cuts}, sort_keys=True)
     return hashlib.sha256(blob.encode()).hexdigest()

@@ -106,10 +106,10 @@ class LocalBackend:
 
     name = "local"
 
-    def __init__(self, run_dir: Path, slots: list[Slot], holistic: dict, log_prefix: str = "") -> None:
+    def __init__(self, run_dir: Path, slots: list[Slot], settings: dict, log_prefix: str = "") -> None:
         self.run_dir = Path(run_dir)
         self.slots = slots
-        self.holistic = holistic
+        self.settings = settings
         self.log_prefix = log_prefix  # "shard-I-": logs beside other shards' in the same folder
         self._ctx = mp.get_context("spawn")
         self._procs: dict[int, _Proc] = {}
@@ -131,7 +131,7 @@ class LocalBackend:
         try:
             proc = self._ctx.Process(
                 target=worker_main, args=(slot, child, str(self.run_dir), list(s.cpus),
-                                         self.holistic, str(log)),
+                                         self.settings, str(log)),
                 name=f"phoenix-keypoints-worker-{slot}", daemon=True)
             with _own_main(log):
                 proc.start()

@@ -16,7 +16,6 @@ from contextlib import suppress
 from pathlib import Path
 from typing import Any
 
-from extract.keypoints.holistic import HolisticOptions
 from jobs import messages
 from jobs.rundir.folder import RunError
 from jobs.schedule.devices import usable_cpus, visible_gpus
@@ -52,12 +51,12 @@ class _EventLog:
 class _ChunkActor:
     """One slot: a ChunkWorker for the actor's lifetime, one chunk per `run` call."""
 
-    def __init__(self, run_dir: str, slot: int, holistic: dict, log: Any, log_path: str) -> None:
+    def __init__(self, run_dir: str, slot: int, settings: dict, log: Any, log_path: str) -> None:
         import ray
 
         log_to_file(Path(log_path))
         self.ray, self.log = ray, log
-        self.worker = ChunkWorker(slot, Path(run_dir), HolisticOptions.from_dict(holistic))
+        self.worker = ChunkWorker(slot, Path(run_dir), settings)
 
     def ready(self) -> Event:
         return self.worker.ready()
@@ -109,10 +108,10 @@ class RayBackend:
 
     name = "ray"
 
-    def __init__(self, run_dir: Path, holistic: dict, num_gpus: int | None,
+    def __init__(self, run_dir: Path, settings: dict, num_gpus: int | None,
                  workers_per_gpu: int | None, address: str | None = None, log_prefix: str = "") -> None:
         self.ray = require_ray()
-        self.run_dir, self.holistic, self.log_prefix = Path(run_dir), holistic, log_prefix
+        self.run_dir, self.settings, self.log_prefix = Path(run_dir), settings, log_prefix
         self._started_here = self._connect(address, num_gpus)
         self.options = actor_options(self.ray, num_gpus, workers_per_gpu)
         self._actor_cls = self.ray.remote(_ChunkActor)
@@ -144,7 +143,7 @@ class RayBackend:
     def start(self, slot: int) -> None:
         log = self.run_dir / "logs" / f"{self.log_prefix}ray-worker-{slot}.log"
         actor = self._actor_cls.options(**self.options[slot], max_restarts=0).remote(
-            str(self.run_dir), slot, self.holistic, self._log, str(log))
+            str(self.run_dir), slot, self.settings, self._log, str(log))
         self._actors[slot] = actor
         self._calls[actor.ready.remote()] = slot
 

@@ -1,4 +1,5 @@
-"""A worker: one Holistic graph, chunks in, committed parts out, events to its coordinator.
+"""A worker: one estimator (a Holistic graph, or the whole-body models), chunks in, committed
+parts out, events to its coordinator.
 
 ChunkWorker is what a local worker process and a Ray actor share: both build it once and call `run`
 per chunk, so the parts they write are the same and a run can move between backends. It needs no
@@ -28,7 +29,7 @@ import numpy as np
 import pyarrow as pa
 
 from extract import sources
-from extract.keypoints.holistic import Extractor, HolisticOptions
+from extract.keypoints.estimator import open_estimator
 from extract.keypoints.video_rows import Block, extract_video
 from jobs import faults
 from jobs.rundir.folder import RunDir
@@ -86,20 +87,23 @@ class _FrameCounter:
 
 
 class ChunkWorker:
-    """One Holistic graph bound to a run folder's parts/, doing one chunk per call."""
+    """One estimator bound to a run folder's parts/, doing one chunk per call.
 
-    def __init__(self, slot: int, run_dir: Path, options: HolisticOptions) -> None:
+    `settings`: the estimator's settings dict (extract/keypoints/estimator.py; Holistic's options
+    dict for a Holistic run)."""
+
+    def __init__(self, slot: int, run_dir: Path, settings: dict[str, Any]) -> None:
         import cv2
 
         cv2.setNumThreads(1)
         self.slot = slot
         self.rd = RunDir(Path(run_dir))
         self.rd.use_archive_index(write=False, build=False, lazy=True)
-        self.extractor = Extractor(options, num_threads=1)
+        self.extractor = open_estimator(settings, num_threads=1)
 
     def run(self, task: ChunkTask, send: Callable[[Event], None]) -> Committed | WriteFailed:
         """Extract the chunk's videos (minus task.skip) and commit its part."""
-        out = Block(layout=self.extractor.layout)
+        out = Block(declaration=self.extractor.declaration)
         counter = _FrameCounter(self.slot, send)
         root = Path(task.root)
         videos = [v for v in task.videos if v.name not in task.skip]
@@ -112,7 +116,7 @@ class ChunkWorker:
         counter.flush()
         send(Writing(self.slot, task.chunk))
         info = PartInfo.of_rows(task.chunk, out.video, out.status, dict(task.skip),
-                                self.extractor.options.as_dict())
+                                self.extractor.settings)
         try:
             write_part(self.rd.part_path(task.chunk), in_plan_order(out.to_table(), videos), info,
                        task.fingerprint)
@@ -186,7 +190,7 @@ def worker_main(slot: int, conn: Connection, run_dir: str, cpus: list[int], opti
         log_to_file(Path(log_path))
         if cpus:
             os.sched_setaffinity(0, cpus)
-        with ChunkWorker(slot, Path(run_dir), HolisticOptions.from_dict(options)) as worker:
+        with ChunkWorker(slot, Path(run_dir), options) as worker:
             conn.send(worker.ready())
             while (task := conn.recv()) is not None:
                 conn.send(worker.run(task, conn.send))

@@ -40,7 +40,6 @@ def extract_frames(args: argparse.Namespace, wl: dict) -> tuple[int, list[dict],
     """One ChunkWorker over the workload's chunks, again and again, RSS sampled every N frames."""
     import cv2
 
-    from extract.keypoints.holistic import HolisticOptions
     from jobs.run.options import RunOptions
     from jobs.run.prepare import load_or_plan
     from jobs.rundir.folder import RunDir
@@ -68,7 +67,7 @@ def extract_frames(args: argparse.Namespace, wl: dict) -> tuple[int, list[dict],
             print(f"{done:6d} frames  RSS {series[-1]['rss_mib']:7.1f} MiB", file=sys.stderr)
             next_mark += args.every
 
-    with ChunkWorker(0, rd.path, HolisticOptions.from_dict(info.options.holistic)) as worker:
+    with ChunkWorker(0, rd.path, info.options.settings()) as worker:
         send(None)
         while done < args.frames:
             for c in sorted(chunks):

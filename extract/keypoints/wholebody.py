@@ -1,0 +1,291 @@
+"""COCO-WholeBody keypoints (133 points) from the user's ONNX files: a YOLOX person detector, then
+an RTMPose / RTMW / DWPose SimCC pose model on the signer's box, with rtmlib's pre- and
+post-processing, so a user's files give the keypoints rtmlib gives (tests/test_wholebody.py).
+
+What rtmlib does, and so what this module does (rtmlib 0.0.16: YOLOX, RTMPose):
+- rtmlib is fed frames as OpenCV reads them (BGR); our frames are RGB, so they are turned back.
+- YOLOX: the frame resized (bilinear) by min(H/h, W/w) into the top-left of a 114-grey input of
+  the model's size, raw pixel values. A model with NMS inside answers [1, N, 5] (x1, y1, x2, y2,
+  score; boxes with score > 0.3 kept); a raw one answers one row per grid cell of strides 8, 16,
+  32, decoded, scored objectness x class, and suppressed per class (score > 0.7, IoU 0.45).
+- RTMPose: the box to centre and scale (x 1.25), widened to the model's aspect ratio, an affine
+  warp to the model's input, (pixel - mean) / std; the SimCC vectors' argmax (split ratio 2) mapped
+  back through centre and scale; score = the mean of the two maxima. No box: the whole frame.
+- The dtypes on the way are rtmlib's (float32 boxes from a model with NMS, float64 after rtmlib's
+  own NMS), so the affine matrix, hence the warped pixels, are the same bits.
+
+One signer per frame: the largest box (the first of equal ones). `persons` counts the boxes.
+onnxruntime runs on the CPU with one thread per session (workers = cores, as for Holistic); it is
+imported only here, when a whole-body run starts.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import cv2
+import numpy as np
+
+from extract.keypoints.estimator import ModelFileError
+
+POINTS = 133
+PAD = 1.25  # rtmlib's bbox padding
+MEAN = (123.675, 116.28, 103.53)
+STD = (58.395, 57.12, 57.375)
+SPLIT_RATIO = 2.0
+END2END_SCORE = 0.3  # boxes kept from a detector with NMS inside
+RAW_SCORE, RAW_NMS = 0.7, 0.45  # a raw detector's score cut and IoU threshold
+STRIDES = (8, 16, 32)
+GREY = 114
+
+
+@dataclass(frozen=True)
+class ModelFile:
+    """A model file as recorded: where it was, its bytes' digest and size, its input (h, w)."""
+
+    path: str
+    sha256: str
+    size: int
+    input_hw: tuple[int, int]
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"path": self.path, "sha256": self.sha256, "size": self.size,
+                "input_size": {"height": self.input_hw[0], "width": self.input_hw[1]}}
+
+
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while block := f.read(1 << 20):
+            h.update(block)
+    return h.hexdigest()
+
+
+def _session(path: Path, flag: str) -> Any:
+    """One CPU session, one thread (a worker owns one core); refused with what to do."""
+    import onnxruntime as ort
+
+    if not path.is_file():
+        raise ModelFileError(f"{flag} {path}: no such file. Pass the .onnx file of the model "
+                             "(docs/wholebody.md says where rtmlib's published models are).")
+    so = ort.SessionOptions()
+    so.intra_op_num_threads = 1
+    so.inter_op_num_threads = 1
+    try:
+        return ort.InferenceSession(str(path), sess_options=so, providers=["CPUExecutionProvider"])
+    except Exception as e:  # onnxruntime raises its own classes for any unreadable model
+        first = str(e).strip().splitlines()[0][:200] if str(e).strip() else type(e).__name__
+        raise ModelFileError(f"{flag} {path}: not an ONNX model onnxruntime can load ({first}). "
+                             "Pass the .onnx file itself (unzip rtmlib's downloads first).") from None
+
+
+def _input_hw(session: Any, path: Path, flag: str) -> tuple[int, int]:
+    inputs = session.get_inputs()
+    shape = inputs[0].shape if len(inputs) == 1 else []
+    if len(shape) != 4 or not all(isinstance(d, int) for d in shape[2:]) or shape[1] not in (3, "3"):
+        raise ModelFileError(f"{flag} {path}: expected one input [1, 3, H, W] with fixed H and W, "
+                             f"found {[i.shape for i in inputs]}. Export the model with a fixed "
+                             "input size (rtmlib's published files have one).")
+    return int(shape[2]), int(shape[3])
+
+
+def describe(path: Path, flag: str) -> ModelFile:
+    """The recorded facts of one model file, checked to load (no frame is run)."""
+    path = Path(path)
+    session = _session(path, flag)
+    hw = _input_hw(session, path, flag)
+    return ModelFile(str(path.resolve()), _sha256(path), path.stat().st_size, hw)
+
+
+def onnxruntime_version() -> str:
+    import onnxruntime as ort
+
+    return str(ort.__version__)
+
+
+def record(detector: Path, pose_model: Path) -> dict[str, Any]:
+    """What a whole-body run records of its models (run.json, part footers, file metadata)."""
+    det, pose = describe(detector, "--detector"), describe(pose_model, "--pose-model")
+    Detector(Path(detector))  # its output layout checked now, not in every worker
+    PoseModel(Path(pose_model))
+    return {"detector": det.as_dict(), "pose_model": pose.as_dict(),
+            "onnxruntime": onnxruntime_version()}
+
+
+def model_problems(settings: dict[str, Any]) -> list[str]:
+    """What differs between a run's recorded model files and the files at those paths now."""
+    out = []
+    for key in ("detector", "pose_model"):
+        rec = settings[key]
+        flag, path = f"--{key.replace('_', '-')}", Path(rec["path"])
+        if not path.is_file():
+            out.append(f"{flag} {path}: the model this run was made with is gone. Put it back, or "
+                       f"pass {flag} with a copy of it (sha256 {rec['sha256']}).")
+        elif path.stat().st_size != rec["size"] or _sha256(path) != rec["sha256"]:
+            out.append(f"{flag} {path}: not the model this run was made with (sha256 "
+                       f"{rec['sha256']}). Put that file back, or start a new --out.")
+    return out
+
+
+def check_record(settings: dict[str, Any]) -> None:
+    """Refuse a run whose model files are no longer the bytes it recorded (size, sha256)."""
+    problems = model_problems(settings)
+    if problems:
+        raise ModelFileError(" ".join(problems))
+
+
+class Detector:
+    """A YOLOX person detector: frame (BGR) -> boxes [N, 4] in frame pixels, as rtmlib's YOLOX."""
+
+    def __init__(self, path: Path) -> None:
+        self.session = _session(Path(path), "--detector")
+        self.hw = _input_hw(self.session, Path(path), "--detector")
+        self.input = self.session.get_inputs()[0].name
+        last = self.session.get_outputs()[0].shape[-1]
+        if not isinstance(last, int) or last < 4:
+            raise ModelFileError(f"--detector {path}: its first output ends in {last}; a YOLOX "
+                                 "answers [1, N, 5] (NMS inside) or [1, cells, 5 + classes].")
+
+    def _letterbox(self, bgr: np.ndarray) -> tuple[np.ndarray, float]:
+        h, w = self.hw
+        if bgr.shape[:2] == (h, w):
+            return bgr.copy(), 1.0
+        ratio = min(h / bgr.shape[0], w / bgr.shape[1])
+        rh, rw = int(bgr.shape[0] * ratio), int(bgr.shape[1] * ratio)
+        canvas = np.full((h, w, 3), GREY, np.uint8)
+        canvas[:rh, :rw] = cv2.resize(bgr, (rw, rh), interpolation=cv2.INTER_LINEAR)
+        return canvas, ratio
+
+    def __call__(self, bgr: np.ndarray) -> np.ndarray:
+        canvas, ratio = self._letterbox(bgr)
+        x = np.ascontiguousarray(canvas.transpose(2, 0, 1), np.float32)[None]
+        out = self.session.run(None, {self.input: x})[0]
+        if out.shape[-1] == 5:
+            boxes = out[0, :, :4] / ratio
+            return boxes[out[0, :, 4] > END2END_SCORE]
+        return self._decode_raw(out, ratio)
+
+    def _decode_raw(self, out: np.ndarray, ratio: float) -> np.ndarray:
+        """Grid decode, objectness x class, per-class NMS; float64 boxes as rtmlib's."""
+        grid, stride = _grid(self.hw)
+        pred = out[0].copy()
+        pred[:, :2] = (pred[:, :2] + grid) * stride
+        pred[:, 2:4] = np.exp(pred[:, 2:4]) * stride
+        scores = pred[:, 4:5] * pred[:, 5:]
+        half = pred[:, 2:4] / 2.0
+        boxes = np.concatenate([pred[:, :2] - half, pred[:, :2] + half], axis=1) / ratio
+        kept = []
+        for c in range(scores.shape[1]):
+            sel = scores[:, c] > RAW_SCORE
+            if sel.any():
+                b = boxes[sel]
+                kept.append(b[_nms(b, scores[sel, c], RAW_NMS)].astype(np.float64))
+        return np.concatenate(kept) if kept else np.zeros((0, 4))
+
+
+def _grid(hw: tuple[int, int]) -> tuple[np.ndarray, np.ndarray]:
+    """Each YOLOX grid cell's (x, y) and stride, in the model's output order."""
+    cells, strides = [], []
+    for s in STRIDES:
+        gy, gx = np.mgrid[0:hw[0] // s, 0:hw[1] // s]
+        cells.append(np.stack([gx.ravel(), gy.ravel()], 1))
+        strides.append(np.full((gx.size, 1), s))
+    return np.concatenate(cells), np.concatenate(strides)
+
+
+def _nms(boxes: np.ndarray, scores: np.ndarray, iou: float) -> list[int]:
+    """Greedy NMS, areas counted with +1 pixel as rtmlib counts them."""
+    x1, y1, x2, y2 = boxes.T
+    areas = (x2 - x1 + 1) * (y2 - y1 + 1)
+    order = scores.argsort()[::-1]
+    keep = []
+    while order.size:
+        i, rest = order[0], order[1:]
+        keep.append(int(i))
+        w = np.maximum(0.0, np.minimum(x2[i], x2[rest]) - np.maximum(x1[i], x1[rest]) + 1)
+        h = np.maximum(0.0, np.minimum(y2[i], y2[rest]) - np.maximum(y1[i], y1[rest]) + 1)
+        inter = w * h
+        order = rest[inter / (areas[i] + areas[rest] - inter) <= iou]
+    return keep
+
+
+def _third(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    d = a - b
+    return b + np.r_[-d[1], d[0]]
+
+
+class PoseModel:
+    """An RTMPose-style SimCC model on one box: ([133, 2] x, y in frame pixels, [133] scores)."""
+
+    def __init__(self, path: Path) -> None:
+        self.session = _session(Path(path), "--pose-model")
+        h, w = _input_hw(self.session, Path(path), "--pose-model")
+        self.wh = (w, h)
+        self.input = self.session.get_inputs()[0].name
+        outs = [o.shape for o in self.session.get_outputs()]
+        if len(outs) != 2 or any(len(s) != 3 or s[1] != POINTS for s in outs):
+            raise ModelFileError(f"--pose-model {path}: expected two SimCC outputs [1, {POINTS}, "
+                                 f"2w] and [1, {POINTS}, 2h] (a COCO-WholeBody RTMPose, RTMW or "
+                                 f"DWPose), found {outs}.")
+
+    def _crop(self, bgr: np.ndarray, box: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The warped, normalised crop, and the box's centre and (aspect-fixed) scale."""
+        b = np.asarray(box)
+        centre = (b[:2] + b[2:]) * 0.5  # in the box's dtype, as rtmlib computes it
+        scale = (b[2:] - b[:2]) * PAD
+        w, h = self.wh
+        aspect = w / h
+        bw, bh = scale[:1], scale[1:]
+        scale = np.where(bw > bh * aspect, np.hstack([bw, bw / aspect]), np.hstack([bh * aspect, bh]))
+        src = np.zeros((3, 2), np.float32)
+        src[0] = centre
+        src[1] = centre + np.array([0.0, scale[0] * -0.5])
+        src[2] = _third(src[0], src[1])
+        dst = np.zeros((3, 2), np.float32)
+        dst[0] = [w * 0.5, h * 0.5]
+        dst[1] = np.array([w * 0.5, h * 0.5]) + np.array([0.0, w * -0.5])
+        dst[2] = _third(dst[0], dst[1])
+        warp = cv2.getAffineTransform(src, dst)
+        crop = cv2.warpAffine(bgr, warp, (int(w), int(h)), flags=cv2.INTER_LINEAR)
+        crop = (crop - np.array(MEAN)) / np.array(STD)
+        return crop, centre, scale
+
+    def __call__(self, bgr: np.ndarray, box: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        crop, centre, scale = self._crop(bgr, box)
+        x = np.ascontiguousarray(crop.transpose(2, 0, 1), np.float32)[None]
+        sx, sy = self.session.run(None, {self.input: x})[:2]
+        sx, sy = sx.reshape(POINTS, -1), sy.reshape(POINTS, -1)
+        locs = np.stack([sx.argmax(1), sy.argmax(1)], axis=-1).astype(np.float32)
+        scores = 0.5 * (sx.max(1) + sy.max(1))
+        locs[scores <= 0.0] = -1
+        xy = locs / SPLIT_RATIO / np.array(self.wh) * scale + centre - scale / 2
+        return xy, scores
+
+
+def largest(boxes: np.ndarray) -> np.ndarray:
+    """The signer's box: the largest by area, the first of equal ones."""
+    areas = (boxes[:, 2].astype(np.float64) - boxes[:, 0]) * (boxes[:, 3] - boxes[:, 1])
+    return boxes[int(np.argmax(areas))]
+
+
+class WholebodyModels:
+    """Detector and pose model of one process: an RGB frame -> ([133 * 3] float32, persons)."""
+
+    def __init__(self, detector: Path, pose_model: Path) -> None:
+        self.detector = Detector(Path(detector))
+        self.pose = PoseModel(Path(pose_model))
+
+    def __call__(self, rgb: np.ndarray) -> tuple[np.ndarray, int]:
+        bgr = cv2.cvtColor(rgb, cv2.COLOR_RGB2BGR)
+        boxes = self.detector(bgr)
+        whole = np.array([0, 0, bgr.shape[1], bgr.shape[0]])  # nobody found: rtmlib's whole frame
+        box = largest(boxes) if len(boxes) else whole
+        xy, scores = self.pose(bgr, box)
+        out = np.empty((POINTS, 3), np.float32)
+        out[:, :2] = xy
+        out[:, 2] = scores
+        return out.reshape(-1), len(boxes)
+

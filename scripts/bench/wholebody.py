@@ -1,0 +1,139 @@
+#!/usr/bin/env python3
+"""`run --estimator wholebody` against N rtmlib loops at once, on the same tiny models and frames.
+
+What the job costs around the models: the README-style command (`run --dataset D --out O
+--estimator wholebody --detector DET --pose-model POSE`, default options: workers = usable cores),
+command start to exit, against N = usable cores plain rtmlib loops at once, each pinned to its own
+core, each over its share of the videos: cv2.imread, rtmlib's YOLOX, the largest box, rtmlib's
+RTMPose, per frame (frames/s = the sum of each loop's frames / its own loop time, start-up
+excluded, as scripts/bench/run.py counts the bare MediaPipe loop). rtmlib's sessions are given one
+intra-op thread each, as a worker's are: rtmlib's own default (a thread per core) pinned to one core
+only slows it, which would flatter the job. The models are tests/tiny_onnx.py's (a few ms a frame:
+the job's own work weighs far more here than beside a real RTMW); the frames the shared sample's
+(scripts/bench/workload.py). The two commands alternate, their order rotating each cycle.
+
+    .venv/bin/python scripts/bench/wholebody.py                    # 3 cycles, 20,700 frames: ~6 min
+    .venv/bin/python scripts/bench/wholebody.py --copies 10 --repeat 1 --json ''   # a quick look
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path[:0] = [str(Path(__file__).resolve().parent), str(Path(__file__).resolve().parents[2]),
+                str(Path(__file__).resolve().parents[2] / "tests")]
+from common import loadavg, machine, save_json  # noqa: E402
+from run import balanced_shares, phoenix_keypoints, timed  # noqa: E402
+
+TARGET = 0.95  # run / (cores x rtmlib loops), issue 32
+
+
+def bare_child(root: Path, cpu: int, share: str, models: str, result: Path) -> None:
+    """Pin to one core, then rtmlib's YOLOX + RTMPose over this share of the videos."""
+    os.sched_setaffinity(0, [cpu])
+    import cv2
+    import onnxruntime as ort
+    from tiny_onnx import rtmlib_signer, rtmlib_wholebody
+
+    from extract.corpora import discover
+
+    paths = {k: Path(v) for k, v in json.loads(models).items()}
+    det, pose = rtmlib_wholebody(paths)
+    so = ort.SessionOptions()
+    so.intra_op_num_threads = so.inter_op_num_threads = 1
+    for tool in (det, pose):
+        tool.session = ort.InferenceSession(tool.onnx_model, sess_options=so,
+                                            providers=["CPUExecutionProvider"])
+    index, count = (int(x) for x in share.split("/"))
+    videos = [[str(root / v.folder / f) for f in v.files] for v in discover(root).videos]
+    videos = balanced_shares(videos, count)[index]
+    t0, frames = time.monotonic(), 0
+    for files in videos:
+        for f in files:
+            rtmlib_signer(det, pose, cv2.imread(f))
+            frames += 1
+    result.write_text(json.dumps({"cpu": cpu, "frames": frames, "loop_s": time.monotonic() - t0}))
+
+
+def measure_run(root: Path, out: Path, frames: int, models: dict[str, Path]) -> dict:
+    shutil.rmtree(out, ignore_errors=True)
+    t = timed([[*phoenix_keypoints(), "run", "--dataset", root, "--out", out, "--estimator",
+                "wholebody", "--detector", models["detector"], "--pose-model", models["pose"]]],
+              out.parent / f"{out.name}.log")
+    info = json.loads((out / "run.json").read_text())
+    if info["merge"]["rows"] != frames:
+        raise SystemExit(f"run wrote {info['merge']['rows']} rows, expected {frames}")
+    first = (info.get("extraction") or {}).get("first_frame")
+    return {**t, "frames": frames, "fps": frames / t["wall_s"],
+            "workers": (info.get("extraction") or {}).get("workers"),
+            "startup_s": round(first - t["start"], 2) if first else None}
+
+
+def measure_bare(root: Path, n: int, work: Path, models: dict[str, Path]) -> dict:
+    cpus = sorted(os.sched_getaffinity(0))[:n]
+    results = [work / f"bare-{i}.json" for i in range(n)]
+    spec = json.dumps({k: str(v) for k, v in models.items()})
+    cmds = [[sys.executable, __file__, "--bare-child", root, "--cpu", cpu, "--share", f"{i}/{n}",
+             "--models", spec, "--result", results[i]] for i, cpu in enumerate(cpus)]
+    t = timed(cmds, work / "bare.log")
+    loops = [json.loads(r.read_text()) for r in results]
+    return {**t, "frames": sum(r["frames"] for r in loops),
+            "fps": sum(r["frames"] / r["loop_s"] for r in loops), "loops": loops}
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--copies", type=int, default=150, help="copies of the two sample videos (138 "
+                                                          "frames a copy)")
+    p.add_argument("--repeat", type=int, default=3, help="alternated cycles")
+    p.add_argument("--json", default="wholebody.json", help="file under docs/results/ ('': none)")
+    p.add_argument("--bare-child", type=Path)
+    p.add_argument("--cpu", type=int)
+    p.add_argument("--share")
+    p.add_argument("--models")
+    p.add_argument("--result", type=Path)
+    args = p.parse_args()
+    if args.bare_child:
+        bare_child(args.bare_child, args.cpu, args.share, args.models, args.result)
+        return 0
+    from tiny_onnx import RTMLIB_VERSION, tiny_models
+    from workload import build_workload
+
+    n = len(os.sched_getaffinity(0))
+    with tempfile.TemporaryDirectory(prefix="bench-wholebody-") as tmp:
+        work = Path(tmp)
+        models = tiny_models(work / "models")
+        wl = build_workload(work / "PHOENIX-2014-T", args.copies)
+        cycles = []
+        for rep in range(args.repeat):
+            out: dict = {"order": ["run", "bare"] if rep % 2 == 0 else ["bare", "run"]}
+            for what in out["order"]:
+                out[what] = (measure_run(Path(wl["root"]), work / "run", wl["frames"], models)
+                             if what == "run" else measure_bare(Path(wl["root"]), n, work, models))
+                print(f"[#{rep}] {what}: {out[what]['fps']:.1f} frames/s, wall "
+                      f"{out[what]['wall_s']} s, load {loadavg()[0]}", file=sys.stderr, flush=True)
+            out["run_over_rtmlib"] = out["run"]["fps"] / out["bare"]["fps"]
+            cycles.append(out)
+    ratios = [c["run_over_rtmlib"] for c in cycles]
+    res = {"command": " ".join(sys.argv), "machine": machine(), "workers": n,
+           "rtmlib": RTMLIB_VERSION, "workload": {k: wl[k] for k in ("origin", "videos", "frames")},
+           "models": "tests/tiny_onnx.py (detector 96x128 with NMS inside, SimCC pose 64x48)",
+           "cycles": cycles, "run_over_rtmlib": ratios, "mean": statistics.mean(ratios),
+           "target": TARGET}
+    print(f"run / ({n} x rtmlib loop): per cycle {', '.join(f'{r:.3f}' for r in ratios)}; mean "
+          f"{res['mean']:.3f} (target >= {TARGET})")
+    if args.json:
+        print(save_json(args.json, res))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,351 @@
+"""--estimator wholebody against rtmlib, on tiny ONNX models the tests build (tests/tiny_onnx.py).
+
+The reference is rtmlib 0.0.16 (installed --no-deps by scripts/setup.sh) fed each frame as its
+users feed it: BGR pixels (cv2.imread for frame files; PyAV's RGB turned to BGR for video, the
+decoder the tool uses), the signer taken as the largest box rtmlib's YOLOX returns. Equality:
+x, y within 0.01 px and scores within 1e-4, for every row of a real run on a frame folder, an
+archive, a folder of videos and a manifest, with both detector layouts.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import tarfile
+from pathlib import Path
+
+import cv2
+import numpy as np
+import pyarrow.parquet as pq
+import pytest
+from helpers import (
+    PHX_FRAMES,
+    REPO,
+    SHARED_SAMPLE,
+    VIDEOS,
+    assert_no_traceback,
+    assert_same_output,
+    popen_cli,
+    run_cli,
+    wait_for,
+)
+from kinds import KINDS
+from tiny_onnx import rtmlib_signer, rtmlib_wholebody, tiny_models
+
+PX, SCORE = 0.01, 1e-4  # the issue's bounds: pixels, scores
+KIND = {k.id: k for k in KINDS}
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _shared() -> None:
+    if not PHX_FRAMES.is_dir() or not (VIDEOS / "signer_demo.mp4").is_file():
+        pytest.skip("shared data not found beside the repo (../shared/data)")
+
+
+@pytest.fixture(scope="module")
+def models(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    return tiny_models(tmp_path_factory.mktemp("models"))
+
+
+def wholebody(models: dict[str, Path], detector: str = "detector") -> list[str]:
+    return ["--estimator", "wholebody", "--detector", models[detector], "--pose-model",
+            models["pose"]]
+
+
+def ok(proc: subprocess.CompletedProcess, what: str) -> None:
+    assert_no_traceback(proc)
+    assert proc.returncode == 0, f"{what}: exit {proc.returncode}\n{proc.stdout}\n{proc.stderr}"
+
+
+def refused(proc: subprocess.CompletedProcess, *words: str) -> str:
+    """Exit 2, no traceback, and the message names every word."""
+    assert_no_traceback(proc)
+    assert proc.returncode == 2, f"exit {proc.returncode}\n{proc.stdout}\n{proc.stderr}"
+    for w in words:
+        assert w in proc.stderr, (w, proc.stderr)
+    return proc.stderr
+
+
+# --- the pipeline on frames ----------------------------------------------------------------------
+@pytest.mark.parametrize("detector", ["detector", "detector_raw"])
+def test_models_equal_rtmlib_on_every_frame_of_the_shared_sample(models, detector):
+    """YOLOX with NMS inside [1, N, 5] and the raw grid layout: the same boxes, persons, and
+    keypoints as rtmlib on 143 real frames; the frames give different keypoints and counts."""
+    from extract.keypoints.wholebody import WholebodyModels
+
+    det, pose = rtmlib_wholebody(models, detector)
+    ours = WholebodyModels(models[detector], models["pose"])
+    files = sorted(PHX_FRAMES.glob("*/*/*.png"))
+    dxy = dscore = 0.0
+    persons, xs = [], []
+    for f in files:
+        bgr = cv2.imread(str(f))
+        ref, n = rtmlib_signer(det, pose, bgr)
+        got, k = ours(cv2.cvtColor(bgr, cv2.COLOR_BGR2RGB))
+        got = got.reshape(133, 3)
+        assert got.dtype == np.float32 and k == n, (f, k, n)
+        dxy = max(dxy, float(np.abs(got[:, :2] - ref[:, :2]).max()))
+        dscore = max(dscore, float(np.abs(got[:, 2] - ref[:, 2]).max()))
+        persons.append(n)
+        xs.append(got[:, 0])
+    print(f"{detector}: {len(files)} frames, max |dx,dy| {dxy:.2e} px, max |dscore| {dscore:.2e}")
+    assert dxy <= PX and dscore <= SCORE
+    assert len(set(persons)) > 1, "the person count should vary between frames"
+    assert len({tuple(np.round(x, 1)) for x in xs}) > len(files) // 2, "keypoints hardly vary"
+    if detector == "detector_raw":
+        assert 0 in persons, "a frame without a box (the whole frame's path) should be covered"
+
+
+# --- real runs against rtmlib --------------------------------------------------------------------
+def reference_bgr(root: Path, image: str) -> np.ndarray:
+    """The frame a row names, read without the tool: a file, an archive member, a video frame."""
+    path, _, where = image.partition("#")
+    if where.startswith("archive="):
+        with tarfile.open(root) as tf:
+            member = next(m for m in tf.getmembers() if m.name.endswith("/" + path) or m.name == path)
+            data = tf.extractfile(member).read()
+        return cv2.imdecode(np.frombuffer(data, np.uint8), cv2.IMREAD_COLOR)
+    if where.startswith("frame="):
+        import av
+
+        n = int(where.removeprefix("frame="))
+        with av.open(str(root / path)) as c:
+            rgb = next(f for i, f in enumerate(c.decode(video=0)) if i == n).to_ndarray(format="rgb24")
+        return cv2.cvtColor(rgb, cv2.COLOR_RGB2BGR)
+    return cv2.imread(str(root / path))
+
+
+def compare_with_rtmlib(out: Path, root: Path, models: dict[str, Path], detector: str) -> tuple:
+    """Every row of a run against rtmlib on the frame it names: (max px, max score diff, rows)."""
+    det, pose = rtmlib_wholebody(models, detector)
+    t = pq.read_table(out / "keypoints.parquet")
+    dxy = dscore = 0.0
+    for row in t.select(["image", "status", "wholebody", "persons"]).to_pylist():
+        assert row["status"] == "ok", row
+        ref, n = rtmlib_signer(det, pose, reference_bgr(root, row["image"]))
+        got = np.asarray(row["wholebody"], np.float32).reshape(133, 3)
+        assert row["persons"] == n, (row["image"], row["persons"], n)
+        dxy = max(dxy, float(np.abs(got[:, :2] - ref[:, :2]).max()))
+        dscore = max(dscore, float(np.abs(got[:, 2] - ref[:, 2]).max()))
+    return dxy, dscore, t.num_rows
+
+
+@pytest.mark.parametrize("kind,detector", [("phoenix-T", "detector"), ("phoenix-T", "detector_raw"),
+                                           ("archive-top.tar.gz", "detector"),
+                                           ("videos", "detector"), ("manifest", "detector_raw")])
+def test_run_equals_rtmlib(models, kind, detector, tmp_path):
+    """`run --estimator wholebody` on each input kind: every row equals rtmlib's on its frame."""
+    built = KIND[kind].build(tmp_path / "in")
+    out = tmp_path / "out"
+    ok(run_cli(["run", KIND[kind].flag, built, "--out", out, *wholebody(models, detector)]), "run")
+    root = built.parent if KIND[kind].flag == "--manifest" else built
+    dxy, dscore, rows = compare_with_rtmlib(out, root, models, detector)
+    print(f"{kind} ({detector}): {rows} rows, max |dx,dy| {dxy:.2e} px, max |dscore| {dscore:.2e}")
+    assert rows and dxy <= PX and dscore <= SCORE
+
+
+# --- the run's records and outputs ---------------------------------------------------------------
+@pytest.fixture(scope="module")
+def wb_run(models, tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("wb") / "run"
+    ok(run_cli(["run", "--dataset", SHARED_SAMPLE, "--out", out, *wholebody(models)]), "run")
+    return out
+
+
+def test_records_estimator_models_and_point_order(wb_run, models):
+    import onnxruntime
+
+    from extract.keypoints.filemeta import read_file_metadata
+
+    info = json.loads((wb_run / "run.json").read_text())["options"]
+    assert info["estimator"] == "wholebody"
+    meta = read_file_metadata(wb_run / "keypoints.parquet")
+    for record in (info["wholebody"], meta["wholebody"]):
+        assert record["onnxruntime"] == onnxruntime.__version__
+        det = record["detector"]
+        assert det["size"] == models["detector"].stat().st_size
+        assert det["input_size"] == {"height": 96, "width": 128}
+        assert record["pose_model"]["input_size"] == {"height": 64, "width": 48}
+        assert len(det["sha256"]) == 64
+    assert meta["estimator"] == "wholebody"
+    layout = meta["layout"]["wholebody"]
+    assert layout["values"] == ["x", "y", "score"] and layout["points"] == 133
+    assert layout["parts"] == {"body": [0, 17], "feet": [17, 23], "face": [23, 91],
+                               "left_hand": [91, 112], "right_hand": [112, 133]}
+    assert "pixels" in layout["coordinates"]
+    schema = pq.read_schema(wb_run / "keypoints.parquet")
+    assert "wholebody" in schema.names and "persons" in schema.names and "pose" not in schema.names
+
+
+def test_tensors_are_frames_by_133_by_3_with_a_score_mask(wb_run):
+    t = pq.read_table(wb_run / "keypoints.parquet")
+    meta = json.loads((wb_run / "tensors" / "points.json").read_text())
+    assert meta["channels"] == ["x", "y", "score"] and meta["num_points"] == 133
+    for split in ("train", "dev", "test"):
+        arr = np.load(wb_run / "tensors" / f"{split}.npy")
+        mask = np.load(wb_run / "tensors" / f"{split}.mask.npy")
+        rows = t.filter(t["split"].to_numpy(zero_copy_only=False) == split)
+        want = np.asarray(rows["wholebody"].to_pylist(), np.float32).reshape(-1, 133, 3)
+        assert arr.shape == (rows.num_rows, 133, 3) and arr.dtype == np.float32
+        np.testing.assert_array_equal(arr, want)
+        np.testing.assert_array_equal(mask, want[:, :, 2] >= meta["score_threshold"])
+
+
+def test_report_show_diff_verify_and_status_work(wb_run, tmp_path):
+    for cmd in (["status", "--out", wb_run], ["verify", "--out", wb_run],
+                ["report", "--out", wb_run], ["diff", wb_run, wb_run]):
+        ok(run_cli(cmd), cmd[0])
+    videos = pq.read_table(wb_run / "report" / "videos.parquet")
+    assert {"left_hand", "right_hand", "face"} <= {c.removesuffix("_found") for c in videos.column_names}
+    video = pq.read_table(wb_run / "keypoints.parquet", columns=["video"])["video"][0].as_py()
+    ok(run_cli(["show", "--out", wb_run, "--video", video, "--to", tmp_path / "sheet.png"]), "show")
+    assert (tmp_path / "sheet.png").stat().st_size > 0
+
+
+def test_holistic_only_exports_refuse_a_wholebody_run(wb_run, tmp_path):
+    for fmt in ("legacy-pkl", "legacy-npz", "islr"):
+        refused(run_cli(["export", "--out", wb_run, "--format", fmt, "--to", tmp_path / fmt]),
+                "wholebody", "Holistic")
+    refused(run_cli(["tensors", "--out", wb_run, "--preset", "compact-187"]), "wholebody")
+
+
+def test_pose_export_has_a_cocowholebody_header_pose_format_reads(wb_run, tmp_path):
+    pytest.importorskip("pose_format")
+    from pose_format import Pose
+
+    ok(run_cli(["export", "--out", wb_run, "--format", "pose", "--to", tmp_path / "poses"]), "export")
+    files = sorted((tmp_path / "poses").rglob("*.pose"))
+    assert files
+    pose = Pose.read(files[0].read_bytes())
+    names = [c.name for c in pose.header.components]
+    assert sum(len(c.points) for c in pose.header.components) == 133, names
+    assert pose.body.data.shape[1:] == (1, 133, 2)
+
+
+# --- resume, refusals ----------------------------------------------------------------------------
+@pytest.mark.slow
+def test_resume_after_sigkill_equals_the_uninterrupted_run(models, tmp_path):
+    args = ["--dataset", SHARED_SAMPLE, *wholebody(models), "--workers-per-gpu", "1",
+            "--chunk-frames", "30"]
+    ok(run_cli(["run", "--out", tmp_path / "a", *args]), "uninterrupted")
+    b = tmp_path / "b"
+    proc = popen_cli(["run", "--out", b, *args], env={"PHOENIX_KEYPOINTS_FAULTS": "frame-delay=0.05"})
+    wait_for(lambda: any((b / "parts").glob("chunk-*.parquet")), 120, "a chunk committed", proc)
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.communicate(timeout=30)
+    assert not (b / "keypoints.parquet").exists(), "killed after the end: nothing was interrupted"
+    resumed = run_cli(["run", "--out", b, *args])
+    ok(resumed, "resume")
+    assert "resuming:" in resumed.stderr, resumed.stderr
+    assert_same_output(b, tmp_path / "a")
+
+
+def test_slurm_shards_run_the_wholebody_estimator(models, wb_run, tmp_path):
+    """A planned array's shards build the whole-body models from run.json: the same keypoints."""
+    out = tmp_path / "array"
+    ok(run_cli(["slurm", "--dataset", SHARED_SAMPLE, "--out", out, "--num-shards", "2",
+                *wholebody(models)]), "slurm")
+    for shard in ("0", "1"):
+        ok(run_cli(["run", "--out", out, "--num-shards", "2", "--shard-index", shard]), shard)
+    assert pq.read_table(out / "keypoints.parquet").select(["wholebody", "persons"]).equals(
+        pq.read_table(wb_run / "keypoints.parquet").select(["wholebody", "persons"]))
+
+
+def test_another_estimator_is_refused_naming_both(models, wb_run, tmp_path):
+    refused(run_cli(["run", "--dataset", SHARED_SAMPLE, "--out", wb_run, "--estimator", "holistic"]),
+            "estimator (wholebody when planned, holistic asked)")
+    holistic = tmp_path / "h"
+    ok(run_cli(["run", "--dataset", SHARED_SAMPLE, "--out", holistic, "--videos", "signer_demo-1"]),
+       "holistic run")
+    refused(run_cli(["run", "--dataset", SHARED_SAMPLE, "--out", holistic, "--videos",
+                     "signer_demo-1", *wholebody(models)]),
+            "estimator (holistic when planned, wholebody asked)")
+
+
+def test_other_model_files_are_refused_and_verify_names_a_changed_one(models, tmp_path):
+    out = tmp_path / "run"
+    args = ["run", "--dataset", SHARED_SAMPLE, "--out", out, "--videos", "signer_demo-1"]
+    ok(run_cli([*args, *wholebody(models)]), "run")
+    ok(run_cli(args), "resume with the recorded models")
+    other = tiny_models(tmp_path / "other")  # the same bytes: accepted under another path
+    ok(run_cli([*args, *wholebody(other)]), "the same models elsewhere")
+    from tiny_onnx import pose_simcc
+
+    changed = pose_simcc(tmp_path / "changed.onnx", seed=9)
+    refused(run_cli([*args, "--estimator", "wholebody", "--detector", models["detector"],
+                     "--pose-model", changed]), "--pose-model", "when planned")
+    copy = tmp_path / "copy"
+    copy.mkdir()
+    det = copy / "det.onnx"
+    det.write_bytes(models["detector"].read_bytes())
+    run2 = tmp_path / "run2"
+    ok(run_cli(["run", "--dataset", SHARED_SAMPLE, "--out", run2, "--videos", "signer_demo-1",
+                "--estimator", "wholebody", "--detector", det, "--pose-model", models["pose"]]),
+       "run2")
+    det.write_bytes(models["detector_raw"].read_bytes())  # replaced in place
+    proc = run_cli(["verify", "--out", run2])
+    assert_no_traceback(proc)
+    assert proc.returncode == 1 and str(det) in proc.stdout + proc.stderr, proc.stderr
+    for part in [run2 / "keypoints.parquet", *(run2 / "parts").glob("chunk-*.parquet")]:
+        part.unlink()  # work left: the resume needs the model
+    refused(run_cli(["run", "--out", run2]), str(det), "not the model this run was made with")
+
+
+def test_the_model_flags_alone_choose_the_wholebody_estimator(models, tmp_path):
+    out = tmp_path / "run"
+    ok(run_cli(["run", "--dataset", SHARED_SAMPLE, "--out", out, "--videos", "signer_demo-1",
+                "--detector", models["detector"], "--pose-model", models["pose"]]), "run")
+    assert json.loads((out / "run.json").read_text())["options"]["estimator"] == "wholebody"
+    assert "wholebody" in pq.read_schema(out / "keypoints.parquet").names
+
+
+@pytest.mark.parametrize("case", ["missing", "not-onnx", "swapped", "one-only", "none", "holistic"])
+def test_bad_model_files_exit_2_naming_the_file(models, case, tmp_path):
+    out = tmp_path / "run"
+    base = ["run", "--dataset", SHARED_SAMPLE, "--out", out]
+    junk = tmp_path / "junk.onnx"
+    junk.write_text("not a model")
+    args, words = {
+        "missing": (["--detector", tmp_path / "nope.onnx", "--pose-model", models["pose"]],
+                    [str(tmp_path / "nope.onnx"), "no such file"]),
+        "not-onnx": (["--detector", models["detector"], "--pose-model", junk],
+                     [str(junk), "not an ONNX model"]),
+        "swapped": (["--detector", models["pose"], "--pose-model", models["detector"]],
+                    ["--pose-model", str(models["detector"])]),
+        "one-only": (["--detector", models["detector"]], ["--pose-model"]),
+        "none": ([], ["--detector", "--pose-model"]),
+        "holistic": (["--estimator", "holistic", "--detector", models["detector"], "--pose-model",
+                      models["pose"]], ["--estimator wholebody"]),
+    }[case]
+    estimator = [] if case == "holistic" else ["--estimator", "wholebody"]
+    refused(run_cli([*base, *estimator, *args]), *words)
+    assert not (out / "run.json").exists()
+
+
+def test_each_library_is_imported_only_where_its_estimator_runs(models):
+    """A whole-body worker never imports mediapipe; a Holistic one never imports onnxruntime
+    (a later issue makes mediapipe optional where it cannot be installed)."""
+    code = """
+import sys, numpy as np
+from extract.keypoints.estimator import open_estimator
+from extract.keypoints.wholebody import record
+est = open_estimator({"estimator": "wholebody", **record(sys.argv[1], sys.argv[2])})
+est.process(np.zeros((64, 48, 3), np.uint8))
+import jobs.schedule.worker, jobs.cli
+assert "mediapipe" not in sys.modules, "mediapipe imported by a whole-body worker"
+"""
+    subprocess.run([sys.executable, "-c", code, models["detector"], models["pose"]], check=True,
+                   cwd=REPO)
+    code = """
+import sys, numpy as np
+from extract.keypoints.estimator import open_estimator
+est = open_estimator({})
+est.process(np.zeros((64, 48, 3), np.uint8))
+import jobs.schedule.worker, jobs.run.merge, jobs.cli
+assert "onnxruntime" not in sys.modules, "onnxruntime imported by a Holistic worker"
+"""
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=REPO)
+

@@ -1,0 +1,221 @@
+"""Tiny ONNX models of the whole-body family, built with onnx.helper, so tests run offline.
+
+They have the inputs and outputs of the published files (a YOLOX person detector with NMS inside,
+output `[1, N, 5]`, or its raw grid output `[1, A, 5 + classes]`; an RTMPose/RTMW SimCC pose
+model with outputs `[1, 133, 2w]` and `[1, 133, 2h]`) and compute deterministic functions of the
+pixels (a coarse average pool through fixed random weights), so different frames give different
+boxes, person counts and keypoints. A few milliseconds a frame: job-level tests can use them freely.
+
+    models = tiny_models(tmp_path)          # {"detector", "detector_raw", "pose"}: paths
+    ref = rtmlib_reference()                # rtmlib, installed --no-deps beside .venv (scripts)
+
+rtmlib is the reference the tool is compared with; scripts/test.sh installs it with --no-deps into
+`.venv/rtmlib-ref` (it depends on opencv-python, which would overwrite mediapipe's
+opencv-contrib-python), outside pip's view of the environment.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+DETECTOR_HW = (96, 128)  # (height, width): not square, so a swapped order shows
+POSE_HW = (64, 48)  # (height, width), as RTMPose's 256x192 in miniature
+POINTS = 133
+POOL = 4  # the pool grid: POOL x POOL cells of 3 channels are the models' features
+RTMLIB_VERSION = "0.0.16"
+RTMLIB_DIR = Path(__file__).resolve().parents[1] / ".venv" / "rtmlib-ref"
+
+
+def _helpers() -> tuple[Any, Any, Any, Any]:
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    return onnx, TensorProto, helper, numpy_helper
+
+
+def _features(nodes: list, inits: list, hw: tuple[int, int], prefix: str,
+              scale: float, shift: float) -> str:
+    """Nodes that pool the input to POOL x POOL cells and flatten them: [1, 3 * POOL**2]."""
+    _, _, helper, numpy_helper = _helpers()
+    kh, kw = hw[0] // POOL, hw[1] // POOL
+    inits += [numpy_helper.from_array(np.array([scale], np.float32), f"{prefix}_scale"),
+              numpy_helper.from_array(np.array([shift], np.float32), f"{prefix}_shift")]
+    nodes += [
+        helper.make_node("AveragePool", ["input"], [f"{prefix}_pool"], kernel_shape=[kh, kw],
+                         strides=[kh, kw]),
+        helper.make_node("Flatten", [f"{prefix}_pool"], [f"{prefix}_flat"], axis=1),
+        helper.make_node("Mul", [f"{prefix}_flat", f"{prefix}_scale"], [f"{prefix}_scaled"]),
+        helper.make_node("Sub", [f"{prefix}_scaled", f"{prefix}_shift"], [f"{prefix}_feat"]),
+    ]
+    return f"{prefix}_feat"
+
+
+def _dense(nodes: list, inits: list, x: str, rng: np.random.Generator, width: int, gain: float,
+           bias: np.ndarray | float, name: str) -> str:
+    """x @ W + b with fixed random W (features -> width)."""
+    _, _, helper, numpy_helper = _helpers()
+    w = (rng.standard_normal((3 * POOL * POOL, width)) * gain).astype(np.float32)
+    b = (np.zeros(width) + bias).astype(np.float32)
+    inits += [numpy_helper.from_array(w, f"{name}_w"), numpy_helper.from_array(b, f"{name}_b")]
+    nodes += [helper.make_node("MatMul", [x, f"{name}_w"], [f"{name}_mm"]),
+              helper.make_node("Add", [f"{name}_mm", f"{name}_b"], [name])]
+    return name
+
+
+def _const(inits: list, name: str, value: np.ndarray) -> str:
+    _, _, _, numpy_helper = _helpers()
+    inits.append(numpy_helper.from_array(value, name))
+    return name
+
+
+def _save(path: Path, nodes: list, inits: list, inputs: list, outputs: list, name: str) -> Path:
+    onnx, _, helper, _ = _helpers()
+    graph = helper.make_graph(nodes, name, inputs, outputs, initializer=inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)],
+                              producer_name="phoenix-keypoints tests")
+    model.ir_version = 8  # readable by every onnxruntime this project pins
+    onnx.checker.check_model(model)
+    path.write_bytes(model.SerializeToString())
+    return path
+
+
+def _input(hw: tuple[int, int]) -> Any:
+    _, TensorProto, helper, _ = _helpers()
+    return helper.make_tensor_value_info("input", TensorProto.FLOAT, [1, 3, *hw])
+
+
+def detector_end2end(path: Path, hw: tuple[int, int] = DETECTOR_HW, boxes: int = 6,
+                     seed: int = 1) -> Path:
+    """A YOLOX with NMS inside: `dets` [1, N, 5] (x1, y1, x2, y2 in input pixels, score) and
+    `labels` [1, N]. Every box lies in the input (x1 in the left half, x2 in the right one);
+    scores spread around rtmlib's 0.3 cut, so the person count varies from frame to frame."""
+    _, TensorProto, helper, _ = _helpers()
+    rng = np.random.default_rng(seed)
+    nodes: list = []
+    inits: list = []
+    feat = _features(nodes, inits, hw, "f", 1 / 255, 0.5)
+    z = _dense(nodes, inits, feat, rng, boxes * 5, 4.0, 0.0, "z")
+    h, w = hw
+    mul = _const(inits, "box_mul", np.array([w / 2, h / 2, w / 2, h / 2, 1], np.float32))
+    add = _const(inits, "box_add", np.array([0, 0, w / 2, h / 2, 0], np.float32))
+    shape = _const(inits, "shape", np.array([1, boxes, 5], np.int64))
+    nodes += [helper.make_node("Sigmoid", [z], ["zs"]),
+              helper.make_node("Reshape", ["zs", shape], ["zr"]),
+              helper.make_node("Mul", ["zr", mul], ["zm"]),
+              helper.make_node("Add", ["zm", add], ["dets"]),
+              helper.make_node("Shape", ["dets"], ["dshape"]),
+              helper.make_node("Slice", ["dshape", _const(inits, "s0", np.array([0], np.int64)),
+                                         _const(inits, "s2", np.array([2], np.int64))], ["lshape"]),
+              helper.make_node("ConstantOfShape", ["lshape"], ["labels"],
+                               value=helper.make_tensor("zero", TensorProto.INT64, [1], [0]))]
+    outputs = [helper.make_tensor_value_info("dets", TensorProto.FLOAT, [1, boxes, 5]),
+               helper.make_tensor_value_info("labels", TensorProto.INT64, [1, boxes])]
+    return _save(path, nodes, inits, [_input(hw)], outputs, "tiny_yolox_end2end")
+
+
+def detector_raw(path: Path, hw: tuple[int, int] = DETECTOR_HW, classes: int = 1,
+                 seed: int = 2) -> Path:
+    """A YOLOX without NMS: one row per grid cell of strides 8, 16, 32 (cx, cy offsets in the
+    cell, log w, log h, objectness, class scores), decoded and suppressed by the caller."""
+    _, TensorProto, helper, _ = _helpers()
+    rng = np.random.default_rng(seed)
+    cells = sum((hw[0] // s) * (hw[1] // s) for s in (8, 16, 32))
+    cols = 5 + classes
+    nodes: list = []
+    inits: list = []
+    feat = _features(nodes, inits, hw, "f", 1 / 255, 0.5)
+    bias = np.tile(np.r_[0.0, 0.0, 0.0, 0.0, 0.3, np.full(classes, 0.3)], cells)
+    z = _dense(nodes, inits, feat, rng, cells * cols, 0.6, bias, "z")
+    mul = _const(inits, "mul", np.r_[1.0, 1.0, 2.5, 2.5, np.ones(1 + classes)].astype(np.float32))
+    shape = _const(inits, "shape", np.array([1, cells, cols], np.int64))
+    nodes += [helper.make_node("Sigmoid", [z], ["zs"]),
+              helper.make_node("Reshape", ["zs", shape], ["zr"]),
+              helper.make_node("Mul", ["zr", mul], ["output"])]
+    outputs = [helper.make_tensor_value_info("output", TensorProto.FLOAT, [1, cells, cols])]
+    return _save(path, nodes, inits, [_input(hw)], outputs, "tiny_yolox_raw")
+
+
+def pose_simcc(path: Path, hw: tuple[int, int] = POSE_HW, points: int = POINTS,
+               seed: int = 3) -> Path:
+    """An RTMPose-style SimCC model: `simcc_x` [1, K, 2w], `simcc_y` [1, K, 2h]; each point's
+    bins are sigmoids of the crop's features times a per-point level, so its argmax moves with the
+    crop and its score (rtmlib: the mean of the two maxima) spreads from ~0 to ~1."""
+    _, TensorProto, helper, _ = _helpers()
+    rng = np.random.default_rng(seed)
+    h, w = hw
+    nodes: list = []
+    inits: list = []
+    feat = _features(nodes, inits, hw, "f", 1.0, 0.0)  # the input is normalised already
+    level_bias = rng.uniform(-4, 3, points)
+    outputs = []
+    for axis, bins in (("x", 2 * w), ("y", 2 * h)):
+        z = _dense(nodes, inits, feat, rng, points * bins, 2.0, 0.0, f"z{axis}")
+        shape = _const(inits, f"shape_{axis}", np.array([1, points, bins], np.int64))
+        nodes += [helper.make_node("Reshape", [z, shape], [f"r{axis}"]),
+                  helper.make_node("Sigmoid", [f"r{axis}"], [f"s{axis}"])]
+        outputs.append(helper.make_tensor_value_info(f"simcc_{axis}", TensorProto.FLOAT,
+                                                     [1, points, bins]))
+    lv = _dense(nodes, inits, feat, rng, points, 1.0, level_bias, "lv")
+    lshape = _const(inits, "shape_lv", np.array([1, points, 1], np.int64))
+    nodes += [helper.make_node("Reshape", [lv, lshape], ["lvr"]),
+              helper.make_node("Sigmoid", ["lvr"], ["lvs"]),
+              helper.make_node("Mul", ["sx", "lvs"], ["simcc_x"]),
+              helper.make_node("Mul", ["sy", "lvs"], ["simcc_y"])]
+    return _save(path, nodes, inits, [_input(hw)], outputs, "tiny_rtmpose_simcc")
+
+
+def tiny_models(folder: Path) -> dict[str, Path]:
+    """The three models written into folder (made once; the same bytes every time)."""
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    out = {"detector": folder / "tiny-yolox-end2end.onnx",
+           "detector_raw": folder / "tiny-yolox-raw.onnx", "pose": folder / "tiny-rtmpose-simcc.onnx"}
+    makers = {"detector": detector_end2end, "detector_raw": detector_raw, "pose": pose_simcc}
+    for key, path in out.items():
+        if not path.exists():
+            makers[key](path)
+    return out
+
+
+def rtmlib_reference() -> Any:
+    """rtmlib as the reference (YOLOX, RTMPose), from `.venv/rtmlib-ref` or the environment."""
+    if RTMLIB_DIR.is_dir() and str(RTMLIB_DIR) not in sys.path:
+        sys.path.append(str(RTMLIB_DIR))
+    return importlib.import_module("rtmlib")
+
+
+def rtmlib_wholebody(models: dict[str, Path], detector: str = "detector") -> Any:
+    """rtmlib's YOLOX + RTMPose on the given files, input sizes read from the files as the tool
+    does (rtmlib's YOLOX takes (height, width), its RTMPose (width, height))."""
+    import onnx
+
+    rtm = rtmlib_reference()
+
+    def hw(path: Path) -> tuple[int, int]:
+        dims = onnx.load(str(path)).graph.input[0].type.tensor_type.shape.dim
+        return dims[2].dim_value, dims[3].dim_value
+
+    det = rtm.YOLOX(str(models[detector]), model_input_size=hw(models[detector]),
+                    backend="onnxruntime", device="cpu")
+    ph, pw = hw(models["pose"])
+    pose = rtm.RTMPose(str(models["pose"]), model_input_size=(pw, ph), backend="onnxruntime",
+                       device="cpu")
+    return det, pose
+
+
+def rtmlib_signer(det: Any, pose: Any, bgr: np.ndarray) -> tuple[np.ndarray, int]:
+    """rtmlib's keypoints of the signer (the largest box rtmlib's YOLOX returns; the whole frame
+    when none): ([133, 3] x, y, score as float64, persons)."""
+    boxes = det(bgr)
+    boxes = np.asarray(boxes).reshape(-1, 4) if len(boxes) else np.zeros((0, 4))
+    chosen = []
+    if len(boxes):
+        areas = (boxes[:, 2].astype(np.float64) - boxes[:, 0]) * (boxes[:, 3] - boxes[:, 1])
+        chosen = [boxes[int(np.argmax(areas))]]
+    kpts, scores = pose(bgr, bboxes=chosen)
+    return np.concatenate([kpts[0], scores[0][:, None]], axis=1), len(boxes)
