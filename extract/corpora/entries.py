@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 from extract.corpora.base import SPLITS, Dataset, DatasetError, Video, select, unique_names
+from extract.sources.files import not_regular
 from extract.sources.folder import FolderSource
 from extract.sources.video import VIDEO_SUFFIXES, VideoSource
 
@@ -72,6 +73,8 @@ def to_video(root: Path, e: Listing) -> Video:
         folder = str(PurePosixPath(path).parent)
         pattern = re.compile(fnmatch.translate(PurePosixPath(path).name), re.DOTALL)
         scan = _FOLDERS.scan(root, folder, pattern)
+    elif why := not_regular(root / path):  # a link to a device, a FIFO, /proc: never opened
+        return Video(e.split, e.name, path, (), problem=why, **meta)
     elif is_video(path) or (root / path).is_file():
         s = _VIDEOS.scan(root, path, e.start, e.end, e.start_s, e.end_s)
         return Video(e.split, e.name, path, (), problem=s.problem, note=s.note,

@@ -71,6 +71,7 @@ from extract.sources.archive_index import (  # noqa: F401 (the index's names, us
     unreadable_archive,
 )
 from extract.sources.base import Frame, Mismatch, Ref, image_ref, parse_image
+from extract.sources.files import decoder_path, open_corpus_file
 
 FRAGMENT = "archive"
 
@@ -198,7 +199,7 @@ class _Reader:
             return open(ix.path, "rb")  # noqa: SIM115 (closed by close())
         import rapidgzip
 
-        f = rapidgzip.RapidgzipFile(str(ix.path), parallelization=1, chunk_size=GZIP_CHUNK)
+        f = rapidgzip.RapidgzipFile(decoder_path(ix.path), parallelization=1, chunk_size=GZIP_CHUNK)
         if ix.gzip_file is not None:
             with open(ix.gzip_file, "rb") as fi:
                 f.import_index(fi)
@@ -395,10 +396,11 @@ def member_of(path: Path | ArchivePath) -> tuple[ArchiveIndex, int] | None:
 
 
 def open_file(path: Path | ArchivePath) -> tuple[BinaryIO, int, int]:
-    """(binary file, size, mtime_ns) of a file on disk or inside an archive (OSError if not)."""
+    """(binary file, size, mtime_ns) of a file on disk or inside an archive (OSError if not, or
+    when it is no regular file): the one way a decoder is given a corpus file (files.py)."""
     inside = member_of(path)
     if inside is None:
-        f = open(path, "rb")  # noqa: SIM115 (the caller closes it)
+        f = open_corpus_file(path)
         st = os.fstat(f.fileno())
         return f, st.st_size, st.st_mtime_ns
     index, i = inside

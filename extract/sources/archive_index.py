@@ -33,6 +33,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from extract.sources.files import decoder_path
+
 FORMATS = {".tar.gz": "tar.gz", ".tgz": "tar.gz", ".tar": "tar", ".zip": "zip"}
 INDEX_VERSION = 3  # 2: members sorted by folder, with `folder` and `pos`; 3: names outside the
 # archive left out, anomalies noted (an index of version 2 is made again on resume)
@@ -358,7 +360,7 @@ def build_index(path: Path, parallelization: int | None = None) -> ArchiveIndex:
         else:
             import rapidgzip
 
-            with rapidgzip.RapidgzipFile(str(path), parallelization=parallelization or
+            with rapidgzip.RapidgzipFile(decoder_path(path), parallelization=parallelization or
                                          len(os.sched_getaffinity(0)), chunk_size=GZIP_CHUNK) as f:
                 rows, problem = _tar_rows(f, outside)
                 buf = io.BytesIO()

@@ -1,0 +1,170 @@
+"""Names are data: what a corpus names is a path and nothing else (issue 30).
+
+Each test builds a small corpus whose names would be read as something else (a protocol for
+FFmpeg, a device or /proc behind a link, bytes that are no UTF-8, terminal escapes, another
+spelling of the same file) and meets it with the real command line. Planning-only commands
+(`slurm` without --submit) are used where no keypoint is needed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+from helpers import VIDEOS, assert_no_traceback, popen_cli, run_cli
+from kinds import clip
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _shared() -> None:
+    if not (VIDEOS / "signer_demo.mp4").is_file():
+        pytest.skip("shared data not found beside the repo (../shared/data)")
+
+
+class Listener:
+    """A real TCP listener on 127.0.0.1 that accepts and never answers: what it hears is kept."""
+
+    def __init__(self) -> None:
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(8)
+        self.sock.settimeout(0.1)
+        self.port = self.sock.getsockname()[1]
+        self.heard: list[bytes] = []
+        self.open: list[socket.socket] = []
+        self._stop = False
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.thread.start()
+
+    def _serve(self) -> None:
+        while not self._stop:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                continue
+            self.open.append(conn)  # held open, never answered: a client would wait forever
+            conn.settimeout(0.5)
+            try:
+                self.heard.append(conn.recv(300) or b"(connected)")
+            except OSError:
+                self.heard.append(b"(connected)")
+
+    def close(self) -> None:
+        self._stop = True
+        self.thread.join(2)
+        for c in self.open:
+            c.close()
+        self.sock.close()
+
+
+@pytest.fixture
+def listener() -> Iterator[Listener]:
+    got = Listener()
+    yield got
+    got.close()
+
+
+def plan(args: list, cwd: Path | None = None, code: int = 0) -> subprocess.CompletedProcess:
+    """Plan only (`slurm` prints the scripts, submits nothing): no frame is extracted."""
+    proc = run_cli(["slurm", "--num-shards", "1", *map(str, args)], cwd=cwd, timeout=120)
+    assert_no_traceback(proc)
+    assert proc.returncode == code, f"exit {proc.returncode}\n{proc.stdout}\n{proc.stderr}"
+    return proc
+
+
+def planned(out: Path) -> dict[str, dict]:
+    return {r["video"]: r for r in pq.read_table(out / "plan.parquet").to_pylist()}
+
+
+# --- 1. paths reach decoders as paths ----------------------------------------------------------
+def protocol_names(port: int) -> list[str]:
+    """Names FFmpeg would read as a URL or as another file, when given as a name."""
+    return [f"http:127.0.0.1:{port}.mp4", f"tcp:127.0.0.1:{port}.mp4",
+            "subfile,,start,0,end,0,,:good.mp4", "concat:good.mp4|good.mp4.mp4"]
+
+
+def test_protocol_names_are_files_and_reach_no_host(listener: Listener, tmp_path: Path):
+    """Run with `--dataset .` (no '/' before a name's ':'): every odd name is its own file, the
+    listener hears nothing, and the real video's frames are extracted."""
+    ds = tmp_path / "ds"
+    clip(ds / "good.mp4", 0)
+    for name in protocol_names(listener.port):
+        (ds / name).write_bytes(b"not a video")
+    out = tmp_path / "out"
+    proc = run_cli(["run", "--dataset", ".", "--out", out, "--workers-per-gpu", "1"], cwd=ds,
+                   timeout=120)
+    assert_no_traceback(proc)
+    assert proc.returncode == 0, proc.stderr
+    assert listener.heard == []
+    got = planned(out)
+    assert got["good"]["num_frames"] == 4
+    for name in protocol_names(listener.port):
+        row = got[name[:-len(".mp4")]]
+        assert row["num_frames"] == 0 and row["chunk"] == -1, row  # its own bytes: no video
+        assert "cannot open as a video" in row["problem"], row
+    # a video file that holds an ffconcat list is no way to another file either
+    (ds / "list.mp4").write_text("ffconcat version 1.0\nfile good.mp4\n")
+    plan(["--dataset", ".", "--out", tmp_path / "out2"], cwd=ds)
+    assert planned(tmp_path / "out2")["list"]["num_frames"] == 0
+
+
+def test_planning_never_waits_on_a_host_and_stops_on_sigterm(listener: Listener, tmp_path: Path):
+    """A listener that never answers cannot hold the planner: it is never reached, and SIGTERM
+    during planning ends the command (before: it waited forever, only SIGKILL stopped it)."""
+    ds = tmp_path / "ds"
+    clip(ds / "good.mp4", 0)
+    for i in range(200):
+        (ds / f"http:127.0.0.1:{listener.port}-{i:03d}.mp4").write_bytes(b"x" * 64)
+    p = popen_cli(["slurm", "--num-shards", "1", "--dataset", ".", "--out", tmp_path / "out"], cwd=ds)
+    time.sleep(1.5)
+    os.killpg(p.pid, signal.SIGTERM)
+    try:
+        _, err = p.communicate(timeout=30)
+    except subprocess.TimeoutExpired:
+        os.killpg(p.pid, signal.SIGKILL)
+        p.communicate()
+        pytest.fail("SIGTERM did not stop the planner within 30 s")
+    assert "Traceback" not in err, err
+    assert p.returncode in (0, 143, -signal.SIGTERM), (p.returncode, err)
+    assert listener.heard == []
+
+
+# --- 2. links to devices, procfs and sockets ---------------------------------------------------
+def test_links_to_devices_and_proc_are_named_and_never_opened(tmp_path: Path):
+    """Manifest rows that are links to /proc/self/mem, /dev/zero and a FIFO are counted among the
+    links leaving the dataset like a link to an ordinary file outside, and are never read; a frame
+    file that links to /proc/self/mem is `not_a_file` (before: opened and not counted)."""
+    listed = tmp_path / "listed"
+    clip(listed / "own.mp4", 0)
+    (listed / "mem.mp4").symlink_to("/proc/self/mem")
+    (listed / "zero").symlink_to("/dev/zero")
+    os.mkfifo(tmp_path / "fifo.mp4")
+    (listed / "fifo.mp4").symlink_to(tmp_path / "fifo.mp4")
+    (listed / "out.mp4").symlink_to(VIDEOS / "signer_demo.mp4")
+    (listed / "list.csv").write_text("name,split,path\nown,train,own.mp4\nmem,train,mem.mp4\n"
+                                     "zero,train,zero\nfifo,train,fifo.mp4\nout,train,out.mp4\n")
+    out = tmp_path / "out"
+    plan(["--manifest", listed / "list.csv", "--out", out])
+    assert json.loads((out / "run.json").read_text())["dataset"]["links_outside"] == 4
+    got = planned(out)
+    assert got["own"]["num_frames"] == 4 and got["out"]["num_frames"] > 0
+    for name, why in (("mem", "/proc"), ("zero", "a device"), ("fifo", "a FIFO")):
+        assert why in got[name]["problem"] and "not opened" in got[name]["problem"], got[name]
+        assert got[name]["links"] and got[name]["num_frames"] == 0
+
+
+def test_a_frame_that_links_to_proc_is_not_read(tmp_path: Path):
+    from extract.keypoints.frames import read_file
+
+    (tmp_path / "images0001.png").symlink_to("/proc/self/mem")
+    assert read_file(tmp_path / "images0001.png")[2:] == (
+        "not_a_file", "a file of the kernel's /proc, /sys or /dev")
