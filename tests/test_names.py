@@ -21,7 +21,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 from helpers import VIDEOS, assert_no_traceback, popen_cli, run_cli
-from kinds import clip
+from kinds import clip, phoenix_t
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -136,6 +136,39 @@ def test_planning_never_waits_on_a_host_and_stops_on_sigterm(listener: Listener,
     assert "Traceback" not in err, err
     assert p.returncode in (0, 143, -signal.SIGTERM), (p.returncode, err)
     assert listener.heard == []
+
+
+# --- 3. any byte string is a name; what is printed is escaped ------------------------------------
+def test_names_that_are_no_utf8_or_steer_the_terminal(tmp_path: Path):
+    """A stray file named with byte 0xff, or with ESC and CR, in a frame folder: skipped with its
+    reason, the other frames extracted, every name printed escaped (before: a traceback)."""
+    root = phoenix_t(tmp_path / "t")
+    folder = root / "features/fullFrame-210x260px/train/signer_demo-1"
+    Path(os.fsdecode(os.fsencode(folder) + b"/\xff.png")).write_bytes(b"x")
+    (folder / "images0003\x1b[2J\r.png").write_bytes(b"x")
+    out = tmp_path / "R"
+    proc = run_cli(["run", "--dataset", root, "--out", out, "--workers-per-gpu", "1"], timeout=300)
+    assert_no_traceback(proc)
+    assert proc.returncode == 0, proc.stderr
+    assert "\x1b[2J" not in proc.stderr + proc.stdout
+    assert "images0003\\x1b[2J\\x0d.png (not a frame name)" in proc.stderr
+    assert "\\udcff.png (name not UTF-8)" in proc.stderr
+    kept = pq.read_table(out / "keypoints.parquet", columns=["video"]).column("video").to_pylist()
+    assert kept.count("signer_demo-1") == 4
+    ignored = planned(out)["signer_demo-1"]["ignored"]
+    assert {"name": "\\udcff.png", "reason": "name not UTF-8"} in ignored
+
+
+def test_a_video_named_with_bytes_that_are_no_utf8(tmp_path: Path):
+    """A folder of videos: the file that no output could name is skipped and named, the rest planned."""
+    ds = tmp_path / "ds"
+    clip(ds / "good.mp4", 0)
+    Path(os.fsdecode(os.fsencode(ds) + b"/bad\xff\xfe.mp4")).write_bytes(b"x")
+    out = tmp_path / "out"
+    plan(["--dataset", ds, "--out", out])
+    assert planned(out)["good"]["num_frames"] == 4 and len(planned(out)) == 1
+    info = (out / "run.json").read_text()
+    assert "bad\\\\udcff\\\\udcfe.mp4 (its name is not UTF-8" in info
 
 
 # --- 2. links to devices, procfs and sockets ---------------------------------------------------

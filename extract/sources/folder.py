@@ -21,11 +21,12 @@ import pyarrow as pa
 
 from extract.keypoints.frames import STATUS_OK, read_frame
 from extract.sources import links
-from extract.sources.base import Frame, Mismatch, Ref, Scan, image_ref, nfc, parse_image
+from extract.sources.base import Frame, Mismatch, Ref, Scan, image_ref, is_utf8, nfc, parse_image, shown
 
 IGNORED_HIDDEN = "hidden file"
 IGNORED_FOLDER = "folder"
 IGNORED_NAME = "not a frame name"
+IGNORED_NOT_UTF8 = "name not UTF-8"
 
 _DIGITS = re.compile(r"([0-9]+)")
 
@@ -40,11 +41,12 @@ def scandir(folder: Path):
     return folder.scandir() if hasattr(folder, "scandir") else os.scandir(folder)
 
 
-def walk(root: Path) -> Iterator[tuple[str, list[str], list[str]]]:
+def walk(root: Path, not_utf8: list[str] | None = None) -> Iterator[tuple[str, list[str], list[str]]]:
     """os.walk over a folder or a folder inside an archive, top-down: (folder relative to root,
     posix, "" first; its subfolders, which the caller may prune in place; its files). Links to
     folders are followed (each real folder once, so a loop of links ends), but not those leaving
-    root under --no-follow-links (extract/sources/links.py)."""
+    root under --no-follow-links (extract/sources/links.py). Names that are no UTF-8 are left out,
+    and added (shown as run.json writes them) to `not_utf8`: no output could hold them."""
     if hasattr(root, "walk_tree"):
         yield from root.walk_tree()
         return
@@ -56,8 +58,12 @@ def walk(root: Path) -> Iterator[tuple[str, list[str], list[str]]]:
             continue
         seen.add(real)
         rel = Path(folder).relative_to(root).as_posix()
-        dirs[:] = [d for d in dirs if links.may_enter(root, Path(folder) / d)]
-        yield "" if rel == "." else rel, dirs, files
+        rel = "" if rel == "." else rel
+        odd = [n for n in (*dirs, *files) if not is_utf8(n)]
+        if odd and not_utf8 is not None:
+            not_utf8.extend(shown(f"{rel}/{n}" if rel else n) for n in odd)
+        dirs[:] = [d for d in dirs if is_utf8(d) and links.may_enter(root, Path(folder) / d)]
+        yield rel, dirs, [f for f in files if is_utf8(f)]
 
 
 class FrameListing(NamedTuple):
@@ -79,7 +85,9 @@ def list_frames(folder: Path, pattern: re.Pattern[str]) -> FrameListing | None:
     links: list[str] = []
     try:
         for e in scandir(folder):
-            if e.name.startswith("."):
+            if not is_utf8(e.name):
+                ignored.append((shown(e.name), IGNORED_NOT_UTF8))
+            elif e.name.startswith("."):
                 ignored.append((e.name, IGNORED_HIDDEN))
             elif pattern.fullmatch(e.name):
                 frames.append(e.name)
