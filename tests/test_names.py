@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
-from helpers import VIDEOS, assert_no_traceback, popen_cli, run_cli
+from helpers import REPO, VIDEOS, assert_no_traceback, popen_cli, run_cli
 from kinds import clip, phoenix_t
 
 
@@ -201,3 +201,50 @@ def test_a_frame_that_links_to_proc_is_not_read(tmp_path: Path):
     (tmp_path / "images0001.png").symlink_to("/proc/self/mem")
     assert read_file(tmp_path / "images0001.png")[2:] == (
         "not_a_file", "a file of the kernel's /proc, /sys or /dev")
+
+
+# --- 4. archive names as their makers meant them --------------------------------------------------
+def _unflag_utf8(zpath: Path) -> None:
+    """Clear the UTF-8 flag (bit 11) of every entry, local and central, as Info-ZIP's `zip` on
+    Linux writes its UTF-8 names: the bytes stay UTF-8, the flag says nothing."""
+    data = bytearray(zpath.read_bytes())
+    for sig, at in ((b"PK\x03\x04", 6), (b"PK\x01\x02", 8)):
+        i = data.find(sig)
+        while i >= 0:
+            data[i + at] &= ~0x08 & 0xFF  # bit 11 is bit 3 of the flags' high byte
+            data[i + at + 1] &= ~0x08 & 0xFF
+            i = data.find(sig, i + 4)
+    zpath.write_bytes(bytes(data))
+
+
+def _zip_videos(tmp_path: Path, how: str) -> Path:
+    src = tmp_path / "src"
+    clip(src / "clips" / "train" / "München-1.mp4", 0)
+    clip(src / "clips" / "test" / "plain.mp4", 30)
+    zpath = tmp_path / "clips.zip"
+    if how == "info-zip":
+        deps = subprocess.run(["bash", str(REPO / "scripts" / "system-deps.sh"), "zip"],
+                              capture_output=True, text=True, timeout=900)
+        if deps.returncode == 3:
+            pytest.skip(deps.stderr.strip())
+        subprocess.run(["zip", "-q", "-r", "-0", str(zpath), "clips"], cwd=src, check=True)
+    else:
+        import zipfile
+
+        with zipfile.ZipFile(zpath, "w") as z:
+            for f in sorted((src / "clips").rglob("*")):
+                z.write(f, f.relative_to(src).as_posix())
+        _unflag_utf8(zpath)
+    return zpath
+
+
+@pytest.mark.parametrize("how", ["unflagged", "info-zip"])
+def test_a_zip_name_in_utf8_without_the_flag_is_read_as_utf8(how: str, tmp_path: Path):
+    """`zip -r` on Linux stores München-1 in UTF-8 without the UTF-8 flag: the video keeps its
+    name and its frames (before: M├╝nchen-1, read as cp437)."""
+    zpath = _zip_videos(tmp_path, how)
+    out = tmp_path / "out"
+    plan(["--dataset", zpath, "--out", out])
+    got = planned(out)
+    assert set(got) == {"München-1", "plain"}, set(got)
+    assert got["München-1"]["num_frames"] == 4 and not got["München-1"]["problem"]

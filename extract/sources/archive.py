@@ -63,12 +63,14 @@ from extract.sources.archive_index import (  # noqa: F401 (the index's names, us
     archive_format,
     build_index,
     clean_name,
+    info_name,
     load_index,
     open_index,
     save_index,
     set_index_dir,
     split_root,
     unreadable_archive,
+    zip_name,
 )
 from extract.sources.base import Frame, Mismatch, Ref, image_ref, parse_image
 from extract.sources.files import decoder_path, open_corpus_file
@@ -208,8 +210,10 @@ class _Reader:
         return f
 
     def _zip(self) -> zipfile.ZipFile:
+        """zipfile's reader, its entries found by the names the index gives them (info_name)."""
         if self.zf is None:
             self.zf = zipfile.ZipFile(self.index.path)
+            self.zf.NameToInfo = {clean_name(info_name(zi)): zi for zi in self.zf.infolist()}
         return self.zf
 
     def _local(self, i: int) -> _ZipLocal:
@@ -230,7 +234,7 @@ class _Reader:
         return _ZipLocal(start, method if not flags & 0x1 else -1, crc)
 
     def _same_name(self, i: int, raw: bytes, flags: int) -> None:
-        local = raw.decode("utf-8" if flags & 0x800 else "cp437", errors="replace")
+        local = zip_name(raw, flags)
         name = self.index.name(i)
         if clean_name(local) == name:
             return

@@ -33,11 +33,13 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from extract.sources.base import is_utf8, shown
 from extract.sources.files import decoder_path
 
 FORMATS = {".tar.gz": "tar.gz", ".tgz": "tar.gz", ".tar": "tar", ".zip": "zip"}
-INDEX_VERSION = 3  # 2: members sorted by folder, with `folder` and `pos`; 3: names outside the
-# archive left out, anomalies noted (an index of version 2 is made again on resume)
+INDEX_VERSION = 4  # 2: members sorted by folder, with `folder` and `pos`; 3: names outside the
+# archive left out, anomalies noted; 4: a zip's unflagged UTF-8 names read as UTF-8 (an index of
+# an older version is made again on resume)
 ROW_GROUP = 16384  # members per row group of members.parquet: what a worker reads per lookup
 LAZY_MEMBERS_KEPT = 200_000  # members a worker keeps looked up before it forgets older folders
 KIND_FILE, KIND_DIR, KIND_OTHER = 0, 1, 2
@@ -273,10 +275,15 @@ def _escapes(name: str) -> bool:
 SHOWN = 5  # member names an anomaly names; the count says how many there are
 
 
-def anomalies(members: pa.Table, outside: list[str]) -> list[str]:
+def anomalies(members: pa.Table, outside: list[str], not_utf8: list[str] = ()) -> list[str]:
     """What an archive holds that a corpus in a folder could not: names stored twice (the last
-    copy is used, as `tar -x` leaves it) and names that leave the archive (left out)."""
+    copy is used, as `tar -x` leaves it), names that leave the archive and names that are no UTF-8
+    (both left out)."""
     notes = []
+    if not_utf8:
+        notes.append(f"{len(not_utf8)} member name(s) that are no UTF-8 are left out (shown as "
+                     f"run.json escapes them): {', '.join(not_utf8[:SHOWN])}"
+                     f"{' ...' if len(not_utf8) > SHOWN else ''}")
     if outside:
         notes.append(f"{len(outside)} member(s) named outside the archive (absolute or '..') are "
                      f"left out: {', '.join(outside[:SHOWN])}{' ...' if len(outside) > SHOWN else ''}")
@@ -289,9 +296,10 @@ def anomalies(members: pa.Table, outside: list[str]) -> list[str]:
     return notes
 
 
-def _tar_rows(fileobj, outside: list[str]) -> tuple[dict[str, list], str]:
+def _tar_rows(fileobj, outside: list[str], not_utf8: list[str]) -> tuple[dict[str, list], str]:
     """Walk a tar stream's headers: members in archive order, and why the walk stopped early;
-    names that leave the archive go to `outside`, not into the index."""
+    names that leave the archive go to `outside`, names no output could hold to `not_utf8`
+    (shown escaped), not into the index."""
     rows: dict[str, list] = {k: [] for k in _MEMBERS_SCHEMA.names}
     links: list[tuple[int, str]] = []
     problem = ""
@@ -300,7 +308,10 @@ def _tar_rows(fileobj, outside: list[str]) -> tuple[dict[str, list], str]:
             while (m := tf.next()) is not None:
                 tf.members.clear()  # tarfile keeps every header otherwise: 947,756 of them
                 if _escapes(m.name):
-                    outside.append(m.name)
+                    outside.append(shown(m.name))
+                    continue
+                if not is_utf8(m.name):
+                    not_utf8.append(shown(m.name))
                     continue
                 name = clean_name(m.name)
                 if not name:
@@ -324,14 +335,36 @@ def _tar_rows(fileobj, outside: list[str]) -> tuple[dict[str, list], str]:
     return rows, problem
 
 
+UTF8_FLAG = 0x800  # general purpose bit 11: the name is UTF-8
+
+
+def zip_name(raw: bytes, flags: int) -> str:
+    """A zip member's name as its maker meant it: UTF-8 when flagged, and also without the flag
+    when the bytes are valid UTF-8 (what Info-ZIP's `zip` on Linux writes; unzip and libarchive
+    read it so), cp437 otherwise (the zip standard's default, what old DOS tools wrote)."""
+    if flags & UTF8_FLAG:
+        return raw.decode("utf-8", errors="replace")
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return raw.decode("cp437")
+
+
+def info_name(zi: zipfile.ZipInfo) -> str:
+    """zip_name of an entry zipfile has read (zipfile decodes an unflagged name as cp437)."""
+    if zi.flag_bits & UTF8_FLAG:
+        return zi.orig_filename
+    return zip_name(zi.orig_filename.encode("cp437"), zi.flag_bits)
+
+
 def _zip_rows(path: Path, outside: list[str]) -> dict[str, list]:
     rows: dict[str, list] = {k: [] for k in _MEMBERS_SCHEMA.names}
     with zipfile.ZipFile(path) as zf:
         for zi in zf.infolist():
-            if _escapes(zi.orig_filename):
-                outside.append(zi.orig_filename)
+            if _escapes(info_name(zi)):
+                outside.append(info_name(zi))
                 continue
-            name = clean_name(zi.filename)
+            name = clean_name(info_name(zi).split("\0", 1)[0])
             if not name:
                 continue
             ts = calendar.timegm((*zi.date_time, 0, 0, 0))
@@ -350,19 +383,19 @@ def build_index(path: Path, parallelization: int | None = None) -> ArchiveIndex:
         raise ArchiveError(f"{path}: not an archive this tool reads ({', '.join(FORMATS)}).")
     st = os.stat(path)
     _check_kind(path, fmt)
-    gz, problem, outside = b"", "", []
+    gz, problem, outside, not_utf8 = b"", "", [], []
     try:
         if fmt == "zip":
             rows = _zip_rows(path, outside)
         elif fmt == "tar":
             with open(path, "rb") as f:
-                rows, problem = _tar_rows(f, outside)
+                rows, problem = _tar_rows(f, outside, not_utf8)
         else:
             import rapidgzip
 
             with rapidgzip.RapidgzipFile(decoder_path(path), parallelization=parallelization or
                                          len(os.sched_getaffinity(0)), chunk_size=GZIP_CHUNK) as f:
-                rows, problem = _tar_rows(f, outside)
+                rows, problem = _tar_rows(f, outside, not_utf8)
                 buf = io.BytesIO()
                 f.export_index(buf, rapidgzip.IndexFormat.GZTOOL)  # windows sparse and compressed
                 gz = buf.getvalue()
@@ -374,7 +407,7 @@ def build_index(path: Path, parallelization: int | None = None) -> ArchiveIndex:
                            + " Check the file (download it again?).")
     members = pa.table(rows, schema=_MEMBERS_SCHEMA)
     return ArchiveIndex(path, fmt, st.st_size, st.st_mtime_ns, members, gz, problem,
-                        notes=anomalies(members, outside))
+                        notes=anomalies(members, outside, not_utf8))
 
 
 def save_index(index: ArchiveIndex, folder: Path) -> None:
