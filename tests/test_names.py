@@ -248,3 +248,43 @@ def test_a_zip_name_in_utf8_without_the_flag_is_read_as_utf8(how: str, tmp_path:
     got = planned(out)
     assert set(got) == {"München-1", "plain"}, set(got)
     assert got["München-1"]["num_frames"] == 4 and not got["München-1"]["problem"]
+
+
+# --- 5. a path is compared by the file it names ----------------------------------------------------
+def test_a_manifest_path_respelled_names_the_same_file(tmp_path: Path):
+    """A manifest row respelled as the absolute path into its folder (through a link to it) and as
+    `./videos//other.mp4`: verify finds nothing changed, and the run keeps every row and extracts
+    nothing again (before: "removed", rows dropped with exit 0; verify exit 1 and re-extraction)."""
+    listed = tmp_path / "listed"
+    clip(listed / "videos" / "clip.mp4", 0, frames=2)
+    clip(listed / "videos" / "other.mp4", 30, frames=2)
+    (tmp_path / "via").symlink_to(listed)
+    manifest = listed / "list.csv"
+    manifest.write_text("name,split,path\nclip,train,videos/clip.mp4\nother,train,videos/other.mp4\n")
+    out = tmp_path / "out"
+    args = ["run", "--manifest", manifest, "--out", out, "--workers-per-gpu", "1"]
+    first = run_cli(args)
+    assert first.returncode == 0, first.stderr
+    manifest.write_text(f"name,split,path\nclip,train,{tmp_path / 'via' / 'videos' / 'clip.mp4'}\n"
+                        "other,train,./videos//other.mp4\n")
+    verify = run_cli(["verify", "--out", out])
+    assert verify.returncode == 0, verify.stdout + verify.stderr
+    again = run_cli(args)
+    assert_no_traceback(again)
+    assert again.returncode == 0, again.stderr
+    assert "0 frame(s) in 0 chunk(s) left" in again.stderr, again.stderr
+    videos = pq.read_table(out / "keypoints.parquet", columns=["video"]).column("video").to_pylist()
+    assert sorted(videos) == ["clip"] * 2 + ["other"] * 2
+
+
+def test_out_through_a_link_and_dotdot_is_the_folder_the_shell_means(tmp_path: Path):
+    """`--out LINK/../NAME` is NAME beside LINK's target, as `mkdir LINK/../NAME` makes it (before:
+    every try failed with a raw [Errno 2] on a temp file and said to run it again)."""
+    (tmp_path / "elsewhere" / "deep").mkdir(parents=True)
+    (tmp_path / "here").mkdir()
+    (tmp_path / "here" / "link").symlink_to(tmp_path / "elsewhere" / "deep")
+    ds = tmp_path / "ds"
+    clip(ds / "good.mp4", 0)
+    plan(["--dataset", ds, "--out", "link/../NAME"], cwd=tmp_path / "here")
+    assert (tmp_path / "elsewhere" / "NAME" / "plan.parquet").is_file()
+    assert not (tmp_path / "here" / "NAME").exists()
