@@ -288,3 +288,36 @@ def test_out_through_a_link_and_dotdot_is_the_folder_the_shell_means(tmp_path: P
     plan(["--dataset", ds, "--out", "link/../NAME"], cwd=tmp_path / "here")
     assert (tmp_path / "elsewhere" / "NAME" / "plan.parquet").is_file()
     assert not (tmp_path / "here" / "NAME").exists()
+
+
+# --- 6. a corpus that moves is followed --------------------------------------------------------------
+def test_a_corpus_that_moved_is_followed(tmp_path: Path):
+    """The corpus's link re-pointed to an identical `cp -a` copy: the same command goes on from
+    the committed parts, says where the corpus is now and keeps the move in run.json; a copy that
+    differs is refused naming both resolved places (before: refused with two equal strings)."""
+    ds = tmp_path / "ds"
+    clip(ds / "a.mp4", 0, frames=2)
+    link = tmp_path / "link"
+    link.symlink_to(ds)
+    out = tmp_path / "out"
+    args = ["run", "--dataset", "link", "--out", out, "--workers-per-gpu", "1"]
+    assert run_cli(args, cwd=tmp_path).returncode == 0
+    subprocess.run(["cp", "-a", str(ds), str(tmp_path / "ds2")], check=True)
+    link.unlink()
+    link.symlink_to(tmp_path / "ds2")
+    moved = run_cli(args, cwd=tmp_path)
+    assert_no_traceback(moved)
+    assert moved.returncode == 0, moved.stderr
+    assert f"the corpus moved: {ds} -> {tmp_path / 'ds2'}" in moved.stderr
+    assert "0 frame(s) in 0 chunk(s) left" in moved.stderr
+    info = json.loads((out / "run.json").read_text())["dataset"]
+    assert info["root"] == str(tmp_path / "ds2") and info["moves"] == [f"{ds} -> {tmp_path / 'ds2'}"]
+    clip(tmp_path / "ds3" / "a.mp4", 0, frames=2)
+    clip(tmp_path / "ds3" / "b.mp4", 30, frames=2)
+    link.unlink()
+    link.symlink_to(tmp_path / "ds3")
+    other = run_cli(args, cwd=tmp_path)
+    assert_no_traceback(other)
+    assert other.returncode == 2
+    assert f"dataset (link, at {tmp_path / 'ds2'} when planned, at {tmp_path / 'ds3'} now)" in \
+        other.stderr, other.stderr
