@@ -321,3 +321,28 @@ def test_a_corpus_that_moved_is_followed(tmp_path: Path):
     assert other.returncode == 2
     assert f"dataset (link, at {tmp_path / 'ds2'} when planned, at {tmp_path / 'ds3'} now)" in \
         other.stderr, other.stderr
+
+
+def test_a_tar_gz_with_bytes_after_its_gzip_stream_is_read_as_tar_reads_it(tmp_path: Path):
+    """1000 zero bytes after the gzip stream (gzip -t and GNU tar accept it): planned, its video
+    read through the index, the bytes named in run.json's anomalies (before: refused, "download
+    it again?"). A file cut inside the stream is still refused."""
+    import tarfile
+
+    src = tmp_path / "src"
+    clip(src / "clips" / "train" / "a.mp4", 0)
+    tgz = tmp_path / "clips.tar.gz"
+    with tarfile.open(tgz, "w:gz") as t:
+        t.add(src / "clips", "clips")
+    whole = tgz.read_bytes()
+    tgz.write_bytes(whole + b"\0" * 1000)
+    out = tmp_path / "out"
+    plan(["--dataset", tgz, "--out", out])
+    assert planned(out)["a"]["num_frames"] == 4
+    notes = json.loads((out / "run.json").read_text())["dataset"]["anomalies"]
+    assert f"1000 byte(s) after the gzip stream (from byte {len(whole)}) are ignored" in notes[0]
+    cut = tmp_path / "cut.tar.gz"
+    cut.write_bytes(whole[:len(whole) // 2])
+    proc = run_cli(["slurm", "--num-shards", "1", "--dataset", cut, "--out", tmp_path / "o2"])
+    assert_no_traceback(proc)
+    assert proc.returncode == 2 and "download it again?" in proc.stderr, proc.stderr

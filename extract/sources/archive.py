@@ -73,6 +73,7 @@ from extract.sources.archive_index import (  # noqa: F401 (the index's names, us
     zip_name,
 )
 from extract.sources.base import Frame, Mismatch, Ref, image_ref, parse_image
+from extract.sources.files import FileView as _MemberView
 from extract.sources.files import decoder_path, open_corpus_file
 
 FRAGMENT = "archive"
@@ -201,7 +202,8 @@ class _Reader:
             return open(ix.path, "rb")  # noqa: SIM115 (closed by close())
         import rapidgzip
 
-        f = rapidgzip.RapidgzipFile(decoder_path(ix.path), parallelization=1, chunk_size=GZIP_CHUNK)
+        f = rapidgzip.RapidgzipFile(decoder_path(ix.path, ix.gzip_end), parallelization=1,
+                                    chunk_size=GZIP_CHUNK)
         if ix.gzip_file is not None:
             with open(ix.gzip_file, "rb") as fi:
                 f.import_index(fi)
@@ -327,46 +329,6 @@ class _ZipLocal:
 
 
 READ_BLOCK = 1 << 20  # a member view's buffer
-
-
-class _MemberView(io.RawIOBase):
-    """A member's bytes as a file: reads at a position through `read_at`; a damaged or cut
-    archive surfaces as OSError (what readers of files expect), never the library's own error."""
-
-    def __init__(self, read_at, size: int, on_close=None) -> None:
-        super().__init__()
-        self.read_at, self.size, self.pos, self.on_close = read_at, size, 0, on_close
-
-    def readable(self) -> bool:
-        return True
-
-    def seekable(self) -> bool:
-        return True
-
-    def tell(self) -> int:
-        return self.pos
-
-    def seek(self, pos: int, whence: int = io.SEEK_SET) -> int:
-        base = {io.SEEK_SET: 0, io.SEEK_CUR: self.pos, io.SEEK_END: self.size}[whence]
-        self.pos = max(0, base + pos)
-        return self.pos
-
-    def readinto(self, b) -> int:
-        n = min(len(b), self.size - self.pos)
-        if n <= 0:
-            return 0
-        try:
-            data = self.read_at(self.pos, n)
-        except (RuntimeError, ValueError, EOFError, zipfile.BadZipFile) as e:
-            raise OSError(f"cannot read it from the archive ({type(e).__name__}: {e})") from None
-        b[:len(data)] = data
-        self.pos += len(data)
-        return len(data)
-
-    def close(self) -> None:
-        if not self.closed and self.on_close is not None:
-            self.on_close()
-        super().close()
 
 
 class _ZipMember(_MemberView):

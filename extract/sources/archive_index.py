@@ -34,7 +34,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from extract.sources.base import is_utf8, shown
-from extract.sources.files import decoder_path
+from extract.sources.files import decoder_path, gzip_end
 
 FORMATS = {".tar.gz": "tar.gz", ".tgz": "tar.gz", ".tar": "tar", ".zip": "zip"}
 INDEX_VERSION = 4  # 2: members sorted by folder, with `folder` and `pos`; 3: names outside the
@@ -141,6 +141,7 @@ class ArchiveIndex:
     gzip_file: Path | None = None  # or where it is saved (a worker never holds it in Python)
     members_file: Path | None = None  # a worker's index: members read from here a folder at a time
     notes: list[str] = field(default_factory=list)  # anomalies: names twice, names left out
+    gzip_end: int = 0  # where the gzip stream ends when bytes follow it (0: it fills the file)
     _folders: dict[str, tuple[int, int]] | None = field(default=None, repr=False)
     _names: dict[str, dict[str, int]] = field(default_factory=dict, repr=False)
     _tree: dict[str, dict[str, int]] | None = field(default=None, repr=False)
@@ -375,6 +376,30 @@ def _zip_rows(path: Path, outside: list[str]) -> dict[str, list]:
     return rows
 
 
+def _gzip_rows(path: Path, parallelization: int | None, outside: list[str],
+               not_utf8: list[str], end: int = 0) -> tuple[dict[str, list], str, bytes, int]:
+    """A tar.gz's members, why the walk stopped early, rapidgzip's seek points and where the gzip
+    stream ends (0: at the end of the file). Bytes after the stream (zeros a tape or a download
+    padded it with), which gzip -t and GNU tar ignore, are ignored here too once rapidgzip has
+    refused them."""
+    import rapidgzip
+
+    try:
+        with rapidgzip.RapidgzipFile(decoder_path(path, end), chunk_size=GZIP_CHUNK,
+                                     parallelization=parallelization or
+                                     len(os.sched_getaffinity(0))) as f:
+            rows, problem = _tar_rows(f, outside, not_utf8)
+            buf = io.BytesIO()
+            f.export_index(buf, rapidgzip.IndexFormat.GZTOOL)  # windows sparse and compressed
+            return rows, problem, buf.getvalue(), end
+    except ValueError:
+        if end or not (end := gzip_end(path) or 0):
+            raise
+    outside.clear()
+    not_utf8.clear()
+    return _gzip_rows(path, parallelization, outside, not_utf8, end)
+
+
 def build_index(path: Path, parallelization: int | None = None) -> ArchiveIndex:
     """Read the archive once: its members and, for tar.gz, the gzip seek points."""
     path = Path(path).absolute()
@@ -383,7 +408,7 @@ def build_index(path: Path, parallelization: int | None = None) -> ArchiveIndex:
         raise ArchiveError(f"{path}: not an archive this tool reads ({', '.join(FORMATS)}).")
     st = os.stat(path)
     _check_kind(path, fmt)
-    gz, problem, outside, not_utf8 = b"", "", [], []
+    gz, problem, outside, not_utf8, end = b"", "", [], [], 0
     try:
         if fmt == "zip":
             rows = _zip_rows(path, outside)
@@ -391,14 +416,7 @@ def build_index(path: Path, parallelization: int | None = None) -> ArchiveIndex:
             with open(path, "rb") as f:
                 rows, problem = _tar_rows(f, outside, not_utf8)
         else:
-            import rapidgzip
-
-            with rapidgzip.RapidgzipFile(decoder_path(path), parallelization=parallelization or
-                                         len(os.sched_getaffinity(0)), chunk_size=GZIP_CHUNK) as f:
-                rows, problem = _tar_rows(f, outside, not_utf8)
-                buf = io.BytesIO()
-                f.export_index(buf, rapidgzip.IndexFormat.GZTOOL)  # windows sparse and compressed
-                gz = buf.getvalue()
+            rows, problem, gz, end = _gzip_rows(path, parallelization, outside, not_utf8)
     except (zipfile.BadZipFile, OSError, ValueError, RuntimeError) as e:
         raise ArchiveError(f"{path}: cannot be read as {fmt} ({type(e).__name__}: {str(e)[:200]}). "
                            "Check the file (download it again?).") from None
@@ -406,8 +424,12 @@ def build_index(path: Path, parallelization: int | None = None) -> ArchiveIndex:
         raise ArchiveError(f"{path}: no member could be read as {fmt}. " + (problem or "It is empty.")
                            + " Check the file (download it again?).")
     members = pa.table(rows, schema=_MEMBERS_SCHEMA)
-    return ArchiveIndex(path, fmt, st.st_size, st.st_mtime_ns, members, gz, problem,
-                        notes=anomalies(members, outside, not_utf8))
+    notes = anomalies(members, outside, not_utf8)
+    if end:
+        notes.append(f"{st.st_size - end} byte(s) after the gzip stream (from byte {end}) are "
+                     "ignored, as gzip -t and GNU tar ignore them")
+    return ArchiveIndex(path, fmt, st.st_size, st.st_mtime_ns, members, gz, problem, notes=notes,
+                        gzip_end=end)
 
 
 def save_index(index: ArchiveIndex, folder: Path) -> None:
@@ -420,7 +442,8 @@ def save_index(index: ArchiveIndex, folder: Path) -> None:
     atomic_bytes(folder / "gzip.index", index.gzip_index)
     meta = {"version": INDEX_VERSION, "path": str(index.path), "format": index.fmt,
             "size": index.size, "mtime_ns": index.mtime_ns, "members": index.members.num_rows,
-            "digest": index.digest, "problem": index.problem, "notes": index.notes}
+            "digest": index.digest, "problem": index.problem, "notes": index.notes,
+            "gzip_end": index.gzip_end}
     atomic_bytes(folder / "archive.json", (json.dumps(meta, indent=2) + "\n").encode())
 
 
@@ -456,7 +479,8 @@ def load_index(path: Path, folder: Path, lazy: bool = False) -> ArchiveIndex | N
         return None
     index = ArchiveIndex(Path(meta["path"]), meta["format"], meta["size"], meta["mtime_ns"],
                          members, b"", meta["problem"], meta["digest"], folder / "gzip.index",
-                         folder / "members.parquet" if lazy else None, notes=meta.get("notes", []))
+                         folder / "members.parquet" if lazy else None, notes=meta.get("notes", []),
+                         gzip_end=meta.get("gzip_end", 0))
     pa.default_memory_pool().release_unused()  # Parquet decoding's buffers
     return None if index.changed() else index
 

@@ -16,8 +16,11 @@ open files a video names inside it (ffconcat, HLS). So every decoder meets a cor
 from __future__ import annotations
 
 import errno
+import io
 import os
 import stat
+import zipfile
+import zlib
 from pathlib import Path
 from typing import BinaryIO
 
@@ -59,8 +62,79 @@ def open_corpus_file(path: Path | str) -> BinaryIO:
         raise
 
 
-def decoder_path(path: Path | str) -> str:
-    """The absolute path of a regular file, for a library that opens by name (an absolute name is
-    never a URL); NotRegular when it is none."""
+def decoder_path(path: Path | str, end: int = 0) -> str | BinaryIO:
+    """For a library that opens by name (rapidgzip): the absolute path of a regular file (an
+    absolute name is never a URL), NotRegular when it is none; with `end`, the file's first `end`
+    bytes as a file object instead (a gzip stream with bytes after it, see gzip_end)."""
+    if end:
+        f = open_corpus_file(path)
+
+        def read_at(pos: int, n: int) -> bytes:
+            f.seek(pos)
+            return f.read(n)
+
+        return io.BufferedReader(FileView(read_at, end, f.close), 1 << 20)
     with open_corpus_file(path):
         return os.path.abspath(path)
+
+
+class FileView(io.RawIOBase):
+    """Bytes as a seekable file: reads at a position through `read_at` (a member of an archive,
+    the head of a file); a damaged or cut archive surfaces as OSError (what readers of files
+    expect), never the library's own error."""
+
+    def __init__(self, read_at, size: int, on_close=None) -> None:
+        super().__init__()
+        self.read_at, self.size, self.pos, self.on_close = read_at, size, 0, on_close
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def tell(self) -> int:
+        return self.pos
+
+    def seek(self, pos: int, whence: int = io.SEEK_SET) -> int:
+        base = {io.SEEK_SET: 0, io.SEEK_CUR: self.pos, io.SEEK_END: self.size}[whence]
+        self.pos = max(0, base + pos)
+        return self.pos
+
+    def readinto(self, b) -> int:
+        n = min(len(b), self.size - self.pos)
+        if n <= 0:
+            return 0
+        try:
+            data = self.read_at(self.pos, n)
+        except (RuntimeError, ValueError, EOFError, zipfile.BadZipFile) as e:
+            raise OSError(f"cannot read it from the archive ({type(e).__name__}: {e})") from None
+        b[:len(data)] = data
+        self.pos += len(data)
+        return len(data)
+
+    def close(self) -> None:
+        if not self.closed and self.on_close is not None:
+            self.on_close()
+        super().close()
+
+
+def gzip_end(path: Path | str) -> int | None:
+    """Where the last gzip member of a file ends when bytes that are no gzip member follow it (as
+    gzip -t and GNU tar read such a file: the trailing bytes ignored), else None. Reads the whole
+    file: only asked once rapidgzip has refused it."""
+    with open_corpus_file(path) as f:
+        pos = 0
+        while f.read(2) == b"\x1f\x8b":
+            f.seek(pos)
+            d = zlib.decompressobj(31)
+            while not d.eof:
+                block = f.read(1 << 20)
+                if not block:
+                    return None  # cut inside a member: truncated, not trailing bytes
+                d.decompress(block, 1 << 20)
+                while d.unconsumed_tail and not d.eof:
+                    d.decompress(d.unconsumed_tail, 1 << 20)
+            pos = f.tell() - len(d.unused_data)
+            f.seek(pos)
+        return pos if pos and pos < os.fstat(f.fileno()).st_size else None
