@@ -346,3 +346,47 @@ def test_a_tar_gz_with_bytes_after_its_gzip_stream_is_read_as_tar_reads_it(tmp_p
     proc = run_cli(["slurm", "--num-shards", "1", "--dataset", cut, "--out", tmp_path / "o2"])
     assert_no_traceback(proc)
     assert proc.returncode == 2 and "download it again?" in proc.stderr, proc.stderr
+
+
+# --- 7. smaller items ------------------------------------------------------------------------------
+def test_device_and_fifo_members_are_named_for_what_they_are(tmp_path: Path):
+    """A tar whose frame names are a character device and a FIFO: each frame is `not_a_file`
+    saying which (before: "a folder or link in the archive" for both)."""
+    import tarfile
+
+    root = phoenix_t(tmp_path / "t")
+    folder = "PHOENIX-2014-T/features/fullFrame-210x260px/train/signer_demo-1"
+    tpath = tmp_path / "t.tar"
+    with tarfile.open(tpath, "w") as t:
+        for p in sorted(root.rglob("*")):
+            rel = f"PHOENIX-2014-T/{p.relative_to(root).as_posix()}"
+            if rel in (f"{folder}/images0002.png", f"{folder}/images0003.png"):
+                info = tarfile.TarInfo(rel)
+                info.type = tarfile.CHRTYPE if rel.endswith("2.png") else tarfile.FIFOTYPE
+                t.addfile(info)
+            else:
+                t.add(p, rel, recursive=False)
+    out = tmp_path / "out"
+    proc = run_cli(["run", "--dataset", tpath, "--out", out, "--workers-per-gpu", "1"])
+    assert_no_traceback(proc)
+    assert proc.returncode == 0, proc.stderr
+    rows = [r for r in pq.read_table(out / "keypoints.parquet", columns=["video", "frame", "status",
+                                                                        "note"]).to_pylist()
+            if r["video"] == "signer_demo-1"]
+    assert [(r["status"], r["note"]) for r in rows[1:3]] == [
+        ("not_a_file", "a device in the archive"), ("not_a_file", "a FIFO in the archive")]
+    assert rows[0]["status"] == rows[3]["status"] == "ok"
+
+
+def test_a_manifest_glob_over_folders_says_so(tmp_path: Path):
+    """`*/*/*.png` in a manifest: the row's problem says a glob picks files in one folder (before:
+    "no folder"); the other rows are planned."""
+    listed = tmp_path / "listed"
+    clip(listed / "own.mp4", 0)
+    (listed / "a" / "b").mkdir(parents=True)
+    (listed / "list.csv").write_text("name,split,path\nown,train,own.mp4\nmany,train,*/*/*.png\n")
+    out = tmp_path / "out"
+    plan(["--manifest", listed / "list.csv", "--out", out])
+    got = planned(out)
+    assert got["own"]["num_frames"] == 4
+    assert "a glob picks frame files in one folder" in got["many"]["problem"], got["many"]

@@ -91,6 +91,10 @@ def to_video(root: Path, e: Listing) -> Video:
                      "(absolute or '..'): paths are relative to it", **meta)
     if any(c in PurePosixPath(path).name for c in "*?["):  # a glob of frame files
         folder = str(PurePosixPath(path).parent)
+        if any(c in folder for c in "*?[") and not (root / folder).is_dir():
+            return Video(e.split, e.name, path, (), problem=f"path {path!r}: a glob picks frame "
+                         "files in one folder (frames/a/*.png); its folders are named plainly",
+                         **meta)
         pattern = re.compile(fnmatch.translate(PurePosixPath(path).name), re.DOTALL)
         scan = _FOLDERS.scan(root, folder, pattern)
     elif why := not_regular(root / path):  # a link to a device, a FIFO, /proc: never opened

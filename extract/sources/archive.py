@@ -58,6 +58,7 @@ from extract.sources.archive_index import (  # noqa: F401 (the index's names, us
     KIND_DIR,
     KIND_FILE,
     KIND_OTHER,
+    KIND_SAID,
     ArchiveError,
     ArchiveIndex,
     archive_format,
@@ -443,7 +444,8 @@ def _frame(index: ArchiveIndex, i: int | None, got: dict[int, tuple[bytes | None
     if i is None:
         return Frame(None, STATUS_MISSING, "no such member in the archive", image)
     if index.kind[i] != KIND_FILE:
-        return Frame(None, STATUS_NOT_A_FILE, "a folder or link in the archive", image)
+        return Frame(None, STATUS_NOT_A_FILE, f"{KIND_SAID.get(int(index.kind[i]), 'no file')} in the "
+                     "archive", image)
     if big := too_many_bytes(int(index.length[i]), max_pixels):
         return Frame(None, STATUS_TOO_LARGE, big, image, int(index.length[i]), int(index.mtime[i]))
     data, why = got[i]

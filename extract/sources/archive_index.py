@@ -38,11 +38,12 @@ from extract.sources.files import decoder_path, gzip_end
 
 FORMATS = {".tar.gz": "tar.gz", ".tgz": "tar.gz", ".tar": "tar", ".zip": "zip"}
 INDEX_VERSION = 4  # 2: members sorted by folder, with `folder` and `pos`; 3: names outside the
-# archive left out, anomalies noted; 4: a zip's unflagged UTF-8 names read as UTF-8 (an index of
-# an older version is made again on resume)
+# archive left out, anomalies noted; 4: a zip's unflagged UTF-8 names read as UTF-8, devices and
+# FIFOs told from links (an index of an older version is made again on resume)
 ROW_GROUP = 16384  # members per row group of members.parquet: what a worker reads per lookup
 LAZY_MEMBERS_KEPT = 200_000  # members a worker keeps looked up before it forgets older folders
-KIND_FILE, KIND_DIR, KIND_OTHER = 0, 1, 2
+KIND_FILE, KIND_DIR, KIND_OTHER, KIND_DEVICE, KIND_FIFO = 0, 1, 2, 3, 4  # OTHER: a link
+KIND_SAID = {KIND_DIR: "a folder", KIND_OTHER: "a link", KIND_DEVICE: "a device", KIND_FIFO: "a FIFO"}
 GZIP_CHUNK = 4 * 2**20  # rapidgzip's seek-point spacing (its default): see docs/archives.md
 
 _MEMBERS_SCHEMA = pa.schema([("name", pa.string()), ("offset", pa.int64()), ("size", pa.int64()),
@@ -297,6 +298,14 @@ def anomalies(members: pa.Table, outside: list[str], not_utf8: list[str] = ()) -
     return notes
 
 
+def _kind(m: tarfile.TarInfo) -> int:
+    if m.isfile() or m.islnk():
+        return KIND_FILE
+    if m.isdir():
+        return KIND_DIR
+    return KIND_DEVICE if m.ischr() or m.isblk() else KIND_FIFO if m.isfifo() else KIND_OTHER
+
+
 def _tar_rows(fileobj, outside: list[str], not_utf8: list[str]) -> tuple[dict[str, list], str]:
     """Walk a tar stream's headers: members in archive order, and why the walk stopped early;
     names that leave the archive go to `outside`, names no output could hold to `not_utf8`
@@ -317,7 +326,7 @@ def _tar_rows(fileobj, outside: list[str], not_utf8: list[str]) -> tuple[dict[st
                 name = clean_name(m.name)
                 if not name:
                     continue
-                kind = KIND_FILE if m.isfile() or m.islnk() else KIND_DIR if m.isdir() else KIND_OTHER
+                kind = _kind(m)
                 if m.islnk():
                     links.append((len(rows["name"]), clean_name(m.linkname)))
                 for k, v in zip(_MEMBERS_SCHEMA.names,
