@@ -390,3 +390,20 @@ def test_a_manifest_glob_over_folders_says_so(tmp_path: Path):
     got = planned(out)
     assert got["own"]["num_frames"] == 4
     assert "a glob picks frame files in one folder" in got["many"]["problem"], got["many"]
+
+
+def test_status_and_run_agree_on_a_shuffled_corpus_file(tmp_path: Path):
+    """A manifest whose rows are swapped lists the same videos, but its bytes differ, which `run`
+    counts as a change: `status` says so too (before: "as planned")."""
+    listed = tmp_path / "listed"
+    clip(listed / "a.mp4", 0, frames=2)
+    clip(listed / "b.mp4", 30, frames=2)
+    rows = ["a,train,a.mp4", "b,train,b.mp4"]
+    (listed / "list.csv").write_text("\n".join(["name,split,path", *rows]) + "\n")
+    out = tmp_path / "out"
+    plan(["--manifest", listed / "list.csv", "--out", out])
+    assert "corpus:   as planned" in run_cli(["status", "--out", out]).stdout
+    (listed / "list.csv").write_text("\n".join(["name,split,path", *rows[::-1]]) + "\n")
+    status = run_cli(["status", "--out", out])
+    assert_no_traceback(status)
+    assert "corpus:   changed since planned: the same videos and frames" in status.stdout, status.stdout
