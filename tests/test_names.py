@@ -407,3 +407,20 @@ def test_status_and_run_agree_on_a_shuffled_corpus_file(tmp_path: Path):
     status = run_cli(["status", "--out", out])
     assert_no_traceback(status)
     assert "corpus:   changed since planned: the same videos and frames" in status.stdout, status.stdout
+
+
+def test_a_folder_named_in_another_encoding_is_named_as_such(tmp_path: Path):
+    """The csv lists München-1, the folder's name is that name in Latin-1 bytes (copied from a
+    Windows disk): the video's problem names the folder and the encoding (before: "no folder");
+    the other video is planned."""
+    root = phoenix_t(tmp_path / "t")
+    frames = root / "features/fullFrame-210x260px/train"
+    os.rename(frames / "signer_demo-1", os.fsdecode(os.fsencode(frames) + b"/M\xfcnchen-1"))
+    csv = root / "annotations/manual/PHOENIX-2014-T.train.corpus.csv"
+    csv.write_text(csv.read_text(encoding="utf-8").replace("signer_demo-1|signer_demo-1/",
+                                                           "München-1|München-1/"), encoding="utf-8")
+    out = tmp_path / "out"
+    plan(["--dataset", root, "--out", out])
+    got = planned(out)
+    assert "'M\\\\udcfcnchen-1' is that name read as cp1252" in got["München-1"]["problem"], got
+    assert got["25October_2010_Monday_tagesschau-17"]["num_frames"] == 2
