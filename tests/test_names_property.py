@@ -34,7 +34,7 @@ from jobs import cli
 EXAMPLES = 25
 PIECES = [b":", b",", b"|", b"%", b"#", b"-", b"\x1b[2J", b"\r", b"\n", b"\t", b"\x7f", b"\xff",
           b"\xc3", b"\xe2\x80\xae", b" ", b".", b"a", b"1", b"http:", b"subfile,,:", b"..", b"/",
-          b"\\", b"*", b"?", b"[", b"\xc3\xbc", b"u\xcc\x88"]
+          b"\\", b"*", b"?", b"[", b"\xc3\xbc", b"u\xcc\x88", b"../host/secret", b"/proc/self/mem"]
 
 
 names = st.lists(st.one_of(st.sampled_from(PIECES), st.binary(min_size=1, max_size=2)),
@@ -59,9 +59,9 @@ class Watch:
             path = os.fsdecode(path)
         if not isinstance(path, str):
             return
-        path = os.path.abspath(path)
-        if path.startswith(cls.base) and not path.startswith(cls.allowed):
-            cls.strays.append(f"{event} {path}")
+        for seen in {os.path.abspath(path), os.path.realpath(path)}:  # through links too
+            if seen.startswith(cls.base) and not seen.startswith(cls.allowed):
+                cls.strays.append(f"{event} {path}")
 
 
 sys.addaudithook(Watch.hook)
@@ -90,7 +90,7 @@ def _plan(ds: Path, out: Path, manifest: bool = False) -> tuple[int, str]:
     """The real command line in this process: exit status and what it printed."""
     err = io.StringIO()
     watched = (str(ds) if not manifest else str(ds.parent), str(out))
-    Watch.base, Watch.allowed, Watch.strays = str(ds.parent.parent), watched, []
+    Watch.base, Watch.allowed, Watch.strays = str(out.parent.parent), watched, []  # every example
     with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
         try:
             code = cli.main(["slurm", "--num-shards", "1", "--manifest" if manifest else "--dataset",
