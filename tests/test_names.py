@@ -424,3 +424,23 @@ def test_a_folder_named_in_another_encoding_is_named_as_such(tmp_path: Path):
     got = planned(out)
     assert "'M\\\\udcfcnchen-1' is that name read as cp1252" in got["München-1"]["problem"], got
     assert got["25October_2010_Monday_tagesschau-17"]["num_frames"] == 2
+
+
+def test_the_start_line_counts_only_the_frames_that_will_be_read(tmp_path: Path):
+    """A tar cut inside a video's frames: that video cannot be processed, and the start line says
+    so and leaves its frames out of the count (before: "2 video(s), 6 frame(s)")."""
+    import tarfile
+
+    src = phoenix_t(tmp_path / "t")
+    whole = tmp_path / "t.tar"
+    with tarfile.open(whole, "w") as t:  # the corpus files first, the train video's frames last
+        for p in sorted(src.rglob("*"), key=lambda p: ("features" in str(p), "train" in str(p),
+                                                       str(p))):
+            t.add(p, f"PHOENIX-2014-T/{p.relative_to(src).as_posix()}", recursive=False)
+    cut = tmp_path / "cut.tar"
+    cut.write_bytes(whole.read_bytes()[:-30000])
+    proc = run_cli(["run", "--dataset", cut, "--out", tmp_path / "out", "--workers-per-gpu", "1"])
+    assert_no_traceback(proc)
+    assert proc.returncode == 0, proc.stderr
+    assert ": 2 video(s) (1 cannot be processed), 2 frame(s) (dev 2, train 0);" in proc.stderr, \
+        proc.stderr
