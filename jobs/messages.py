@@ -31,14 +31,28 @@ def quote(path: object) -> str:
     return shlex.quote(str(path))
 
 
+# control characters but newline and tab: a name a corpus holds may carry ESC or CR, which a
+# terminal would obey (clear the screen, overwrite the line); shown as \xNN instead
+_CONTROLS = {c: f"\\x{c:02x}" for c in (*range(0x20), 0x7F, *range(0x80, 0xA0)) if c not in (9, 10)}
+
+
+def terminal(text: str) -> str:
+    """Text as it is safe to print: control characters as \\xNN and bytes of a name that are no
+    UTF-8 as \\udcNN (as run.json writes them), so a name can neither steer the terminal nor
+    stop the message with an encoding error."""
+    if text.isprintable():
+        return text
+    return text.encode("utf-8", "backslashreplace").decode("utf-8").translate(_CONTROLS)
+
+
 def result(text: str) -> None:
     """What the command produced (paths, counts): stdout, so it can be piped."""
-    tqdm.write(text, file=sys.stdout)
+    tqdm.write(terminal(text), file=sys.stdout)
 
 
 def say(text: str) -> None:
     """Progress worth reading (a worker died and is replaced, resuming, ...): stderr."""
-    tqdm.write(text, file=sys.stderr)
+    tqdm.write(terminal(text), file=sys.stderr)
 
 
 def note(text: str) -> None:

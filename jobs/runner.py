@@ -160,10 +160,13 @@ def _starting(rd: RunDir, req: RunRequest, info: RunInfo, backend: Backend) -> N
         return
     plan = rd.load_plan()
     frames: dict[str, int] = {}
-    for split, n in zip(plan["split"].to_pylist(), plan["num_frames"].to_pylist(), strict=True):
-        frames[split] = frames.get(split, 0) + n
+    unusable = 0  # listed with frames found, but in no chunk (its problem is said at the start)
+    for split, n, chunk in zip(*(plan[k].to_pylist() for k in ("split", "num_frames", "chunk")),
+                               strict=True):
+        frames[split] = frames.get(split, 0) + (n if chunk >= 0 else 0)
+        unusable += chunk < 0
     writes = f"{rd.path}/ (keypoints.parquet, tensors/)" + (f" and {req.pkl}" if req.pkl else "")
-    summary.starting(info, frames, slots, len(usable_cpus()), writes, req.worker_flags)
+    summary.starting(info, frames, slots, len(usable_cpus()), writes, req.worker_flags, unusable)
 
 
 def _refuse_without_holistic(req: RunRequest) -> None:

@@ -126,7 +126,7 @@ def _corpus_lines(rd: RunDir, info: RunInfo) -> list[str]:
     diff = check.diff
     if check.behind:
         lines.append("re-plan:  interrupted before run.json was written; the next run completes it")
-    if not diff:
+    if check.current(info):  # the same test `run` makes: the listing and every corpus file's bytes
         return [*lines, "corpus:   as planned (listed now)"]
     return [*lines, f"corpus:   changed since planned: {diff.summary()}; the next `phoenix-keypoints "
                     f"run --out {rd.path}` extracts what is new and leaves out what is gone"]

@@ -7,6 +7,7 @@ set -uo pipefail
 declare -A GROUPS_=(
   [slurm]="slurmctld slurmd slurm-client munge"
   [chromium]="chromium fonts-dejavu-core"
+  [zip]="zip"
 )
 
 want=()

@@ -67,13 +67,16 @@ def _add_not_frames(folder: Path, cover: bool = True) -> None:
 
 
 def _make_unreadable(path: Path) -> None:
-    """A frame name whose read fails: mode 000, or (root ignores modes) a link to a file that
-    always fails with EIO when read."""
+    """A frame name whose read fails: mode 000, or (root ignores modes) a link to /proc/self/mem,
+    which is never opened (UNREADABLE: its status then is `not_a_file`)."""
     if os.geteuid() == 0:
         path.unlink(missing_ok=True)
         path.symlink_to("/proc/self/mem")
     else:
         path.chmod(0)
+
+
+UNREADABLE = "not_a_file" if os.geteuid() == 0 else "unreadable"
 
 
 def _bad_frames(folder: Path, first: int) -> None:
@@ -218,7 +221,7 @@ def test_every_frame_name_has_its_row_and_number(named_run):
     for i, r in enumerate(rows):
         assert r["frame"] == i and r["image"].endswith(f"/hopper-1/images{i + 1:04d}.png"), r
     expected = {4: ("missing", "no such file (or a link to nothing)"),
-                5: ("not_a_file", "a directory"), 6: ("unreadable", None)}
+                5: ("not_a_file", "a directory"), 6: (UNREADABLE, None)}
     for i, (status, note) in expected.items():
         r = rows[i]
         assert r["status"] == status, r
@@ -280,7 +283,7 @@ def test_shared_sample_bad_names(shared_named_run):
     assert [(r["frame"], r["image"].rsplit("/", 1)[1], r["status"]) for r in rows] == [
         (0, "images0001.png", "ok"), (1, "images0002.png", "ok"),
         (2, "images0003.png", "missing"), (3, "images0004.png", "not_a_file"),
-        (4, "images0005.png", "unreadable")]
+        (4, "images0005.png", UNREADABLE)]
     cols = ["frame", "status", *PARTS]
     assert video_rows(got, SHARED_VIDEO).select(cols).slice(0, 2).equals(
         video_rows(clean, SHARED_VIDEO).select(cols))

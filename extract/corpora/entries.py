@@ -7,12 +7,15 @@ this: which frame source a path is, the scan of that source, and a frame range.
 from __future__ import annotations
 
 import fnmatch
+import os
+import posixpath
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 from extract.corpora.base import SPLITS, Dataset, DatasetError, Video, select, unique_names
+from extract.sources.files import not_regular
 from extract.sources.folder import FolderSource
 from extract.sources.video import VIDEO_SUFFIXES, VideoSource
 
@@ -40,6 +43,24 @@ class Listing:
     extra: str = ""  # other columns, one JSON object
 
 
+def spelled(root: Path, path: str) -> str:
+    """The path as the one spelling a plan keeps, so that a file is compared by the file it names:
+    `./a//b.mp4` is `a/b.mp4`, and an absolute path into root (as typed, or through links to
+    root's folder) is made relative to it. Anything else is left as written (a path that leaves
+    root keeps that problem)."""
+    if not isinstance(root, os.PathLike) or path.startswith("\\"):
+        return path
+    if not path.startswith("/"):
+        norm = posixpath.normpath(path)
+        return path if norm.startswith("../") or norm in ("..", ".") else norm
+    for base in (os.path.abspath(root), os.path.realpath(root)):
+        for whole in (posixpath.normpath(path),
+                      os.path.join(os.path.realpath(posixpath.dirname(path)), posixpath.basename(path))):
+            if whole.startswith(base.rstrip("/") + "/"):
+                return whole[len(base.rstrip("/")) + 1:]
+    return path
+
+
 def _outside(path: str) -> bool:
     p = PurePosixPath(path)
     return path.startswith("/") or bool(re.match(r"^[A-Za-z]:", path)) or ".." in p.parts
@@ -64,14 +85,20 @@ def _slice(files: tuple[str, ...], e: Listing) -> tuple[tuple[str, ...], str]:
 def to_video(root: Path, e: Listing) -> Video:
     """The listing scanned by its frame source, or with the problem that keeps it out."""
     meta = dict(speaker=e.speaker, gloss=e.gloss, translation=e.translation, extra=e.extra)
-    path = e.path
+    path = spelled(root, e.path)
     if _outside(path):
         return Video(e.split, e.name, path, (), problem=f"path {path!r} leaves the dataset's folder "
                      "(absolute or '..'): paths are relative to it", **meta)
     if any(c in PurePosixPath(path).name for c in "*?["):  # a glob of frame files
         folder = str(PurePosixPath(path).parent)
+        if any(c in folder for c in "*?[") and not (root / folder).is_dir():
+            return Video(e.split, e.name, path, (), problem=f"path {path!r}: a glob picks frame "
+                         "files in one folder (frames/a/*.png); its folders are named plainly",
+                         **meta)
         pattern = re.compile(fnmatch.translate(PurePosixPath(path).name), re.DOTALL)
         scan = _FOLDERS.scan(root, folder, pattern)
+    elif why := not_regular(root / path):  # a link to a device, a FIFO, /proc: never opened
+        return Video(e.split, e.name, path, (), problem=why, **meta)
     elif is_video(path) or (root / path).is_file():
         s = _VIDEOS.scan(root, path, e.start, e.end, e.start_s, e.end_s)
         return Video(e.split, e.name, path, (), problem=s.problem, note=s.note,

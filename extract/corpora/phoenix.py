@@ -47,6 +47,7 @@ from extract.corpora.base import (
     unique_names,
 )
 from extract.sources import links
+from extract.sources.base import shown
 from extract.sources.folder import IGNORED_FOLDER, FolderSource, NameIndex, scandir
 from extract.sources.folder import list_frames as _list_frames
 
@@ -187,7 +188,7 @@ def _unlisted(root: Path, splits: Sequence[str], listed_dirs: set[str]) -> list[
         for e in scandir(split_dir):
             rel = f"{FRAMES_DIR}/{split}/{e.name}"
             if e.is_dir() and not {rel, rel + "/1"} & listed_dirs:
-                unlisted.append(f"{split}/{e.name}")
+                unlisted.append(f"{split}/{shown(e.name)}")
     return unlisted
 
 

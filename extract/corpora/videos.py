@@ -21,11 +21,11 @@ LAYOUT = "videos"
 UNSPLIT = "all"
 
 
-def video_files(root: Path) -> list[str]:
+def video_files(root: Path, not_utf8: list[str] | None = None) -> list[str]:
     """Every visible video file under root (a folder, or one inside an archive), relative, posix,
-    sorted."""
+    sorted; names that are no UTF-8 go to `not_utf8` instead."""
     found = []
-    for folder, dirs, files in walk(root):
+    for folder, dirs, files in walk(root, not_utf8):
         dirs[:] = sorted(d for d in dirs if not d.startswith("."))
         rel = PurePosixPath(folder)
         found.extend(str(rel / f) for f in files if not f.startswith(".") and is_video(f))
@@ -41,7 +41,8 @@ class Videos:
 
     def read(self, root: Path, splits: Sequence[str] = SPLITS, videos: Iterable[str] | None = None,
              limit_videos: int | None = None, max_per_split: int | None = None) -> Dataset:
-        paths = video_files(root)
+        odd: list[str] = []
+        paths = video_files(root, odd)
         if not paths:
             raise DatasetError(f"--dataset {root}: no video file ({', '.join(_SHOWN_SUFFIXES)}, ...).")
         listings = []
@@ -50,11 +51,13 @@ class Videos:
             split = (split_of(parts[0]) if len(parts) > 1 else None) or UNSPLIT
             listings.append(Listing(split, PurePosixPath(p).stem, p, source=str(root / p)))
         digest = hashlib.sha256("\0".join(paths).encode()).hexdigest()
-        return build(root, LAYOUT, listings, digest, splits, videos, limit_videos,
-                     max_per_split=max_per_split,
-                     hint=f"Expected video files under {root} (train/, dev/ or val/, test/ for splits).",
-                     fix="Rename one of the files, or list them in a manifest (--manifest) with "
-                         "distinct names.")
+        ds = build(root, LAYOUT, listings, digest, splits, videos, limit_videos,
+                   max_per_split=max_per_split,
+                   hint=f"Expected video files under {root} (train/, dev/ or val/, test/ for splits).",
+                   fix="Rename one of the files, or list them in a manifest (--manifest) with "
+                       "distinct names.")
+        ds.unlisted = [f"{name} (its name is not UTF-8: rename it to read it)" for name in odd]
+        return ds
 
 
 _SHOWN_SUFFIXES = (".mp4", ".webm", ".mkv", ".mov", ".avi")

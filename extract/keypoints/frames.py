@@ -21,10 +21,12 @@ opening could describe another file than the one read). sha256, because anyone c
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import stat
 from dataclasses import dataclass
+from functools import cache
 from pathlib import Path
 from typing import NamedTuple
 
@@ -100,8 +102,8 @@ def _read_fd(fd: int, digest: bool, max_pixels: int) -> tuple[bytes | None, Sour
     """Read an open descriptor whole; size and mtime from fstat around the read, so they match."""
     for attempt in range(_READ_TRIES):
         before = os.fstat(fd)
-        if not stat.S_ISREG(before.st_mode):
-            return None, NO_SOURCE, STATUS_NOT_A_FILE, _kind(before.st_mode)
+        if why := irregular(before):
+            return None, NO_SOURCE, STATUS_NOT_A_FILE, why
         if big := too_many_bytes(before.st_size, max_pixels):
             return None, Source(before.st_size, before.st_mtime_ns), STATUS_TOO_LARGE, big
         if attempt:
@@ -122,14 +124,35 @@ def _read_fd(fd: int, digest: bool, max_pixels: int) -> tuple[bytes | None, Sour
     return None, NO_SOURCE, STATUS_UNREADABLE, "changed while it was read"
 
 
-def _kind(mode: int) -> str:
+_PSEUDO = ("/proc", "/sys", "/dev")  # the kernel's file systems: their "files" are no data
+
+
+@cache
+def _pseudo_devices() -> frozenset[int]:
+    found = set()
+    for folder in _PSEUDO:
+        with contextlib.suppress(OSError):
+            found.add(os.stat(folder).st_dev)
+    return frozenset(found)
+
+
+def irregular(st: os.stat_result) -> str:
+    """Why a file with this stat is never read as corpus data, or "" when it is a regular file:
+    a link in a corpus may lead to a device, a FIFO, a socket or /proc/self/mem."""
+    mode = st.st_mode
     if stat.S_ISDIR(mode):
         return "a directory"
     if stat.S_ISFIFO(mode):
         return "a FIFO"
     if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
         return "a device"
-    return "not a regular file"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    if not stat.S_ISREG(mode):
+        return "not a regular file"
+    if st.st_dev in _pseudo_devices():
+        return "a file of the kernel's /proc, /sys or /dev"
+    return ""
 
 
 def read_file(path: Path, digest: bool = True,

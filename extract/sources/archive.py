@@ -58,19 +58,24 @@ from extract.sources.archive_index import (  # noqa: F401 (the index's names, us
     KIND_DIR,
     KIND_FILE,
     KIND_OTHER,
+    KIND_SAID,
     ArchiveError,
     ArchiveIndex,
     archive_format,
     build_index,
     clean_name,
+    info_name,
     load_index,
     open_index,
     save_index,
     set_index_dir,
     split_root,
     unreadable_archive,
+    zip_name,
 )
 from extract.sources.base import Frame, Mismatch, Ref, image_ref, parse_image
+from extract.sources.files import FileView as _MemberView
+from extract.sources.files import decoder_path, open_corpus_file
 
 FRAGMENT = "archive"
 
@@ -198,7 +203,8 @@ class _Reader:
             return open(ix.path, "rb")  # noqa: SIM115 (closed by close())
         import rapidgzip
 
-        f = rapidgzip.RapidgzipFile(str(ix.path), parallelization=1, chunk_size=GZIP_CHUNK)
+        f = rapidgzip.RapidgzipFile(decoder_path(ix.path, ix.gzip_end), parallelization=1,
+                                    chunk_size=GZIP_CHUNK)
         if ix.gzip_file is not None:
             with open(ix.gzip_file, "rb") as fi:
                 f.import_index(fi)
@@ -207,8 +213,10 @@ class _Reader:
         return f
 
     def _zip(self) -> zipfile.ZipFile:
+        """zipfile's reader, its entries found by the names the index gives them (info_name)."""
         if self.zf is None:
             self.zf = zipfile.ZipFile(self.index.path)
+            self.zf.NameToInfo = {clean_name(info_name(zi)): zi for zi in self.zf.infolist()}
         return self.zf
 
     def _local(self, i: int) -> _ZipLocal:
@@ -229,7 +237,7 @@ class _Reader:
         return _ZipLocal(start, method if not flags & 0x1 else -1, crc)
 
     def _same_name(self, i: int, raw: bytes, flags: int) -> None:
-        local = raw.decode("utf-8" if flags & 0x800 else "cp437", errors="replace")
+        local = zip_name(raw, flags)
         name = self.index.name(i)
         if clean_name(local) == name:
             return
@@ -324,46 +332,6 @@ class _ZipLocal:
 READ_BLOCK = 1 << 20  # a member view's buffer
 
 
-class _MemberView(io.RawIOBase):
-    """A member's bytes as a file: reads at a position through `read_at`; a damaged or cut
-    archive surfaces as OSError (what readers of files expect), never the library's own error."""
-
-    def __init__(self, read_at, size: int, on_close=None) -> None:
-        super().__init__()
-        self.read_at, self.size, self.pos, self.on_close = read_at, size, 0, on_close
-
-    def readable(self) -> bool:
-        return True
-
-    def seekable(self) -> bool:
-        return True
-
-    def tell(self) -> int:
-        return self.pos
-
-    def seek(self, pos: int, whence: int = io.SEEK_SET) -> int:
-        base = {io.SEEK_SET: 0, io.SEEK_CUR: self.pos, io.SEEK_END: self.size}[whence]
-        self.pos = max(0, base + pos)
-        return self.pos
-
-    def readinto(self, b) -> int:
-        n = min(len(b), self.size - self.pos)
-        if n <= 0:
-            return 0
-        try:
-            data = self.read_at(self.pos, n)
-        except (RuntimeError, ValueError, EOFError, zipfile.BadZipFile) as e:
-            raise OSError(f"cannot read it from the archive ({type(e).__name__}: {e})") from None
-        b[:len(data)] = data
-        self.pos += len(data)
-        return len(data)
-
-    def close(self) -> None:
-        if not self.closed and self.on_close is not None:
-            self.on_close()
-        super().close()
-
-
 class _ZipMember(_MemberView):
     """A compressed zip member through zipfile's seekable reader."""
 
@@ -395,10 +363,11 @@ def member_of(path: Path | ArchivePath) -> tuple[ArchiveIndex, int] | None:
 
 
 def open_file(path: Path | ArchivePath) -> tuple[BinaryIO, int, int]:
-    """(binary file, size, mtime_ns) of a file on disk or inside an archive (OSError if not)."""
+    """(binary file, size, mtime_ns) of a file on disk or inside an archive (OSError if not, or
+    when it is no regular file): the one way a decoder is given a corpus file (files.py)."""
     inside = member_of(path)
     if inside is None:
-        f = open(path, "rb")  # noqa: SIM115 (the caller closes it)
+        f = open_corpus_file(path)
         st = os.fstat(f.fileno())
         return f, st.st_size, st.st_mtime_ns
     index, i = inside
@@ -475,7 +444,8 @@ def _frame(index: ArchiveIndex, i: int | None, got: dict[int, tuple[bytes | None
     if i is None:
         return Frame(None, STATUS_MISSING, "no such member in the archive", image)
     if index.kind[i] != KIND_FILE:
-        return Frame(None, STATUS_NOT_A_FILE, "a folder or link in the archive", image)
+        return Frame(None, STATUS_NOT_A_FILE, f"{KIND_SAID.get(int(index.kind[i]), 'no file')} in the "
+                     "archive", image)
     if big := too_many_bytes(int(index.length[i]), max_pixels):
         return Frame(None, STATUS_TOO_LARGE, big, image, int(index.length[i]), int(index.mtime[i]))
     data, why = got[i]

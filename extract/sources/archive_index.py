@@ -33,12 +33,17 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from extract.sources.base import is_utf8, shown
+from extract.sources.files import decoder_path, gzip_end
+
 FORMATS = {".tar.gz": "tar.gz", ".tgz": "tar.gz", ".tar": "tar", ".zip": "zip"}
-INDEX_VERSION = 3  # 2: members sorted by folder, with `folder` and `pos`; 3: names outside the
-# archive left out, anomalies noted (an index of version 2 is made again on resume)
+INDEX_VERSION = 4  # 2: members sorted by folder, with `folder` and `pos`; 3: names outside the
+# archive left out, anomalies noted; 4: a zip's unflagged UTF-8 names read as UTF-8, devices and
+# FIFOs told from links (an index of an older version is made again on resume)
 ROW_GROUP = 16384  # members per row group of members.parquet: what a worker reads per lookup
 LAZY_MEMBERS_KEPT = 200_000  # members a worker keeps looked up before it forgets older folders
-KIND_FILE, KIND_DIR, KIND_OTHER = 0, 1, 2
+KIND_FILE, KIND_DIR, KIND_OTHER, KIND_DEVICE, KIND_FIFO = 0, 1, 2, 3, 4  # OTHER: a link
+KIND_SAID = {KIND_DIR: "a folder", KIND_OTHER: "a link", KIND_DEVICE: "a device", KIND_FIFO: "a FIFO"}
 GZIP_CHUNK = 4 * 2**20  # rapidgzip's seek-point spacing (its default): see docs/archives.md
 
 _MEMBERS_SCHEMA = pa.schema([("name", pa.string()), ("offset", pa.int64()), ("size", pa.int64()),
@@ -137,6 +142,7 @@ class ArchiveIndex:
     gzip_file: Path | None = None  # or where it is saved (a worker never holds it in Python)
     members_file: Path | None = None  # a worker's index: members read from here a folder at a time
     notes: list[str] = field(default_factory=list)  # anomalies: names twice, names left out
+    gzip_end: int = 0  # where the gzip stream ends when bytes follow it (0: it fills the file)
     _folders: dict[str, tuple[int, int]] | None = field(default=None, repr=False)
     _names: dict[str, dict[str, int]] = field(default_factory=dict, repr=False)
     _tree: dict[str, dict[str, int]] | None = field(default=None, repr=False)
@@ -271,10 +277,15 @@ def _escapes(name: str) -> bool:
 SHOWN = 5  # member names an anomaly names; the count says how many there are
 
 
-def anomalies(members: pa.Table, outside: list[str]) -> list[str]:
+def anomalies(members: pa.Table, outside: list[str], not_utf8: list[str] = ()) -> list[str]:
     """What an archive holds that a corpus in a folder could not: names stored twice (the last
-    copy is used, as `tar -x` leaves it) and names that leave the archive (left out)."""
+    copy is used, as `tar -x` leaves it), names that leave the archive and names that are no UTF-8
+    (both left out)."""
     notes = []
+    if not_utf8:
+        notes.append(f"{len(not_utf8)} member name(s) that are no UTF-8 are left out (shown as "
+                     f"run.json escapes them): {', '.join(not_utf8[:SHOWN])}"
+                     f"{' ...' if len(not_utf8) > SHOWN else ''}")
     if outside:
         notes.append(f"{len(outside)} member(s) named outside the archive (absolute or '..') are "
                      f"left out: {', '.join(outside[:SHOWN])}{' ...' if len(outside) > SHOWN else ''}")
@@ -287,9 +298,18 @@ def anomalies(members: pa.Table, outside: list[str]) -> list[str]:
     return notes
 
 
-def _tar_rows(fileobj, outside: list[str]) -> tuple[dict[str, list], str]:
+def _kind(m: tarfile.TarInfo) -> int:
+    if m.isfile() or m.islnk():
+        return KIND_FILE
+    if m.isdir():
+        return KIND_DIR
+    return KIND_DEVICE if m.ischr() or m.isblk() else KIND_FIFO if m.isfifo() else KIND_OTHER
+
+
+def _tar_rows(fileobj, outside: list[str], not_utf8: list[str]) -> tuple[dict[str, list], str]:
     """Walk a tar stream's headers: members in archive order, and why the walk stopped early;
-    names that leave the archive go to `outside`, not into the index."""
+    names that leave the archive go to `outside`, names no output could hold to `not_utf8`
+    (shown escaped), not into the index."""
     rows: dict[str, list] = {k: [] for k in _MEMBERS_SCHEMA.names}
     links: list[tuple[int, str]] = []
     problem = ""
@@ -298,12 +318,15 @@ def _tar_rows(fileobj, outside: list[str]) -> tuple[dict[str, list], str]:
             while (m := tf.next()) is not None:
                 tf.members.clear()  # tarfile keeps every header otherwise: 947,756 of them
                 if _escapes(m.name):
-                    outside.append(m.name)
+                    outside.append(shown(m.name))
+                    continue
+                if not is_utf8(m.name):
+                    not_utf8.append(shown(m.name))
                     continue
                 name = clean_name(m.name)
                 if not name:
                     continue
-                kind = KIND_FILE if m.isfile() or m.islnk() else KIND_DIR if m.isdir() else KIND_OTHER
+                kind = _kind(m)
                 if m.islnk():
                     links.append((len(rows["name"]), clean_name(m.linkname)))
                 for k, v in zip(_MEMBERS_SCHEMA.names,
@@ -322,14 +345,36 @@ def _tar_rows(fileobj, outside: list[str]) -> tuple[dict[str, list], str]:
     return rows, problem
 
 
+UTF8_FLAG = 0x800  # general purpose bit 11: the name is UTF-8
+
+
+def zip_name(raw: bytes, flags: int) -> str:
+    """A zip member's name as its maker meant it: UTF-8 when flagged, and also without the flag
+    when the bytes are valid UTF-8 (what Info-ZIP's `zip` on Linux writes; unzip and libarchive
+    read it so), cp437 otherwise (the zip standard's default, what old DOS tools wrote)."""
+    if flags & UTF8_FLAG:
+        return raw.decode("utf-8", errors="replace")
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return raw.decode("cp437")
+
+
+def info_name(zi: zipfile.ZipInfo) -> str:
+    """zip_name of an entry zipfile has read (zipfile decodes an unflagged name as cp437)."""
+    if zi.flag_bits & UTF8_FLAG:
+        return zi.orig_filename
+    return zip_name(zi.orig_filename.encode("cp437"), zi.flag_bits)
+
+
 def _zip_rows(path: Path, outside: list[str]) -> dict[str, list]:
     rows: dict[str, list] = {k: [] for k in _MEMBERS_SCHEMA.names}
     with zipfile.ZipFile(path) as zf:
         for zi in zf.infolist():
-            if _escapes(zi.orig_filename):
-                outside.append(zi.orig_filename)
+            if _escapes(info_name(zi)):
+                outside.append(info_name(zi))
                 continue
-            name = clean_name(zi.filename)
+            name = clean_name(info_name(zi).split("\0", 1)[0])
             if not name:
                 continue
             ts = calendar.timegm((*zi.date_time, 0, 0, 0))
@@ -340,6 +385,30 @@ def _zip_rows(path: Path, outside: list[str]) -> dict[str, list]:
     return rows
 
 
+def _gzip_rows(path: Path, parallelization: int | None, outside: list[str],
+               not_utf8: list[str], end: int = 0) -> tuple[dict[str, list], str, bytes, int]:
+    """A tar.gz's members, why the walk stopped early, rapidgzip's seek points and where the gzip
+    stream ends (0: at the end of the file). Bytes after the stream (zeros a tape or a download
+    padded it with), which gzip -t and GNU tar ignore, are ignored here too once rapidgzip has
+    refused them."""
+    import rapidgzip
+
+    try:
+        with rapidgzip.RapidgzipFile(decoder_path(path, end), chunk_size=GZIP_CHUNK,
+                                     parallelization=parallelization or
+                                     len(os.sched_getaffinity(0))) as f:
+            rows, problem = _tar_rows(f, outside, not_utf8)
+            buf = io.BytesIO()
+            f.export_index(buf, rapidgzip.IndexFormat.GZTOOL)  # windows sparse and compressed
+            return rows, problem, buf.getvalue(), end
+    except ValueError:
+        if end or not (end := gzip_end(path) or 0):
+            raise
+    outside.clear()
+    not_utf8.clear()
+    return _gzip_rows(path, parallelization, outside, not_utf8, end)
+
+
 def build_index(path: Path, parallelization: int | None = None) -> ArchiveIndex:
     """Read the archive once: its members and, for tar.gz, the gzip seek points."""
     path = Path(path).absolute()
@@ -348,22 +417,15 @@ def build_index(path: Path, parallelization: int | None = None) -> ArchiveIndex:
         raise ArchiveError(f"{path}: not an archive this tool reads ({', '.join(FORMATS)}).")
     st = os.stat(path)
     _check_kind(path, fmt)
-    gz, problem, outside = b"", "", []
+    gz, problem, outside, not_utf8, end = b"", "", [], [], 0
     try:
         if fmt == "zip":
             rows = _zip_rows(path, outside)
         elif fmt == "tar":
             with open(path, "rb") as f:
-                rows, problem = _tar_rows(f, outside)
+                rows, problem = _tar_rows(f, outside, not_utf8)
         else:
-            import rapidgzip
-
-            with rapidgzip.RapidgzipFile(str(path), parallelization=parallelization or
-                                         len(os.sched_getaffinity(0)), chunk_size=GZIP_CHUNK) as f:
-                rows, problem = _tar_rows(f, outside)
-                buf = io.BytesIO()
-                f.export_index(buf, rapidgzip.IndexFormat.GZTOOL)  # windows sparse and compressed
-                gz = buf.getvalue()
+            rows, problem, gz, end = _gzip_rows(path, parallelization, outside, not_utf8)
     except (zipfile.BadZipFile, OSError, ValueError, RuntimeError) as e:
         raise ArchiveError(f"{path}: cannot be read as {fmt} ({type(e).__name__}: {str(e)[:200]}). "
                            "Check the file (download it again?).") from None
@@ -371,8 +433,12 @@ def build_index(path: Path, parallelization: int | None = None) -> ArchiveIndex:
         raise ArchiveError(f"{path}: no member could be read as {fmt}. " + (problem or "It is empty.")
                            + " Check the file (download it again?).")
     members = pa.table(rows, schema=_MEMBERS_SCHEMA)
-    return ArchiveIndex(path, fmt, st.st_size, st.st_mtime_ns, members, gz, problem,
-                        notes=anomalies(members, outside))
+    notes = anomalies(members, outside, not_utf8)
+    if end:
+        notes.append(f"{st.st_size - end} byte(s) after the gzip stream (from byte {end}) are "
+                     "ignored, as gzip -t and GNU tar ignore them")
+    return ArchiveIndex(path, fmt, st.st_size, st.st_mtime_ns, members, gz, problem, notes=notes,
+                        gzip_end=end)
 
 
 def save_index(index: ArchiveIndex, folder: Path) -> None:
@@ -385,7 +451,8 @@ def save_index(index: ArchiveIndex, folder: Path) -> None:
     atomic_bytes(folder / "gzip.index", index.gzip_index)
     meta = {"version": INDEX_VERSION, "path": str(index.path), "format": index.fmt,
             "size": index.size, "mtime_ns": index.mtime_ns, "members": index.members.num_rows,
-            "digest": index.digest, "problem": index.problem, "notes": index.notes}
+            "digest": index.digest, "problem": index.problem, "notes": index.notes,
+            "gzip_end": index.gzip_end}
     atomic_bytes(folder / "archive.json", (json.dumps(meta, indent=2) + "\n").encode())
 
 
@@ -421,7 +488,8 @@ def load_index(path: Path, folder: Path, lazy: bool = False) -> ArchiveIndex | N
         return None
     index = ArchiveIndex(Path(meta["path"]), meta["format"], meta["size"], meta["mtime_ns"],
                          members, b"", meta["problem"], meta["digest"], folder / "gzip.index",
-                         folder / "members.parquet" if lazy else None, notes=meta.get("notes", []))
+                         folder / "members.parquet" if lazy else None, notes=meta.get("notes", []),
+                         gzip_end=meta.get("gzip_end", 0))
     pa.default_memory_pool().release_unused()  # Parquet decoding's buffers
     return None if index.changed() else index
 

@@ -56,6 +56,22 @@ def nfc(name: str) -> str:
     return unicodedata.normalize("NFC", name)
 
 
+def is_utf8(name: str) -> bool:
+    """Whether a name read from disk is text: a byte string that is no UTF-8 comes from the OS as
+    lone surrogates (Python's surrogateescape), which no Parquet or JSON column can hold."""
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def shown(name: str) -> str:
+    """A name as text that any output can hold: each byte that is no UTF-8 as `\\udcNN`, as
+    run.json's JSON escapes it (byte 0xff is \\udcff), the rest unchanged."""
+    return name.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
 def _escape(text: str) -> str:
     return text.replace("%", "%25").replace("#", "%23") if "%" in text or "#" in text else text
 

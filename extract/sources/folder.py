@@ -21,11 +21,12 @@ import pyarrow as pa
 
 from extract.keypoints.frames import STATUS_OK, read_frame
 from extract.sources import links
-from extract.sources.base import Frame, Mismatch, Ref, Scan, image_ref, nfc, parse_image
+from extract.sources.base import Frame, Mismatch, Ref, Scan, image_ref, is_utf8, nfc, parse_image, shown
 
 IGNORED_HIDDEN = "hidden file"
 IGNORED_FOLDER = "folder"
 IGNORED_NAME = "not a frame name"
+IGNORED_NOT_UTF8 = "name not UTF-8"
 
 _DIGITS = re.compile(r"([0-9]+)")
 
@@ -40,11 +41,12 @@ def scandir(folder: Path):
     return folder.scandir() if hasattr(folder, "scandir") else os.scandir(folder)
 
 
-def walk(root: Path) -> Iterator[tuple[str, list[str], list[str]]]:
+def walk(root: Path, not_utf8: list[str] | None = None) -> Iterator[tuple[str, list[str], list[str]]]:
     """os.walk over a folder or a folder inside an archive, top-down: (folder relative to root,
     posix, "" first; its subfolders, which the caller may prune in place; its files). Links to
     folders are followed (each real folder once, so a loop of links ends), but not those leaving
-    root under --no-follow-links (extract/sources/links.py)."""
+    root under --no-follow-links (extract/sources/links.py). Names that are no UTF-8 are left out,
+    and added (shown as run.json writes them) to `not_utf8`: no output could hold them."""
     if hasattr(root, "walk_tree"):
         yield from root.walk_tree()
         return
@@ -56,8 +58,12 @@ def walk(root: Path) -> Iterator[tuple[str, list[str], list[str]]]:
             continue
         seen.add(real)
         rel = Path(folder).relative_to(root).as_posix()
-        dirs[:] = [d for d in dirs if links.may_enter(root, Path(folder) / d)]
-        yield "" if rel == "." else rel, dirs, files
+        rel = "" if rel == "." else rel
+        odd = [n for n in (*dirs, *files) if not is_utf8(n)]
+        if odd and not_utf8 is not None:
+            not_utf8.extend(shown(f"{rel}/{n}" if rel else n) for n in odd)
+        dirs[:] = [d for d in dirs if is_utf8(d) and links.may_enter(root, Path(folder) / d)]
+        yield rel, dirs, [f for f in files if is_utf8(f)]
 
 
 class FrameListing(NamedTuple):
@@ -79,7 +85,9 @@ def list_frames(folder: Path, pattern: re.Pattern[str]) -> FrameListing | None:
     links: list[str] = []
     try:
         for e in scandir(folder):
-            if e.name.startswith("."):
+            if not is_utf8(e.name):
+                ignored.append((shown(e.name), IGNORED_NOT_UTF8))
+            elif e.name.startswith("."):
                 ignored.append((e.name, IGNORED_HIDDEN))
             elif pattern.fullmatch(e.name):
                 frames.append(e.name)
@@ -101,23 +109,56 @@ def _is_dir(entry: os.DirEntry) -> bool:
         return False
 
 
+def _decodings(name: str) -> list[tuple[str, str]]:
+    """A name as it reads when its bytes are taken in another encoding than they were: bytes that
+    are no UTF-8 as cp1252 (Windows) or cp437 (DOS zips), and a UTF-8 name that a tool read as
+    cp437 (a zip made by Info-ZIP, unpacked by an old unzip) as UTF-8."""
+    if not is_utf8(name):
+        raw = os.fsencode(name)
+        return [(raw.decode(enc, errors="replace"), f"read as {enc} (it is no UTF-8)")
+                for enc in ("cp1252", "cp437")]
+    try:
+        other = name.encode("cp437").decode("utf-8")
+    except (UnicodeEncodeError, UnicodeDecodeError):
+        return []
+    return [(other, "once its cp437 reading is undone")] if other != name else []
+
+
 class NameIndex:
     """Finds a path on disk whose components equal the wanted ones in NFC; one scan per folder."""
 
     def __init__(self, root: Path) -> None:
         self.root = root
         self._dirs: dict[str, dict[str, list[str]]] = {}
+        self._other: dict[str, dict[str, tuple[str, str]]] = {}  # folder -> read otherwise
 
     def _entries(self, rel: str) -> dict[str, list[str]]:
         if rel not in self._dirs:
             found: dict[str, list[str]] = {}
+            other: dict[str, tuple[str, str]] = {}
             try:
                 for e in scandir(self.root / rel):
                     found.setdefault(nfc(e.name), []).append(e.name)
+                    for name, how in _decodings(e.name):
+                        other.setdefault(nfc(name), (e.name, how))
             except OSError:
                 pass
-            self._dirs[rel] = found
+            self._dirs[rel], self._other[rel] = found, other
         return self._dirs[rel]
+
+    def misread(self, rel: str) -> str:
+        """Why no folder was found for `rel` when a folder on its way has its name only when its
+        bytes are read in another encoding (a tree packed or copied on another system), else ""."""
+        cur = PurePosixPath()
+        for part in PurePosixPath(rel).parts:
+            if not (self.root / cur / part).exists():
+                self._entries(str(cur))
+                hit = self._other.get(str(cur), {}).get(nfc(part))
+                return "" if hit is None else (
+                    f"no folder named {part!r}; {shown(hit[0])!r} is that name {hit[1]}: rename "
+                    "the folder (its name's bytes in UTF-8)")
+            cur /= part
+        return ""
 
     def resolve(self, rel: str) -> tuple[str | None, str]:
         """(the folder as spelt on disk or None, "" or why no folder can be chosen)."""
@@ -151,6 +192,8 @@ class FolderSource:
             found, problem = names.resolve(locator)
             if found is not None:
                 locator, listing = found, list_frames(root / found, pattern)
+            elif not problem:
+                problem = names.misread(locator)
         frames, ignored, links = listing or ([], [], [])
         if not problem:
             problem = "no folder" if listing is None else ("no frames" if not frames else "")

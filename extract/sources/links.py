@@ -76,8 +76,8 @@ def check(ds, follow: bool):  # ds: extract.corpora.base.Dataset (no import circ
     _corpus_files(ds, follow)
     videos = []
     for v in ds.videos:
-        if v.source == "archive" or v.problem:
-            videos.append(v)
+        if v.source == "archive" or (v.problem and not target(ds.root, v.folder)):
+            videos.append(v)  # a video with a problem is still counted when a link leads to it
             continue
         records, out, inside = _links_of(ds.root, v)
         ds.links_inside += inside

@@ -30,8 +30,9 @@ import numpy as np
 import pyarrow as pa
 
 from extract.keypoints.frames import STATUS_TOO_LARGE, too_large
-from extract.sources.archive import member_of, open_file, stat_file
+from extract.sources.archive import open_file, stat_file
 from extract.sources.base import Frame, Mismatch, Ref, Scan, image_ref, parse_image
+from extract.sources.files import AV_OPTIONS, NotRegular
 
 STATUS_NOT_DECODED = "not_decoded"
 VIDEO_SUFFIXES = (".mp4", ".m4v", ".mov", ".mkv", ".webm", ".avi", ".mpg", ".mpeg", ".ogv", ".flv")
@@ -60,6 +61,12 @@ def decoder_version() -> str:
     return f"av {av.__version__} (FFmpeg {getattr(av, 'ffmpeg_version_info', '?')}, libavcodec {codec})"
 
 
+def open_av(f: BinaryIO):
+    """PyAV's container of an open corpus file (extract/sources/files.py): the file object, never a
+    name, and no protocol, so nothing a video holds makes FFmpeg open a URL or another file."""
+    return _av().open(f, options=AV_OPTIONS, metadata_errors="ignore")
+
+
 def _error(e: BaseException) -> str:
     return f"{type(e).__name__}: {e}"[:300]
 
@@ -81,44 +88,44 @@ def stream_fps(path: Path) -> float | None:
     """The video stream's average frame rate: what pose-format's videos_to_poses writes in a .pose
     header (simple_video_utils reads `stream.average_rate`); None when the file gives none."""
     av = _av()
-    f = None
     try:
-        f = None if member_of(path) is None else open_file(path)[0]  # inside an archive
-        container = av.open(f if f is not None else str(path), metadata_errors="ignore")
-    except (av.FFmpegError, OSError, UnicodeDecodeError):
-        if f is not None:
-            f.close()
+        f = open_file(path)[0]  # the file itself (on disk, or inside an archive), never its name
+    except OSError:
         return None
-    try:
-        rate = container.streams.video[0].average_rate if container.streams.video else None
-    finally:
-        container.close()
-        if f is not None:
-            f.close()
+    with f:
+        try:
+            container = open_av(f)
+        except (av.FFmpegError, OSError, UnicodeDecodeError):
+            return None
+        try:
+            rate = container.streams.video[0].average_rate if container.streams.video else None
+        finally:
+            container.close()
     return float(rate) if rate else None
 
 
 def probe(path: Path) -> Probe:
     """Demux (no decode) the video's packets: their presentation times, in order."""
     av = _av()
-    f = None
     try:
-        f = None if member_of(path) is None else open_file(path)[0]  # inside an archive
-        container = av.open(f if f is not None else str(path), metadata_errors="ignore")
-    except (av.FFmpegError, OSError, UnicodeDecodeError) as e:
-        if f is not None:
-            f.close()
+        f = open_file(path)[0]  # the file itself (on disk, or inside an archive), never its name
+    except NotRegular as e:
+        return Probe([], e.strerror)
+    except OSError as e:
         return Probe([], f"cannot open as a video ({_error(e)})")
-    try:
-        stream = _stream(container)
-        header = stream.frames
-        times, note = _packet_times(container, stream)
-    except ValueError as e:
-        return Probe([], str(e))
-    finally:
-        container.close()
-        if f is not None:
-            f.close()
+    with f:
+        try:
+            container = open_av(f)
+        except (av.FFmpegError, OSError, UnicodeDecodeError) as e:
+            return Probe([], f"cannot open as a video ({_error(e)})")
+        try:
+            stream = _stream(container)
+            header = stream.frames
+            times, note = _packet_times(container, stream)
+        except ValueError as e:
+            return Probe([], str(e))
+        finally:
+            container.close()
     if not times:
         return Probe([], "no frames" + (f": {note}" if note else ""))
     if header and header != len(times) and not note:
@@ -315,7 +322,7 @@ def _too_large(f, max_pixels: int) -> str:
     "" (also when the container cannot be read: decoding then says why)."""
     av = _av()
     try:
-        with av.open(f, metadata_errors="ignore") as container:
+        with open_av(f) as container:
             cc = _stream(container).codec_context
             return too_large(cc.width or 0, cc.height or 0, max_pixels)
     except (ValueError, OSError, av.FFmpegError):
@@ -331,12 +338,12 @@ def _decoded(f) -> Iterator[tuple[int, np.ndarray, float | None]]:
     decode is skipped (its frame becomes `not_decoded`), the ones after it still count.
     """
     av = _av()
-    with av.open(f, metadata_errors="ignore") as container:
+    with open_av(f) as container:
         times, _ = _packet_times(container, _stream(container))
     order = _presentation_order(times)
     place = {t: i for i, t in enumerate(order) if t is not None}
     f.seek(0)
-    with av.open(f, metadata_errors="ignore") as container:
+    with open_av(f) as container:
         stream = _stream(container)
         base = float(stream.time_base) if stream.time_base else None
         seq, last = 0, None

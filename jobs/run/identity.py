@@ -8,10 +8,15 @@ line all meet a run folder through `input_conflict`, so they accept and refuse a
 
 from __future__ import annotations
 
+import os
+from dataclasses import replace
 from pathlib import Path
 
-from extract.corpora import input_key, placeholder, same_input, spelled_root
+from extract.corpora import discover, input_key, placeholder, same_input, spelled_root
+from extract.corpora.base import DatasetError
+from jobs import messages
 from jobs.messages import ANY_INPUT, quote
+from jobs.rundir.folder import RunDir
 from jobs.rundir.runinfo import RunInfo
 
 
@@ -33,10 +38,43 @@ def planned_as(info: RunInfo) -> str:
 
 def input_conflict(asked: Path | None, info: RunInfo) -> str:
     """"" when `asked` (None: not given) names the run's input, else what differs, in the user's
-    own spellings of both."""
+    own spellings of both and, where a spelling hides it (a link re-pointed), the resolved paths."""
     if asked is None or same_input(asked, run_key(info)):
         return ""
-    return f"dataset ({planned_as(info)} when planned, {asked} asked)"
+    if str(asked) != planned_as(info):
+        return f"dataset ({planned_as(info)} when planned, {asked} asked)"
+    was, now = run_key(info), os.path.realpath(asked)
+    return (f"dataset ({asked}, at {was} when planned, at {now} now): its corpus there has other "
+            "videos or frames than the run was planned from (a corpus that only moved is "
+            f"followed; to keep the finished parts, give the corpus at {was})")
+
+
+def follow_move(rd: RunDir, info: RunInfo, asked: Path | None) -> RunInfo:
+    """The run with its input at `asked` when the corpus moved there (a data folder copied to
+    scratch, a link re-pointed): `asked` is typed as when the run was planned (the same command)
+    but resolves elsewhere, and its corpus, listed there, has the listing the run was planned
+    from (the same videos, frame names and corpus text). Its committed parts stay, each checked as
+    on any resume: a frame whose size or mtime differs at the new place is redone. run.json keeps
+    the move (`dataset.moves`). Else `info` unchanged (then refused by input_conflict, which names
+    both places)."""
+    if asked is None or str(asked) != planned_as(info) or same_input(asked, run_key(info)):
+        return info
+    o = info.options
+    try:
+        ds = discover(asked, o.splits, o.videos, o.limit_videos, o.max_samples_per_split,
+                      o.follow_links)
+    except DatasetError:
+        return info
+    if ds.fingerprint() != info.dataset.fingerprint:
+        return info
+    move = f"{info.dataset.root} -> {ds.root.resolve()}"
+    dataset = replace(info.dataset, root=str(ds.root.resolve()), given=str(asked),
+                      key=input_key(asked), moves=[*info.dataset.moves, move])
+    new = replace(info, dataset=dataset)
+    rd.save(new)
+    messages.note(f"the corpus moved: {move}, with the listing the run was planned from; going "
+                  "on from there (committed parts are checked against the files there)")
+    return new
 
 
 def corpus_spelling(info: RunInfo, given: str | None = None) -> str:

@@ -28,7 +28,7 @@ from extract.keypoints.holistic import HolisticOptions, check_model
 from extract.sources import links
 from jobs import faults, messages
 from jobs.run.changes import PlanDiff, diff_plans
-from jobs.run.identity import given_path, input_arg
+from jobs.run.identity import follow_move, given_path, input_arg
 from jobs.run.options import RunOptions
 from jobs.run.plan import (
     Extension,
@@ -105,7 +105,7 @@ def new_run(ds: Dataset, options: PlanOptions, workers: int, num_shards: int = 1
 
 def _resume(rd: RunDir, opts: RunOptions, num_shards: int | None, workers: int = 0,
             frozen: str = "") -> RunInfo:
-    info = rd.load()
+    info = follow_move(rd, rd.load(), opts.dataset)
     diffs = opts.conflicts(info, num_shards)
     if diffs:
         raise RunError(f"{rd.path} holds a run with other {', '.join(diffs)}. Use another --out, or "
@@ -186,7 +186,7 @@ def _replan(rd: RunDir, info: RunInfo, check: CorpusCheck, workers: int) -> RunI
                             _part_fingerprints(rd, check.plan), record.fingerprint or info.fingerprint,
                             workers, info.options.chunk_frames)
     dataset = replace(dataset_info(check.ds, info.dataset.given, info.dataset.key),
-                      root=info.dataset.root)
+                      root=info.dataset.root, moves=info.dataset.moves)
     chunks = {c for c in plan["chunk"].to_pylist() if c >= 0}
     plan_info = replace(info.plan, chunks=len(chunks), videos=len(check.ds.videos),
                         frames=check.ds.num_frames, cuts=cuts_digest(plan))

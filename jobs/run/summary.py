@@ -80,12 +80,17 @@ def idle_cores(workers: int, cpus: int, typed: str = "") -> str | None:
 
 
 def starting(info: RunInfo, split_frames: dict[str, int], slots: list, cpus: int,
-             writes: str, typed: str = "") -> None:
-    """What the run will do, before it does it: dataset, plan, workers, where it writes."""
+             writes: str, typed: str = "", unusable: int = 0) -> None:
+    """What the run will do, before it does it: dataset, plan, workers, where it writes. The frames
+    are those of the planned chunks: a video that cannot be processed (say a truncated archive
+    ends inside it) counts among the videos, said so, but not among the frames. `typed`: the
+    worker flags as the user typed them, for the idle-core warning."""
     d = info.dataset
     per_split = ", ".join(f"{s} {n}" for s, n in split_frames.items())
-    messages.say(f"dataset: {d.layout} at {d.given or d.root}: {info.plan.videos} video(s), "
-                 f"{info.plan.frames} frame(s) ({per_split}); plan: {info.plan.chunks} chunk(s)")
+    left = f" ({unusable} cannot be processed)" if unusable else ""
+    messages.say(f"dataset: {d.layout} at {d.given or d.root}: {info.plan.videos} video(s){left}, "
+                 f"{sum(split_frames.values())} frame(s) ({per_split}); plan: {info.plan.chunks} "
+                 "chunk(s)")
     gpus = sorted({s.gpu for s in slots if s.gpu})
     pinned = f"GPU(s) {','.join(gpus)}" if gpus else "no GPU"
     messages.say(f"workers: {len(slots)} ({pinned}; 1 CPU each, of {cpus} usable); writing {writes}")

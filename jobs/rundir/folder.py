@@ -118,6 +118,8 @@ class RunDir:
 
     def __post_init__(self) -> None:
         self.path = Path(self.path)
+        if ".." in self.path.parts:  # LINK/../NAME: the folder the shell and the kernel mean (the
+            self.path = Path(os.path.realpath(self.path))  # link's target's parent), not a lexical one
 
     # --- files -------------------------------------------------------------------------------
     @property

@@ -77,6 +77,7 @@ class DatasetInfo:
     links_inside: int = 0
     links_outside: int = 0
     links_outside_examples: list[str] = field(default_factory=list)  # "path -> target", the first
+    moves: list[str] = field(default_factory=list)  # "old root -> new root" of each move followed
 
 
 @dataclass
