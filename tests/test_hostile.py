@@ -18,6 +18,7 @@ import struct
 import tarfile
 import zipfile
 import zlib
+from fractions import Fraction
 from pathlib import Path
 
 import numpy as np
@@ -438,3 +439,39 @@ def test_a_file_larger_than_any_frame_is_not_read(where: str, tmp_path: Path):
     assert row["status"] == "too_large" and row["file_size"] == big and row["file_sha256"] is None
     assert f"a file of {big:,} bytes" in row["note"], row
     assert "pixels" in rows(out)[0]["note"]  # the others: refused by their header, as always
+
+
+# --- round two: every frame bounded (issue 31) ------------------------------------------------------
+def size_changing_mkv(dest: Path, sizes: list[tuple[int, int]]) -> Path:
+    """An mkv of MJPEG frames whose size changes mid-stream (each packet its own picture): the
+    stream declares the first frame's size, the decoder gives each frame its own."""
+    import av
+
+    out = av.open(str(dest), "w", format="matroska")
+    stream = out.add_stream("mjpeg", rate=25)
+    stream.width, stream.height, stream.pix_fmt = *sizes[0], "yuvj420p"
+    for i, (w, h) in enumerate(sizes):
+        cc = av.CodecContext.create("mjpeg", "w")
+        cc.width, cc.height, cc.pix_fmt, cc.time_base = w, h, "yuvj420p", Fraction(1, 25)
+        frame = av.VideoFrame.from_ndarray(np.full((h, w, 3), 90 + i, np.uint8), format="rgb24")
+        frame = frame.reformat(format="yuvj420p")
+        frame.pts = i
+        for packet in [*cc.encode(frame), *cc.encode(None)]:
+            packet.stream, packet.pts, packet.dts = stream, i, i
+            out.mux(packet)
+    out.close()
+    return dest
+
+
+def test_every_decoded_video_frame_is_checked_against_max_pixels(tmp_path: Path):
+    """A frame larger than --max-pixels in a stream that declares a small size is too_large, refused
+    by the decoder before it is allocated; the frames before and after it are ok."""
+    folder = tmp_path / "m"
+    folder.mkdir()
+    size_changing_mkv(folder / "grows.mkv", [(64, 48), (64, 48), (400, 300), (64, 48)])
+    (folder / "list.csv").write_text("name,split,path\ngrows,train,grows.mkv\n")
+    out = tmp_path / "R"
+    run(["--manifest", folder / "list.csv", "--out", out, "--max-pixels", "20000"])
+    got = rows(out, "grows")
+    assert [got[i]["status"] for i in range(4)] == ["ok", "ok", "too_large", "ok"], got
+    assert "400x300 = 120,000 pixels, more than --max-pixels 20,000" in got[2]["note"]
