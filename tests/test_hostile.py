@@ -475,3 +475,45 @@ def test_every_decoded_video_frame_is_checked_against_max_pixels(tmp_path: Path)
     got = rows(out, "grows")
     assert [got[i]["status"] for i in range(4)] == ["ok", "ok", "too_large", "ok"], got
     assert "400x300 = 120,000 pixels, more than --max-pixels 20,000" in got[2]["note"]
+
+
+def _append_rows(csv_path: Path, lines: str) -> None:
+    with open(csv_path, "a", encoding="utf-8") as f:
+        f.write(lines)
+
+
+def test_a_corpus_csv_of_two_million_rows_is_refused_at_once(tmp_path: Path):
+    """2,000,000 rows naming videos that do not exist (138 MB took 2.9 GB, minutes and a traceback):
+    refused before a row is parsed, naming the file and the limit."""
+    root = phoenix_t(tmp_path / "t")
+    corpus = root / "annotations/manual/PHOENIX-2014-T.test.corpus.csv"
+    _append_rows(corpus, "".join(f"v{i}|v{i}/1/*.png|-1|-1|Signer01|A|a\n" for i in range(2_000_000)))
+    proc = run(["--dataset", root, "--out", tmp_path / "R"], code=2)
+    assert f"error: {corpus}: 2,000,00" in proc.stderr, proc.stderr[-800:]
+    assert "more than the 1,000,000 rows a corpus file may list" in proc.stderr
+    assert not (tmp_path / "R").exists()
+
+
+@pytest.mark.parametrize("kind", ["phoenix", "manifest", "manifest-quoted"])
+def test_a_100mb_field_is_refused_naming_its_line(kind: str, tmp_path: Path):
+    """A 100 MB field in a corpus csv (a manifest: csv's field-limit traceback; PHOENIX: a refusal
+    blaming plan.parquet) is refused naming the file, the line and the limit."""
+    if kind == "phoenix":
+        root = phoenix_t(tmp_path / "t")
+        listed = root / "annotations/manual/PHOENIX-2014-T.train.corpus.csv"
+        _append_rows(listed, "big|big/1/*.png|-1|-1|Signer01|A|" + "a" * 100 * 2**20 + "\n")
+        args, line = ["--dataset", root], 3
+    else:
+        folder = tmp_path / "m"
+        clip(folder / "a.mp4", 0)
+        listed = folder / "list.csv"
+        big = '"' + ("b" * 99 + "\n") * 2000 + '"' if kind == "manifest-quoted" else "b" * 100 * 2**20
+        listed.write_text(f"name,split,path,text\na,train,a.mp4,ok\nb,train,a.mp4,{big}\n")
+        args, line = ["--manifest", listed], 3
+    proc = run([*args, "--out", tmp_path / "R"], code=2)
+    if kind == "manifest-quoted":
+        assert f"error: {listed}: cannot be read as csv after 1 row(s)" in proc.stderr, proc.stderr
+        assert "at most 131,072 characters" in proc.stderr
+    else:
+        assert f"error: {listed}:{line}: a line of " in proc.stderr, proc.stderr[-800:]
+        assert "more than the 131,072 a corpus line may hold" in proc.stderr

@@ -38,6 +38,7 @@ from extract.corpora.base import (
     Dataset,
     DatasetError,
     Video,
+    check_corpus_text,
     check_splits,
     count,
     names,
@@ -124,6 +125,7 @@ def read_corpus(path: Path, split: str, layout: str) -> list[CorpusRow]:
         raise DatasetError(f"{path}: not UTF-8 ({e}). Save it as UTF-8.") from None
     except OSError as e:
         raise DatasetError(f"{path}: cannot read ({e.strerror}).") from None
+    check_corpus_text(text, path)
     lines = text.splitlines()
     if not lines:
         raise DatasetError(f"{path}:1: empty corpus file; expected the header {'|'.join(columns)}.")
