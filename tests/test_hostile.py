@@ -517,3 +517,27 @@ def test_a_100mb_field_is_refused_naming_its_line(kind: str, tmp_path: Path):
     else:
         assert f"error: {listed}:{line}: a line of " in proc.stderr, proc.stderr[-800:]
         assert "more than the 131,072 a corpus line may hold" in proc.stderr
+
+
+@pytest.mark.parametrize("header", ["pax", "gnu"])
+def test_a_huge_pax_header_is_not_read(header: str, tmp_path: Path):
+    """A member whose PAX header (or GNU long name) holds a 4 MiB path (512 MiB took 1.85 GB and a
+    traceback): the header is not read, the archive is used up to it, the member and the limit are
+    named, and the frames before it are ok (the folder read last may go on past it: a readme's)."""
+    root = phoenix_t(tmp_path / "t")
+    tgz = tmp_path / "huge.tar.gz"
+    fmt = tarfile.PAX_FORMAT if header == "pax" else tarfile.GNU_FORMAT
+    with tarfile.open(tgz, "w:gz", format=fmt) as tf:
+        for name, data in [*_tree_members(root), ("PHOENIX-2014-T/notes/readme.txt", b"x"),
+                           ("PHOENIX-2014-T/" + "p" * 4 * 2**20, b"x")]:
+            info = tarfile.TarInfo(name)
+            info.size, info.mtime = len(data), 1_700_000_000
+            tf.addfile(info, io.BytesIO(data))
+    assert tgz.stat().st_size < 2**20
+    out = tmp_path / "R"
+    proc = run(["--dataset", tgz, "--out", out])
+    what = "PAX header" if header == "pax" else "GNU long name"
+    assert f"the archive is not read past member {len(_tree_members(root)) + 1}: the {what} at " \
+        in proc.stderr, proc.stderr[-1500:]
+    assert "more than the 1,048,576 a header may hold" in proc.stderr
+    assert {r["status"] for r in rows(out).values()} == {"ok"} and len(rows(out)) == 4

@@ -287,6 +287,35 @@ def anomalies(members: pa.Table, outside: list[str]) -> list[str]:
     return notes
 
 
+# The most bytes a PAX extended header or a GNU long name may hold before it is read: a real one
+# holds a path of at most 4,096 bytes (PATH_MAX) and a few other records; tarfile would read any
+# size into memory (a 0.96 MB tar.gz whose PAX header holds a 512 MiB path took 1.85 GB).
+MAX_HEADER = 2**20
+
+
+class HeaderTooLarge(tarfile.TarError):
+    """A member's extended header is larger than MAX_HEADER: not read, nor anything after it."""
+
+
+class _BoundedInfo(tarfile.TarInfo):
+    """tarfile's member header, refusing an extended header (PAX, GNU long name) past MAX_HEADER
+    before reading it."""
+
+    def _bounded(self, what: str) -> None:
+        if self.size > MAX_HEADER:
+            raise HeaderTooLarge(f"the {what} at byte {self.offset:,} holds {self.size:,} bytes, more "
+                                 f"than the {MAX_HEADER:,} a header may hold (a real one holds a "
+                                 "path of at most 4,096)")
+
+    def _proc_pax(self, tarfile):
+        self._bounded("PAX header")
+        return super()._proc_pax(tarfile)
+
+    def _proc_gnulong(self, tarfile):
+        self._bounded("GNU long name")
+        return super()._proc_gnulong(tarfile)
+
+
 def _tar_rows(fileobj, outside: list[str]) -> tuple[dict[str, list], str]:
     """Walk a tar stream's headers: members in archive order, and why the walk stopped early;
     names that leave the archive go to `outside`, not into the index."""
@@ -294,7 +323,7 @@ def _tar_rows(fileobj, outside: list[str]) -> tuple[dict[str, list], str]:
     links: list[tuple[int, str]] = []
     problem = ""
     try:
-        with tarfile.open(fileobj=fileobj, mode="r:") as tf:
+        with tarfile.open(fileobj=fileobj, mode="r:", tarinfo=_BoundedInfo) as tf:
             while (m := tf.next()) is not None:
                 tf.members.clear()  # tarfile keeps every header otherwise: 947,756 of them
                 if _escapes(m.name):
@@ -309,6 +338,8 @@ def _tar_rows(fileobj, outside: list[str]) -> tuple[dict[str, list], str]:
                 for k, v in zip(_MEMBERS_SCHEMA.names,
                                 (name, m.offset_data, m.size, int(m.mtime) * 10**9, kind), strict=True):
                     rows[k].append(v)
+    except HeaderTooLarge as e:
+        problem = f"the archive is not read past member {len(rows['name'])}: {e}"
     except (tarfile.TarError, OSError, ValueError, EOFError, RuntimeError) as e:
         problem = (f"the archive cannot be read past member {len(rows['name'])} "
                    f"({type(e).__name__}: {str(e)[:160]}); it is probably truncated or damaged")
