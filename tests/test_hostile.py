@@ -541,3 +541,65 @@ def test_a_huge_pax_header_is_not_read(header: str, tmp_path: Path):
         in proc.stderr, proc.stderr[-1500:]
     assert "more than the 1,048,576 a header may hold" in proc.stderr
     assert {r["status"] for r in rows(out).values()} == {"ok"} and len(rows(out)) == 4
+
+
+def png_with_surplus(width: int, height: int, surplus: int) -> bytes:
+    """A gray PNG whose IDAT stream goes on `surplus` random bytes past the rows the image needs:
+    libpng inflates it all (a 25 MB file of 100x100 cost 54 s of CPU and was ok)."""
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+
+    rows = (b"\0" + b"\x80" * width) * height
+    tail = np.random.default_rng(0).integers(0, 256, surplus, dtype=np.uint8).tobytes()
+    ihdr = struct.pack(">IIBBBBB", width, height, 8, 0, 0, 0, 0)
+    return (PNG_MAGIC + chunk(b"IHDR", ihdr) + chunk(b"IDAT", zlib.compress(rows + tail, 9))
+            + chunk(b"IEND", b""))
+
+
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+def progressive_jpeg(extra_scans: int = 0) -> bytes:
+    """A 64x48 progressive JPEG (10 scans, as libjpeg's encoder writes), its last scan repeated
+    `extra_scans` times more: libjpeg warns and decodes every one (12,000 scans of 6000x6000 cost
+    39 s of CPU and were ok)."""
+    from PIL import Image
+
+    buf = io.BytesIO()
+    Image.fromarray(np.full((48, 64, 3), 120, np.uint8)).save(buf, "JPEG", progressive=True)
+    data = buf.getvalue()
+    last = data.rfind(b"\xff\xda")
+    return data[:-2] + data[last:-2] * extra_scans + b"\xff\xd9"
+
+
+def test_a_frame_that_would_cost_the_decoder_more_than_its_pixels_is_over_budget(tmp_path: Path):
+    """Compressed data beyond what the size needs (a small and a larger PNG) and a JPEG of 600
+    scans are over_budget and never decoded; the frame of 10 scans is ok."""
+    root = phoenix_t(tmp_path / "t")
+    (root / SIGNER / "images0001.png").write_bytes(png_with_surplus(100, 100, 300_000))
+    (root / SIGNER / "images0002.png").write_bytes(png_with_surplus(1000, 1000, 300_000))
+    (root / SIGNER / "images0003.png").write_bytes(progressive_jpeg(590))
+    (root / SIGNER / "images0004.png").write_bytes(progressive_jpeg())
+    out = tmp_path / "R"
+    run(["--dataset", root, "--out", out])
+    got = rows(out)
+    assert [got[i]["status"] for i in range(4)] == ["over_budget"] * 3 + ["ok"], got
+    assert "compressed, more than its pixels take raw (10,100)" in got[0]["note"]
+    assert "inflates past the 1,001,000 bytes its pixels need" in got[1]["note"]
+    assert "600 scans, more than --max-scans 500: not decoded" in got[2]["note"]
+    assert all(r["status"] == "ok" for r in rows(out, "25October_2010_Monday_tagesschau-17").values())
+
+
+def test_max_scans_is_settable_and_recorded(tmp_path: Path):
+    root = phoenix_t(tmp_path / "t")
+    (root / SIGNER / "images0002.png").write_bytes(progressive_jpeg())
+    out = tmp_path / "R"
+    run(["--dataset", root, "--out", out, "--max-scans", "5"])
+    got = rows(out)
+    assert got[1]["status"] == "over_budget" and "10 scans, more than --max-scans 5" in got[1]["note"]
+    assert [got[i]["status"] for i in (0, 2, 3)] == ["ok"] * 3
+    assert json.loads((out / "run.json").read_text())["options"]["max_scans"] == 5
+    again = run_cli(["run", "--dataset", root, "--out", out, *OPTIONS])  # the run's own limit
+    assert again.returncode == 0 and "complete:" in again.stdout, again.stderr
+    other = run_cli(["run", "--dataset", root, "--out", out, "--max-scans", "6", *OPTIONS])
+    assert other.returncode == 2 and "max_scans" in other.stderr, other.stderr

@@ -24,6 +24,8 @@ from __future__ import annotations
 import hashlib
 import os
 import stat
+import struct
+import zlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
@@ -45,10 +47,15 @@ STATUS_CORRUPT_JPEG = "corrupt_jpeg"
 STATUS_MISSING = "missing"
 STATUS_NOT_A_FILE = "not_a_file"
 STATUS_TOO_LARGE = "too_large"
+STATUS_OVER_BUDGET = "over_budget"
 
 # Frames above this many pixels are refused from their header, never decoded (--max-pixels): 8K
 # video (7680 x 4320, 33 MP) passes; a 390 KB PNG of 20000 x 20000 (400 MP, 1.2 GB as RGB) does not.
 MAX_PIXELS = 40_000_000
+# A JPEG of more scans than this is `over_budget`, never decoded (--max-scans): each scan is a pass
+# over the whole image, so a 1.2 MB progressive JPEG of 12,000 scans cost 39 s of CPU. A progressive
+# encoder writes about 10; libjpeg-turbo's own tools stop at 500 (its advice against this attack).
+MAX_SCANS = 500
 # JPEG start-of-frame markers (SOF0-SOF15 but DHT, JPG and DAC, which share the range)
 _SOF = {m for m in range(0xC0, 0xD0)} - {0xC4, 0xC8, 0xCC}
 
@@ -199,7 +206,90 @@ def too_large(width: int, height: int, max_pixels: int) -> str:
             "not decoded")
 
 
-def _refused(data: bytes, name: str, max_pixels: int) -> tuple[str, str, str]:
+_CHANNELS = {0: 1, 2: 3, 3: 1, 4: 2, 6: 4}  # PNG colour type -> samples a pixel
+_ADAM7 = ((0, 0, 8, 8), (4, 0, 8, 8), (0, 4, 4, 8), (2, 0, 4, 4), (0, 2, 2, 4), (1, 0, 2, 2),
+          (0, 1, 1, 2))  # (x0, y0, dx, dy) of each interlace pass
+
+
+def _png_raw_size(ihdr: bytes) -> int:
+    """The bytes a PNG's IDAT inflates to for its IHDR: each row (each pass's row, interlaced)
+    with its filter byte."""
+    width, height, depth, colour, _, _, interlace = struct.unpack(">IIBBBBB", ihdr[:13])
+    bits = depth * _CHANNELS.get(colour, 4)
+    passes = _ADAM7 if interlace else ((0, 0, 1, 1),)
+    total = 0
+    for x0, y0, dx, dy in passes:
+        w, h = (width - x0 + dx - 1) // dx, (height - y0 + dy - 1) // dy
+        if w > 0 and h > 0:
+            total += h * (1 + (w * bits + 7) // 8)
+    return total
+
+
+def _png_idat(data: bytes) -> tuple[bytes, bytes]:
+    """(IHDR's data, every IDAT's data joined), walking the chunks without checking them."""
+    ihdr, idat, i = b"", [], 8
+    while i + 8 <= len(data):
+        length, kind = int.from_bytes(data[i:i + 4], "big"), data[i + 4:i + 8]
+        if kind == b"IHDR":
+            ihdr = data[i + 8:i + 8 + length]
+        elif kind == b"IDAT":
+            idat.append(data[i + 8:i + 8 + length])
+        elif kind == b"IEND":
+            break
+        i += 12 + length
+    return ihdr, b"".join(idat)
+
+
+_DEFLATE_RATIO = 1032  # the most bytes deflate can inflate one compressed byte to
+_SURPLUS = 256 * 2**20  # inflating this much beyond the pixels costs well under a second
+
+
+def _png_budget(data: bytes) -> str:
+    """Why a PNG would make the decoder work beyond its pixels ("" when it would not): compressed
+    data larger than the image stored raw, or a stream that inflates past what the image needs
+    (libpng inflates it all: 24 GiB from a 25 MB file of 100x100). Only data that could inflate
+    more than _SURPLUS beyond the pixels is inflated here, at most the image's own bytes (a PHOENIX
+    frame never is)."""
+    ihdr, idat = _png_idat(data)
+    if len(ihdr) < 13:
+        return ""
+    need = _png_raw_size(ihdr)
+    if len(idat) > need + need // 100 + 65536:  # a stored (uncompressed) stream is at most this
+        return (f"its image data is {len(idat):,} bytes compressed, more than its pixels take raw "
+                f"({need:,}): not decoded")
+    if len(idat) * _DEFLATE_RATIO <= need + _SURPLUS:
+        return ""  # whatever it holds, it cannot inflate past the budget: not inflated here
+    try:
+        got = zlib.decompressobj().decompress(idat, need + 1)
+    except zlib.error:
+        return ""  # damaged: the decoder says so
+    if len(got) > need:
+        return (f"its image data inflates past the {need:,} bytes its pixels need (surplus data a "
+                "decoder would inflate whole): not decoded")
+    return ""
+
+
+def _jpeg_budget(data: bytes, max_scans: int) -> str:
+    """Why a JPEG would make the decoder work beyond its pixels: more scans than max_scans (each is
+    a pass over the image); "" when it would not. Scans are counted by their SOS markers: entropy
+    coded data never holds FF DA (an FF there is followed by 00 or a restart marker)."""
+    first = data.find(b"\xff\xda")
+    scans = data.count(b"\xff\xda", first) if first >= 0 else 0
+    if scans > max_scans:
+        return f"{scans:,} scans, more than --max-scans {max_scans:,}: not decoded"
+    return ""
+
+
+def over_budget(data: bytes, max_scans: int = MAX_SCANS) -> str:
+    """The note of a PNG or JPEG refused for the work it would make the decoder do beyond its
+    pixels (`over_budget`), "" when it is within the budget."""
+    if data.startswith(PNG_SIGNATURE):
+        return _png_budget(data)
+    return _jpeg_budget(data, max_scans) if data.startswith(JPEG_SIGNATURE) else ""
+
+
+def _refused(data: bytes, name: str, max_pixels: int,
+             max_scans: int = MAX_SCANS) -> tuple[str, str, str]:
     """(the status a failed decode gets, and the status and note that refuse the bytes before
     decoding, or "", "")."""
     if not data:
@@ -216,15 +306,19 @@ def _refused(data: bytes, name: str, max_pixels: int) -> tuple[str, str, str]:
     if size is None:
         return corrupt, corrupt, "no image size in its header"
     big = too_large(*size, max_pixels)
-    return corrupt, STATUS_TOO_LARGE if big else "", big
+    if big:
+        return corrupt, STATUS_TOO_LARGE, big
+    costly = over_budget(data, max_scans)
+    return corrupt, STATUS_OVER_BUDGET if costly else "", costly
 
 
-def decode_frame(data: bytes, name: str = ".png",
-                 max_pixels: int = MAX_PIXELS) -> tuple[np.ndarray | None, str, str]:
+def decode_frame(data: bytes, name: str = ".png", max_pixels: int = MAX_PIXELS,
+                 max_scans: int = MAX_SCANS) -> tuple[np.ndarray | None, str, str]:
     """(rgb uint8 [H, W, 3] or None, status, note) from a PNG or JPEG file's bytes (`name` only
     picks the status of bytes that are neither). A frame whose header says more than max_pixels
-    is `too_large` and never decoded; one whose header says no size is corrupt."""
-    corrupt, refused, why = _refused(data, name, max_pixels)
+    is `too_large` and never decoded, one that would cost the decoder more than its pixels
+    `over_budget`; one whose header says no size is corrupt."""
+    corrupt, refused, why = _refused(data, name, max_pixels, max_scans)
     if refused:
         return None, refused, why
     img = cv2.imdecode(np.frombuffer(data, np.uint8), cv2.IMREAD_UNCHANGED)
@@ -247,8 +341,8 @@ def decode_frame(data: bytes, name: str = ".png",
     return img, STATUS_OK, "; ".join(notes)
 
 
-def read_frame(path: Path, digest: bool = True,
-               max_pixels: int = MAX_PIXELS) -> tuple[np.ndarray | None, str, str, Source]:
+def read_frame(path: Path, digest: bool = True, max_pixels: int = MAX_PIXELS,
+               max_scans: int = MAX_SCANS) -> tuple[np.ndarray | None, str, str, Source]:
     """(rgb uint8 [H, W, 3] or None, status, note, source). status is "ok" when rgb is usable.
 
     A file that was read but does not decode keeps its source: it is what the row was made from.
@@ -256,5 +350,5 @@ def read_frame(path: Path, digest: bool = True,
     data, source, status, note = read_file(path, digest, max_pixels)
     if data is None:
         return None, status, note, source
-    rgb, status, note = decode_frame(data, path.name, max_pixels)
+    rgb, status, note = decode_frame(data, path.name, max_pixels, max_scans)
     return rgb, status, note, source

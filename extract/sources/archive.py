@@ -470,7 +470,7 @@ def _read_forward(index: ArchiveIndex, members: list[int | None],
 
 
 def _frame(index: ArchiveIndex, i: int | None, got: dict[int, tuple[bytes | None, str]], rel: str,
-           archive_name: str, max_pixels: int) -> Frame:
+           archive_name: str, max_pixels: int, max_scans: int) -> Frame:
     image = image_ref(rel, FRAGMENT, archive_name)
     if i is None:
         return Frame(None, STATUS_MISSING, "no such member in the archive", image)
@@ -481,7 +481,7 @@ def _frame(index: ArchiveIndex, i: int | None, got: dict[int, tuple[bytes | None
     data, why = got[i]
     if data is None:
         return Frame(None, STATUS_UNREADABLE, why, image)
-    rgb, status, note = decode_frame(data, rel, max_pixels)
+    rgb, status, note = decode_frame(data, rel, max_pixels, max_scans)
     return Frame(rgb, status, note, image, len(data), int(index.mtime[i]),
                  hashlib.sha256(data).hexdigest())
 
@@ -515,7 +515,7 @@ class ArchiveSource:
         for group in _groups(index, members):
             got = _read_forward(index, [members[k] for k in group], frame_bytes(ref.max_pixels))
             for k in group:
-                yield _frame(index, members[k], got, names[k], tag, ref.max_pixels)
+                yield _frame(index, members[k], got, names[k], tag, ref.max_pixels, ref.max_scans)
 
     def read_order(self, root: Path, refs: list[Ref]) -> list[int]:
         """Positions of refs (one chunk's videos) in the order their frames lie in the archive,

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from extract.corpora.base import SPLITS
-from extract.keypoints.frames import MAX_PIXELS
+from extract.keypoints.frames import MAX_PIXELS, MAX_SCANS
 from extract.keypoints.holistic import HolisticOptions
 from jobs.run.identity import input_conflict
 from jobs.rundir.runinfo import PlanOptions, RunInfo
@@ -30,6 +30,7 @@ class RunOptions:
     smooth_landmarks: bool | None = None
     max_pixels: int | None = None
     follow_links: bool | None = None
+    max_scans: int | None = None
 
     def _holistic(self, have: dict | None = None) -> dict:
         """Holistic's options: what was asked, else the run's own (`have`: a recorded dict, whose
@@ -53,6 +54,7 @@ class RunOptions:
             holistic=self._holistic(),
             max_samples_per_split=self.max_samples_per_split,
             max_pixels=self.max_pixels or MAX_PIXELS,
+            max_scans=self.max_scans or MAX_SCANS,
             follow_links=self.follow_links is not False,
         )
 
@@ -74,6 +76,7 @@ class RunOptions:
             max_samples_per_split=self.max_samples_per_split
             if self.max_samples_per_split is not None else have.max_samples_per_split,
             max_pixels=self.max_pixels or have.max_pixels,
+            max_scans=self.max_scans or have.max_scans,
             follow_links=have.follow_links if self.follow_links is None else self.follow_links,
         )
         diffs = [k for k in vars(asked) if k != "holistic" and getattr(asked, k) != getattr(have, k)]

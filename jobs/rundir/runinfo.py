@@ -32,6 +32,7 @@ class PlanOptions:
     holistic: dict[str, Any]
     max_samples_per_split: int | None = None  # first N videos of each split by folder name
     max_pixels: int | None = None  # frames above it are too_large (None: a run planned before it)
+    max_scans: int | None = None  # JPEGs of more scans are over_budget (None: planned before it)
     follow_links: bool = True  # False: videos behind a link leaving the dataset are left out
 
     @property
@@ -40,6 +41,13 @@ class PlanOptions:
         from extract.keypoints.frames import MAX_PIXELS
 
         return self.max_pixels or MAX_PIXELS
+
+    @property
+    def scan_limit(self) -> int:
+        """--max-scans as the run uses it (the default for a run planned before the option)."""
+        from extract.keypoints.frames import MAX_SCANS
+
+        return self.max_scans or MAX_SCANS
 
 
 @dataclass
