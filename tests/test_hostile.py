@@ -603,3 +603,26 @@ def test_max_scans_is_settable_and_recorded(tmp_path: Path):
     assert again.returncode == 0 and "complete:" in again.stdout, again.stderr
     other = run_cli(["run", "--dataset", root, "--out", out, "--max-scans", "6", *OPTIONS])
     assert other.returncode == 2 and "max_scans" in other.stderr, other.stderr
+
+
+def test_what_the_decoder_says_reaches_the_row(tmp_path: Path):
+    """A JPEG whose data ends early (an end-of-image marker after a third of its data: libjpeg fills
+    the rest with grey) is not ok, and a PNG with a bad CRC says so: the decoder's own words are in
+    the note, not only in the worker's log."""
+    from PIL import Image
+
+    root = phoenix_t(tmp_path / "t")
+    buf = io.BytesIO()
+    Image.fromarray(np.random.default_rng(0).integers(0, 256, (600, 600, 3), np.uint8)).save(buf, "JPEG")
+    jpeg = buf.getvalue()
+    (root / SIGNER / "images0002.png").write_bytes(jpeg[:len(jpeg) // 3] + b"\xff\xd9")
+    png = bytearray((root / SIGNER / "images0003.png").read_bytes())
+    idat = png.find(b"IDAT")
+    png[idat + 4 + int.from_bytes(png[idat - 4:idat], "big")] ^= 0xFF  # its CRC's first byte
+    (root / SIGNER / "images0003.png").write_bytes(bytes(png))
+    out = tmp_path / "R"
+    run(["--dataset", root, "--out", out])
+    got = rows(out)
+    assert got[1]["status"] == "corrupt_jpeg" and "premature end of data segment" in got[1]["note"]
+    assert got[2]["status"] == "corrupt_png" and "IDAT: CRC error" in got[2]["note"], got[2]
+    assert got[0]["status"] == got[3]["status"] == "ok" and not got[0]["note"] and not got[3]["note"]

@@ -25,6 +25,7 @@ import hashlib
 import os
 import stat
 import struct
+import tempfile
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
@@ -312,6 +313,33 @@ def _refused(data: bytes, name: str, max_pixels: int,
     return corrupt, STATUS_OVER_BUDGET if costly else "", costly
 
 
+_said_file: list = []  # the one temporary file a process's decoders' stderr goes to, made once
+_TRUNCATED = "premature end of data segment"  # libjpeg: the rest of the image is made up (grey)
+
+
+def _imdecode(data: bytes) -> tuple[np.ndarray | None, str]:
+    """cv2.imdecode, and what libpng or libjpeg wrote to stderr meanwhile (their warnings and
+    errors: a CRC error, data that ends early), which would otherwise reach only a worker's log."""
+    if not _said_file:
+        _said_file.append(tempfile.TemporaryFile())  # noqa: SIM115 (kept for the process)
+    fd = _said_file[0].fileno()
+    saved = os.dup(2)
+    try:
+        os.dup2(fd, 2)
+        img = cv2.imdecode(np.frombuffer(data, np.uint8), cv2.IMREAD_UNCHANGED)
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+    said = ""
+    size = os.fstat(fd).st_size
+    if size:
+        text = os.pread(fd, min(size, 2048), 0).decode("utf-8", "replace")
+        said = "; ".join(dict.fromkeys(line.strip() for line in text.splitlines() if line.strip()))
+        os.ftruncate(fd, 0)
+        os.lseek(fd, 0, os.SEEK_SET)
+    return img, said[:300]
+
+
 def decode_frame(data: bytes, name: str = ".png", max_pixels: int = MAX_PIXELS,
                  max_scans: int = MAX_SCANS) -> tuple[np.ndarray | None, str, str]:
     """(rgb uint8 [H, W, 3] or None, status, note) from a PNG or JPEG file's bytes (`name` only
@@ -321,10 +349,12 @@ def decode_frame(data: bytes, name: str = ".png", max_pixels: int = MAX_PIXELS,
     corrupt, refused, why = _refused(data, name, max_pixels, max_scans)
     if refused:
         return None, refused, why
-    img = cv2.imdecode(np.frombuffer(data, np.uint8), cv2.IMREAD_UNCHANGED)
+    img, said = _imdecode(data)
     if img is None or img.size == 0:
-        return None, corrupt, ""
-    notes = []
+        return None, corrupt, said
+    if _TRUNCATED in said:  # decoded, but part of it is the decoder's filler, not the frame
+        return None, corrupt, f"truncated data ({said})"
+    notes = [f"decoder: {said}"] if said else []
     if img.dtype == np.uint16:
         img = (img >> 8).astype(np.uint8)
         notes.append("16-bit to 8-bit")
