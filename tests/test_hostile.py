@@ -490,7 +490,7 @@ def test_a_corpus_csv_of_two_million_rows_is_refused_at_once(tmp_path: Path):
     _append_rows(corpus, "".join(f"v{i}|v{i}/1/*.png|-1|-1|Signer01|A|a\n" for i in range(2_000_000)))
     proc = run(["--dataset", root, "--out", tmp_path / "R"], code=2)
     assert f"error: {corpus}: 2,000,00" in proc.stderr, proc.stderr[-800:]
-    assert "more than the 1,000,000 rows a corpus file may list" in proc.stderr
+    assert "more than the 300,000 rows a corpus file may list" in proc.stderr
     assert not (tmp_path / "R").exists()
 
 
@@ -626,3 +626,22 @@ def test_what_the_decoder_says_reaches_the_row(tmp_path: Path):
     assert got[1]["status"] == "corrupt_jpeg" and "premature end of data segment" in got[1]["note"]
     assert got[2]["status"] == "corrupt_png" and "IDAT: CRC error" in got[2]["note"], got[2]
     assert got[0]["status"] == got[3]["status"] == "ok" and not got[0]["note"] and not got[3]["note"]
+
+
+def test_many_missing_videos_make_one_line_and_a_few_examples(tmp_path: Path):
+    """Listed videos that are not on disk are counted and a few named: run.json names the first 100
+    (1,000,000 made a 30 MB run.json), the plan keeps each one's problem, the rest is extracted."""
+    root = phoenix_t(tmp_path / "t")
+    _append_rows(root / "annotations/manual/PHOENIX-2014-T.test.corpus.csv",
+                 "".join(f"v{i}|v{i}/1/*.png|-1|-1|Signer01|A|a\n" for i in range(3000)))
+    out = tmp_path / "R"
+    proc = run(["--dataset", root, "--out", out])
+    assert "warning: 3000 listed video(s) cannot be processed: v0 (no folder)" in proc.stderr
+    d = json.loads((out / "run.json").read_text())["dataset"]
+    assert d["problems_total"] == 3000 and len(d["problems"]) == 100
+    assert (out / "run.json").stat().st_size < 20_000
+    plan = pq.read_table(out / "plan.parquet", columns=["video", "problem"]).to_pylist()
+    assert sum(1 for r in plan if r["problem"] == "no folder") == 3000
+    assert {r["status"] for r in rows(out).values()} == {"ok"}
+    status = run_cli(["status", "--out", str(out)])
+    assert "missing:  3000 listed video(s)" in status.stdout, status.stdout

@@ -58,6 +58,9 @@ class DatasetInfo:
     videos: int
     frames: int
     problems: dict[str, str] = field(default_factory=dict)  # listed video -> why it has no rows
+    # how many listed videos have a problem: `problems` holds the first ones only (all are in the
+    # plan's `problem` column), so 1,000,000 missing rows make no 30 MB run.json; None: all listed
+    problems_total: int | None = None
     unlisted_folders: list[str] = field(default_factory=list)
     # entries of frame folders that are no frames (hidden files, other names, subfolders): skipped
     ignored_files: int = 0
@@ -75,6 +78,11 @@ class DatasetInfo:
     links_outside: int = 0
     links_outside_examples: list[str] = field(default_factory=list)  # "path -> target", the first
 
+
+    @property
+    def problem_count(self) -> int:
+        """Listed videos that cannot be processed (problems names the first of them)."""
+        return len(self.problems) if self.problems_total is None else self.problems_total
 
 @dataclass
 class PlanInfo:
