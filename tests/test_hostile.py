@@ -645,3 +645,26 @@ def test_many_missing_videos_make_one_line_and_a_few_examples(tmp_path: Path):
     assert {r["status"] for r in rows(out).values()} == {"ok"}
     status = run_cli(["status", "--out", str(out)])
     assert "missing:  3000 listed video(s)" in status.stdout, status.stdout
+
+
+def test_exif_orientation_is_applied_and_noted(tmp_path: Path):
+    """A JPEG with EXIF orientation 6 is turned upright before MediaPipe sees it, as a video's
+    display rotation is, and its note says so; a frame without EXIF is as it was."""
+    from PIL import Image
+
+    root = phoenix_t(tmp_path / "t")
+    frame = root / SIGNER / "images0002.png"
+    upright = np.asarray(Image.open(frame).convert("RGB"))  # 210 wide, 260 high
+    exif = Image.Exif()
+    exif[0x0112] = 6  # stored turned a quarter counter-clockwise: shown turned back clockwise
+    buf = io.BytesIO()
+    Image.fromarray(np.ascontiguousarray(np.rot90(upright, 1))).save(buf, "JPEG", exif=exif)
+    frame.write_bytes(buf.getvalue())
+    out = tmp_path / "R"
+    run(["--dataset", root, "--out", out])
+    t = pq.read_table(out / "keypoints.parquet", columns=["video", "frame", "status", "note", "width",
+                                                           "height"]).to_pylist()
+    got = {r["frame"]: r for r in t if r["video"] == "signer_demo-1"}
+    assert got[1]["status"] == "ok" and "EXIF orientation 6 applied" in got[1]["note"], got[1]
+    assert (got[1]["width"], got[1]["height"]) == (got[0]["width"], got[0]["height"]) == (210, 260)
+    assert not got[0]["note"] and [got[i]["status"] for i in (0, 2, 3)] == ["ok"] * 3

@@ -340,6 +340,55 @@ def _imdecode(data: bytes) -> tuple[np.ndarray | None, str]:
     return img, said[:300]
 
 
+def _exif_orientation(data: bytes) -> int:
+    """A JPEG's EXIF orientation (1-8; 1 when it has none), from its APP1 segment's first IFD."""
+    i = 2
+    while i + 4 <= len(data) and data[i] == 0xFF and data[i + 1] not in (0xDA, 0xD9):
+        length = int.from_bytes(data[i + 2:i + 4], "big")
+        if data[i + 1] == 0xE1 and data[i + 4:i + 10] == b"Exif\0\0":
+            return _ifd0_orientation(data[i + 10:i + 2 + length])
+        i += 2 + length
+    return 1
+
+
+def _ifd0_orientation(tiff: bytes) -> int:
+    """Tag 0x0112 of a TIFF header's first IFD, 1 when absent or unreadable."""
+    order = {b"II": "<", b"MM": ">"}.get(tiff[:2])
+    if order is None or len(tiff) < 8:
+        return 1
+    ifd = struct.unpack(order + "I", tiff[4:8])[0]
+    if ifd + 2 > len(tiff):
+        return 1
+    for k in range(struct.unpack(order + "H", tiff[ifd:ifd + 2])[0]):
+        at = ifd + 2 + 12 * k
+        if at + 12 > len(tiff):
+            break
+        tag, kind, _, value = struct.unpack(order + "HHIH", tiff[at:at + 10])
+        if tag == 0x0112 and kind == 3:
+            return value if 1 <= value <= 8 else 1
+    return 1
+
+
+# EXIF orientation -> the pixels made upright (as a viewer shows them, and as a video's display
+# rotation is applied): flips and quarter turns (np.rot90 turns counter-clockwise)
+_UPRIGHT = {
+    2: lambda a: a[:, ::-1], 3: lambda a: np.rot90(a, 2), 4: lambda a: a[::-1],
+    5: lambda a: a.transpose(1, 0, 2), 6: lambda a: np.rot90(a, -1),
+    7: lambda a: np.rot90(a, 2).transpose(1, 0, 2), 8: lambda a: np.rot90(a, 1),
+}
+
+
+def _upright(rgb: np.ndarray, data: bytes, notes: list[str]) -> np.ndarray:
+    """A JPEG's pixels with its EXIF orientation applied, noted (a PNG is never turned)."""
+    if not data.startswith(JPEG_SIGNATURE):
+        return rgb
+    orientation = _exif_orientation(data)
+    if orientation == 1:
+        return rgb
+    notes.append(f"EXIF orientation {orientation} applied")
+    return np.ascontiguousarray(_UPRIGHT[orientation](rgb))
+
+
 def decode_frame(data: bytes, name: str = ".png", max_pixels: int = MAX_PIXELS,
                  max_scans: int = MAX_SCANS) -> tuple[np.ndarray | None, str, str]:
     """(rgb uint8 [H, W, 3] or None, status, note) from a PNG or JPEG file's bytes (`name` only
@@ -368,7 +417,7 @@ def decode_frame(data: bytes, name: str = ".png", max_pixels: int = MAX_PIXELS,
         notes.append("alpha dropped")
     else:
         img = cv2.cvtColor(img, cv2.COLOR_BGR2RGB)
-    return img, STATUS_OK, "; ".join(notes)
+    return _upright(img, data, notes), STATUS_OK, "; ".join(notes)
 
 
 def read_frame(path: Path, digest: bool = True, max_pixels: int = MAX_PIXELS,
