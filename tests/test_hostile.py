@@ -668,3 +668,41 @@ def test_exif_orientation_is_applied_and_noted(tmp_path: Path):
     assert got[1]["status"] == "ok" and "EXIF orientation 6 applied" in got[1]["note"], got[1]
     assert (got[1]["width"], got[1]["height"]) == (got[0]["width"], got[0]["height"]) == (210, 260)
     assert not got[0]["note"] and [got[i]["status"] for i in (0, 2, 3)] == ["ok"] * 3
+
+
+@pytest.mark.parametrize("fmt", [["--format=gnu"], ["--format=posix", "--sparse-version=1.0"],
+                                 ["--format=posix", "--sparse-version=0.1"]],
+                         ids=["gnu", "pax-1.0", "pax-0.1"])
+def test_a_gnu_sparse_member_is_read_as_tar_restores_it(fmt: list[str], tmp_path: Path):
+    """A frame stored by `tar --sparse` (a PNG holding 1 MiB of zeros in a private chunk, a hole on
+    disk) reads as `tar -x` restores it: ok, its size and sha256 those of the whole file (it was
+    `unreadable`, "the archive ends inside it")."""
+    import subprocess
+
+    if shutil.which("tar") is None:
+        pytest.skip("no tar on this machine")
+    root = phoenix_t(tmp_path / "t")
+    frame = root / SIGNER / "images0002.png"
+    png = frame.read_bytes()
+    zeros = b"\0" * 2**20
+    crc = struct.pack(">I", zlib.crc32(b"prVt" + zeros))
+    private = struct.pack(">I", len(zeros)) + b"prVt" + zeros + crc
+    whole = png[:-12] + private + png[-12:]
+    with open(frame, "wb") as f:
+        f.write(png[:-12] + private[:8])
+        f.seek(len(zeros), io.SEEK_CUR)  # the zeros as a hole: what tar --sparse stores sparse
+        f.write(private[-4:] + png[-12:])
+    assert frame.read_bytes() == whole
+    tar = tmp_path / "sparse.tar"
+    subprocess.run(["tar", "--sparse", *fmt, "-cf", str(tar), "-C", str(root.parent), root.name],
+                   check=True)
+    with tarfile.open(tar) as tf:
+        sparse = [m.name for m in tf.getmembers() if m.issparse()]
+    assert sparse == [f"PHOENIX-2014-T/{SIGNER}/images0002.png"]
+    out = tmp_path / "R"
+    run(["--dataset", tar, "--out", out])
+    got = rows(out)
+    assert got[1]["status"] == "ok", got[1]
+    assert got[1]["file_size"] == len(whole)
+    assert got[1]["file_sha256"] == hashlib.sha256(whole).hexdigest()
+    assert [got[i]["status"] for i in (0, 2, 3)] == ["ok"] * 3

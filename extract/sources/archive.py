@@ -30,6 +30,7 @@ import atexit
 import hashlib
 import io
 import os
+import tarfile
 import zipfile
 import zlib
 from collections.abc import Iterator
@@ -67,6 +68,7 @@ from extract.sources.archive_index import (  # noqa: F401 (the index's names, us
     open_index,
     save_index,
     set_index_dir,
+    sparse_offset,
     split_root,
     unreadable_archive,
 )
@@ -267,6 +269,8 @@ class _Reader:
                 self.f = self._open()
             if ix.fmt == "zip":
                 data = self._zip_read(i)
+            elif (header := sparse_offset(int(ix.offset[i]))) is not None:
+                data = self._sparse_read(header)
             else:
                 self.f.seek(int(ix.offset[i]))
                 data = self.f.read(int(ix.length[i]))
@@ -278,6 +282,22 @@ class _Reader:
                           "truncated")
         return data, ""
 
+    def _sparse_read(self, header: int) -> bytes:
+        """A GNU sparse member's bytes, its holes filled with zeros, as tarfile (and tar -x) restore
+        them from its sparse map; `header` is where its first header starts."""
+        f = self.f
+
+        def read_at(pos: int, n: int) -> bytes:
+            f.seek(header + pos)
+            return f.read(n)
+
+        with tarfile.open(fileobj=_MemberView(read_at, 1 << 62), mode="r:") as tf:
+            m = tf.next()
+            got = tf.extractfile(m) if m is not None else None
+            if got is None:
+                raise ValueError("its sparse header cannot be read again")
+            return got.read()
+
     def open_member(self, i: int) -> io.BufferedReader:
         """Member i as a read-only, seekable binary file (a video for PyAV), nothing unpacked."""
         ix = self.index
@@ -285,6 +305,9 @@ class _Reader:
             self.f = self._open()
         size = int(ix.length[i])
         start = int(ix.offset[i])
+        if sparse_offset(start) is not None:
+            raise OSError("a GNU sparse member: a video is read in place, and this one is stored "
+                          "without its holes; unpack the archive with tar -x")
         raw = self.f
         on_close = None
         if ix.fmt == "zip":
@@ -458,13 +481,19 @@ def _groups(index: ArchiveIndex, members: list[int | None]) -> Iterator[list[int
         yield group
 
 
+def _at(offset: int) -> int:
+    """Where a member lies in the archive, from its index offset (a sparse member's header's)."""
+    header = sparse_offset(offset)
+    return offset if header is None else header
+
+
 def _read_forward(index: ArchiveIndex, members: list[int | None],
                   max_bytes: int) -> dict[int, tuple[bytes | None, str]]:
     """member -> (bytes, why not): the files among `members` read in order of their offsets (but
     those larger than any frame can be: a zip bomb's member is never inflated)."""
     files = sorted({i for i in members if i is not None and index.kind[i] == KIND_FILE
                     and int(index.length[i]) <= max_bytes},
-                   key=lambda i: (int(index.offset[i]), i))
+                   key=lambda i: (_at(int(index.offset[i])), i))
     r = reader(index)
     return {i: r.read(i) for i in files}
 
@@ -531,7 +560,7 @@ class ArchiveSource:
         first = []
         for ref in refs:
             hits = (index.find(_member_name(prefix, f"{ref.locator}/{n}")) for n in ref.files)
-            first.append(min((int(index.offset[i]) for i in hits if i is not None), default=-1))
+            first.append(min((_at(int(index.offset[i])) for i in hits if i is not None), default=-1))
         return sorted(range(len(refs)), key=lambda k: (first[k] < 0, first[k], k))
 
     def image(self, root: Path, image: str) -> np.ndarray | None:

@@ -34,8 +34,8 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 FORMATS = {".tar.gz": "tar.gz", ".tgz": "tar.gz", ".tar": "tar", ".zip": "zip"}
-INDEX_VERSION = 3  # 2: members sorted by folder, with `folder` and `pos`; 3: names outside the
-# archive left out, anomalies noted (an index of version 2 is made again on resume)
+INDEX_VERSION = 4  # 2: members sorted by folder, with `folder` and `pos`; 3: names outside the
+# archive left out, anomalies noted; 4: GNU sparse members (an older index is made again on resume)
 ROW_GROUP = 16384  # members per row group of members.parquet: what a worker reads per lookup
 LAZY_MEMBERS_KEPT = 200_000  # members a worker keeps looked up before it forgets older folders
 KIND_FILE, KIND_DIR, KIND_OTHER = 0, 1, 2
@@ -316,6 +316,18 @@ class _BoundedInfo(tarfile.TarInfo):
         return super()._proc_gnulong(tarfile)
 
 
+def data_offset(m: tarfile.TarInfo) -> int:
+    """Where a member's data starts; for a GNU sparse member (old or PAX form), whose data is
+    stored without its holes, -1 - where its first header starts: it is read by tarfile, which
+    puts the holes back as `tar -x` does (sparse_offset gives the header's offset back)."""
+    return -1 - m.offset if m.issparse() else m.offset_data
+
+
+def sparse_offset(offset: int) -> int | None:
+    """The first header's offset of a sparse member (from its index offset), None for others."""
+    return -1 - offset if offset < 0 else None
+
+
 def _tar_rows(fileobj, outside: list[str]) -> tuple[dict[str, list], str]:
     """Walk a tar stream's headers: members in archive order, and why the walk stopped early;
     names that leave the archive go to `outside`, not into the index."""
@@ -336,7 +348,7 @@ def _tar_rows(fileobj, outside: list[str]) -> tuple[dict[str, list], str]:
                 if m.islnk():
                     links.append((len(rows["name"]), clean_name(m.linkname)))
                 for k, v in zip(_MEMBERS_SCHEMA.names,
-                                (name, m.offset_data, m.size, int(m.mtime) * 10**9, kind), strict=True):
+                                (name, data_offset(m), m.size, int(m.mtime) * 10**9, kind), strict=True):
                     rows[k].append(v)
     except HeaderTooLarge as e:
         problem = f"the archive is not read past member {len(rows['name'])}: {e}"
