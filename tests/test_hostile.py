@@ -442,19 +442,20 @@ def test_a_file_larger_than_any_frame_is_not_read(where: str, tmp_path: Path):
 
 
 # --- round two: every frame bounded (issue 31) ------------------------------------------------------
-def size_changing_mkv(dest: Path, sizes: list[tuple[int, int]]) -> Path:
-    """An mkv of MJPEG frames whose size changes mid-stream (each packet its own picture): the
-    stream declares the first frame's size, the decoder gives each frame its own."""
+def size_changing_mkv(dest: Path, sizes: list[tuple[int, int]], codec: str = "mjpeg") -> Path:
+    """An mkv of MJPEG (or PNG) frames whose size changes mid-stream (each packet its own picture):
+    the stream declares the first frame's size, the decoder gives each frame its own."""
     import av
 
+    pix = "yuvj420p" if codec == "mjpeg" else "rgb24"
     out = av.open(str(dest), "w", format="matroska")
-    stream = out.add_stream("mjpeg", rate=25)
-    stream.width, stream.height, stream.pix_fmt = *sizes[0], "yuvj420p"
+    stream = out.add_stream(codec, rate=25)
+    stream.width, stream.height, stream.pix_fmt = *sizes[0], pix
     for i, (w, h) in enumerate(sizes):
-        cc = av.CodecContext.create("mjpeg", "w")
-        cc.width, cc.height, cc.pix_fmt, cc.time_base = w, h, "yuvj420p", Fraction(1, 25)
+        cc = av.CodecContext.create(codec, "w")
+        cc.width, cc.height, cc.pix_fmt, cc.time_base = w, h, pix, Fraction(1, 25)
         frame = av.VideoFrame.from_ndarray(np.full((h, w, 3), 90 + i, np.uint8), format="rgb24")
-        frame = frame.reformat(format="yuvj420p")
+        frame = frame.reformat(format=pix)
         frame.pts = i
         for packet in [*cc.encode(frame), *cc.encode(None)]:
             packet.stream, packet.pts, packet.dts = stream, i, i
