@@ -443,12 +443,12 @@ def test_a_file_larger_than_any_frame_is_not_read(where: str, tmp_path: Path):
 
 # --- round two: every frame bounded (issue 31) ------------------------------------------------------
 def size_changing_mkv(dest: Path, sizes: list[tuple[int, int]], codec: str = "mjpeg") -> Path:
-    """An mkv of MJPEG (or PNG) frames whose size changes mid-stream (each packet its own picture):
-    the stream declares the first frame's size, the decoder gives each frame its own."""
+    """An mkv of MJPEG frames (or a .mov of PNG frames) whose size changes mid-stream (each packet
+    its own picture): the stream declares the first frame's size, the decoder gives each its own."""
     import av
 
     pix = "yuvj420p" if codec == "mjpeg" else "rgb24"
-    out = av.open(str(dest), "w", format="matroska")
+    out = av.open(str(dest), "w", format="mov" if dest.suffix == ".mov" else "matroska")
     stream = out.add_stream(codec, rate=25)
     stream.width, stream.height, stream.pix_fmt = *sizes[0], pix
     for i, (w, h) in enumerate(sizes):

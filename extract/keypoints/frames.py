@@ -12,6 +12,12 @@ Choices (documented in the README's bad-input table):
   processed and the row's `note` says what was converted.
 - another size than the video's first frame: processed as it is (MediaPipe's x, y are normalised by
   the frame's own width and height, which the row records) and noted.
+- bounded before decoding: more pixels than --max-pixels is `too_large`; work beyond the pixels
+  (PNG data inflating past what its size needs, more JPEG scans than --max-scans) is `over_budget`.
+- what libpng or libjpeg says while decoding goes into the note; a JPEG whose data ends early
+  (libjpeg fills the rest with grey) is `corrupt_jpeg`, not ok.
+- a JPEG's EXIF orientation is applied, as a video's display rotation is, and noted; a PNG is
+  never turned.
 
 Provenance: size and mtime come from fstat of the descriptor the bytes are read from, and the
 sha256 from those very bytes, so the three always describe what MediaPipe was shown (a stat before

@@ -4,6 +4,9 @@
   workers already fill the cores), every frame in presentation order, converted to RGB24 by PyAV
   (`to_ndarray(format="rgb24")`), the container's display rotation applied (np.rot90, the
   pixel permutation FFmpeg's autorotate does).
+- Size: a stream declaring more than --max-pixels is `too_large` without decoding; and every frame
+  is checked as the decoder meets it (FFmpeg's max_pixels, then its width x height), since a
+  stream's frames can change size mid-stream. What FFmpeg says about a packet goes into its note.
 - Frame count: the packets of the video stream, counted by demuxing (no decoding), at plan time.
   A container's own count (stream.frames) is not trusted: it is 0 in WebM and can be wrong. Each
   decoded frame is put at its place by its timestamp among the packets' ones, so a frame that does

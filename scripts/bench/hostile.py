@@ -8,7 +8,7 @@
   20000 pixels; and once more with `--max-pixels` above the bomb, to show what decoding it would
   cost. Peak RSS is the kernel's high-water mark of the run's process tree (coordinator and workers).
 - Round two (issue 31): the worst case of each kind, met by the same command with default options
-  on a tiny PHOENIX tree (or a folder of one video): a video whose second frame is 16000 x 16000,
+  on a tiny PHOENIX tree (or a folder of one video): a .mov whose second frame is 16000 x 16000,
   a tar.gz whose PAX header holds a 512 MiB path, corpus csv files of 2,000,000 and 299,000 missing
   rows, PNGs whose IDAT inflates past their pixels (25 MB; at the size cap, 336 MB; 40 MP within
   the compressed bound), progressive JPEGs of 6000 x 6000 with 12,000 and 500 scans. Peak RSS
@@ -25,6 +25,7 @@ import io
 import pickle
 import shutil
 import struct
+import subprocess
 import sys
 import tarfile
 import tempfile
@@ -155,8 +156,8 @@ def _video_folder(folder: Path, sizes: list[tuple[int, int]]) -> Path:
     from test_hostile import size_changing_mkv
 
     folder.mkdir(parents=True)
-    size_changing_mkv(folder / "v.mkv", sizes, "png")  # FFmpeg's MJPEG encoder stops below 16000
-    (folder / "list.csv").write_text("name,split,path\nv,train,v.mkv\n")
+    size_changing_mkv(folder / "v.mov", sizes, "png")  # FFmpeg's MJPEG encoder stops below 16000
+    (folder / "list.csv").write_text("name,split,path\nv,train,v.mov\n")
     return folder / "list.csv"
 
 
@@ -167,8 +168,8 @@ def round_two_cases() -> list[tuple[str, str, object]]:
     small, big = [(320, 240)] * 3, [(320, 240), (16000, 16000), (320, 240)]
     return [
         ("baseline", "tiny PHOENIX tree as shipped (6 frames)", lambda w: phoenix_t(w)),
-        ("video", "mkv (PNG frames) of 3 frames of 320x240", lambda w: _video_folder(w, small)),
-        ("video", "mkv (PNG frames) whose 2nd frame is 16000x16000",
+        ("video", "mov (PNG frames) of 3 frames of 320x240", lambda w: _video_folder(w, small)),
+        ("video", "mov (PNG frames) whose 2nd frame is 16000x16000",
          lambda w: _video_folder(w, big)),
         ("pax", "tar.gz whose PAX header holds a 512 MiB path",
          lambda w: _pax_archive(phoenix_t(w / "t"), w / "a.tar.gz")),
@@ -188,10 +189,17 @@ def round_two_cases() -> list[tuple[str, str, object]]:
     ]
 
 
+def build_case(k: int, dest: Path) -> None:
+    """Build round-two case k under dest and print what to pass (run in its own process: a child
+    forked from a process that built a 512 MiB header reports that process's peak as its own)."""
+    print(round_two_cases()[k][2](dest))
+
+
 def round_two_rows(work: Path) -> list[dict]:
     out = []
-    for k, (kind, name, build) in enumerate(round_two_cases()):
-        made = build(work / f"in{k}")
+    for k, (kind, name, _) in enumerate(round_two_cases()):
+        made = Path(subprocess.run([sys.executable, __file__, "--build", str(k), str(work / f"in{k}")],
+                                   check=True, capture_output=True, text=True).stdout.strip())
         size = sum(p.stat().st_size for p in made.parent.rglob("*") if p.is_file()) \
             if made.is_file() else sum(p.stat().st_size for p in made.rglob("*") if p.is_file())
         flag = "--manifest" if made.suffix == ".csv" else "--dataset"
@@ -213,7 +221,10 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--save", help="results file name under docs/results/")
     p.add_argument("--only", choices=["round-two"], help="only the round-two cases")
+    p.add_argument("--build", nargs=2, help=argparse.SUPPRESS)
     args = p.parse_args()
+    if args.build:
+        return build_case(int(args.build[0]), Path(args.build[1]))
     with tempfile.TemporaryDirectory() as tmp:
         second = round_two_rows(Path(tmp))
         labels = [] if args.only else labels_rows(Path(tmp))
