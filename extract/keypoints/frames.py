@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import stat
 import struct
 import tempfile
@@ -321,6 +322,9 @@ def _refused(data: bytes, name: str, max_pixels: int,
 
 _said_file: list = []  # the one temporary file a process's decoders' stderr goes to, made once
 _TRUNCATED = "premature end of data segment"  # libjpeg: the rest of the image is made up (grey)
+# Lines other threads of the process may write meanwhile (MediaPipe's graph runs on beside the
+# decode: TFLite, glog, absl): not the decoder's words, so they go back to stderr, not into a note
+_NOT_DECODER = re.compile(r"^(INFO|WARNING|ERROR|FATAL): |^[IWEF]\d{4} |TensorFlow|absl::|mediapipe")
 
 
 def _imdecode(data: bytes) -> tuple[np.ndarray | None, str]:
@@ -339,10 +343,14 @@ def _imdecode(data: bytes) -> tuple[np.ndarray | None, str]:
     said = ""
     size = os.fstat(fd).st_size
     if size:
-        text = os.pread(fd, min(size, 2048), 0).decode("utf-8", "replace")
-        said = "; ".join(dict.fromkeys(line.strip() for line in text.splitlines() if line.strip()))
+        text = os.pread(fd, min(size, 65536), 0).decode("utf-8", "replace")
         os.ftruncate(fd, 0)
         os.lseek(fd, 0, os.SEEK_SET)
+        lines = [line.strip() for line in text.splitlines() if line.strip()]
+        others = [line for line in lines if _NOT_DECODER.search(line)]
+        if others:
+            os.write(2, ("\n".join(others) + "\n").encode())
+        said = "; ".join(dict.fromkeys(line for line in lines if line not in others))
     return img, said[:300]
 
 
