@@ -707,3 +707,34 @@ def test_a_gnu_sparse_member_is_read_as_tar_restores_it(fmt: list[str], tmp_path
     assert got[1]["file_size"] == len(whole)
     assert got[1]["file_sha256"] == hashlib.sha256(whole).hexdigest()
     assert [got[i]["status"] for i in (0, 2, 3)] == ["ok"] * 3
+
+
+def test_what_ffmpeg_says_about_a_video_frame_reaches_its_row(tmp_path: Path):
+    """A video frame whose packet is cut in half decodes (FFmpeg emulates the missing end), and
+    its note says what FFmpeg said; the frames around it have no note."""
+    import av
+
+    folder = tmp_path / "m"
+    folder.mkdir()
+    out = av.open(str(folder / "cut.mkv"), "w", format="matroska")
+    stream = out.add_stream("mjpeg", rate=25)
+    stream.width, stream.height, stream.pix_fmt = 64, 48, "yuvj420p"
+    cc = av.CodecContext.create("mjpeg", "w")
+    cc.width, cc.height, cc.pix_fmt, cc.time_base = 64, 48, "yuvj420p", Fraction(1, 25)
+    rng = np.random.default_rng(0)
+    for i in range(4):
+        frame = av.VideoFrame.from_ndarray(rng.integers(0, 256, (48, 64, 3), np.uint8), format="rgb24")
+        frame = frame.reformat(format="yuvj420p")
+        frame.pts = i
+        for packet in cc.encode(frame):
+            if i == 1:
+                packet = av.Packet(bytes(packet)[:packet.size // 2])
+            packet.stream, packet.pts, packet.dts = stream, i, i
+            out.mux(packet)
+    out.close()
+    (folder / "list.csv").write_text("name,split,path\ncut,train,cut.mkv\n")
+    run(["--manifest", folder / "list.csv", "--out", tmp_path / "R"])
+    got = rows(tmp_path / "R", "cut")
+    assert "decoder: " in (got[1]["note"] or "") and "EOI missing" in got[1]["note"], got[1]
+    assert [got[i]["status"] for i in range(4)] == ["ok"] * 4
+    assert not any(got[i]["note"] for i in (0, 2, 3)), got
