@@ -33,6 +33,7 @@ import re
 import stat
 import struct
 import tempfile
+import threading
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
@@ -321,6 +322,7 @@ def _refused(data: bytes, name: str, max_pixels: int,
 
 
 _said_file: list = []  # the one temporary file a process's decoders' stderr goes to, made once
+_SAID_LOCK = threading.Lock()
 _TRUNCATED = "premature end of data segment"  # libjpeg: the rest of the image is made up (grey)
 # Lines other threads of the process may write meanwhile (MediaPipe's graph runs on beside the
 # decode: TFLite, glog, absl): not the decoder's words, so they go back to stderr, not into a note
@@ -330,16 +332,26 @@ _NOT_DECODER = re.compile(r"^(INFO|WARNING|ERROR|FATAL): |^[IWEF]\d{4} |TensorFl
 def _imdecode(data: bytes) -> tuple[np.ndarray | None, str]:
     """cv2.imdecode, and what libpng or libjpeg wrote to stderr meanwhile (their warnings and
     errors: a CRC error, data that ends early), which would otherwise reach only a worker's log."""
-    if not _said_file:
-        _said_file.append(tempfile.TemporaryFile())  # noqa: SIM115 (kept for the process)
-    fd = _said_file[0].fileno()
-    saved = os.dup(2)
-    try:
-        os.dup2(fd, 2)
-        img = cv2.imdecode(np.frombuffer(data, np.uint8), cv2.IMREAD_UNCHANGED)
-    finally:
-        os.dup2(saved, 2)
-        os.close(saved)
+    with _SAID_LOCK:  # fd 2 is the process's: one decode at a time redirects it
+        try:
+            if not _said_file:
+                _said_file.append(tempfile.TemporaryFile())  # noqa: SIM115 (kept for the process)
+            fd = _said_file[0].fileno()
+            saved = os.dup(2)
+        except OSError:  # no stderr to catch (closed), or no temporary file: decode as it is
+            return cv2.imdecode(np.frombuffer(data, np.uint8), cv2.IMREAD_UNCHANGED), ""
+        try:
+            os.dup2(fd, 2)
+            img = cv2.imdecode(np.frombuffer(data, np.uint8), cv2.IMREAD_UNCHANGED)
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+        return img, _caught(fd)
+
+
+def _caught(fd: int) -> str:
+    """What the decoder wrote to the file behind `fd`, which is emptied; other threads' lines go
+    back to stderr."""
     said = ""
     size = os.fstat(fd).st_size
     if size:
@@ -351,7 +363,7 @@ def _imdecode(data: bytes) -> tuple[np.ndarray | None, str]:
         if others:
             os.write(2, ("\n".join(others) + "\n").encode())
         said = "; ".join(dict.fromkeys(line for line in lines if line not in others))
-    return img, said[:300]
+    return said[:300]
 
 
 def _exif_orientation(data: bytes) -> int:
