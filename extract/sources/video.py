@@ -373,9 +373,8 @@ def _decoded(f, max_pixels: int = MAX_PIXELS) -> Iterator[Decoded]:
             seq, last = 0, None
             for packet in container.demux(stream):
                 frames, big, said = _decode_packet(packet, max_pixels)
-                t = packet.pts * base if packet.pts is not None and base else None
-                if big and place and t in place:
-                    yield Decoded(place[t], None, t, STATUS_TOO_LARGE, big)
+                if big:  # the frame the decoder refused: where its packet's time places it
+                    frames = [_Refused(packet.pts, big)]
                 for frame in frames:
                     t = frame.pts * base if frame.pts is not None and base else None
                     if place and t in place:  # timestamps place it (and are usable times)
@@ -389,8 +388,17 @@ def _decoded(f, max_pixels: int = MAX_PIXELS) -> Iterator[Decoded]:
         av.logging.set_level(level)
 
 
+class _Refused(NamedTuple):
+    """A frame the decoder refused for its size: its packet's time and why, placed as frames are."""
+
+    pts: int | None
+    big: str
+
+
 def _checked(index: int, frame, t: float | None, said: str, max_pixels: int) -> Decoded:
     """A decoded frame as RGB, or `too_large` before conversion when it is above max_pixels."""
+    if isinstance(frame, _Refused):
+        return Decoded(index, None, t, STATUS_TOO_LARGE, frame.big)
     big = too_large(frame.width, frame.height, max_pixels)
     if big:
         return Decoded(index, None, t, STATUS_TOO_LARGE, big)
