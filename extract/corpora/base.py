@@ -35,8 +35,8 @@ class DatasetError(Exception):
 # to the real ones: the largest lists about 31,000 rows (How2Sign's train csv; PHOENIX-2014-T's 7,096),
 # so about 10x that; the longest PHOENIX-2014-T line is 602 characters. Past either, the file is
 # refused before it is parsed, so a crafted file costs its own size once, not gigabytes of rows
-# (2,000,000 rows took 2.9 GB and minutes of planning; 299,000 missing rows plan in 22 s of CPU and
-# 0.55 GB). 131,072 is also the csv module's own field limit.
+# (2,000,000 rows took 2.9 GB and minutes of planning; 299,000 missing rows plan in 14 s of CPU and
+# 0.6 GB). 131,072 is also the csv module's own field limit.
 MAX_ROWS = 300_000
 MAX_LINE = 131_072
 
