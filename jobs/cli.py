@@ -96,6 +96,9 @@ def _plan_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-pixels", type=_positive, metavar="N",
                    help="a frame whose header says more pixels is `too_large`, never decoded "
                         "(default 40000000: 8K video passes)")
+    p.add_argument("--max-scans", type=_positive, metavar="N",
+                   help="a JPEG of more scans is `over_budget`, never decoded (default 500, "
+                        "libjpeg-turbo's own limit; encoders write about 10)")
 
 
 def _add_run(sub: argparse._SubParsersAction) -> None:
@@ -301,7 +304,8 @@ def _options(args: argparse.Namespace) -> RunOptions:
                       args.model_complexity, args.max_samples_per_split,
                       args.min_detection_confidence, args.min_tracking_confidence,
                       args.refine_face_landmarks, args.static_image_mode, args.smooth_landmarks,
-                      args.max_pixels, args.follow_links, args.estimator, _models(args))
+                      args.max_pixels, args.follow_links, args.estimator, _models(args),
+                      args.max_scans)
 
 
 def _models(args: argparse.Namespace) -> dict | None:

@@ -67,6 +67,8 @@ def error(text: str) -> None:
     say(f"error: {text}")
 
 
-def listing(items: list[str], limit: int = 10) -> str:
-    """The first `limit` items, comma-separated, with ' ...' when there are more."""
-    return ", ".join(items[:limit]) + (" ..." if len(items) > limit else "")
+def listing(items: list[str], limit: int = 10, total: int | None = None) -> str:
+    """The first `limit` items, comma-separated, with ' ...' when there are more (`total`: how
+    many there are, when `items` holds only the first)."""
+    more = (len(items) if total is None else total) > min(limit, len(items))
+    return ", ".join(items[:limit]) + (" ..." if more else "")

@@ -151,8 +151,10 @@ def render(rd: RunDir) -> str:
     lines.append(f"failed:   {len(failed)} video(s)" + (": " + listing(
         [f"{v} ({w})" for v, w in sorted(failed.items())]) if failed else ""))
     problems = info.dataset.problems
-    lines.append(f"missing:  {len(problems)} listed video(s) missing on disk or without frames"
-                 + (": " + listing([f"{v} ({p})" for v, p in problems.items()]) if problems else ""))
+    lines.append(f"missing:  {info.dataset.problem_count} listed video(s) missing on disk or "
+                 "without frames" + (": " + listing([f"{v} ({p})" for v, p in problems.items()],
+                                                    total=info.dataset.problem_count)
+                                     if problems else ""))
     not_ok = summary.not_ok_frames(state.statuses, state.worst_videos())
     if state.done:
         lines.append(f"statuses: {not_ok or f'all {state.frames_done} frame(s) ok'} "

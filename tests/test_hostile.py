@@ -18,6 +18,7 @@ import struct
 import tarfile
 import zipfile
 import zlib
+from fractions import Fraction
 from pathlib import Path
 
 import numpy as np
@@ -438,3 +439,302 @@ def test_a_file_larger_than_any_frame_is_not_read(where: str, tmp_path: Path):
     assert row["status"] == "too_large" and row["file_size"] == big and row["file_sha256"] is None
     assert f"a file of {big:,} bytes" in row["note"], row
     assert "pixels" in rows(out)[0]["note"]  # the others: refused by their header, as always
+
+
+# --- round two: every frame bounded (issue 31) ------------------------------------------------------
+def size_changing_mkv(dest: Path, sizes: list[tuple[int, int]], codec: str = "mjpeg") -> Path:
+    """An mkv of MJPEG frames (or a .mov of PNG frames) whose size changes mid-stream (each packet
+    its own picture): the stream declares the first frame's size, the decoder gives each its own."""
+    import av
+
+    pix = "yuvj420p" if codec == "mjpeg" else "rgb24"
+    out = av.open(str(dest), "w", format="mov" if dest.suffix == ".mov" else "matroska")
+    stream = out.add_stream(codec, rate=25)
+    stream.width, stream.height, stream.pix_fmt = *sizes[0], pix
+    for i, (w, h) in enumerate(sizes):
+        cc = av.CodecContext.create(codec, "w")
+        cc.width, cc.height, cc.pix_fmt, cc.time_base = w, h, pix, Fraction(1, 25)
+        frame = av.VideoFrame.from_ndarray(np.full((h, w, 3), 90 + i, np.uint8), format="rgb24")
+        frame = frame.reformat(format=pix)
+        frame.pts = i
+        for packet in [*cc.encode(frame), *cc.encode(None)]:
+            packet.stream, packet.pts, packet.dts = stream, i, i
+            out.mux(packet)
+    out.close()
+    return dest
+
+
+def test_every_decoded_video_frame_is_checked_against_max_pixels(tmp_path: Path):
+    """A frame larger than --max-pixels in a stream that declares a small size is too_large, refused
+    by the decoder before it is allocated; the frames before and after it are ok."""
+    folder = tmp_path / "m"
+    folder.mkdir()
+    size_changing_mkv(folder / "grows.mkv", [(64, 48), (64, 48), (400, 300), (64, 48)])
+    (folder / "list.csv").write_text("name,split,path\ngrows,train,grows.mkv\n")
+    out = tmp_path / "R"
+    run(["--manifest", folder / "list.csv", "--out", out, "--max-pixels", "20000"])
+    got = rows(out, "grows")
+    assert [got[i]["status"] for i in range(4)] == ["ok", "ok", "too_large", "ok"], got
+    assert "400x300 = 120,000 pixels, more than --max-pixels 20,000" in got[2]["note"]
+
+
+def _append_rows(csv_path: Path, lines: str) -> None:
+    with open(csv_path, "a", encoding="utf-8") as f:
+        f.write(lines)
+
+
+def test_a_corpus_csv_of_two_million_rows_is_refused_at_once(tmp_path: Path):
+    """2,000,000 rows naming videos that do not exist (138 MB took 2.9 GB, minutes and a traceback):
+    refused before a row is parsed, naming the file and the limit."""
+    root = phoenix_t(tmp_path / "t")
+    corpus = root / "annotations/manual/PHOENIX-2014-T.test.corpus.csv"
+    _append_rows(corpus, "".join(f"v{i}|v{i}/1/*.png|-1|-1|Signer01|A|a\n" for i in range(2_000_000)))
+    proc = run(["--dataset", root, "--out", tmp_path / "R"], code=2)
+    assert f"error: {corpus}: 2,000,00" in proc.stderr, proc.stderr[-800:]
+    assert "more than the 300,000 rows a corpus file may list" in proc.stderr
+    assert not (tmp_path / "R").exists()
+
+
+@pytest.mark.parametrize("kind", ["phoenix", "manifest", "manifest-quoted"])
+def test_a_100mb_field_is_refused_naming_its_line(kind: str, tmp_path: Path):
+    """A 100 MB field in a corpus csv (a manifest: csv's field-limit traceback; PHOENIX: a refusal
+    blaming plan.parquet) is refused naming the file, the line and the limit."""
+    if kind == "phoenix":
+        root = phoenix_t(tmp_path / "t")
+        listed = root / "annotations/manual/PHOENIX-2014-T.train.corpus.csv"
+        _append_rows(listed, "big|big/1/*.png|-1|-1|Signer01|A|" + "a" * 100 * 2**20 + "\n")
+        args, line = ["--dataset", root], 3
+    else:
+        folder = tmp_path / "m"
+        clip(folder / "a.mp4", 0)
+        listed = folder / "list.csv"
+        big = '"' + ("b" * 99 + "\n") * 2000 + '"' if kind == "manifest-quoted" else "b" * 100 * 2**20
+        listed.write_text(f"name,split,path,text\na,train,a.mp4,ok\nb,train,a.mp4,{big}\n")
+        args, line = ["--manifest", listed], 3
+    proc = run([*args, "--out", tmp_path / "R"], code=2)
+    if kind == "manifest-quoted":
+        assert f"error: {listed}: cannot be read as csv after 1 row(s)" in proc.stderr, proc.stderr
+        assert "at most 131,072 characters" in proc.stderr
+    else:
+        assert f"error: {listed}:{line}: a line of " in proc.stderr, proc.stderr[-800:]
+        assert "more than the 131,072 a corpus line may hold" in proc.stderr
+
+
+@pytest.mark.parametrize("header", ["pax", "gnu"])
+def test_a_huge_pax_header_is_not_read(header: str, tmp_path: Path):
+    """A member whose PAX header (or GNU long name) holds a 4 MiB path (512 MiB took 1.85 GB and a
+    traceback): the header is not read, the archive is used up to it, the member and the limit are
+    named, and the frames before it are ok (the folder read last may go on past it: a readme's)."""
+    root = phoenix_t(tmp_path / "t")
+    tgz = tmp_path / "huge.tar.gz"
+    fmt = tarfile.PAX_FORMAT if header == "pax" else tarfile.GNU_FORMAT
+    with tarfile.open(tgz, "w:gz", format=fmt) as tf:
+        for name, data in [*_tree_members(root), ("PHOENIX-2014-T/notes/readme.txt", b"x"),
+                           ("PHOENIX-2014-T/" + "p" * 4 * 2**20, b"x")]:
+            info = tarfile.TarInfo(name)
+            info.size, info.mtime = len(data), 1_700_000_000
+            tf.addfile(info, io.BytesIO(data))
+    assert tgz.stat().st_size < 2**20
+    out = tmp_path / "R"
+    proc = run(["--dataset", tgz, "--out", out])
+    what = "PAX header" if header == "pax" else "GNU long name"
+    assert f"the archive is not read past member {len(_tree_members(root)) + 1}: the {what} at " \
+        in proc.stderr, proc.stderr[-1500:]
+    assert "more than the 1,048,576 a header may hold" in proc.stderr
+    assert {r["status"] for r in rows(out).values()} == {"ok"} and len(rows(out)) == 4
+
+
+def png_with_surplus(width: int, height: int, surplus: int) -> bytes:
+    """A gray PNG whose IDAT stream goes on `surplus` random bytes past the rows the image needs:
+    libpng inflates it all (a 25 MB file of 100x100 cost 54 s of CPU and was ok)."""
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+
+    rows = (b"\0" + b"\x80" * width) * height
+    tail = np.random.default_rng(0).integers(0, 256, surplus, dtype=np.uint8).tobytes()
+    ihdr = struct.pack(">IIBBBBB", width, height, 8, 0, 0, 0, 0)
+    return (PNG_MAGIC + chunk(b"IHDR", ihdr) + chunk(b"IDAT", zlib.compress(rows + tail, 9))
+            + chunk(b"IEND", b""))
+
+
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+def progressive_jpeg(extra_scans: int = 0) -> bytes:
+    """A 64x48 progressive JPEG (10 scans, as libjpeg's encoder writes), its last scan repeated
+    `extra_scans` times more: libjpeg warns and decodes every one (12,000 scans of 6000x6000 cost
+    39 s of CPU and were ok)."""
+    from PIL import Image
+
+    buf = io.BytesIO()
+    Image.fromarray(np.full((48, 64, 3), 120, np.uint8)).save(buf, "JPEG", progressive=True)
+    data = buf.getvalue()
+    last = data.rfind(b"\xff\xda")
+    return data[:-2] + data[last:-2] * extra_scans + b"\xff\xd9"
+
+
+def test_a_frame_that_would_cost_the_decoder_more_than_its_pixels_is_over_budget(tmp_path: Path):
+    """Compressed data beyond what the size needs (a small and a larger PNG) and a JPEG of 600
+    scans are over_budget and never decoded; the frame of 10 scans is ok."""
+    root = phoenix_t(tmp_path / "t")
+    (root / SIGNER / "images0001.png").write_bytes(png_with_surplus(100, 100, 300_000))
+    (root / SIGNER / "images0002.png").write_bytes(png_with_surplus(1000, 1000, 300_000))
+    (root / SIGNER / "images0003.png").write_bytes(progressive_jpeg(590))
+    (root / SIGNER / "images0004.png").write_bytes(progressive_jpeg())
+    out = tmp_path / "R"
+    run(["--dataset", root, "--out", out])
+    got = rows(out)
+    assert [got[i]["status"] for i in range(4)] == ["over_budget"] * 3 + ["ok"], got
+    assert "compressed, more than its pixels take raw (10,100)" in got[0]["note"]
+    assert "inflates past the 1,001,000 bytes its pixels need" in got[1]["note"]
+    assert "600 scans, more than --max-scans 500: not decoded" in got[2]["note"]
+    assert all(r["status"] == "ok" for r in rows(out, "25October_2010_Monday_tagesschau-17").values())
+
+
+def test_max_scans_is_settable_and_recorded(tmp_path: Path):
+    root = phoenix_t(tmp_path / "t")
+    (root / SIGNER / "images0002.png").write_bytes(progressive_jpeg())
+    out = tmp_path / "R"
+    run(["--dataset", root, "--out", out, "--max-scans", "5"])
+    got = rows(out)
+    assert got[1]["status"] == "over_budget" and "10 scans, more than --max-scans 5" in got[1]["note"]
+    assert [got[i]["status"] for i in (0, 2, 3)] == ["ok"] * 3
+    assert json.loads((out / "run.json").read_text())["options"]["max_scans"] == 5
+    again = run_cli(["run", "--dataset", root, "--out", out, *OPTIONS])  # the run's own limit
+    assert again.returncode == 0 and "complete:" in again.stdout, again.stderr
+    other = run_cli(["run", "--dataset", root, "--out", out, "--max-scans", "6", *OPTIONS])
+    assert other.returncode == 2 and "max_scans" in other.stderr, other.stderr
+
+
+def test_what_the_decoder_says_reaches_the_row(tmp_path: Path):
+    """A JPEG whose data ends early (an end-of-image marker after a third of its data: libjpeg fills
+    the rest with grey) is not ok, and a PNG with a bad CRC says so: the decoder's own words are in
+    the note, not only in the worker's log."""
+    from PIL import Image
+
+    root = phoenix_t(tmp_path / "t")
+    buf = io.BytesIO()
+    Image.fromarray(np.random.default_rng(0).integers(0, 256, (600, 600, 3), np.uint8)).save(buf, "JPEG")
+    jpeg = buf.getvalue()
+    (root / SIGNER / "images0002.png").write_bytes(jpeg[:len(jpeg) // 3] + b"\xff\xd9")
+    png = bytearray((root / SIGNER / "images0003.png").read_bytes())
+    idat = png.find(b"IDAT")
+    png[idat + 4 + int.from_bytes(png[idat - 4:idat], "big")] ^= 0xFF  # its CRC's first byte
+    (root / SIGNER / "images0003.png").write_bytes(bytes(png))
+    out = tmp_path / "R"
+    run(["--dataset", root, "--out", out])
+    got = rows(out)
+    assert got[1]["status"] == "corrupt_jpeg" and "premature end of data segment" in got[1]["note"]
+    assert got[2]["status"] == "corrupt_png" and "IDAT: CRC error" in got[2]["note"], got[2]
+    assert got[0]["status"] == got[3]["status"] == "ok" and not got[0]["note"] and not got[3]["note"]
+
+
+def test_many_missing_videos_make_one_line_and_a_few_examples(tmp_path: Path):
+    """Listed videos that are not on disk are counted and a few named: run.json names the first 100
+    (1,000,000 made a 30 MB run.json), the plan keeps each one's problem, the rest is extracted."""
+    root = phoenix_t(tmp_path / "t")
+    _append_rows(root / "annotations/manual/PHOENIX-2014-T.test.corpus.csv",
+                 "".join(f"v{i}|v{i}/1/*.png|-1|-1|Signer01|A|a\n" for i in range(3000)))
+    out = tmp_path / "R"
+    proc = run(["--dataset", root, "--out", out])
+    assert "warning: 3000 listed video(s) cannot be processed: v0 (no folder)" in proc.stderr
+    d = json.loads((out / "run.json").read_text())["dataset"]
+    assert d["problems_total"] == 3000 and len(d["problems"]) == 100
+    assert (out / "run.json").stat().st_size < 20_000
+    plan = pq.read_table(out / "plan.parquet", columns=["video", "problem"]).to_pylist()
+    assert sum(1 for r in plan if r["problem"] == "no folder") == 3000
+    assert {r["status"] for r in rows(out).values()} == {"ok"}
+    status = run_cli(["status", "--out", str(out)])
+    assert "missing:  3000 listed video(s)" in status.stdout, status.stdout
+
+
+def test_exif_orientation_is_applied_and_noted(tmp_path: Path):
+    """A JPEG with EXIF orientation 6 is turned upright before MediaPipe sees it, as a video's
+    display rotation is, and its note says so; a frame without EXIF is as it was."""
+    from PIL import Image
+
+    root = phoenix_t(tmp_path / "t")
+    frame = root / SIGNER / "images0002.png"
+    upright = np.asarray(Image.open(frame).convert("RGB"))  # 210 wide, 260 high
+    exif = Image.Exif()
+    exif[0x0112] = 6  # stored turned a quarter counter-clockwise: shown turned back clockwise
+    buf = io.BytesIO()
+    Image.fromarray(np.ascontiguousarray(np.rot90(upright, 1))).save(buf, "JPEG", exif=exif)
+    frame.write_bytes(buf.getvalue())
+    out = tmp_path / "R"
+    run(["--dataset", root, "--out", out])
+    t = pq.read_table(out / "keypoints.parquet", columns=["video", "frame", "status", "note", "width",
+                                                           "height"]).to_pylist()
+    got = {r["frame"]: r for r in t if r["video"] == "signer_demo-1"}
+    assert got[1]["status"] == "ok" and "EXIF orientation 6 applied" in got[1]["note"], got[1]
+    assert (got[1]["width"], got[1]["height"]) == (got[0]["width"], got[0]["height"]) == (210, 260)
+    assert not got[0]["note"] and [got[i]["status"] for i in (0, 2, 3)] == ["ok"] * 3
+
+
+@pytest.mark.parametrize("fmt", [["--format=gnu"], ["--format=posix", "--sparse-version=1.0"],
+                                 ["--format=posix", "--sparse-version=0.1"]],
+                         ids=["gnu", "pax-1.0", "pax-0.1"])
+def test_a_gnu_sparse_member_is_read_as_tar_restores_it(fmt: list[str], tmp_path: Path):
+    """A frame stored by `tar --sparse` (a PNG holding 1 MiB of zeros in a private chunk, a hole on
+    disk) reads as `tar -x` restores it: ok, its size and sha256 those of the whole file (it was
+    `unreadable`, "the archive ends inside it")."""
+    import subprocess
+
+    if shutil.which("tar") is None:
+        pytest.skip("no tar on this machine")
+    root = phoenix_t(tmp_path / "t")
+    frame = root / SIGNER / "images0002.png"
+    png = frame.read_bytes()
+    zeros = b"\0" * 2**20
+    crc = struct.pack(">I", zlib.crc32(b"prVt" + zeros))
+    private = struct.pack(">I", len(zeros)) + b"prVt" + zeros + crc
+    whole = png[:-12] + private + png[-12:]
+    with open(frame, "wb") as f:
+        f.write(png[:-12] + private[:8])
+        f.seek(len(zeros), io.SEEK_CUR)  # the zeros as a hole: what tar --sparse stores sparse
+        f.write(private[-4:] + png[-12:])
+    assert frame.read_bytes() == whole
+    tar = tmp_path / "sparse.tar"
+    subprocess.run(["tar", "--sparse", *fmt, "-cf", str(tar), "-C", str(root.parent), root.name],
+                   check=True)
+    with tarfile.open(tar) as tf:
+        sparse = [m.name for m in tf.getmembers() if m.issparse()]
+    assert sparse == [f"PHOENIX-2014-T/{SIGNER}/images0002.png"]
+    out = tmp_path / "R"
+    run(["--dataset", tar, "--out", out])
+    got = rows(out)
+    assert got[1]["status"] == "ok", got[1]
+    assert got[1]["file_size"] == len(whole)
+    assert got[1]["file_sha256"] == hashlib.sha256(whole).hexdigest()
+    assert [got[i]["status"] for i in (0, 2, 3)] == ["ok"] * 3
+
+
+def test_what_ffmpeg_says_about_a_video_frame_reaches_its_row(tmp_path: Path):
+    """A video frame whose packet is cut in half decodes (FFmpeg emulates the missing end), and
+    its note says what FFmpeg said; the frames around it have no note."""
+    import av
+
+    folder = tmp_path / "m"
+    folder.mkdir()
+    out = av.open(str(folder / "cut.mkv"), "w", format="matroska")
+    stream = out.add_stream("mjpeg", rate=25)
+    stream.width, stream.height, stream.pix_fmt = 64, 48, "yuvj420p"
+    cc = av.CodecContext.create("mjpeg", "w")
+    cc.width, cc.height, cc.pix_fmt, cc.time_base = 64, 48, "yuvj420p", Fraction(1, 25)
+    rng = np.random.default_rng(0)
+    for i in range(4):
+        frame = av.VideoFrame.from_ndarray(rng.integers(0, 256, (48, 64, 3), np.uint8), format="rgb24")
+        frame = frame.reformat(format="yuvj420p")
+        frame.pts = i
+        for packet in cc.encode(frame):
+            if i == 1:
+                packet = av.Packet(bytes(packet)[:packet.size // 2])
+            packet.stream, packet.pts, packet.dts = stream, i, i
+            out.mux(packet)
+    out.close()
+    (folder / "list.csv").write_text("name,split,path\ncut,train,cut.mkv\n")
+    run(["--manifest", folder / "list.csv", "--out", tmp_path / "R"])
+    got = rows(tmp_path / "R", "cut")
+    assert "decoder: " in (got[1]["note"] or "") and "EOI missing" in got[1]["note"], got[1]
+    assert [got[i]["status"] for i in range(4)] == ["ok"] * 4
+    assert not any(got[i]["note"] for i in (0, 2, 3)), got

@@ -31,6 +31,35 @@ class DatasetError(Exception):
     """The dataset cannot be used as given; the message says what, where and what to do."""
 
 
+# What a corpus file (PHOENIX's csv, How2Sign's, CSL-Daily's split list, a manifest) may hold, tied
+# to the real ones: the largest lists about 31,000 rows (How2Sign's train csv; PHOENIX-2014-T's 7,096),
+# so about 10x that; the longest PHOENIX-2014-T line is 602 characters. Past either, the file is
+# refused before it is parsed, so a crafted file costs its own size once, not gigabytes of rows
+# (2,000,000 rows took 2.9 GB and minutes of planning; 299,000 missing rows plan in 14 s of CPU and
+# 0.6 GB). 131,072 is also the csv module's own field limit.
+MAX_ROWS = 300_000
+MAX_LINE = 131_072
+
+
+def check_corpus_text(text: str, path: object) -> None:
+    """Refuse a corpus file's text past MAX_ROWS lines or with a line past MAX_LINE characters,
+    naming the file, the line and the limit; called before any row is parsed."""
+    lines = text.count("\n") + (not text.endswith("\n"))
+    if lines > MAX_ROWS + 1:  # + its header
+        raise DatasetError(f"{path}: {lines:,} lines, more than the {MAX_ROWS:,} rows a corpus file "
+                           "may list (the largest real one lists about 31,000). Check the file, or "
+                           "split the corpus into several runs.")
+    start, lineno = 0, 1
+    while start < len(text):
+        end = text.find("\n", start)
+        end = len(text) if end < 0 else end
+        if end - start > MAX_LINE:
+            raise DatasetError(f"{path}:{lineno}: a line of {end - start:,} characters, more than "
+                               f"the {MAX_LINE:,} a corpus line may hold (real ones hold a few "
+                               "hundred). Check that line (a missing line break or quote?).")
+        start, lineno = end + 1, lineno + 1
+
+
 @dataclass(frozen=True)
 class Video:
     """One listed video: where its frames are and what the corpus says of it.

@@ -23,7 +23,7 @@ import os
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
-from extract.corpora.base import SPLITS, Dataset, DatasetError
+from extract.corpora.base import MAX_LINE, SPLITS, Dataset, DatasetError, check_corpus_text
 from extract.corpora.entries import Listing, build
 
 LAYOUT = "manifest"
@@ -83,6 +83,23 @@ def _listing(row: dict, where: str) -> Listing:
                    extra=json.dumps(extra, ensure_ascii=False, sort_keys=True) if extra else "", **meta)
 
 
+def _listings(path: Path, text: str) -> list[Listing]:
+    """Every row as a listing; a quoted csv field past the csv module's limit (MAX_LINE, over several
+    lines) is refused naming the line it ends on."""
+    rows = _records(path, text)
+    out = []
+    while True:
+        try:
+            line, row = next(rows)
+        except StopIteration:
+            return out
+        except csv.Error as e:
+            raise DatasetError(f"{path}: cannot be read as csv after {len(out)} row(s) ({e}; a "
+                               f"field may hold at most {MAX_LINE:,} characters). Check the quotes "
+                               "there.") from None
+        out.append(_listing(row, f"{path}:{line}"))
+
+
 class Manifest:
     name = LAYOUT
     placeholder = "--manifest FILE"
@@ -103,7 +120,8 @@ class Manifest:
             raise DatasetError(f"{path}: not UTF-8 ({e}). Save it as UTF-8.") from None
         except OSError as e:
             raise DatasetError(f"{path}: cannot read ({e.strerror}).") from None
-        listings = [_listing(row, f"{path}:{line}") for line, row in _records(path, text)]
+        check_corpus_text(text, path)
+        listings = _listings(path, text)
         if not listings:
             raise DatasetError(f"{path}: no rows; a manifest lists one video per row.")
         ds = build(path.parent, LAYOUT, listings, hashlib.sha256(raw).hexdigest(), splits, videos,

@@ -38,9 +38,11 @@ from extract.corpora.base import (
     Dataset,
     DatasetError,
     Video,
+    check_corpus_text,
     check_splits,
     count,
     names,
+    nfc,
     safe_component,
     safe_relative,
     select,
@@ -125,6 +127,7 @@ def read_corpus(path: Path, split: str, layout: str) -> list[CorpusRow]:
         raise DatasetError(f"{path}: not UTF-8 ({e}). Save it as UTF-8.") from None
     except OSError as e:
         raise DatasetError(f"{path}: cannot read ({e.strerror}).") from None
+    check_corpus_text(text, path)
     lines = text.splitlines()
     if not lines:
         raise DatasetError(f"{path}:1: empty corpus file; expected the header {'|'.join(columns)}.")
@@ -192,9 +195,42 @@ def _unlisted(root: Path, splits: Sequence[str], listed_dirs: set[str]) -> list[
     return unlisted
 
 
-def _video(root: Path, row: CorpusRow, layout: str, index: NameIndex) -> Video:
+class _SplitNames:
+    """The names in the frames folder and in each split's, listed once (NFC, casefolded): a row
+    whose split or video folder is not among them has no folder, said without the per-row lookups
+    (2,000,000 listed videos that do not exist took minutes)."""
+
+    def __init__(self, root: Path) -> None:
+        self.root, self._names = root, {}
+
+    def _listed(self, rel: str) -> set[str] | None:
+        if rel not in self._names:
+            try:
+                self._names[rel] = {nfc(e.name).casefold() for e in scandir(self.root / rel)}
+            except OSError:
+                self._names[rel] = None  # absent or unreadable: the scan says why
+        return self._names[rel]
+
+    def surely_missing(self, folder: str) -> bool:
+        """features/fullFrame-210x260px/<split>/<first>...: no split or no first folder there."""
+        parts = PurePosixPath(folder).parts
+        for depth in (2, 3):
+            names = self._listed("/".join(parts[:depth]))
+            if names is None or len(parts) <= depth:
+                return False
+            if nfc(parts[depth]).casefold() not in names:
+                return True
+        return False
+
+
+def _video(root: Path, row: CorpusRow, layout: str, index: NameIndex,
+           split_names: _SplitNames | None = None) -> Video:
     """A corpus row with its frames listed, or with the problem that keeps it from being processed."""
-    scan = _FOLDERS.scan(root, _frames_folder(row, layout), FRAME_NAMES[layout], index)
+    folder = _frames_folder(row, layout)
+    if split_names is not None and split_names.surely_missing(folder):
+        return Video(row.split, row.name, folder, (), row.speaker, row.gloss, row.translation,
+                     index.misread(folder) or "no folder")
+    scan = _FOLDERS.scan(root, folder, FRAME_NAMES[layout], index)
     return Video(row.split, row.name, scan.locator, scan.files, row.speaker, row.gloss,
                  row.translation, scan.problem, scan.ignored, frame_links=scan.links)
 
@@ -245,8 +281,8 @@ class Phoenix:
         check_splits(splits)
         rows, listed, digest = _read_corpora(root, layout, splits)
         rows = select(rows, listed, splits, videos, limit_videos, max_per_split)
-        index = NameIndex(root)
-        out = [_video(root, r, layout, index) for r in rows]
+        index, split_names = NameIndex(root), _SplitNames(root)
+        out = [_video(root, r, layout, index, split_names) for r in rows]
         selected = videos is not None or limit_videos is not None or max_per_split is not None
         unlisted = [] if selected else _unlisted(root, splits, {v.folder for v in out})
         # Output order is (split, video) ascending, the order of keypoints.parquet.

@@ -12,6 +12,12 @@ Choices (documented in the README's bad-input table):
   processed and the row's `note` says what was converted.
 - another size than the video's first frame: processed as it is (MediaPipe's x, y are normalised by
   the frame's own width and height, which the row records) and noted.
+- bounded before decoding: more pixels than --max-pixels is `too_large`; work beyond the pixels
+  (PNG data inflating past what its size needs, more JPEG scans than --max-scans) is `over_budget`.
+- what libpng or libjpeg says while decoding goes into the note; a JPEG whose data ends early
+  (libjpeg fills the rest with grey) is `corrupt_jpeg`, not ok.
+- a JPEG's EXIF orientation is applied, as a video's display rotation is, and noted; a PNG is
+  never turned.
 
 Provenance: size and mtime come from fstat of the descriptor the bytes are read from, and the
 sha256 from those very bytes, so the three always describe what MediaPipe was shown (a stat before
@@ -24,7 +30,12 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
+import re
 import stat
+import struct
+import tempfile
+import threading
+import zlib
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -47,10 +58,15 @@ STATUS_CORRUPT_JPEG = "corrupt_jpeg"
 STATUS_MISSING = "missing"
 STATUS_NOT_A_FILE = "not_a_file"
 STATUS_TOO_LARGE = "too_large"
+STATUS_OVER_BUDGET = "over_budget"
 
 # Frames above this many pixels are refused from their header, never decoded (--max-pixels): 8K
 # video (7680 x 4320, 33 MP) passes; a 390 KB PNG of 20000 x 20000 (400 MP, 1.2 GB as RGB) does not.
 MAX_PIXELS = 40_000_000
+# A JPEG of more scans than this is `over_budget`, never decoded (--max-scans): each scan is a pass
+# over the whole image, so a 1.2 MB progressive JPEG of 12,000 scans cost 39 s of CPU. A progressive
+# encoder writes about 10; libjpeg-turbo's own tools stop at 500 (its advice against this attack).
+MAX_SCANS = 500
 # JPEG start-of-frame markers (SOF0-SOF15 but DHT, JPG and DAC, which share the range)
 _SOF = {m for m in range(0xC0, 0xD0)} - {0xC4, 0xC8, 0xCC}
 
@@ -222,7 +238,90 @@ def too_large(width: int, height: int, max_pixels: int) -> str:
             "not decoded")
 
 
-def _refused(data: bytes, name: str, max_pixels: int) -> tuple[str, str, str]:
+_CHANNELS = {0: 1, 2: 3, 3: 1, 4: 2, 6: 4}  # PNG colour type -> samples a pixel
+_ADAM7 = ((0, 0, 8, 8), (4, 0, 8, 8), (0, 4, 4, 8), (2, 0, 4, 4), (0, 2, 2, 4), (1, 0, 2, 2),
+          (0, 1, 1, 2))  # (x0, y0, dx, dy) of each interlace pass
+
+
+def _png_raw_size(ihdr: bytes) -> int:
+    """The bytes a PNG's IDAT inflates to for its IHDR: each row (each pass's row, interlaced)
+    with its filter byte."""
+    width, height, depth, colour, _, _, interlace = struct.unpack(">IIBBBBB", ihdr[:13])
+    bits = depth * _CHANNELS.get(colour, 4)
+    passes = _ADAM7 if interlace else ((0, 0, 1, 1),)
+    total = 0
+    for x0, y0, dx, dy in passes:
+        w, h = (width - x0 + dx - 1) // dx, (height - y0 + dy - 1) // dy
+        if w > 0 and h > 0:
+            total += h * (1 + (w * bits + 7) // 8)
+    return total
+
+
+def _png_idat(data: bytes) -> tuple[bytes, bytes]:
+    """(IHDR's data, every IDAT's data joined), walking the chunks without checking them."""
+    ihdr, idat, i = b"", [], 8
+    while i + 8 <= len(data):
+        length, kind = int.from_bytes(data[i:i + 4], "big"), data[i + 4:i + 8]
+        if kind == b"IHDR":
+            ihdr = data[i + 8:i + 8 + length]
+        elif kind == b"IDAT":
+            idat.append(data[i + 8:i + 8 + length])
+        elif kind == b"IEND":
+            break
+        i += 12 + length
+    return ihdr, b"".join(idat)
+
+
+_DEFLATE_RATIO = 1032  # the most bytes deflate can inflate one compressed byte to
+_SURPLUS = 256 * 2**20  # inflating this much beyond the pixels costs well under a second
+
+
+def _png_budget(data: bytes) -> str:
+    """Why a PNG would make the decoder work beyond its pixels ("" when it would not): compressed
+    data larger than the image stored raw, or a stream that inflates past what the image needs
+    (libpng inflates it all: 24 GiB from a 25 MB file of 100x100). Only data that could inflate
+    more than _SURPLUS beyond the pixels is inflated here, at most the image's own bytes (a PHOENIX
+    frame never is)."""
+    ihdr, idat = _png_idat(data)
+    if len(ihdr) < 13:
+        return ""
+    need = _png_raw_size(ihdr)
+    if len(idat) > need + need // 100 + 65536:  # a stored (uncompressed) stream is at most this
+        return (f"its image data is {len(idat):,} bytes compressed, more than its pixels take raw "
+                f"({need:,}): not decoded")
+    if len(idat) * _DEFLATE_RATIO <= need + _SURPLUS:
+        return ""  # whatever it holds, it cannot inflate past the budget: not inflated here
+    try:
+        got = zlib.decompressobj().decompress(idat, need + 1)
+    except zlib.error:
+        return ""  # damaged: the decoder says so
+    if len(got) > need:
+        return (f"its image data inflates past the {need:,} bytes its pixels need (surplus data a "
+                "decoder would inflate whole): not decoded")
+    return ""
+
+
+def _jpeg_budget(data: bytes, max_scans: int) -> str:
+    """Why a JPEG would make the decoder work beyond its pixels: more scans than max_scans (each is
+    a pass over the image); "" when it would not. Scans are counted by their SOS markers: entropy
+    coded data never holds FF DA (an FF there is followed by 00 or a restart marker)."""
+    first = data.find(b"\xff\xda")
+    scans = data.count(b"\xff\xda", first) if first >= 0 else 0
+    if scans > max_scans:
+        return f"{scans:,} scans, more than --max-scans {max_scans:,}: not decoded"
+    return ""
+
+
+def over_budget(data: bytes, max_scans: int = MAX_SCANS) -> str:
+    """The note of a PNG or JPEG refused for the work it would make the decoder do beyond its
+    pixels (`over_budget`), "" when it is within the budget."""
+    if data.startswith(PNG_SIGNATURE):
+        return _png_budget(data)
+    return _jpeg_budget(data, max_scans) if data.startswith(JPEG_SIGNATURE) else ""
+
+
+def _refused(data: bytes, name: str, max_pixels: int,
+             max_scans: int = MAX_SCANS) -> tuple[str, str, str]:
     """(the status a failed decode gets, and the status and note that refuse the bytes before
     decoding, or "", "")."""
     if not data:
@@ -239,21 +338,121 @@ def _refused(data: bytes, name: str, max_pixels: int) -> tuple[str, str, str]:
     if size is None:
         return corrupt, corrupt, "no image size in its header"
     big = too_large(*size, max_pixels)
-    return corrupt, STATUS_TOO_LARGE if big else "", big
+    if big:
+        return corrupt, STATUS_TOO_LARGE, big
+    costly = over_budget(data, max_scans)
+    return corrupt, STATUS_OVER_BUDGET if costly else "", costly
 
 
-def decode_frame(data: bytes, name: str = ".png",
-                 max_pixels: int = MAX_PIXELS) -> tuple[np.ndarray | None, str, str]:
+_said_file: list = []  # the one temporary file a process's decoders' stderr goes to, made once
+_SAID_LOCK = threading.Lock()
+_TRUNCATED = "premature end of data segment"  # libjpeg: the rest of the image is made up (grey)
+# Lines other threads of the process may write meanwhile (MediaPipe's graph runs on beside the
+# decode: TFLite, glog, absl): not the decoder's words, so they go back to stderr, not into a note
+_NOT_DECODER = re.compile(r"^(INFO|WARNING|ERROR|FATAL): |^[IWEF]\d{4} |TensorFlow|absl::|mediapipe")
+
+
+def _imdecode(data: bytes) -> tuple[np.ndarray | None, str]:
+    """cv2.imdecode, and what libpng or libjpeg wrote to stderr meanwhile (their warnings and
+    errors: a CRC error, data that ends early), which would otherwise reach only a worker's log."""
+    with _SAID_LOCK:  # fd 2 is the process's: one decode at a time redirects it
+        try:
+            if not _said_file:
+                _said_file.append(tempfile.TemporaryFile())  # noqa: SIM115 (kept for the process)
+            fd = _said_file[0].fileno()
+            saved = os.dup(2)
+        except OSError:  # no stderr to catch (closed), or no temporary file: decode as it is
+            return cv2.imdecode(np.frombuffer(data, np.uint8), cv2.IMREAD_UNCHANGED), ""
+        try:
+            os.dup2(fd, 2)
+            img = cv2.imdecode(np.frombuffer(data, np.uint8), cv2.IMREAD_UNCHANGED)
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+        return img, _caught(fd)
+
+
+def _caught(fd: int) -> str:
+    """What the decoder wrote to the file behind `fd`, which is emptied; other threads' lines go
+    back to stderr."""
+    said = ""
+    size = os.fstat(fd).st_size
+    if size:
+        text = os.pread(fd, min(size, 65536), 0).decode("utf-8", "replace")
+        os.ftruncate(fd, 0)
+        os.lseek(fd, 0, os.SEEK_SET)
+        lines = [line.strip() for line in text.splitlines() if line.strip()]
+        others = [line for line in lines if _NOT_DECODER.search(line)]
+        if others:
+            os.write(2, ("\n".join(others) + "\n").encode())
+        said = "; ".join(dict.fromkeys(line for line in lines if line not in others))
+    return said[:300]
+
+
+def _exif_orientation(data: bytes) -> int:
+    """A JPEG's EXIF orientation (1-8; 1 when it has none), from its APP1 segment's first IFD."""
+    i = 2
+    while i + 4 <= len(data) and data[i] == 0xFF and data[i + 1] not in (0xDA, 0xD9):
+        length = int.from_bytes(data[i + 2:i + 4], "big")
+        if data[i + 1] == 0xE1 and data[i + 4:i + 10] == b"Exif\0\0":
+            return _ifd0_orientation(data[i + 10:i + 2 + length])
+        i += 2 + length
+    return 1
+
+
+def _ifd0_orientation(tiff: bytes) -> int:
+    """Tag 0x0112 of a TIFF header's first IFD, 1 when absent or unreadable."""
+    order = {b"II": "<", b"MM": ">"}.get(tiff[:2])
+    if order is None or len(tiff) < 8:
+        return 1
+    ifd = struct.unpack(order + "I", tiff[4:8])[0]
+    if ifd + 2 > len(tiff):
+        return 1
+    for k in range(struct.unpack(order + "H", tiff[ifd:ifd + 2])[0]):
+        at = ifd + 2 + 12 * k
+        if at + 12 > len(tiff):
+            break
+        tag, kind, _, value = struct.unpack(order + "HHIH", tiff[at:at + 10])
+        if tag == 0x0112 and kind == 3:
+            return value if 1 <= value <= 8 else 1
+    return 1
+
+
+# EXIF orientation -> the pixels made upright (as a viewer shows them, and as a video's display
+# rotation is applied): flips and quarter turns (np.rot90 turns counter-clockwise)
+_UPRIGHT = {
+    2: lambda a: a[:, ::-1], 3: lambda a: np.rot90(a, 2), 4: lambda a: a[::-1],
+    5: lambda a: a.transpose(1, 0, 2), 6: lambda a: np.rot90(a, -1),
+    7: lambda a: np.rot90(a, 2).transpose(1, 0, 2), 8: lambda a: np.rot90(a, 1),
+}
+
+
+def _upright(rgb: np.ndarray, data: bytes, notes: list[str]) -> np.ndarray:
+    """A JPEG's pixels with its EXIF orientation applied, noted (a PNG is never turned)."""
+    if not data.startswith(JPEG_SIGNATURE):
+        return rgb
+    orientation = _exif_orientation(data)
+    if orientation == 1:
+        return rgb
+    notes.append(f"EXIF orientation {orientation} applied")
+    return np.ascontiguousarray(_UPRIGHT[orientation](rgb))
+
+
+def decode_frame(data: bytes, name: str = ".png", max_pixels: int = MAX_PIXELS,
+                 max_scans: int = MAX_SCANS) -> tuple[np.ndarray | None, str, str]:
     """(rgb uint8 [H, W, 3] or None, status, note) from a PNG or JPEG file's bytes (`name` only
     picks the status of bytes that are neither). A frame whose header says more than max_pixels
-    is `too_large` and never decoded; one whose header says no size is corrupt."""
-    corrupt, refused, why = _refused(data, name, max_pixels)
+    is `too_large` and never decoded, one that would cost the decoder more than its pixels
+    `over_budget`; one whose header says no size is corrupt."""
+    corrupt, refused, why = _refused(data, name, max_pixels, max_scans)
     if refused:
         return None, refused, why
-    img = cv2.imdecode(np.frombuffer(data, np.uint8), cv2.IMREAD_UNCHANGED)
+    img, said = _imdecode(data)
     if img is None or img.size == 0:
-        return None, corrupt, ""
-    notes = []
+        return None, corrupt, said
+    if _TRUNCATED in said:  # decoded, but part of it is the decoder's filler, not the frame
+        return None, corrupt, f"truncated data ({said})"
+    notes = [f"decoder: {said}"] if said else []
     if img.dtype == np.uint16:
         img = (img >> 8).astype(np.uint8)
         notes.append("16-bit to 8-bit")
@@ -267,11 +466,11 @@ def decode_frame(data: bytes, name: str = ".png",
         notes.append("alpha dropped")
     else:
         img = cv2.cvtColor(img, cv2.COLOR_BGR2RGB)
-    return img, STATUS_OK, "; ".join(notes)
+    return _upright(img, data, notes), STATUS_OK, "; ".join(notes)
 
 
-def read_frame(path: Path, digest: bool = True,
-               max_pixels: int = MAX_PIXELS) -> tuple[np.ndarray | None, str, str, Source]:
+def read_frame(path: Path, digest: bool = True, max_pixels: int = MAX_PIXELS,
+               max_scans: int = MAX_SCANS) -> tuple[np.ndarray | None, str, str, Source]:
     """(rgb uint8 [H, W, 3] or None, status, note, source). status is "ok" when rgb is usable.
 
     A file that was read but does not decode keeps its source: it is what the row was made from.
@@ -279,5 +478,5 @@ def read_frame(path: Path, digest: bool = True,
     data, source, status, note = read_file(path, digest, max_pixels)
     if data is None:
         return None, status, note, source
-    rgb, status, note = decode_frame(data, path.name, max_pixels)
+    rgb, status, note = decode_frame(data, path.name, max_pixels, max_scans)
     return rgb, status, note, source

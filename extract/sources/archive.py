@@ -30,6 +30,7 @@ import atexit
 import hashlib
 import io
 import os
+import tarfile
 import zipfile
 import zlib
 from collections.abc import Iterator
@@ -69,6 +70,7 @@ from extract.sources.archive_index import (  # noqa: F401 (the index's names, us
     open_index,
     save_index,
     set_index_dir,
+    sparse_offset,
     split_root,
     unreadable_archive,
     zip_name,
@@ -275,6 +277,8 @@ class _Reader:
                 self.f = self._open()
             if ix.fmt == "zip":
                 data = self._zip_read(i)
+            elif (header := sparse_offset(int(ix.offset[i]))) is not None:
+                data = self._sparse_read(header)
             else:
                 self.f.seek(int(ix.offset[i]))
                 data = self.f.read(int(ix.length[i]))
@@ -286,6 +290,22 @@ class _Reader:
                           "truncated")
         return data, ""
 
+    def _sparse_read(self, header: int) -> bytes:
+        """A GNU sparse member's bytes, its holes filled with zeros, as tarfile (and tar -x) restore
+        them from its sparse map; `header` is where its first header starts."""
+        f = self.f
+
+        def read_at(pos: int, n: int) -> bytes:
+            f.seek(header + pos)
+            return f.read(n)
+
+        with tarfile.open(fileobj=_MemberView(read_at, 1 << 62), mode="r:") as tf:
+            m = tf.next()
+            got = tf.extractfile(m) if m is not None else None
+            if got is None:
+                raise ValueError("its sparse header cannot be read again")
+            return got.read()
+
     def open_member(self, i: int) -> io.BufferedReader:
         """Member i as a read-only, seekable binary file (a video for PyAV), nothing unpacked."""
         ix = self.index
@@ -293,6 +313,9 @@ class _Reader:
             self.f = self._open()
         size = int(ix.length[i])
         start = int(ix.offset[i])
+        if sparse_offset(start) is not None:
+            raise OSError("a GNU sparse member: a video is read in place, and this one is stored "
+                          "without its holes; unpack the archive with tar -x")
         raw = self.f
         on_close = None
         if ix.fmt == "zip":
@@ -427,19 +450,25 @@ def _groups(index: ArchiveIndex, members: list[int | None]) -> Iterator[list[int
         yield group
 
 
+def _at(offset: int) -> int:
+    """Where a member lies in the archive, from its index offset (a sparse member's header's)."""
+    header = sparse_offset(offset)
+    return offset if header is None else header
+
+
 def _read_forward(index: ArchiveIndex, members: list[int | None],
                   max_bytes: int) -> dict[int, tuple[bytes | None, str]]:
     """member -> (bytes, why not): the files among `members` read in order of their offsets (but
     those larger than any frame can be: a zip bomb's member is never inflated)."""
     files = sorted({i for i in members if i is not None and index.kind[i] == KIND_FILE
                     and int(index.length[i]) <= max_bytes},
-                   key=lambda i: (int(index.offset[i]), i))
+                   key=lambda i: (_at(int(index.offset[i])), i))
     r = reader(index)
     return {i: r.read(i) for i in files}
 
 
 def _frame(index: ArchiveIndex, i: int | None, got: dict[int, tuple[bytes | None, str]], rel: str,
-           archive_name: str, max_pixels: int) -> Frame:
+           archive_name: str, max_pixels: int, max_scans: int) -> Frame:
     image = image_ref(rel, FRAGMENT, archive_name)
     if i is None:
         return Frame(None, STATUS_MISSING, "no such member in the archive", image)
@@ -451,7 +480,7 @@ def _frame(index: ArchiveIndex, i: int | None, got: dict[int, tuple[bytes | None
     data, why = got[i]
     if data is None:
         return Frame(None, STATUS_UNREADABLE, why, image)
-    rgb, status, note = decode_frame(data, rel, max_pixels)
+    rgb, status, note = decode_frame(data, rel, max_pixels, max_scans)
     return Frame(rgb, status, note, image, len(data), int(index.mtime[i]),
                  hashlib.sha256(data).hexdigest())
 
@@ -485,7 +514,7 @@ class ArchiveSource:
         for group in _groups(index, members):
             got = _read_forward(index, [members[k] for k in group], frame_bytes(ref.max_pixels))
             for k in group:
-                yield _frame(index, members[k], got, names[k], tag, ref.max_pixels)
+                yield _frame(index, members[k], got, names[k], tag, ref.max_pixels, ref.max_scans)
 
     def read_order(self, root: Path, refs: list[Ref]) -> list[int]:
         """Positions of refs (one chunk's videos) in the order their frames lie in the archive,
@@ -501,7 +530,7 @@ class ArchiveSource:
         first = []
         for ref in refs:
             hits = (index.find(_member_name(prefix, f"{ref.locator}/{n}")) for n in ref.files)
-            first.append(min((int(index.offset[i]) for i in hits if i is not None), default=-1))
+            first.append(min((_at(int(index.offset[i])) for i in hits if i is not None), default=-1))
         return sorted(range(len(refs)), key=lambda k: (first[k] < 0, first[k], k))
 
     def image(self, root: Path, image: str) -> np.ndarray | None:

@@ -37,9 +37,9 @@ from extract.sources.base import is_utf8, shown
 from extract.sources.files import decoder_path, gzip_end
 
 FORMATS = {".tar.gz": "tar.gz", ".tgz": "tar.gz", ".tar": "tar", ".zip": "zip"}
-INDEX_VERSION = 4  # 2: members sorted by folder, with `folder` and `pos`; 3: names outside the
+INDEX_VERSION = 5  # 2: members sorted by folder, with `folder` and `pos`; 3: names outside the
 # archive left out, anomalies noted; 4: a zip's unflagged UTF-8 names read as UTF-8, devices and
-# FIFOs told from links (an index of an older version is made again on resume)
+# FIFOs told from links; 5: GNU sparse members (an index of an older version is made again on resume)
 ROW_GROUP = 16384  # members per row group of members.parquet: what a worker reads per lookup
 LAZY_MEMBERS_KEPT = 200_000  # members a worker keeps looked up before it forgets older folders
 KIND_FILE, KIND_DIR, KIND_OTHER, KIND_DEVICE, KIND_FIFO = 0, 1, 2, 3, 4  # OTHER: a link
@@ -298,12 +298,65 @@ def anomalies(members: pa.Table, outside: list[str], not_utf8: list[str] = ()) -
     return notes
 
 
+# The most bytes a PAX extended header or a GNU long name may hold before it is read: a real one
+# holds a path of at most 4,096 bytes (PATH_MAX) and a few other records; tarfile would read any
+# size into memory (a 0.96 MB tar.gz whose PAX header holds a 512 MiB path took 1.85 GB).
+MAX_HEADER = 2**20
+
+
+class HeaderTooLarge(tarfile.TarError):
+    """A member's extended header is larger than MAX_HEADER: not read, nor anything after it."""
+
+
+class _BoundedInfo(tarfile.TarInfo):
+    """tarfile's member header, refusing an extended header (PAX, GNU long name) past MAX_HEADER
+    before reading it."""
+
+    def _bounded(self, what: str) -> None:
+        if self.size > MAX_HEADER:
+            raise HeaderTooLarge(f"the {what} at byte {self.offset:,} holds {self.size:,} bytes, more "
+                                 f"than the {MAX_HEADER:,} a header may hold (a real one holds a "
+                                 "path of at most 4,096)")
+
+    def _proc_pax(self, tarfile):
+        self._bounded("PAX header")
+        return super()._proc_pax(tarfile)
+
+    def _proc_gnulong(self, tarfile):
+        self._bounded("GNU long name")
+        return super()._proc_gnulong(tarfile)
+
+
+def data_offset(m: tarfile.TarInfo) -> int:
+    """Where a member's data starts; for a GNU sparse member (old or PAX form), whose data is
+    stored without its holes, -1 - where its first header starts: it is read by tarfile, which
+    puts the holes back as `tar -x` does (sparse_offset gives the header's offset back)."""
+    return -1 - m.offset if m.issparse() else m.offset_data
+
+
+def sparse_offset(offset: int) -> int | None:
+    """The first header's offset of a sparse member (from its index offset), None for others."""
+    return -1 - offset if offset < 0 else None
+
+
 def _kind(m: tarfile.TarInfo) -> int:
     if m.isfile() or m.islnk():
         return KIND_FILE
     if m.isdir():
         return KIND_DIR
     return KIND_DEVICE if m.ischr() or m.isblk() else KIND_FIFO if m.isfifo() else KIND_OTHER
+
+
+def _indexed_name(raw: str, outside: list[str], not_utf8: list[str]) -> str:
+    """A member's name as the index keeps it, or "" when it is left out: a name leaving the
+    archive goes to `outside`, one no output could hold to `not_utf8` (shown escaped)."""
+    if _escapes(raw):
+        outside.append(shown(raw))
+        return ""
+    if not is_utf8(raw):
+        not_utf8.append(shown(raw))
+        return ""
+    return clean_name(raw)
 
 
 def _tar_rows(fileobj, outside: list[str], not_utf8: list[str]) -> tuple[dict[str, list], str]:
@@ -314,24 +367,20 @@ def _tar_rows(fileobj, outside: list[str], not_utf8: list[str]) -> tuple[dict[st
     links: list[tuple[int, str]] = []
     problem = ""
     try:
-        with tarfile.open(fileobj=fileobj, mode="r:") as tf:
+        with tarfile.open(fileobj=fileobj, mode="r:", tarinfo=_BoundedInfo) as tf:
             while (m := tf.next()) is not None:
                 tf.members.clear()  # tarfile keeps every header otherwise: 947,756 of them
-                if _escapes(m.name):
-                    outside.append(shown(m.name))
-                    continue
-                if not is_utf8(m.name):
-                    not_utf8.append(shown(m.name))
-                    continue
-                name = clean_name(m.name)
+                name = _indexed_name(m.name, outside, not_utf8)
                 if not name:
                     continue
                 kind = _kind(m)
                 if m.islnk():
                     links.append((len(rows["name"]), clean_name(m.linkname)))
                 for k, v in zip(_MEMBERS_SCHEMA.names,
-                                (name, m.offset_data, m.size, int(m.mtime) * 10**9, kind), strict=True):
+                                (name, data_offset(m), m.size, int(m.mtime) * 10**9, kind), strict=True):
                     rows[k].append(v)
+    except HeaderTooLarge as e:
+        problem = f"the archive is not read past member {len(rows['name'])}: {e}"
     except (tarfile.TarError, OSError, ValueError, EOFError, RuntimeError) as e:
         problem = (f"the archive cannot be read past member {len(rows['name'])} "
                    f"({type(e).__name__}: {str(e)[:160]}); it is probably truncated or damaged")

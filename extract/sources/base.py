@@ -48,7 +48,7 @@ from typing import NamedTuple, Protocol
 import numpy as np
 import pyarrow as pa
 
-from extract.keypoints.frames import MAX_PIXELS, Frame  # noqa: F401 (a source yields Frames)
+from extract.keypoints.frames import MAX_PIXELS, MAX_SCANS, Frame  # noqa: F401 (a source yields Frames)
 
 
 def nfc(name: str) -> str:
@@ -114,6 +114,7 @@ class Ref:
     start: int = 0  # 0-based index of the first frame taken
     count: int = 0  # frames to yield (len(files) when files are given)
     max_pixels: int = MAX_PIXELS  # a frame above it is `too_large`, never decoded (--max-pixels)
+    max_scans: int = MAX_SCANS  # a JPEG of more scans is `over_budget`, never decoded (--max-scans)
 
 
 @dataclass(frozen=True)

@@ -202,7 +202,8 @@ class FolderSource:
     def frames(self, root: Path, ref: Ref) -> Iterator[Frame]:
         for name in ref.files:
             rel = f"{ref.locator}/{name}"
-            rgb, status, note, src = read_frame(root / rel, max_pixels=ref.max_pixels)
+            rgb, status, note, src = read_frame(root / rel, max_pixels=ref.max_pixels,
+                                           max_scans=ref.max_scans)
             yield Frame(rgb, status, note, image_ref(rel), src.size, src.mtime_ns, src.sha256)
 
     def image(self, root: Path, image: str) -> np.ndarray | None:

@@ -4,6 +4,9 @@
   workers already fill the cores), every frame in presentation order, converted to RGB24 by PyAV
   (`to_ndarray(format="rgb24")`), the container's display rotation applied (np.rot90, the
   pixel permutation FFmpeg's autorotate does).
+- Size: a stream declaring more than --max-pixels is `too_large` without decoding; and every frame
+  is checked as the decoder meets it (FFmpeg's max_pixels, then its width x height), since a
+  stream's frames can change size mid-stream. What FFmpeg says about a packet goes into its note.
 - Frame count: the packets of the video stream, counted by demuxing (no decoding), at plan time.
   A container's own count (stream.frames) is not trusted: it is 0 in WebM and can be wrong. Each
   decoded frame is put at its place by its timestamp among the packets' ones, so a frame that does
@@ -22,6 +25,7 @@
 from __future__ import annotations
 
 import hashlib
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import BinaryIO, NamedTuple
@@ -29,7 +33,7 @@ from typing import BinaryIO, NamedTuple
 import numpy as np
 import pyarrow as pa
 
-from extract.keypoints.frames import STATUS_TOO_LARGE, too_large
+from extract.keypoints.frames import MAX_PIXELS, STATUS_TOO_LARGE, too_large
 from extract.sources.archive import open_file, stat_file
 from extract.sources.base import Frame, Mismatch, Ref, Scan, image_ref, parse_image
 from extract.sources.files import AV_OPTIONS, NotRegular
@@ -292,29 +296,30 @@ class _Decode:
         why = "the video ended before this frame"
         av = _av()  # bound now: the except clause below must not import (a generator closed late)
         try:
-            for index, rgb, time_s in _decoded(f):
-                if nxt <= index < end:  # a second frame with one timestamp (damage) is dropped
-                    pending.setdefault(index, (rgb, time_s))
+            for got in _decoded(f, self.ref.max_pixels):
+                if nxt <= got.index < end:  # a second frame with one timestamp (damage) is dropped
+                    pending.setdefault(got.index, got)
                 while pending:
                     if nxt in pending:
-                        rgb_, t_ = pending.pop(nxt)
-                        yield self._row(nxt, rgb_, time_s=t_)
+                        yield self._got(pending.pop(nxt))
                     elif len(pending) > WINDOW:
                         yield self._row(nxt, status=STATUS_NOT_DECODED, note="no frame decoded here")
                     else:
                         break
                     nxt += 1
-                if nxt >= end or index >= end + WINDOW:
+                if nxt >= end or got.index >= end + WINDOW:
                     break
         except (ValueError, OSError, av.FFmpegError) as e:
             why = f"cannot decode: {_error(e)}"
         for i in range(nxt, end):
             if i in pending:
-                rgb_, t_ = pending.pop(i)
-                yield self._row(i, rgb_, time_s=t_)
+                yield self._got(pending.pop(i))
             else:
                 yield self._row(i, status=STATUS_NOT_DECODED,
                                 note="no frame decoded here" if pending else why)
+
+    def _got(self, got: Decoded) -> Frame:
+        return self._row(got.index, got.rgb, got.status, got.note, got.time_s)
 
 
 def _too_large(f, max_pixels: int) -> str:
@@ -331,36 +336,100 @@ def _too_large(f, max_pixels: int) -> str:
         f.seek(0)
 
 
-def _decoded(f) -> Iterator[tuple[int, np.ndarray, float | None]]:
-    """(index in the file, rgb, time_s) of each frame that decodes, in presentation order.
+class Decoded(NamedTuple):
+    """One frame as the decoder gave it: its index in the file, pixels or why not, its time."""
 
-    One demux pass first gives the packets' times, the index of each frame; a packet that does not
-    decode is skipped (its frame becomes `not_decoded`), the ones after it still count.
-    """
+    index: int
+    rgb: np.ndarray | None
+    time_s: float | None
+    status: str = "ok"
+    note: str = ""
+
+
+# FFmpeg's own words when a frame is larger than the decoder's max_pixels (set to --max-pixels)
+_OVER = re.compile(r"Picture size (\d+)x(\d+) exceeds specified max pixel count")
+_SHOWN_LOGS = 2  # decoder messages a row's note quotes
+
+
+def _said(logs: list) -> str:
+    """What FFmpeg said (warnings and errors) while decoding one packet, for the row's note."""
+    said = [m.strip() for level, _, m in logs if level <= _av().logging.WARNING and m.strip()]
+    return "; ".join(f"decoder: {m[:150]}" for m in dict.fromkeys(said[:_SHOWN_LOGS]))
+
+
+def _decode_packet(packet, max_pixels: int) -> tuple[list, str, str]:
+    """(frames, too_large note, decoder note) of one packet. The decoder itself refuses a frame
+    above max_pixels (FFmpeg's max_pixels option), before it allocates it."""
     av = _av()
+    with av.logging.Capture(local=True) as logs:
+        try:
+            frames = packet.decode()
+        except av.FFmpegError as e:
+            over = _OVER.search(str(e)) or next((_OVER.search(m) for _, _, m in logs
+                                                  if _OVER.search(m)), None)
+            big = too_large(int(over[1]), int(over[2]), max_pixels) if over else ""
+            return [], big or "", _said(logs)
+    return frames, "", _said(logs)
+
+
+def _times(f) -> dict[float, int]:
+    """The index of each frame by its time, from one demux pass; empty when times are unusable."""
     with open_av(f) as container:
         times, _ = _packet_times(container, _stream(container))
-    order = _presentation_order(times)
-    place = {t: i for i, t in enumerate(order) if t is not None}
     f.seek(0)
-    with open_av(f) as container:
-        stream = _stream(container)
-        base = float(stream.time_base) if stream.time_base else None
-        seq, last = 0, None
-        for packet in container.demux(stream):
-            try:
-                frames = packet.decode()
-            except av.FFmpegError:
-                continue
-            for frame in frames:
-                t = frame.pts * base if frame.pts is not None and base else None
-                if place and t in place:  # timestamps place it (and are usable times)
-                    index = place[t]
-                else:  # in decode order; a time only where it increases
-                    index, t = seq, t if t is not None and (last is None or t > last) else None
-                    last = t if t is not None else last
-                seq = index + 1
-                yield index, _rgb(frame), t
+    return {t: i for i, t in enumerate(_presentation_order(times)) if t is not None}
+
+
+def _decoded(f, max_pixels: int = MAX_PIXELS) -> Iterator[Decoded]:
+    """Each frame that decodes, in presentation order, with what the decoder said about it.
+
+    One demux pass first gives the packets' times, the index of each frame; a packet that does not
+    decode is skipped (its frame becomes `not_decoded`), the ones after it still count. Every frame
+    is checked against max_pixels whatever the stream declared: the decoder refuses a larger one
+    before allocating it, and it is `too_large` (where its timestamp places it).
+    """
+    av = _av()
+    place = _times(f)
+    level = av.logging.get_level()
+    av.logging.set_level(av.logging.WARNING)  # so that Capture hears the decoder
+    try:
+        with open_av(f) as container:
+            stream = _stream(container)
+            stream.codec_context.options = {"max_pixels": str(max_pixels)}
+            base = float(stream.time_base) if stream.time_base else None
+            seq, last = 0, None
+            for packet in container.demux(stream):
+                frames, big, said = _decode_packet(packet, max_pixels)
+                if big:  # the frame the decoder refused: where its packet's time places it
+                    frames = [_Refused(packet.pts, big)]
+                for frame in frames:
+                    t = frame.pts * base if frame.pts is not None and base else None
+                    if place and t in place:  # timestamps place it (and are usable times)
+                        index = place[t]
+                    else:  # in decode order; a time only where it increases
+                        index, t = seq, t if t is not None and (last is None or t > last) else None
+                        last = t if t is not None else last
+                    seq = index + 1
+                    yield _checked(index, frame, t, said, max_pixels)
+    finally:
+        av.logging.set_level(level)
+
+
+class _Refused(NamedTuple):
+    """A frame the decoder refused for its size: its packet's time and why, placed as frames are."""
+
+    pts: int | None
+    big: str
+
+
+def _checked(index: int, frame, t: float | None, said: str, max_pixels: int) -> Decoded:
+    """A decoded frame as RGB, or `too_large` before conversion when it is above max_pixels."""
+    if isinstance(frame, _Refused):
+        return Decoded(index, None, t, STATUS_TOO_LARGE, frame.big)
+    big = too_large(frame.width, frame.height, max_pixels)
+    if big:
+        return Decoded(index, None, t, STATUS_TOO_LARGE, big)
+    return Decoded(index, _rgb(frame), t, note=said)
 
 
 def stale_videos(root: Path, recorded: pa.Table, content: bool) -> list[Mismatch]:

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from extract.corpora.base import SPLITS
-from extract.keypoints.frames import MAX_PIXELS
+from extract.keypoints.frames import MAX_PIXELS, MAX_SCANS
 from extract.keypoints.holistic import HolisticOptions
 from jobs.run.identity import input_conflict
 from jobs.rundir.runinfo import PlanOptions, RunInfo
@@ -32,6 +32,7 @@ class RunOptions:
     follow_links: bool | None = None
     estimator: str | None = None
     wholebody: dict | None = None  # --detector/--pose-model as recorded (jobs.run.models)
+    max_scans: int | None = None
 
     def _holistic(self, have: dict | None = None) -> dict:
         """Holistic's options: what was asked, else the run's own (`have`: a recorded dict, whose
@@ -56,6 +57,7 @@ class RunOptions:
             holistic=self._holistic() if estimator == "holistic" else {},
             max_samples_per_split=self.max_samples_per_split,
             max_pixels=self.max_pixels or MAX_PIXELS,
+            max_scans=self.max_scans or MAX_SCANS,
             follow_links=self.follow_links is not False,
             estimator=estimator,
             wholebody=self.wholebody if estimator == "wholebody" else None,
@@ -99,6 +101,7 @@ class RunOptions:
             max_samples_per_split=self.max_samples_per_split
             if self.max_samples_per_split is not None else have.max_samples_per_split,
             max_pixels=self.max_pixels or have.max_pixels,
+            max_scans=self.max_scans or have.max_scans,
             follow_links=have.follow_links if self.follow_links is None else self.follow_links,
             estimator=have.estimator, wholebody=have.wholebody,
         )

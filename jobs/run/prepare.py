@@ -14,6 +14,7 @@ run.json keeps the history (`changes`). --frozen keeps the stored plan and only 
 
 from __future__ import annotations
 
+import itertools
 import shutil
 import time
 from dataclasses import asdict, dataclass, replace
@@ -47,6 +48,7 @@ from jobs.rundir.runinfo import DatasetInfo, PlanChange, PlanInfo, PlanOptions, 
 _OUR_FILES = ("run.json", "plan.parquet", "progress.json", "keypoints.parquet")
 _OUR_DIRS = ("parts", "tensors", "claims", "archive")
 IGNORED_EXAMPLES = 10  # skipped entries named in run.json (all are in the plan's `ignored` column)
+PROBLEM_EXAMPLES = 100  # listed videos with a problem named in run.json (all: the plan's `problem`)
 
 
 def clear_run(rd: RunDir) -> None:
@@ -70,7 +72,9 @@ def dataset_info(ds: Dataset, given: str = "", key: str = "") -> DatasetInfo:
     return DatasetInfo(
         root=str(ds.root.resolve()), layout=ds.layout, fingerprint=ds.fingerprint(),
         videos=len(ds.videos), frames=ds.num_frames,
-        problems={v.name: v.problem for v in ds.videos if v.problem},
+        problems=dict(itertools.islice(((v.name, v.problem) for v in ds.videos if v.problem),
+                                       PROBLEM_EXAMPLES)),
+        problems_total=sum(1 for v in ds.videos if v.problem),
         unlisted_folders=list(ds.unlisted), ignored_files=len(ignored), ignored_reasons=reasons,
         ignored_examples=[f"{path} ({reason})" for path, reason in ignored[:IGNORED_EXAMPLES]],
         manifest=ds.manifest, entry=ds.entry, decoder=_decoder(ds),

@@ -36,8 +36,8 @@ def dataset_problems(info: RunInfo) -> None:
     problems = info.dataset.problems
     if problems:
         shown = [f"{v} ({p})" for v, p in problems.items()]
-        messages.warn(f"{len(problems)} listed video(s) cannot be processed: "
-                      f"{messages.listing(shown, 5)}")
+        messages.warn(f"{info.dataset.problem_count} listed video(s) cannot be processed: "
+                      f"{messages.listing(shown, 5, info.dataset.problem_count)}")
     unlisted = info.dataset.unlisted_folders
     if unlisted:
         messages.note(f"{len(unlisted)} folder(s) or video(s) on disk are in no corpus file and are "
@@ -130,8 +130,8 @@ def merged(rd: RunDir, record: MergeInfo) -> None:
     messages.result(f"report:    phoenix-keypoints report --out {rd.path}  (quality page + "
                     "per-video figures)")
     if info.dataset.problems:
-        messages.result(f"videos not on disk or without frames: {len(info.dataset.problems)} "
-                        "(listed in run.json under dataset.problems)")
+        messages.result(f"videos not on disk or without frames: {info.dataset.problem_count} "
+                        "(the first in run.json under dataset.problems, all in plan.parquet)")
     not_ok = not_ok_frames(record.statuses, record.worst_videos)
     if not_ok:
         messages.warn(f"{not_ok} (their rows in keypoints.parquet say why: status, note)")

@@ -32,6 +32,7 @@ class PlanOptions:
     holistic: dict[str, Any]
     max_samples_per_split: int | None = None  # first N videos of each split by folder name
     max_pixels: int | None = None  # frames above it are too_large (None: a run planned before it)
+    max_scans: int | None = None  # JPEGs of more scans are over_budget (None: planned before it)
     follow_links: bool = True  # False: videos behind a link leaving the dataset are left out
     estimator: str = "holistic"  # --estimator (extract/keypoints/estimator.py)
     # wholebody: each model file's path, sha256, size and input size, and onnxruntime's version
@@ -51,6 +52,13 @@ class PlanOptions:
 
         return self.max_pixels or MAX_PIXELS
 
+    @property
+    def scan_limit(self) -> int:
+        """--max-scans as the run uses it (the default for a run planned before the option)."""
+        from extract.keypoints.frames import MAX_SCANS
+
+        return self.max_scans or MAX_SCANS
+
 
 @dataclass
 class DatasetInfo:
@@ -60,6 +68,9 @@ class DatasetInfo:
     videos: int
     frames: int
     problems: dict[str, str] = field(default_factory=dict)  # listed video -> why it has no rows
+    # how many listed videos have a problem: `problems` holds the first ones only (all are in the
+    # plan's `problem` column), so 1,000,000 missing rows make no 30 MB run.json; None: all listed
+    problems_total: int | None = None
     unlisted_folders: list[str] = field(default_factory=list)
     # entries of frame folders that are no frames (hidden files, other names, subfolders): skipped
     ignored_files: int = 0
@@ -79,6 +90,11 @@ class DatasetInfo:
     links_outside_examples: list[str] = field(default_factory=list)  # "path -> target", the first
     moves: list[str] = field(default_factory=list)  # "old root -> new root" of each move followed
 
+
+    @property
+    def problem_count(self) -> int:
+        """Listed videos that cannot be processed (problems names the first of them)."""
+        return len(self.problems) if self.problems_total is None else self.problems_total
 
 @dataclass
 class PlanInfo:

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 import numpy as np
 import pyarrow as pa
 
-from extract.keypoints.frames import MAX_PIXELS
+from extract.keypoints.frames import MAX_PIXELS, MAX_SCANS
 from jobs.schedule.events import ChunkTask, VideoRef
 
 
@@ -19,9 +19,9 @@ class Chunks:
     """
 
     def __init__(self, plan: pa.Table, root: str, fingerprint: str,
-                 max_pixels: int = MAX_PIXELS) -> None:
+                 max_pixels: int = MAX_PIXELS, max_scans: int = MAX_SCANS) -> None:
         self.plan, self.root, self.fingerprint = plan, root, fingerprint
-        self.max_pixels = max_pixels
+        self.max_pixels, self.max_scans = max_pixels, max_scans
         chunk = plan["chunk"].to_numpy()
         rows = np.argsort(chunk, kind="stable")
         ids, starts = np.unique(chunk[rows], return_index=True)
@@ -31,8 +31,8 @@ class Chunks:
 
     @classmethod
     def from_plan(cls, plan: pa.Table, root: str, fingerprint: str,
-                  max_pixels: int = MAX_PIXELS) -> Chunks:
-        return cls(plan, root, fingerprint, max_pixels)
+                  max_pixels: int = MAX_PIXELS, max_scans: int = MAX_SCANS) -> Chunks:
+        return cls(plan, root, fingerprint, max_pixels, max_scans)
 
     def __iter__(self) -> Iterator[int]:
         return iter(self.rows)
@@ -51,7 +51,7 @@ class Chunks:
 
     def task(self, chunk: int, skip: dict[str, str]) -> ChunkTask:
         return ChunkTask(chunk, self.root, self.fingerprint, tuple(self.videos(chunk)), dict(skip),
-                         self.max_pixels)
+                         self.max_pixels, self.max_scans)
 
 
 def plan_chunks(plan: pa.Table) -> dict[int, dict[str, int]]:

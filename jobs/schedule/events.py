@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from extract.keypoints.frames import MAX_PIXELS
+from extract.keypoints.frames import MAX_PIXELS, MAX_SCANS
 from extract.sources.base import Ref
 
 
@@ -26,10 +26,10 @@ class VideoRef:
     start: int = 0  # 0-based index in the source of the first frame
     count: int = 0  # frames, for a source whose frames have no names (0: len(files))
 
-    def ref(self, max_pixels: int = MAX_PIXELS) -> Ref:
+    def ref(self, max_pixels: int = MAX_PIXELS, max_scans: int = MAX_SCANS) -> Ref:
         """What the frame source reads in the worker."""
         return Ref(self.source, self.folder, self.files, self.start,
-                   self.count if self.count or self.files else 0, max_pixels)
+                   self.count if self.count or self.files else 0, max_pixels, max_scans)
 
     @property
     def num_frames(self) -> int:
@@ -46,6 +46,7 @@ class ChunkTask:
     videos: tuple[VideoRef, ...]
     skip: dict[str, str] = field(default_factory=dict)  # video -> why it has no rows
     max_pixels: int = MAX_PIXELS  # the run's --max-pixels
+    max_scans: int = MAX_SCANS  # the run's --max-scans
 
     @property
     def frames(self) -> int:

@@ -110,7 +110,7 @@ class ChunkWorker:
         for v in (videos[k] for k in read_order(root, videos)):
             send(VideoStarted(self.slot, task.chunk, v.name))
             faults.on_video_start(v.name)
-            frames = sources.get(v.source).frames(root, v.ref(task.max_pixels))
+            frames = sources.get(v.source).frames(root, v.ref(task.max_pixels, task.max_scans))
             extract_video(self.extractor, v.split, v.name, frames, v.num_frames, out, counter,
                           v.folder)
         counter.flush()

@@ -125,10 +125,12 @@ class RssSampler:
         return max((m for _, m in self.samples), default=0.0)
 
 
-def measure(cmd: list[str], every_s: float = 0.25, tree: bool = False) -> dict[str, Any]:
+def measure(cmd: list[str], every_s: float = 0.25, tree: bool = False,
+            codes: tuple[int, ...] = (0,)) -> dict[str, Any]:
     """Run cmd (in the repo) as a user would: wall and CPU time, peak RSS sampled from /proc
     (of the process tree with tree=True) and the kernel's high-water mark for this very child
-    (wait4: not the largest of all children so far), its output, and the load around it."""
+    (wait4: not the largest of all children so far), its output, and the load around it; an exit
+    status outside `codes` stops the benchmark."""
     import tempfile
 
     load0 = loadavg()
@@ -141,9 +143,10 @@ def measure(cmd: list[str], every_s: float = 0.25, tree: bool = False) -> dict[s
         proc.returncode = os.waitstatus_to_exitcode(status)
         log.seek(0)
         out = log.read()
-    if proc.returncode:
+    if proc.returncode not in codes:
         raise SystemExit(f"{' '.join(cmd[2:])} failed ({proc.returncode}):\n{out}")
     return {
+        "exit": proc.returncode,
         "wall_s": round(wall, 1),
         "cpu_s": round(usage.ru_utime + usage.ru_stime, 1),
         "peak_rss_mib_sampled": rss.peak,

@@ -7,17 +7,32 @@
   on a tiny PHOENIX tree, once as it is and once with one frame replaced by a 390 KB PNG of 20000 x
   20000 pixels; and once more with `--max-pixels` above the bomb, to show what decoding it would
   cost. Peak RSS is the kernel's high-water mark of the run's process tree (coordinator and workers).
+- Round two (issue 31): the worst case of each kind, met by the same command with default options
+  on a tiny PHOENIX tree (or a folder of one video): a .mov whose second frame is 16000 x 16000,
+  a tar.gz whose PAX header holds a 512 MiB path, corpus csv files of 2,000,000 and 299,000 missing
+  rows, PNGs whose IDAT inflates past their pixels (25 MB; at the size cap, 336 MB; 40 MP within
+  the compressed bound), progressive JPEGs of 6000 x 6000 with 12,000 and 500 scans. Peak RSS
+  (largest process) and CPU seconds of the whole process tree; wall time is noisy on a shared
+  machine.
 
-    .venv/bin/python scripts/bench/hostile.py [--save hostile.json]
+    .venv/bin/python scripts/bench/hostile.py [--save hostile.json] [--only round-two]
 """
 
 from __future__ import annotations
 
 import argparse
+import io
 import pickle
+import shutil
+import struct
+import subprocess
 import sys
+import tarfile
 import tempfile
+import zlib
 from pathlib import Path
+
+import numpy as np
 
 sys.path[:0] = [str(Path(__file__).resolve().parent), str(Path(__file__).resolve().parents[2] / "tests")]
 from common import REPO, machine, measure, save_json, table  # noqa: E402
@@ -81,13 +96,142 @@ def pixel_rows(work: Path) -> list[dict]:
     return out
 
 
+def _png(width: int, height: int, idat: bytes) -> bytes:
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+
+    ihdr = struct.pack(">IIBBBBB", width, height, 8, 0, 0, 0, 0)
+    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", ihdr) + chunk(b"IDAT", idat) + chunk(b"IEND", b"")
+
+
+def inflating_png(width: int, height: int, compressed: int) -> bytes:
+    """A gray PNG whose IDAT is `compressed` bytes of one zlib stream of zeros: it inflates to about
+    1000x that, far past the rows its size needs (made by repeating one fully flushed block)."""
+    z = zlib.compressobj(9)
+    head = z.compress(b"\0" * 2**20) + z.flush(zlib.Z_FULL_FLUSH)
+    block = z.compress(b"\0" * 2**20) + z.flush(zlib.Z_FULL_FLUSH)
+    n = max(1, (compressed - len(head)) // len(block))
+    adler = ((n + 1) * 2**20 % 65521) << 16 | 1  # zeros: a stays 1, b counts the bytes
+    tail = z.flush(zlib.Z_FINISH)[:-4] + struct.pack(">I", adler)
+    return _png(width, height, head + block * n + tail)
+
+
+def progressive_jpeg(size: int, scans: int) -> bytes:
+    """A size x size progressive JPEG whose last scan is repeated until it has `scans` scans."""
+    from PIL import Image
+
+    buf = io.BytesIO()
+    Image.fromarray(np.full((size, size, 3), 120, np.uint8)).save(buf, "JPEG", progressive=True)
+    data = buf.getvalue()
+    last, have = data.rfind(b"\xff\xda"), data.count(b"\xff\xda")
+    return data[:-2] + data[last:-2] * (scans - have) + b"\xff\xd9"
+
+
+def _with_frame(root: Path, data: bytes) -> Path:
+    from test_hostile import SIGNER
+
+    (root / SIGNER / "images0002.png").write_bytes(data)
+    return root
+
+
+def _pax_archive(root: Path, dest: Path) -> Path:
+    from test_hostile import _tree_members
+
+    with tarfile.open(dest, "w:gz", format=tarfile.PAX_FORMAT) as tf:
+        for name, data in [*_tree_members(root), ("PHOENIX-2014-T/notes/readme.txt", b"x"),
+                           ("PHOENIX-2014-T/" + "p" * 512 * 2**20, b"x")]:
+            info = tarfile.TarInfo(name)
+            info.size, info.mtime = len(data), 1_700_000_000
+            tf.addfile(info, io.BytesIO(data))
+    return dest
+
+
+def _missing_rows(root: Path, n: int) -> Path:
+    with open(root / "annotations/manual/PHOENIX-2014-T.test.corpus.csv", "a") as f:
+        f.write("".join(f"v{i}|v{i}/1/*.png|-1|-1|Signer01|A|a\n" for i in range(n)))
+    return root
+
+
+def _video_folder(folder: Path, sizes: list[tuple[int, int]]) -> Path:
+    from test_hostile import size_changing_mkv
+
+    folder.mkdir(parents=True)
+    size_changing_mkv(folder / "v.mov", sizes, "png")  # FFmpeg's MJPEG encoder stops below 16000
+    (folder / "list.csv").write_text("name,split,path\nv,train,v.mov\n")
+    return folder / "list.csv"
+
+
+def round_two_cases() -> list[tuple[str, str, object]]:
+    """(kind, input, how to build it in a scratch folder: path -> the --dataset/--manifest)."""
+    from kinds import phoenix_t
+
+    small, big = [(320, 240)] * 3, [(320, 240), (16000, 16000), (320, 240)]
+    return [
+        ("baseline", "tiny PHOENIX tree as shipped (6 frames)", lambda w: phoenix_t(w)),
+        ("video", "mov (PNG frames) of 3 frames of 320x240", lambda w: _video_folder(w, small)),
+        ("video", "mov (PNG frames) whose 2nd frame is 16000x16000",
+         lambda w: _video_folder(w, big)),
+        ("pax", "tar.gz whose PAX header holds a 512 MiB path",
+         lambda w: _pax_archive(phoenix_t(w / "t"), w / "a.tar.gz")),
+        ("csv", "test csv of 2,000,000 missing rows", lambda w: _missing_rows(phoenix_t(w), 2_000_000)),
+        ("csv", "test csv of 299,000 missing rows (the most accepted)",
+         lambda w: _missing_rows(phoenix_t(w), 299_000)),
+        ("idat", "100x100 PNG, IDAT of 25 MB inflating ~24 GiB",
+         lambda w: _with_frame(phoenix_t(w), inflating_png(100, 100, 25 * 2**20))),
+        ("idat", "100x100 PNG, IDAT at the size cap (336 MB)",
+         lambda w: _with_frame(phoenix_t(w), inflating_png(100, 100, 8 * 40_000_000 + 15 * 2**20))),
+        ("idat", "6324x6324 PNG (40 MP), IDAT within the compressed bound, inflating past its pixels",
+         lambda w: _with_frame(phoenix_t(w), inflating_png(6324, 6324, 40 * 2**20))),
+        ("jpeg", "6000x6000 progressive JPEG, 12,000 scans",
+         lambda w: _with_frame(phoenix_t(w), progressive_jpeg(6000, 12_000))),
+        ("jpeg", "6000x6000 progressive JPEG, 500 scans (the most --max-scans allows)",
+         lambda w: _with_frame(phoenix_t(w), progressive_jpeg(6000, 500))),
+    ]
+
+
+def build_case(k: int, dest: Path) -> None:
+    """Build round-two case k under dest and print what to pass (run in its own process: a child
+    forked from a process that built a 512 MiB header reports that process's peak as its own)."""
+    print(round_two_cases()[k][2](dest))
+
+
+def round_two_rows(work: Path) -> list[dict]:
+    out = []
+    for k, (kind, name, _) in enumerate(round_two_cases()):
+        made = Path(subprocess.run([sys.executable, __file__, "--build", str(k), str(work / f"in{k}")],
+                                   check=True, capture_output=True, text=True).stdout.strip())
+        size = sum(p.stat().st_size for p in made.parent.rglob("*") if p.is_file()) \
+            if made.is_file() else sum(p.stat().st_size for p in made.rglob("*") if p.is_file())
+        flag = "--manifest" if made.suffix == ".csv" else "--dataset"
+        m = measure([sys.executable, "-m", "jobs.cli", "run", flag, str(made), "--out",
+                     str(work / f"r{k}")], tree=True, codes=(0, 1, 2))
+        said = [line for line in m["output"] if line.startswith(("error", "warning: 1 of",
+                                                               "warning: the", "warning: 299000"))
+                or "not read past" in line or "not ok" in line]
+        out.append({"kind": kind, "input": name, "input_mib": round(size / 2**20, 1),
+                    "exit": m["exit"], "peak_rss_mib": m["peak_rss_mib_kernel"], "cpu_s": m["cpu_s"],
+                    "wall_s": m["wall_s"], "said": " | ".join(said)[:300]})
+        shutil.rmtree(work / f"in{k}", ignore_errors=True)
+        shutil.rmtree(work / f"r{k}", ignore_errors=True)
+        print(out[-1], flush=True)
+    return out
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--save", help="results file name under docs/results/")
+    p.add_argument("--only", choices=["round-two"], help="only the round-two cases")
+    p.add_argument("--build", nargs=2, help=argparse.SUPPRESS)
     args = p.parse_args()
+    if args.build:
+        return build_case(int(args.build[0]), Path(args.build[1]))
     with tempfile.TemporaryDirectory() as tmp:
-        labels = labels_rows(Path(tmp))
-        pixels = pixel_rows(Path(tmp))
+        second = round_two_rows(Path(tmp))
+        labels = [] if args.only else labels_rows(Path(tmp))
+        pixels = [] if args.only else pixel_rows(Path(tmp))
+    print(table([[r["kind"], r["input"][:60], r["input_mib"], r["exit"], r["peak_rss_mib"], r["cpu_s"]]
+                 for r in second], ["kind", "input", "MiB", "exit", "peak RSS MiB", "CPU s"]))
+    print()
     print(table([[r["file"], r["bytes"], r["peak_rss_mib"], r["above_baseline_mib"], r["bound_mib"],
                   r["said"][:70]] for r in labels],
                 ["labels file", "bytes", "peak RSS MiB", "above baseline", "10x size + 100 MB",
@@ -97,7 +241,7 @@ def main() -> None:
                 ["run on", "peak RSS MiB (largest process)", "wall s"]))
     if args.save:
         print(save_json(args.save, {"machine": machine(), "labels": labels, "pixel_bomb": pixels,
-                                    "repo": str(REPO.name)}))
+                                    "round_two": second, "repo": str(REPO.name)}))
 
 
 if __name__ == "__main__":
