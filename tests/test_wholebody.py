@@ -194,10 +194,13 @@ def test_tensors_are_frames_by_133_by_3_with_a_score_mask(wb_run):
         np.testing.assert_array_equal(mask, want[:, :, 2] >= meta["score_threshold"])
 
 
-def test_report_show_diff_verify_and_status_work(wb_run, tmp_path):
+def test_report_show_diff_verify_and_status_work(wb_run, shared_run, tmp_path):
     for cmd in (["status", "--out", wb_run], ["verify", "--out", wb_run],
                 ["report", "--out", wb_run], ["diff", wb_run, wb_run]):
         ok(run_cli(cmd), cmd[0])
+    other = run_cli(["diff", shared_run, wb_run])  # two estimators: they differ (1), not bad input
+    assert other.returncode == 1 and "made by different estimators" in other.stdout, other.stderr
+    assert "Traceback" not in other.stderr
     videos = pq.read_table(wb_run / "report" / "videos.parquet")
     assert {"left_hand", "right_hand", "face"} <= {c.removesuffix("_found") for c in videos.column_names}
     video = pq.read_table(wb_run / "keypoints.parquet", columns=["video"])["video"][0].as_py()
