@@ -296,12 +296,18 @@ def test_the_python_face_in_a_notebook(sample_root: Path, clean_run: Path, tmp_p
 
 
 # --- status while a run goes -----------------------------------------------------------------------
-def test_status_beside_a_live_run_gives_one_count(sample_root: Path, tmp_path: Path) -> None:
+@pytest.mark.parametrize("estimator", ["holistic", "wholebody"])
+def test_status_beside_a_live_run_gives_one_count(sample_root: Path, tmp_path: Path,
+                                                  estimator: str) -> None:
     """One count of frames committed (from the parts) and one of frames done in chunks in flight;
-    it used to print "85/143 in committed parts" beside "73/143 frames incl. chunks in flight"."""
+    it used to print "85/143 in committed parts" beside "73/143 frames incl. chunks in flight".
+    The same beside a whole-body run, which status names with its models."""
     out = tmp_path / "run"
+    models = tiny_models(tmp_path / "models")
+    wb = ["--estimator", "wholebody", "--detector", models["detector"], "--pose-model",
+          models["pose"]] if estimator == "wholebody" else []
     proc = popen_cli(["run", "--dataset", sample_root, "--out", out, "--chunk-frames", "20",
-                      "--workers", "1"], env={"PHOENIX_KEYPOINTS_FAULTS": "frame-delay=0.2"})
+                      "--workers", "1", *wb], env={"PHOENIX_KEYPOINTS_FAULTS": "frame-delay=0.2"})
     try:
         def mid_run() -> str | None:
             if not any((out / "parts").glob("chunk-*.parquet")) or not busy_workers(out):
@@ -319,3 +325,4 @@ def test_status_beside_a_live_run_gives_one_count(sample_root: Path, tmp_path: P
     assert chunks and frames, text
     done, total, flying = map(int, frames.groups())
     assert int(chunks[1]) >= 1 and int(chunks[3]) == 1 and done + flying <= total, text
+    assert ("estimator: wholebody (--detector tiny-yolox-end2end.onnx" in text) == bool(wb), text
