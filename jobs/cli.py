@@ -211,12 +211,14 @@ def _add_small(sub: argparse._SubParsersAction) -> None:
     e = sub.add_parser("export", help="export keypoints for existing code (pkl dict, .pose files, "
                                       "Kaggle islr parquets)")
     e.add_argument("--out", type=Path, required=True, help="a finished run folder")
-    e.add_argument("--format", choices=("pkl", "pose", "islr", "legacy-pkl", "legacy-npz"),
+    e.add_argument("--format", choices=("pkl", "pose", "islr", "legacy-pkl", "legacy-npz",
+                                        "twostream-pkl", "unisign-pkl"),
                    required=True,
                    help="pkl: {video: arrays} of a tensor set; pose: .pose files; islr: Kaggle "
                         "isolated-sign parquets; legacy-pkl: the older script's pkl (what run "
                         "--output_path writes); legacy-npz: its model input, "
-                        "<split>_keypoints.npz [N, 143, 3]")
+                        "<split>_keypoints.npz [N, 143, 3]; whole-body runs: twostream-pkl "
+                        "(TwoStream-SLR's keypoint_file), unisign-pkl (Uni-Sign's pose folder)")
     e.add_argument("--to", type=Path, required=True,
                    help="pkl, legacy-pkl: the file to write; pose: a folder (one <split>/<video>.pose "
                         "each); islr: a folder (one <split>/<video>.parquet each); legacy-npz: a "
