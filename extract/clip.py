@@ -5,8 +5,9 @@ the frames with the very sources a run uses (extract/sources/, found the way a r
 finds them: extract.corpora.entries.to_video) and puts them through the per-video code a worker
 runs (extract.keypoints.video_rows.extract_video), so its numbers equal a run's on the same frames.
 
-The estimator is named (`estimator="holistic"`, the only one so far) so another family can plug in
-beside MediaPipe Holistic without changing the call.
+The estimator is named: `"holistic"` (MediaPipe Holistic, the default) or `"wholebody"` (the user's
+ONNX detector and pose model, `detector=` and `pose_model=` paths). Both go through the estimator
+seam a worker uses (extract.keypoints.estimator.open_estimator), so there is one frame loop.
 """
 
 from __future__ import annotations
@@ -19,13 +20,21 @@ from typing import Any
 
 import numpy as np
 
+from extract.keypoints.estimator import (
+    ESTIMATORS,
+    HOLISTIC,
+    WHOLEBODY,
+    WHOLEBODY_PARTS,
+    Estimator,
+    open_estimator,
+)
 from extract.keypoints.frames import MAX_PIXELS, STATUS_OK, Frame, read_frame
-from extract.keypoints.holistic import Extractor, HolisticOptions
+from extract.keypoints.holistic import HolisticOptions
 from extract.keypoints.video_rows import Block, extract_video
 from extract.outputs.export import PHOENIX_FPS, rate_of_times
 
-ESTIMATORS = ("holistic",)
-_OPTIONS = tuple(f.name for f in fields(HolisticOptions))
+_OPTIONS = {HOLISTIC: tuple(f.name for f in fields(HolisticOptions)),
+            WHOLEBODY: ("detector", "pose_model")}
 Source = str | os.PathLike | Sequence[str | os.PathLike] | np.ndarray
 
 
@@ -61,32 +70,56 @@ class Keypoints:
         return pose_of_blocks(self.parts, width, height, self.fps)
 
 
-def extract_keypoints(source: Source, estimator: str = "holistic", *, fps: float | None = None,
+def extract_keypoints(source: Source, estimator: str = HOLISTIC, *, fps: float | None = None,
                       max_pixels: int = MAX_PIXELS, **options: Any) -> Keypoints:
     """Keypoints of one clip: a video file, a folder of frames, a list of image paths, or an RGB
     uint8 array [T, H, W, 3]. `fps` is the rate of frames and arrays (PHOENIX's 25 by default; a
-    video's own: its stream's rate, else its frames' times); `options` are Holistic's, as `run`
-    takes them (model_complexity, refine_face_landmarks, static_image_mode, smooth_landmarks,
-    min_detection_confidence, min_tracking_confidence)."""
-    if estimator not in ESTIMATORS:
-        raise ValueError(f"estimator {estimator!r} is not known; known: {', '.join(ESTIMATORS)}")
-    unknown = sorted(set(options) - set(_OPTIONS))
-    if unknown:
-        raise TypeError(f"unknown option(s) {', '.join(unknown)}; Holistic takes {', '.join(_OPTIONS)}")
-    frames, n, clip_fps = _frames(source, max_pixels)
-    block = Block(layout=HolisticOptions(**options).layout)
-    with Extractor(HolisticOptions(**options), num_threads=1) as extractor:
+    video's own: its stream's rate, else its frames' times); `options` are the estimator's, as `run`
+    takes them: Holistic's (model_complexity, refine_face_landmarks, static_image_mode,
+    smooth_landmarks, min_detection_confidence, min_tracking_confidence), or the whole-body
+    family's `detector` and `pose_model` (paths of the ONNX files)."""
+    extractor = _open(estimator, options)
+    try:
+        frames, n, clip_fps = _frames(source, max_pixels)
+        block = Block(declaration=extractor.declaration)
         extract_video(extractor, "all", "clip", frames, n, block)
+    finally:
+        extractor.close()
     return _keypoints(block, fps or clip_fps or rate_of_times(block.time_s) or float(PHOENIX_FPS))
 
 
+def _open(estimator: str, options: dict[str, Any]) -> Estimator:
+    """The estimator as a run's worker opens it (one thread), from the options a run takes; the
+    whole-body model files are checked and recorded as `run` records them."""
+    if estimator not in ESTIMATORS:
+        raise ValueError(f"estimator {estimator!r} is not known; known: {', '.join(ESTIMATORS)}")
+    known = _OPTIONS[estimator]
+    unknown = sorted(set(options) - set(known))
+    if unknown:
+        raise TypeError(f"unknown option(s) {', '.join(unknown)}; estimator {estimator!r} takes "
+                        f"{', '.join(known)}")
+    if estimator == HOLISTIC:
+        return open_estimator(HolisticOptions(**options).as_dict(), num_threads=1)
+    missing = [k for k in known if options.get(k) is None]
+    if missing:
+        raise TypeError(f"estimator 'wholebody' needs {' and '.join(f'{k}=PATH.onnx' for k in missing)}"
+                        " (docs/wholebody.md says where rtmlib's published models are)")
+    from extract.keypoints.wholebody import record
+
+    return open_estimator({"estimator": WHOLEBODY,
+                           **record(Path(options["detector"]), Path(options["pose_model"]))})
+
+
 def _keypoints(block: Block, fps: float) -> Keypoints:
-    """A Block's rows as [T, points, channels] arrays, NaN where a part was not detected."""
+    """A Block's rows as [T, points, channels] arrays, NaN where a part was not detected (or the
+    frame not read); the whole-body family's named parts are slices of its 133 points."""
     parts = {}
     for part, (n, c) in block.layout.items():
         values = np.concatenate(block.values[part]).reshape(-1, n, c)
         values[~np.concatenate(block.present[part])] = np.nan
         parts[part] = values
+    if WHOLEBODY in parts:
+        parts |= {name: parts[WHOLEBODY][:, a:b] for name, (a, b) in WHOLEBODY_PARTS.items()}
     return Keypoints(parts, float(fps), block.status, block.image, block.width, block.height,
                      block.time_s)
 

@@ -114,8 +114,8 @@ def _add_run(sub: argparse._SubParsersAction) -> None:
                    help="the older script's flag: with --output_path and no --out, the run folder "
                         "(parts, logs, keypoints.parquet) goes in DIR")
     r.add_argument("--workers", type=_positive, metavar="N",
-                   help="worker processes, one MediaPipe graph each (default: one per usable CPU "
-                        "core)")
+                   help="worker processes, one estimator each: a MediaPipe graph, or the whole-body "
+                        "ONNX models (default: one per usable CPU core)")
     r.add_argument("--num-gpus", "--num_gpus", type=_non_negative,
                    help="GPUs to pin workers to (default: visible GPUs, 0 when none)")
     r.add_argument("--workers-per-gpu", "--num_workers_per_gpu", type=_positive,
@@ -155,6 +155,9 @@ def _add_slurm(sub: argparse._SubParsersAction) -> None:
     sl.add_argument("--time", help="time limit per shard and for the merge (sbatch --time)")
     sl.add_argument("--cpus-per-task", type=_positive,
                     help="CPUs per shard: one worker per CPU (per GPU: C/G)")
+    sl.add_argument("--workers", type=_positive, metavar="N",
+                    help="workers per shard: asks sbatch for N CPUs, one worker each (the same as "
+                         "--cpus-per-task N)")
     sl.add_argument("--gpus-per-task", type=_positive, help="GPUs per shard")
     sl.add_argument("--mem", metavar="SIZE",
                     help="memory per shard (sbatch --mem, e.g. 32G); default: 561 MiB, a worker's "
@@ -211,12 +214,14 @@ def _add_small(sub: argparse._SubParsersAction) -> None:
     e = sub.add_parser("export", help="export keypoints for existing code (pkl dict, .pose files, "
                                       "Kaggle islr parquets)")
     e.add_argument("--out", type=Path, required=True, help="a finished run folder")
-    e.add_argument("--format", choices=("pkl", "pose", "islr", "legacy-pkl", "legacy-npz"),
+    e.add_argument("--format", choices=("pkl", "pose", "islr", "legacy-pkl", "legacy-npz",
+                                        "twostream-pkl", "unisign-pkl"),
                    required=True,
                    help="pkl: {video: arrays} of a tensor set; pose: .pose files; islr: Kaggle "
                         "isolated-sign parquets; legacy-pkl: the older script's pkl (what run "
                         "--output_path writes); legacy-npz: its model input, "
-                        "<split>_keypoints.npz [N, 143, 3]")
+                        "<split>_keypoints.npz [N, 143, 3]; whole-body runs: twostream-pkl "
+                        "(TwoStream-SLR's keypoint_file), unisign-pkl (Uni-Sign's pose folder)")
     e.add_argument("--to", type=Path, required=True,
                    help="pkl, legacy-pkl: the file to write; pose: a folder (one <split>/<video>.pose "
                         "each); islr: a folder (one <split>/<video>.parquet each); legacy-npz: a "
@@ -390,8 +395,15 @@ def typed_flags(argv: list[str], flags: tuple[str, ...]) -> str:
 
 def _slurm(args: argparse.Namespace) -> int:
     from jobs.cluster.slurm import SlurmOptions, plan_for_array, slurm_command
+    from jobs.rundir.folder import RunError
 
-    so = SlurmOptions(args.max_parallel, args.time, args.cpus_per_task, args.gpus_per_task,
+    cpus = args.cpus_per_task
+    if args.workers is not None:
+        if cpus is not None and cpus != args.workers:
+            raise RunError(f"--workers {args.workers} and --cpus-per-task {cpus}: a shard runs one "
+                           "worker per CPU it is given; give one of them.")
+        cpus = args.workers
+    so = SlurmOptions(args.max_parallel, args.time, cpus, args.gpus_per_task,
                       args.partition, args.account, args.sbatch_arg, args.mem)
     rd = _rd(args.out)
     return slurm_command(rd, plan_for_array(rd, _options(args), args.num_shards, so, args.frozen),

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+from pathlib import Path
 
 from extract.corpora.base import DatasetError
 from extract.sources.archive_index import ArchiveError
@@ -132,6 +133,17 @@ def _corpus_lines(rd: RunDir, info: RunInfo) -> list[str]:
                     f"run --out {rd.path}` extracts what is new and leaves out what is gone"]
 
 
+def _estimator_lines(info: RunInfo) -> list[str]:
+    """Which family makes this run's keypoints, where it is not Holistic (the default, unsaid as
+    before): a whole-body run names its two model files."""
+    if info.options.estimator == "holistic":
+        return []
+    models = info.options.wholebody or {}
+    files = ", ".join(f"--{k.replace('_', '-')} {Path(models[k]['path']).name}"
+                      for k in ("detector", "pose_model") if k in models)
+    return [f"estimator: {info.options.estimator}" + (f" ({files})" if files else "")]
+
+
 def render(rd: RunDir) -> str:
     snap = collect(rd)
     info, state = snap.info, snap.state
@@ -139,6 +151,7 @@ def render(rd: RunDir) -> str:
     going = f", {flight.chunks} in flight" if flight.chunks else ""
     lines = [f"run:      {rd.path}",
              f"dataset:  {info.dataset.root} ({info.dataset.layout}, {info.dataset.videos} videos)",
+             *_estimator_lines(info),
              f"chunks:   {len(state.done)}/{len(state.chunks)} committed{going}",
              f"frames:   {state.frames_done}/{state.frames_total} committed"
              + (f", {flight.frames} more done in the chunks in flight" if flight.chunks else "")]

@@ -28,8 +28,10 @@ from helpers import (
     wait_for,
 )
 from kinds import clip
+from tiny_onnx import tiny_models
 
 from extract import extract_keypoints
+from extract.keypoints.estimator import WHOLEBODY, WHOLEBODY_PARTS, declaration
 from extract.keypoints.schema import layout
 from extract.outputs.tensors import part_blocks
 
@@ -154,6 +156,49 @@ def test_one_folder_of_frames_runs_as_one_video(sample_root: Path, clean_run: Pa
         assert_no_traceback(refused)
 
 
+def wholebody_rows(run: Path, video: str) -> np.ndarray:
+    """One video's whole-body points from a run: float32 [T, 133, 3], NaN where no row values."""
+    rows = video_rows(pq.read_table(run / "keypoints.parquet"), video)
+    block, present = part_blocks(rows, [WHOLEBODY], declaration({"estimator": WHOLEBODY}).parts)[
+        WHOLEBODY]
+    block = block.copy()
+    block[~present] = np.nan
+    return block
+
+
+def test_extract_keypoints_wholebody_equals_the_run(sample_root: Path, tmp_path: Path) -> None:
+    """estimator="wholebody" (was refused) on a folder and a video: the run's 133 points exactly,
+    run_job(estimator="wholebody", ...) and `run --estimator wholebody` making the reference runs,
+    and the named parts as the COCO-WholeBody slices of those points."""
+    from jobs import RunRefused, run_job
+
+    models = tiny_models(tmp_path / "models")
+    wb = {"estimator": "wholebody", "detector": models["detector"], "pose_model": models["pose"]}
+    r = run_job(dataset=frames_of(sample_root), out=tmp_path / "folder", workers=1, **wb)
+    assert r.complete and r.frames_not_ok == {}, r
+    video = clip(tmp_path / "clips" / "signer.mp4", 0, FIRST, rate=NTSC)
+    proc = run_cli(["run", "--dataset", video, "--out", tmp_path / "video", "--estimator", "wholebody",
+                    "--detector", models["detector"], "--pose-model", models["pose"]])
+    assert proc.returncode == 0, proc.stderr
+    for source, run, name in ((frames_of(sample_root), r.run_dir, VIDEO),
+                              (video, tmp_path / "video", "signer")):
+        kp = extract_keypoints(source, **wb)
+        ref = wholebody_rows(run, name)
+        assert kp.keys() == [WHOLEBODY, *WHOLEBODY_PARTS] and len(kp) == len(ref) > 0
+        assert kp[WHOLEBODY].dtype == np.float32 and kp[WHOLEBODY].shape == (len(ref), 133, 3)
+        np.testing.assert_array_equal(kp[WHOLEBODY], ref, err_msg=str(source))
+        for part, (a, b) in WHOLEBODY_PARTS.items():
+            np.testing.assert_array_equal(kp[part], ref[:, a:b], err_msg=part)
+    assert kp["left_hand"].shape[1:] == (21, 3) and kp["face"].shape[1:] == (68, 3)
+    assert kp.fps == pytest.approx(float(NTSC))
+    with pytest.raises(TypeError, match="pose_model=PATH.onnx"):
+        extract_keypoints(video, estimator="wholebody", detector=models["detector"])
+    with pytest.raises(TypeError, match="model_complexity"):
+        extract_keypoints(video, model_complexity=1, **wb)
+    with pytest.raises(RunRefused, match="--pose-model"):
+        run_job(dataset=video, out=tmp_path / "refused", **{**wb, "pose_model": tmp_path / "no.onnx"})
+
+
 # --- run_job: the whole job from Python --------------------------------------------------------------
 def job_script(sample_root: Path, out: Path) -> str:
     """A user's script, without an `if __name__ == "__main__":` guard."""
@@ -251,12 +296,18 @@ def test_the_python_face_in_a_notebook(sample_root: Path, clean_run: Path, tmp_p
 
 
 # --- status while a run goes -----------------------------------------------------------------------
-def test_status_beside_a_live_run_gives_one_count(sample_root: Path, tmp_path: Path) -> None:
+@pytest.mark.parametrize("estimator", ["holistic", "wholebody"])
+def test_status_beside_a_live_run_gives_one_count(sample_root: Path, tmp_path: Path,
+                                                  estimator: str) -> None:
     """One count of frames committed (from the parts) and one of frames done in chunks in flight;
-    it used to print "85/143 in committed parts" beside "73/143 frames incl. chunks in flight"."""
+    it used to print "85/143 in committed parts" beside "73/143 frames incl. chunks in flight".
+    The same beside a whole-body run, which status names with its models."""
     out = tmp_path / "run"
+    models = tiny_models(tmp_path / "models")
+    wb = ["--estimator", "wholebody", "--detector", models["detector"], "--pose-model",
+          models["pose"]] if estimator == "wholebody" else []
     proc = popen_cli(["run", "--dataset", sample_root, "--out", out, "--chunk-frames", "20",
-                      "--workers", "1"], env={"PHOENIX_KEYPOINTS_FAULTS": "frame-delay=0.2"})
+                      "--workers", "1", *wb], env={"PHOENIX_KEYPOINTS_FAULTS": "frame-delay=0.2"})
     try:
         def mid_run() -> str | None:
             if not any((out / "parts").glob("chunk-*.parquet")) or not busy_workers(out):
@@ -274,3 +325,4 @@ def test_status_beside_a_live_run_gives_one_count(sample_root: Path, tmp_path: P
     assert chunks and frames, text
     done, total, flying = map(int, frames.groups())
     assert int(chunks[1]) >= 1 and int(chunks[3]) == 1 and done + flying <= total, text
+    assert ("estimator: wholebody (--detector tiny-yolox-end2end.onnx" in text) == bool(wb), text

@@ -183,6 +183,10 @@ def test_default_options_give_no_idle_warning(shared_sample: Path, tmp_path: Pat
     # only flags the user typed are named (issue 34: --workers 1 was told of --num_gpus)
     mine = idle_cores(1, 2, "--workers 1")
     assert "--workers 2" in mine and "gpu" not in mine.lower().replace("gpus only pin", "")
+    # and what runs on the CPU: a whole-body run is not told MediaPipe does
+    wb = idle_cores(1, 2, "--num_gpus 0 --num_workers_per_gpu 1", "wholebody")
+    assert "wholebody estimator (onnxruntime) runs on the CPU" in wb and "MediaPipe" not in wb, wb
+    assert "--num_workers_per_gpu 2" in wb
 
 
 def edited_copy(run: Path, dest: Path) -> dict[str, Any]:

@@ -5,6 +5,12 @@ exports, report, verify, status) gives on a finished run what Python 3.11 gives.
 "What 3.11 gives" is the same command on a copy of the suite's own reference run (clean_run), by
 this interpreter. Equal means equal values, types and keypoints metadata; not equal bytes, since
 each pyarrow names itself in the files it writes and numpy 2 pickles arrays as numpy._core.
+
+The whole-body family runs there from frames on: `run --estimator wholebody` on the shared sample
+with tiny ONNX models built here (tests/tiny_onnx.py) gives on 3.13 what it gives on 3.11, column
+by column and row by row, exactly (no tolerance: both sides pin onnxruntime 1.32.0 and
+opencv 4.11.0.86, and numpy's elementwise float32 arithmetic is the same in 1.26 and 2.x), and the
+same tensors.
 """
 
 from __future__ import annotations
@@ -23,6 +29,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from helpers import REPO, install_wheel, outside_env, run_cli, sh
+from tiny_onnx import tiny_models
 
 pytestmark = pytest.mark.slow
 
@@ -197,3 +204,40 @@ def test_steps_after_extraction_equal_python_311(tool313: Path, clean_run: Path,
     again = subprocess.run([str(tool313), "run", "--out", "R"], cwd=work, env=outside_env(),
                            capture_output=True, text=True, timeout=300)
     assert again.returncode == 0 and "complete:" in again.stdout, again.stderr
+
+
+def wholebody_run(tool: list[str], dataset: Path, models: dict[str, Path], cwd: Path) -> Path:
+    """`run --estimator wholebody` of the dataset into cwd/R by `tool`; the run folder."""
+    cwd.mkdir()
+    proc = subprocess.run([*tool, "run", "--dataset", str(dataset), "--out", "R", "--estimator",
+                           "wholebody", "--detector", str(models["detector"]), "--pose-model",
+                           str(models["pose"]), "--workers", "2"],
+                          cwd=cwd, env=outside_env(), capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr
+    return cwd / "R"
+
+
+def file_meta(table: pa.Table) -> dict:
+    """The keypoints file's own metadata less the versions each interpreter records of itself."""
+    meta = json.loads(table.schema.metadata[b"phoenix_keypoints.file"])
+    return {k: v for k, v in meta.items() if k not in ("versions", "created")}
+
+
+def test_wholebody_run_on_python_313_equals_python_311(tool313: Path, shared_sample: Path,
+                                                       tmp_path: Path) -> None:
+    models = tiny_models(tmp_path / "models")
+    import sys
+
+    ref = wholebody_run([sys.executable, "-m", "jobs.cli"], shared_sample, models, tmp_path / "py311")
+    got = wholebody_run([str(tool313)], shared_sample, models, tmp_path / "py313")
+    kp_got, kp_ref = (pq.read_table(r / "keypoints.parquet") for r in (got, ref))
+    assert kp_ref.num_rows == 143 and set(kp_ref["status"].to_pylist()) == {"ok"}
+    same_table(kp_got, kp_ref, "keypoints.parquet")  # every column, row by row, exactly
+    assert file_meta(kp_got) == file_meta(kp_ref)
+    tensors = sorted(p.relative_to(ref) for p in (ref / "tensors").rglob("*") if p.is_file())
+    assert any(t.suffix == ".npy" for t in tensors), tensors
+    for rel in tensors:
+        if rel.suffix == ".npy":
+            assert same_array(np.load(got / rel), np.load(ref / rel)), rel
+        elif rel.name == "points.json":
+            assert points_json(got / rel) == points_json(ref / rel), rel

@@ -274,14 +274,26 @@ def test_diff_refuses_bad_input(shared_run: Path, tmp_path: Path) -> None:
     proc = run_cli(["diff", shared_run, tmp_path / "nothing"])
     assert proc.returncode == 2
     assert "neither a run folder nor a keypoints .parquet file" in proc.stderr
+    assert_no_traceback(proc)
+
+
+def test_diff_of_runs_holding_different_videos_says_they_differ(shared_run: Path,
+                                                               tmp_path: Path) -> None:
+    """Different video sets are a difference (exit 1, was 2 as if bad input): the videos in one
+    run only are named, and the shared ones still compared."""
     other = copy_run(shared_run, tmp_path / "fewer", tensors=False)
     t = pq.read_table(other / "keypoints.parquet")
     pq.write_table(t.filter(pc.not_equal(t["video"], "two_hands-1")), other / "keypoints.parquet",
                    **parquet_write_options())
     proc = run_cli(["diff", shared_run, other])
-    assert proc.returncode == 2
-    assert "different videos (1 only in A: test/two_hands-1; 0 only in B)" in proc.stderr
+    assert proc.returncode == 1, proc.stdout + proc.stderr
     assert_no_traceback(proc)
+    assert proc.stdout.strip().splitlines() == [
+        "videos in one run only: 1 only in A: test/two_hands-1; 0 only in B",
+        "differ: the runs hold different videos (1 only in A: test/two_hands-1; 0 only in B); of "
+        "the 5 both hold, 0 differ (tolerance 0: identical values; max |diff| 0)"]
+    back = run_cli(["diff", other, shared_run])
+    assert back.returncode == 1 and "0 only in A; 1 only in B: test/two_hands-1" in back.stdout
 
 
 # --- show --------------------------------------------------------------------------------------

@@ -365,3 +365,32 @@ def test_shard_refusals(sample_root: Path, tmp_path: Path) -> None:
         assert proc.returncode == 2, (args, proc.stderr)
         assert msg in proc.stderr, (args, proc.stderr)
         assert_no_traceback(proc)
+
+
+def test_slurm_workers_and_a_wholebody_plan(sample_root: Path, tmp_path: Path) -> None:
+    """`slurm --workers N` (was "unrecognized arguments") asks for N CPUs a shard, as
+    --cpus-per-task N; a whole-body plan's shards run from run.json alone (the scripts name no
+    model), merge, and `status` names the estimator and its model files."""
+    from tiny_onnx import tiny_models
+
+    models = tiny_models(tmp_path / "models")
+    out = tmp_path / "run"
+    plan = run_cli(["slurm", "--dataset", sample_root, "--out", out, "--num-shards", "2",
+                    "--chunk-frames", "20", "--workers", "4", "--estimator", "wholebody",
+                    "--detector", models["detector"], "--pose-model", models["pose"]])
+    assert plan.returncode == 0, plan.stderr
+    assert "#SBATCH --cpus-per-task=4" in plan.stdout and "#SBATCH --mem=5G" in plan.stdout
+    both = run_cli(["slurm", "--out", out, "--num-shards", "2", "--workers", "4", "--cpus-per-task",
+                    "2"])
+    assert both.returncode == 2 and "give one of them" in both.stderr, both.stderr
+    assert_no_traceback(both)
+    for shard in ("0", "1"):
+        proc = run_cli(["run", "--out", out, "--num-shards", "2", "--shard-index", shard,
+                        "--workers", "1"])
+        assert proc.returncode == 0, proc.stderr
+    assert run_cli(["merge", "--out", out]).returncode == 0
+    status = run_cli(["status", "--out", out]).stdout
+    assert ("estimator: wholebody (--detector tiny-yolox-end2end.onnx, --pose-model "
+            "tiny-rtmpose-simcc.onnx)") in status, status
+    assert "shards:   2/2 complete" in status and "merged:" in status, status
+    assert pq.read_schema(out / "keypoints.parquet").names[-2:] == ["wholebody", "persons"]

@@ -194,10 +194,13 @@ def test_tensors_are_frames_by_133_by_3_with_a_score_mask(wb_run):
         np.testing.assert_array_equal(mask, want[:, :, 2] >= meta["score_threshold"])
 
 
-def test_report_show_diff_verify_and_status_work(wb_run, tmp_path):
+def test_report_show_diff_verify_and_status_work(wb_run, shared_run, tmp_path):
     for cmd in (["status", "--out", wb_run], ["verify", "--out", wb_run],
                 ["report", "--out", wb_run], ["diff", wb_run, wb_run]):
         ok(run_cli(cmd), cmd[0])
+    other = run_cli(["diff", shared_run, wb_run])  # two estimators: they differ (1), not bad input
+    assert other.returncode == 1 and "made by different estimators" in other.stdout, other.stderr
+    assert "Traceback" not in other.stderr
     videos = pq.read_table(wb_run / "report" / "videos.parquet")
     assert {"left_hand", "right_hand", "face"} <= {c.removesuffix("_found") for c in videos.column_names}
     video = pq.read_table(wb_run / "keypoints.parquet", columns=["video"])["video"][0].as_py()
@@ -210,6 +213,42 @@ def test_holistic_only_exports_refuse_a_wholebody_run(wb_run, tmp_path):
         refused(run_cli(["export", "--out", wb_run, "--format", fmt, "--to", tmp_path / fmt]),
                 "wholebody", "Holistic")
     refused(run_cli(["tensors", "--out", wb_run, "--preset", "compact-187"]), "wholebody")
+
+
+def test_twostream_and_unisign_pkls_read_as_their_loaders_read_them(wb_run, shared_run, tmp_path):
+    """--format twostream-pkl: TwoStream-SLR's keypoint_file, {split/video: {"keypoints": [T,133,3]}}
+    (its Dataset.load_keypoints takes all_keypoints["keypoints"][:, indices]); --format unisign-pkl:
+    Uni-Sign's <split>/<video>.pkl, {"keypoints": [[1,133,2]] / (W, H), "scores": [[1,133]]} (its
+    load_pose reads person 0 of each frame). Both equal to the run's values."""
+    import pickle
+
+    ok(run_cli(["export", "--out", wb_run, "--format", "twostream-pkl", "--to", tmp_path / "ts.pkl"]),
+       "twostream-pkl")
+    ok(run_cli(["export", "--out", wb_run, "--format", "unisign-pkl", "--to", tmp_path / "uni"]),
+       "unisign-pkl")
+    t = pq.read_table(wb_run / "keypoints.parquet", columns=["split", "video", "frame", "width",
+                                                             "height", "wholebody"])
+    two = pickle.loads((tmp_path / "ts.pkl").read_bytes())
+    videos = sorted(set(zip(t["split"].to_pylist(), t["video"].to_pylist(), strict=True)))
+    assert sorted(two) == [f"{s}/{v}" for s, v in videos]
+    for split, video in videos:
+        rows = t.filter((t["split"].to_numpy(zero_copy_only=False) == split)
+                        & (t["video"].to_numpy(zero_copy_only=False) == video))
+        ref = np.array(rows["wholebody"].to_pylist(), np.float32).reshape(-1, 133, 3)
+        got = two[f"{split}/{video}"]["keypoints"]
+        assert got.dtype == np.float32 and got.shape == ref.shape
+        np.testing.assert_array_equal(got[:, list(range(91, 133))], ref[:, 91:133])  # its 'hand'
+        uni = pickle.loads((tmp_path / "uni" / split / f"{video}.pkl").read_bytes())
+        assert len(uni["scores"]) == len(uni["keypoints"]) == len(ref)
+        assert uni["keypoints"][0].shape == (1, 133, 2) and uni["scores"][0].shape == (1, 133)
+        size = np.stack([rows["width"].to_numpy(), rows["height"].to_numpy()], 1)[:, None, :]
+        xy = np.concatenate(uni["keypoints"])[:, :, :2] * size
+        np.testing.assert_allclose(xy, ref[:, :, :2], atol=1e-3)  # pixels: float32 x / W x W
+        np.testing.assert_array_equal(np.concatenate(uni["scores"]), ref[:, :, 2])
+    refused(run_cli(["export", "--out", shared_run, "--format", "unisign-pkl", "--to",
+                     tmp_path / "h"]), "holistic run", "--estimator wholebody")
+    refused(run_cli(["export", "--out", wb_run, "--format", "twostream-pkl", "--to", tmp_path]),
+            "is a folder")
 
 
 def test_pose_export_has_a_cocowholebody_header_pose_format_reads(wb_run, tmp_path):

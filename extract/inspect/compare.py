@@ -3,13 +3,15 @@
 Both files are streamed side by side (one video of each in memory), so two full releases compare
 in bounded memory. A video differs when a frame is in one file only, a frame's status differs, a
 part is found in one file and not the other, or a value differs by more than the tolerance
-(absolute, in the file's own units; 0: identical). Two files of different video sets are refused:
-that is a different selection, not a different extraction.
+(absolute, in the file's own units; 0: identical). Two files of different video sets differ: the
+videos in one only are named, and the shared ones compared. Two files of different estimators
+(Holistic's columns against whole-body keypoints) differ too, with that reason and no values
+compared. Only what cannot be read as two merged keypoints files is refused (ReportError, exit 2).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -76,10 +78,13 @@ class DiffSummary:
     differing: list[str] = field(default_factory=list)
     max_abs: float = 0.0
     only_one: int = 0
+    only_a: list[str] = field(default_factory=list)  # split/video in A only
+    only_b: list[str] = field(default_factory=list)
+    estimators: str = ""  # why no values were compared: two estimators' files
 
     @property
     def agree(self) -> bool:
-        return not self.differing
+        return not (self.differing or self.only_a or self.only_b or self.estimators)
 
 
 def video_list(path: Path) -> list[tuple[str, str]]:
@@ -92,26 +97,22 @@ def video_list(path: Path) -> list[tuple[str, str]]:
     return [(str(splits[i]), str(vids[i])) for i in at]
 
 
-def check_same_videos(a: Path, b: Path) -> list[tuple[str, str]]:
-    """The shared video list, or a refusal that names what differs."""
+def shared_videos(a: Path, b: Path) -> tuple[set[tuple[str, str]], list[str], list[str]]:
+    """(the videos both hold, split/video in A only, in B only); refused where the shared ones
+    come in another order (not files as `merge` writes them, so they cannot be walked together)."""
     va, vb = video_list(a), video_list(b)
-    if va == vb:
-        return va
-    sa, sb = set(va), set(vb)
-    if sa == sb:
+    common = set(va) & set(vb)
+    if [k for k in va if k in common] != [k for k in vb if k in common]:
         raise ReportError(f"{a} and {b} hold the same videos in another order; both should be "
                           "sorted by split and video as `merge` writes them")
-    only_a = sorted(f"{s}/{v}" for s, v in sa - sb)
-    only_b = sorted(f"{s}/{v}" for s, v in sb - sa)
+    only_a = [f"{s}/{v}" for s, v in va if (s, v) not in common]
+    return common, only_a, [f"{s}/{v}" for s, v in vb if (s, v) not in common]
 
-    def names(side: str, x: list[str]) -> str:
-        more = f" and {len(x) - SHOWN} more" if len(x) > SHOWN else ""
-        return f"{len(x)} only in {side}" + (f": {', '.join(x[:SHOWN])}{more}" if x else "")
 
-    raise ReportError(
-        f"the two runs hold different videos ({names('A', only_a)}; {names('B', only_b)}). diff "
-        "compares two extractions of the same videos: select the same ones (--videos, --splits) "
-        "or compare runs made with the same options.")
+def names(side: str, x: list[str]) -> str:
+    """'N only in A: a, b and 3 more' (at most SHOWN named)."""
+    more = f" and {len(x) - SHOWN} more" if len(x) > SHOWN else ""
+    return f"{len(x)} only in {side}" + (f": {', '.join(x[:SHOWN])}{more}" if x else "")
 
 
 def compare_video(split: str, video: str, ta: pa.Table, tb: pa.Table) -> VideoDiff:
@@ -142,20 +143,26 @@ def compare_video(split: str, video: str, ta: pa.Table, tb: pa.Table) -> VideoDi
 
 def diff_files(a: Path, b: Path, tolerance: float = 0.0,
                report: Callable[[str], None] = print) -> DiffSummary:
-    """Compare two keypoints files; report() gets one line per differing video."""
+    """Compare two keypoints files; report() gets one line per differing video, and one for the
+    videos only one of them holds."""
     if tolerance < 0:
         raise ReportError(f"--tolerance must be >= 0, not {tolerance}")
     both = set(open_keypoints(a).schema_arrow.names) & set(open_keypoints(b).schema_arrow.names)
-    check_same_videos(a, b)
+    common, only_a, only_b = shared_videos(a, b)
+    out = DiffSummary(only_a=only_a, only_b=only_b)
     if WHOLEBODY in both:  # two whole-body files: their 133 points, and the person counts
         cols = ["frame", "status", WHOLEBODY, "persons"]
     elif both & {WHOLEBODY}.union(PARTS) != set(PARTS):
-        raise ReportError(f"{a} and {b} were made by different estimators (one holds Holistic's "
-                          "columns, the other whole-body keypoints): they cannot agree")
+        out.estimators = ("made by different estimators (one holds Holistic's columns, the other "
+                          "whole-body keypoints): no values compared")
+        report(f"{a} and {b} were {out.estimators}")
+        return out
     else:
         cols = ["frame", "status", *PARTS, *(p for p in WORLD_PARTS if p in both)]
-    out = DiffSummary()
-    for (sa, va, ta), (sb, vb, tb) in zip(iter_videos(a, cols), iter_videos(b, cols), strict=True):
+    if only_a or only_b:
+        report(f"videos in one run only: {names('A', only_a)}; {names('B', only_b)}")
+    pairs = zip(_shared(a, cols, common), _shared(b, cols, common), strict=True)
+    for (sa, va, ta), (sb, vb, tb) in pairs:
         if (sa, va) != (sb, vb):
             raise ReportError(f"the files changed while being compared ({sa}/{va} vs {sb}/{vb})")
         d = compare_video(sa, va, ta, tb)
@@ -169,8 +176,20 @@ def diff_files(a: Path, b: Path, tolerance: float = 0.0,
     return out
 
 
+def _shared(path: Path, cols: list[str], common: set[tuple[str, str]]
+            ) -> Iterator[tuple[str, str, pa.Table]]:
+    """The file's videos, one at a time, less those the other file does not hold."""
+    return (x for x in iter_videos(path, cols) if (x[0], x[1]) in common)
+
+
 def summary_line(s: DiffSummary, tolerance: float) -> str:
     tol = f"tolerance {tolerance:g}" if tolerance else "tolerance 0: identical values"
+    if s.estimators:
+        return f"differ: {s.estimators}"
+    if s.only_a or s.only_b:
+        return (f"differ: the runs hold different videos ({names('A', s.only_a)}; "
+                f"{names('B', s.only_b)}); of the {s.videos} both hold, {len(s.differing)} "
+                f"differ ({tol}; max |diff| {s.max_abs:.3g})")
     if s.agree:
         return f"agree: {s.videos} videos, {s.frames} frames ({tol}; max |diff| {s.max_abs:.3g})"
     return (f"differ: {len(s.differing)} of {s.videos} videos ({tol}; max |diff| {s.max_abs:.3g}; "

@@ -9,6 +9,7 @@ values are keypoints.parquet's as they are: the mask only says which to trust.
 from __future__ import annotations
 
 import json
+import pickle
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -169,5 +170,40 @@ def write_pose_files(keypoints: Path, out_dir: Path, fps: float = PHOENIX_FPS,
                              data=np.ascontiguousarray(vals[..., :2]), confidence=conf)
         pose = Pose(header, body)
         write_file(Path(out_dir) / split / f"{video}.pose", pose.write)
+        n += 1
+    return n
+
+
+def write_twostream_pkl(keypoints: Path, dest: Path) -> int:
+    """TwoStream-SLR's `keypoint_file` (FangyunWei/SLRT, TwoStreamNetwork/dataset/Dataset.py,
+    `load_keypoints`): one pickle of {"<split>/<video>": {"keypoints": float32 [T, 133, 3]}}, x, y in
+    pixels and the score, in COCO-WholeBody order (its HRNet's, whose indices its Hrnet_Part2index
+    takes), T the video's frames (its loader indexes them by frame). Frames not read: zeros. The
+    names are its annotation files' `name` (PHOENIX-2014-T: `dev/11August_2010_Wednesday_tagesschau-2`).
+    Held in memory while written: about 1.6 KB a frame."""
+    out: dict[str, dict[str, np.ndarray]] = {}
+    for split, video, table in iter_videos(keypoints, [WHOLEBODY]):
+        out[f"{split}/{video}"] = {"keypoints": video_tensor(table)[0]}
+    write_file(Path(dest), lambda f: pickle.dump(out, f, protocol=4))
+    return len(out)
+
+
+def write_unisign_pkls(keypoints: Path, out_dir: Path) -> int:
+    """Uni-Sign's pose files (ZechengLi19/Uni-Sign, datasets.py, `load_pose`, as its
+    demo/pose_extraction.py writes them with rtmlib): one `<out_dir>/<split>/<video>.pkl` per video,
+    {"keypoints": [float32 [1, 133, 2] per frame], "scores": [float32 [1, 133] per frame]}, x and y
+    divided by the frame's width and height, the one person the run keeps (Uni-Sign reads person 0).
+    Frames not read: zeros and score 0 (below its 0.3 cut)."""
+    n = 0
+    for split, video, table in iter_videos(keypoints, ["width", "height", WHOLEBODY]):
+        vals, _ = video_tensor(table)
+        width, height = video_size(table)
+        w = np.array([x or width for x in table["width"].to_pylist()], np.float32)
+        h = np.array([x or height for x in table["height"].to_pylist()], np.float32)
+        xy = vals[:, :, :2] / np.stack([w, h], axis=1)[:, None, :]
+        data = {"keypoints": [xy[i][None] for i in range(len(xy))],
+                "scores": [vals[i, :, 2][None] for i in range(len(vals))]}
+        write_file(Path(out_dir) / split / f"{video}.pkl",
+                   lambda f, d=data: pickle.dump(d, f, protocol=4))
         n += 1
     return n

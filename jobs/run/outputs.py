@@ -215,9 +215,36 @@ def write_set_command(rd: RunDir, spec: TensorSpec) -> int:
     return 0
 
 
+WHOLEBODY_FORMATS = ("twostream-pkl", "unisign-pkl")
+
+
+def export_wholebody(rd: RunDir, fmt: str, to: Path, tag: str = "") -> int:
+    """The layouts that whole-body models' loaders read (docs/tensors.md): TwoStream-SLR's one pkl,
+    Uni-Sign's pkl per video; refused on a Holistic run, whose points are not COCO-WholeBody's."""
+    from extract.outputs.wholebody import write_twostream_pkl, write_unisign_pkls
+
+    estimator = rd.load().options.estimator
+    if estimator != "wholebody":
+        raise RunError(f"--format {fmt} holds COCO-WholeBody's 133 points; {rd.path} is a {estimator} "
+                       "run. Make a whole-body run (--estimator wholebody, docs/wholebody.md).")
+    if tag:
+        raise RunError(f"--tag applies to --format pkl: --format {fmt} holds all 133 points, read "
+                       "from keypoints.parquet.")
+    keypoints = _need_keypoints(rd)
+    if fmt == "twostream-pkl":
+        if to.is_dir():
+            raise RunError(f"--to {to} is a folder; --format twostream-pkl writes one .pkl file.")
+        messages.result(f"{fmt}: {to} ({write_twostream_pkl(keypoints, to)} videos)")
+    else:
+        messages.result(f"{fmt}: {to}/ ({write_unisign_pkls(keypoints, to)} videos)")
+    return 0
+
+
 def export_command(rd: RunDir, fmt: str, to: Path, tag: str = "", fps: float | None = None) -> int:
     """`export`: the keypoints as a pkl dict (of a tensor set), .pose files, or the older
     pipeline's pkl / npz."""
+    if fmt in WHOLEBODY_FORMATS:
+        return export_wholebody(rd, fmt, to, tag)
     if fmt != "pose":
         holistic_only(rd, f"--format {fmt}")
     if fmt.startswith("legacy") and tag:

@@ -66,16 +66,17 @@ def input_anomalies(info: RunInfo) -> list[str]:
     return out
 
 
-def idle_cores(workers: int, cpus: int, typed: str = "") -> str | None:
+def idle_cores(workers: int, cpus: int, typed: str = "", estimator: str = "holistic") -> str | None:
     """The warning for fewer workers than usable cores (None when every core has a worker); it
-    names the flags the user typed (`typed`), not others."""
+    names the flags the user typed (`typed`), not others, and what runs on the CPU (`estimator`)."""
     if workers >= cpus:
         return None
     per_gpu = next((f for f in ("--num_workers_per_gpu", "--workers-per-gpu") if f in typed), "")
     fix = f"{per_gpu} {-(-cpus // max(1, workers))}" if per_gpu else f"--workers {cpus}"
     asked = f"{typed} asks for {workers}" if typed else f"{workers} worker slot(s) here"
+    what = "MediaPipe" if estimator == "holistic" else f"The {estimator} estimator (onnxruntime)"
     return (f"{workers} worker(s) for {cpus} usable CPU core(s): {cpus - workers} core(s) will idle "
-            f"({asked}). MediaPipe runs on the CPU here (GPUs only pin workers), one worker per "
+            f"({asked}). {what} runs on the CPU here (GPUs only pin workers), one worker per "
             f"core: ask for {fix}" + (f", or leave out {typed}" if typed else ""))
 
 
@@ -96,7 +97,7 @@ def starting(info: RunInfo, split_frames: dict[str, int], slots: list, cpus: int
     messages.say(f"workers: {len(slots)} ({pinned}; 1 CPU each, of {cpus} usable); writing {writes}")
     if info.options.wholebody:
         messages.say(f"estimator: {info.options.estimator}: {_models_line(info.options.wholebody)}")
-    warning = idle_cores(len(slots), cpus, typed)
+    warning = idle_cores(len(slots), cpus, typed, info.options.estimator)
     if warning:
         messages.warn(warning)
 
