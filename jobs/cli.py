@@ -117,6 +117,12 @@ def _add_run(sub: argparse._SubParsersAction) -> None:
                    help="GPUs to pin workers to (default: visible GPUs, 0 when none)")
     r.add_argument("--workers-per-gpu", "--num_workers_per_gpu", type=_positive,
                    help="workers per GPU, or CPU workers with 0 GPUs (default: usable CPUs)")
+    r.add_argument("--batch-size", type=_positive, metavar="N",
+                   help="wholebody: frames per model call, within a video (default 8; the output "
+                        "is the same for any N: docs/wholebody.md)")
+    r.add_argument("--device", choices=("auto", "cpu", "cuda"),
+                   help="wholebody: where onnxruntime runs (default auto: CUDA where onnxruntime-gpu "
+                        "is installed and the worker has a GPU, else CPU)")
     _plan_args(r)
     r.add_argument("--fresh", action="store_true",
                    help="delete the run in --out (if any) and start again")
@@ -351,7 +357,8 @@ def _run(args: argparse.Namespace) -> int:
     return run(RunRequest(out, _options(args), num_gpus, per_gpu, args.fresh,
                           args.allow_partial, args.retry_failed, args.num_shards, args.shard_index,
                           args.backend, args.address, pkl, args.frozen,
-                          typed_flags(getattr(args, "argv", []), _WORKER_FLAGS)))
+                          typed_flags(getattr(args, "argv", []), _WORKER_FLAGS),
+                          args.batch_size, args.device))
 
 
 _WORKER_FLAGS = ("--workers", "--workers-per-gpu", "--num_workers_per_gpu", "--num-gpus", "--num_gpus")
