@@ -460,3 +460,13 @@ def test_auto_is_cpu_unless_the_cuda_provider_and_a_gpu_are_both_there(monkeypat
     assert wb.providers("auto") == ["CPUExecutionProvider"]
     with pytest.raises(wb.DeviceError, match="given no GPU"):
         wb.providers("cuda")
+
+
+def test_slurm_passes_batch_size_and_device_to_each_shard():
+    """A shard's `run` gets the --batch-size and --device given to `slurm` (nothing when not)."""
+    from jobs.cluster.slurm import SlurmOptions, worker_args
+
+    assert worker_args(SlurmOptions()) == []
+    assert worker_args(SlurmOptions(cpus_per_task=8, gpus_per_task=2, batch_size=16,
+                                    device="cuda")) == [
+        "--batch-size", "16", "--device", "cuda", "--num-gpus", "2", "--workers-per-gpu", "4"]
