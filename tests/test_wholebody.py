@@ -470,3 +470,45 @@ def test_slurm_passes_batch_size_and_device_to_each_shard():
     assert worker_args(SlurmOptions(cpus_per_task=8, gpus_per_task=2, batch_size=16,
                                     device="cuda")) == [
         "--batch-size", "16", "--device", "cuda", "--num-gpus", "2", "--workers-per-gpu", "4"]
+
+
+def test_auto_on_a_worker_given_a_gpu_runs_the_cpu_build_on_the_cpu(batch_models, tmp_path):
+    """A real run whose worker is pinned to a GPU (--num-gpus 1) with the CPU build of onnxruntime:
+    auto says the CPU at start, and run.json records the CPU provider for that worker."""
+    out = tmp_path / "run"
+    proc = run_cli(["run", "--dataset", SHARED_SAMPLE, "--out", out, "--videos", "signer_demo-1",
+                    *wholebody(batch_models), "--num-gpus", 1, "--workers-per-gpu", 1],
+                   env={"CUDA_VISIBLE_DEVICES": "0"})
+    ok(proc, "run")
+    assert "GPU(s) 0" in proc.stderr and "on the CPU (--device auto)" in proc.stderr
+    runtime = json.loads((out / "run.json").read_text())["extraction"]["runtime"]
+    assert runtime == {"0": {"batch_size": 8, "device": "auto", "providers": ["CPUExecutionProvider"]}}
+
+
+def test_prefetch_keeps_order_bounds_reading_ahead_and_passes_errors_on():
+    """The read-ahead thread: frames in order, at most `depth` read beyond what was taken, and a
+    reader's exception raised where the frames are taken."""
+    import itertools
+    import time
+
+    from extract.keypoints.video_rows import prefetched
+
+    read = []
+
+    def frames():
+        for i in itertools.count():
+            read.append(i)
+            yield i
+
+    it = prefetched(frames(), 3)
+    assert [next(it) for _ in range(5)] == list(range(5))
+    time.sleep(0.3)
+    assert len(read) <= 5 + 3 + 1  # the queue's 3, and one in the reader's hand
+    it.close()
+
+    def broken():
+        yield 1
+        raise OSError("disk gone")
+
+    with pytest.raises(OSError, match="disk gone"):
+        list(prefetched(broken(), 2))
