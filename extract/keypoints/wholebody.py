@@ -363,6 +363,12 @@ class WholebodyModels:
     def __init__(self, detector: Path, pose_model: Path, device: str = "cpu") -> None:
         self.detector = Detector(Path(detector), device)
         self.pose = PoseModel(Path(pose_model), device)
+        if device == "cuda" and CUDA not in self.providers():
+            # onnxruntime falls back to the CPU, with a warning only, when CUDA cannot start
+            raise DeviceError("--device cuda: onnxruntime-gpu is installed but could not start CUDA "
+                              "on this worker's GPU (its CUDA 12 and cuDNN 9 libraries must be "
+                              "found; the worker's log has onnxruntime's warning). Fix that, or "
+                              "pass --device auto or cpu.")
 
     def providers(self) -> list[str]:
         """The providers the sessions run on (what onnxruntime accepted, not what was asked)."""
