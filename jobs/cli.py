@@ -101,6 +101,16 @@ def _plan_args(p: argparse.ArgumentParser) -> None:
                         "libjpeg-turbo's own limit; encoders write about 10)")
 
 
+def _runtime_args(p: argparse.ArgumentParser) -> None:
+    """How whole-body workers run (run, and each shard of slurm): not part of the output."""
+    p.add_argument("--batch-size", type=_positive, metavar="N",
+                   help="wholebody: frames per model call, within a video (default 8; the output "
+                        "is the same for any N: docs/wholebody.md)")
+    p.add_argument("--device", choices=("auto", "cpu", "cuda"),
+                   help="wholebody: where onnxruntime runs (default auto: CUDA where onnxruntime-gpu "
+                        "is installed and the worker has a GPU, else CPU)")
+
+
 def _add_run(sub: argparse._SubParsersAction) -> None:
     r = sub.add_parser("run", help="plan, extract what is not done yet, merge (resumes)")
     r.add_argument("--dataset", "--dataset_path", type=Path,
@@ -120,6 +130,7 @@ def _add_run(sub: argparse._SubParsersAction) -> None:
                    help="GPUs to pin workers to (default: visible GPUs, 0 when none)")
     r.add_argument("--workers-per-gpu", "--num_workers_per_gpu", type=_positive,
                    help="workers per GPU, or CPU workers with 0 GPUs (default: usable CPUs)")
+    _runtime_args(r)
     _plan_args(r)
     r.add_argument("--fresh", action="store_true",
                    help="delete the run in --out (if any) and start again")
@@ -159,6 +170,7 @@ def _add_slurm(sub: argparse._SubParsersAction) -> None:
                     help="workers per shard: asks sbatch for N CPUs, one worker each (the same as "
                          "--cpus-per-task N)")
     sl.add_argument("--gpus-per-task", type=_positive, help="GPUs per shard")
+    _runtime_args(sl)
     sl.add_argument("--mem", metavar="SIZE",
                     help="memory per shard (sbatch --mem, e.g. 32G); default: 561 MiB, a worker's "
                          "measured peak, x its CPUs x 1.5 + 1 GiB (15G for 16 CPUs); the merge job "
@@ -360,7 +372,8 @@ def _run(args: argparse.Namespace) -> int:
     return run(RunRequest(out, _options(args), num_gpus, per_gpu, args.fresh,
                           args.allow_partial, args.retry_failed, args.num_shards, args.shard_index,
                           args.backend, args.address, pkl, args.frozen,
-                          typed_flags(getattr(args, "argv", []), _WORKER_FLAGS)))
+                          typed_flags(getattr(args, "argv", []), _WORKER_FLAGS),
+                          args.batch_size, args.device))
 
 
 _WORKER_FLAGS = ("--workers", "--workers-per-gpu", "--num_workers_per_gpu", "--num-gpus", "--num_gpus")
@@ -404,7 +417,8 @@ def _slurm(args: argparse.Namespace) -> int:
                            "worker per CPU it is given; give one of them.")
         cpus = args.workers
     so = SlurmOptions(args.max_parallel, args.time, cpus, args.gpus_per_task,
-                      args.partition, args.account, args.sbatch_arg, args.mem)
+                      args.partition, args.account, args.sbatch_arg, args.mem, args.batch_size,
+                      args.device)
     rd = _rd(args.out)
     return slurm_command(rd, plan_for_array(rd, _options(args), args.num_shards, so, args.frozen),
                          so, submit=args.submit)

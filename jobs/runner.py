@@ -29,7 +29,7 @@ from jobs.rundir.folder import RunDir, RunError
 from jobs.rundir.locks import locked, run_folder
 from jobs.rundir.runinfo import RunInfo
 from jobs.rundir.shards import resolve_shard
-from jobs.schedule.devices import usable_cpus
+from jobs.schedule.devices import usable_cpus, visible_gpus
 from jobs.schedule.scheduler import Backend
 from jobs.verify import merged_frames_changed
 
@@ -38,7 +38,7 @@ MERGE_TRIES = 3  # a part found corrupt while merging is redone, then merged aga
 
 def _settings(rd: RunDir, req: RunRequest) -> dict:
     """The estimator settings workers need before planning: the run's own when it resumes."""
-    return req.options.settings(rd.load() if rd.exists() and not req.fresh else None)
+    return req.worker_settings(rd.load() if rd.exists() and not req.fresh else None)
 
 
 def _resuming(work: Work, info: RunInfo) -> None:
@@ -66,7 +66,7 @@ def _extract_all(rd: RunDir, req: RunRequest, info: RunInfo, backend: Backend | 
         if backend is not None:
             backend.close(0)
         return 0, merging
-    backend = backend or make_backend(rd, req.options.settings(info), req.backend, req.num_gpus,
+    backend = backend or make_backend(rd, req.worker_settings(info), req.backend, req.num_gpus,
                                       req.workers_per_gpu, req.address)
     outcome = extract(rd, info, plan, work, backend, on_commit=committed.add)
     code = summary.ended(outcome, "")
@@ -166,15 +166,57 @@ def _starting(rd: RunDir, req: RunRequest, info: RunInfo, backend: Backend) -> N
         frames[split] = frames.get(split, 0) + (n if chunk >= 0 else 0)
         unusable += chunk < 0
     writes = f"{rd.path}/ (keypoints.parquet, tensors/)" + (f" and {req.pkl}" if req.pkl else "")
-    summary.starting(info, frames, slots, len(usable_cpus()), writes, req.worker_flags, unusable)
+    summary.starting(info, frames, slots, len(usable_cpus()), writes, req.worker_flags, unusable,
+                     _runs_on(req, info, slots))
+
+
+def _runs_on(req: RunRequest, info: RunInfo, slots: list) -> str:
+    """A whole-body run's device and batches, as its workers will decide them (--device auto:
+    CUDA where onnxruntime has it and the worker a GPU), and each model's batch axis."""
+    if info.options.estimator != "wholebody" or not info.options.wholebody:
+        return ""
+    from extract.keypoints.estimator import runtime
+    from extract.keypoints.wholebody import batch_axes, cuda_provider
+
+    run = runtime(req.batch_size, req.device)
+    gpu = run["device"] != "cpu" and cuda_provider() and any(s.gpu for s in slots)
+    where = "CUDA, device 0 of each worker's GPU" if gpu else "the CPU"
+    models = info.options.wholebody
+    axes = batch_axes(models["detector"]["path"], models["pose_model"]["path"])
+    return f", on {where} (--device {run['device']}); batches of {run['batch_size']} frames: {axes}"
 
 
 def _refuse_without_holistic(req: RunRequest) -> None:
     """A Holistic run needs mediapipe: where it is missing (Python 3.13), refuse before any worker
     starts, in one line that says why and what to do. A finished run answers without it; a
     whole-body run (asked, or the run folder's own when resumed without --estimator) needs none."""
-    if _estimator_of(req) == "holistic" and (why := holistic_available()) is not None:
+    estimator = _estimator_of(req)
+    if estimator == "holistic" and (why := holistic_available()) is not None:
         raise ModelError(why)
+    _refuse_device(req, estimator)
+
+
+def _refuse_device(req: RunRequest, estimator: str) -> None:
+    """--batch-size and --device are the whole-body family's; --device cuda needs onnxruntime's
+    CUDA provider and a GPU to pin workers to. Refused before any worker starts (exit 2)."""
+    if estimator != "wholebody":
+        if req.batch_size is not None or req.device not in (None, "auto", "cpu"):
+            raise RunError("--batch-size and --device cuda are for --estimator wholebody (MediaPipe's "
+                           "Holistic runs one frame at a time on the CPU).")
+        return
+    if req.device != "cuda":
+        return
+    from extract.keypoints.wholebody import cuda_provider
+
+    if not cuda_provider():
+        raise RunError("--device cuda: this onnxruntime has no CUDAExecutionProvider. Install the "
+                       "GPU build: pip install 'phoenix-keypoints[gpu]' (onnxruntime-gpu in place of "
+                       "onnxruntime), or pass --device cpu.")
+    gpus = visible_gpus()
+    if (req.num_gpus if req.num_gpus is not None else len(gpus)) == 0:
+        seen = ", ".join(gpus) or "none (CUDA_VISIBLE_DEVICES and nvidia-smi list no GPU)"
+        raise RunError(f"--device cuda: no GPU to pin workers to (visible: {seen}). Pass "
+                       "--num-gpus N where GPUs are visible, or --device cpu.")
 
 
 def _estimator_of(req: RunRequest) -> str:

@@ -388,3 +388,166 @@ assert "onnxruntime" not in sys.modules, "onnxruntime imported by a Holistic wor
 """
     subprocess.run([sys.executable, "-c", code], check=True, cwd=REPO)
 
+
+
+# --- batches and devices (issue 33) ----------------------------------------------------------------
+@pytest.fixture(scope="module")
+def batch_models(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """The tiny models with a dynamic batch axis: a batch is one session call."""
+    return tiny_models(tmp_path_factory.mktemp("models-batch"), dynamic=True)
+
+
+def _wholebody_column(out: Path) -> tuple[list, list, list]:
+    t = pq.read_table(out / "keypoints.parquet", columns=["video", "wholebody", "persons"])
+    return t["video"].to_pylist(), t["wholebody"].to_pylist(), t["persons"].to_pylist()
+
+
+@pytest.mark.parametrize("kind", ["one-frame-folder", "one-clip", "archive-top.tar.gz"])
+def test_batch_16_equals_batch_1_on_a_frame_folder_a_video_and_an_archive(batch_models, kind,
+                                                                          tmp_path):
+    """Frames through the models 16 per call give every frame exactly what it gets alone; the
+    batch size is how the run ran (run.json), not what it wrote, so a resume may change it."""
+    built = KIND[kind].build(tmp_path / "in")
+    runs = {}
+    for size in (16, 1):
+        out = runs[size] = tmp_path / f"b{size}"
+        proc = run_cli(["run", KIND[kind].flag, built, "--out", out, *wholebody(batch_models),
+                        "--batch-size", size, "--workers", 1])
+        ok(proc, f"batch {size}")
+        assert f"batches of {size} frames: detector in one call, pose model in one call" in proc.stderr
+    assert_same_output(runs[16], runs[1])
+    runtime = json.loads((runs[16] / "run.json").read_text())["extraction"]["runtime"]
+    assert runtime == {"0": {"batch_size": 16, "device": "auto",
+                             "providers": ["CPUExecutionProvider"]}}
+    for part in [*(runs[16] / "parts").glob("*.parquet"), runs[16] / "keypoints.parquet"]:
+        part.unlink()  # so the resume with another batch extracts again
+    ok(run_cli(["run", "--out", runs[16], "--batch-size", 3]), "the same run with another batch")
+    assert_same_output(runs[16], runs[1])
+    resumed = json.loads((runs[16] / "run.json").read_text())["extraction"]["runtime"]
+    assert resumed and {w["batch_size"] for w in resumed.values()} == {3}  # each worker that began
+
+
+def test_a_fixed_batch_model_runs_one_frame_per_call_with_the_same_output(models, batch_models,
+                                                                          tmp_path):
+    """A model exported with a batch axis of 1 is run once per frame of a batch, said at start;
+    its rows equal those of the same functions with a dynamic axis."""
+    built = KIND["one-clip"].build(tmp_path / "in")
+    fixed, dynamic = tmp_path / "fixed", tmp_path / "dynamic"
+    proc = run_cli(["run", "--dataset", built, "--out", fixed, *wholebody(models, "detector_raw"),
+                    "--batch-size", 16, "--workers", 1])
+    ok(proc, "fixed batch")
+    assert "detector one by one (its batch axis is fixed at 1)" in proc.stderr
+    ok(run_cli(["run", "--dataset", built, "--out", dynamic,
+                *wholebody(batch_models, "detector_raw"), "--workers", 1]), "dynamic batch")
+    assert _wholebody_column(fixed) == _wholebody_column(dynamic)
+
+
+def test_models_batch_equals_one_frame_at_a_time_for_both_detector_layouts(models, batch_models):
+    """In process, on varied frames and odd batch sizes: the batch path is the single path."""
+    from extract.keypoints.wholebody import WholebodyModels
+
+    rng = np.random.default_rng(5)
+    frames = [rng.integers(0, 255, (210, 260, 3), np.uint8) for _ in range(23)]
+    for det in ("detector", "detector_raw"):
+        alone = [WholebodyModels(models[det], models["pose"])(f) for f in frames]
+        for m in (WholebodyModels(batch_models[det], batch_models["pose"]),
+                  WholebodyModels(models[det], models["pose"])):
+            got = [r for i in range(0, len(frames), 7) for r in m.batch(frames[i:i + 7])]
+            for (a, pa_), (b, pb) in zip(alone, got, strict=True):
+                np.testing.assert_array_equal(a, b)
+                assert pa_ == pb
+
+
+def test_device_cuda_is_refused_without_the_cuda_provider(models, tmp_path):
+    """This machine's onnxruntime is the CPU build: --device cuda says what to install."""
+    out = tmp_path / "run"
+    refused(run_cli(["run", "--dataset", SHARED_SAMPLE, "--out", out, *wholebody(models),
+                     "--device", "cuda"]), "--device cuda", "onnxruntime-gpu", "phoenix-keypoints[gpu]")
+    assert not (out / "run.json").exists()
+    refused(run_cli(["run", "--dataset", SHARED_SAMPLE, "--out", out, "--estimator", "holistic",
+                     "--batch-size", 4]), "--batch-size", "--estimator wholebody")
+
+
+def test_device_cuda_without_a_gpu_names_the_visible_ones(monkeypatch):
+    """With the CUDA provider but no GPU to pin workers to, the refusal says which are visible."""
+    import extract.keypoints.wholebody as wb
+    from jobs.run.options import RunRequest
+    from jobs.rundir.folder import RunError
+    from jobs.runner import _refuse_device
+
+    monkeypatch.setattr(wb, "cuda_provider", lambda: True)
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+    with pytest.raises(RunError, match="no GPU to pin workers to .visible: none"):
+        _refuse_device(RunRequest(Path("x"), device="cuda"), "wholebody")
+    _refuse_device(RunRequest(Path("x"), device="cuda", num_gpus=1), "wholebody")  # accepted
+
+
+def test_auto_is_cpu_unless_the_cuda_provider_and_a_gpu_are_both_there(monkeypatch):
+    """--device auto: CUDA on device 0 of the worker's own CUDA_VISIBLE_DEVICES where onnxruntime
+    has it and the worker was given a GPU; the CPU otherwise (this machine: no CUDA provider)."""
+    import extract.keypoints.wholebody as wb
+
+    cuda = [("CUDAExecutionProvider", {"device_id": 0}), "CPUExecutionProvider"]
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "3")
+    assert wb.providers("auto") == ["CPUExecutionProvider"]  # the CPU build, even with a GPU given
+    with pytest.raises(wb.DeviceError, match="onnxruntime-gpu"):
+        wb.providers("cuda")
+    monkeypatch.setattr(wb, "cuda_provider", lambda: True)
+    assert wb.providers("auto") == cuda == wb.providers("cuda")
+    assert wb.providers("cpu") == ["CPUExecutionProvider"]
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+    assert wb.providers("auto") == ["CPUExecutionProvider"]
+    with pytest.raises(wb.DeviceError, match="given no GPU"):
+        wb.providers("cuda")
+
+
+def test_slurm_passes_batch_size_and_device_to_each_shard():
+    """A shard's `run` gets the --batch-size and --device given to `slurm` (nothing when not)."""
+    from jobs.cluster.slurm import SlurmOptions, worker_args
+
+    assert worker_args(SlurmOptions()) == []
+    assert worker_args(SlurmOptions(cpus_per_task=8, gpus_per_task=2, batch_size=16,
+                                    device="cuda")) == [
+        "--batch-size", "16", "--device", "cuda", "--num-gpus", "2", "--workers-per-gpu", "4"]
+
+
+def test_auto_on_a_worker_given_a_gpu_runs_the_cpu_build_on_the_cpu(batch_models, tmp_path):
+    """A real run whose worker is pinned to a GPU (--num-gpus 1) with the CPU build of onnxruntime:
+    auto says the CPU at start, and run.json records the CPU provider for that worker."""
+    out = tmp_path / "run"
+    proc = run_cli(["run", "--dataset", SHARED_SAMPLE, "--out", out, "--videos", "signer_demo-1",
+                    *wholebody(batch_models), "--num-gpus", 1, "--workers-per-gpu", 1],
+                   env={"CUDA_VISIBLE_DEVICES": "0"})
+    ok(proc, "run")
+    assert "GPU(s) 0" in proc.stderr and "on the CPU (--device auto)" in proc.stderr
+    runtime = json.loads((out / "run.json").read_text())["extraction"]["runtime"]
+    assert runtime == {"0": {"batch_size": 8, "device": "auto", "providers": ["CPUExecutionProvider"]}}
+
+
+def test_prefetch_keeps_order_bounds_reading_ahead_and_passes_errors_on():
+    """The read-ahead thread: frames in order, at most `depth` read beyond what was taken, and a
+    reader's exception raised where the frames are taken."""
+    import itertools
+    import time
+
+    from extract.keypoints.video_rows import prefetched
+
+    read = []
+
+    def frames():
+        for i in itertools.count():
+            read.append(i)
+            yield i
+
+    it = prefetched(frames(), 3)
+    assert [next(it) for _ in range(5)] == list(range(5))
+    time.sleep(0.3)
+    assert len(read) <= 5 + 3 + 1  # the queue's 3, and one in the reader's hand
+    it.close()
+
+    def broken():
+        yield 1
+        raise OSError("disk gone")
+
+    with pytest.raises(OSError, match="disk gone"):
+        list(prefetched(broken(), 2))

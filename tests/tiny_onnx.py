@@ -7,6 +7,10 @@ pixels (a coarse average pool through fixed random weights), so different frames
 boxes, person counts and keypoints. A few milliseconds a frame: job-level tests can use them freely.
 
     models = tiny_models(tmp_path)          # {"detector", "detector_raw", "pose"}: paths
+    models = tiny_models(tmp_path, dynamic=True)  # the same functions, any frames per call
+
+The batch axis is fixed at 1 by default (the bytes the earlier tests were written on; the tool
+then runs one frame per call) or, with `dynamic=True`, named `batch` (one call per batch).
     ref = rtmlib_reference()                # rtmlib, installed --no-deps beside .venv (scripts)
 
 rtmlib is the reference the tool is compared with; scripts/test.sh installs it with --no-deps into
@@ -84,13 +88,18 @@ def _save(path: Path, nodes: list, inits: list, inputs: list, outputs: list, nam
     return path
 
 
-def _input(hw: tuple[int, int]) -> Any:
+def _input(hw: tuple[int, int], batch: int | str = 1) -> Any:
     _, TensorProto, helper, _ = _helpers()
-    return helper.make_tensor_value_info("input", TensorProto.FLOAT, [1, 3, *hw])
+    return helper.make_tensor_value_info("input", TensorProto.FLOAT, [batch, 3, *hw])
+
+
+def _lead(batch: int | str) -> int:
+    """The first dimension a Reshape asks for: 1 for a fixed batch, -1 (inferred) for a named one."""
+    return 1 if batch == 1 else -1
 
 
 def detector_end2end(path: Path, hw: tuple[int, int] = DETECTOR_HW, boxes: int = 6,
-                     seed: int = 1) -> Path:
+                     seed: int = 1, batch: int | str = 1) -> Path:
     """A YOLOX with NMS inside: `dets` [1, N, 5] (x1, y1, x2, y2 in input pixels, score) and
     `labels` [1, N]. Every box lies in the input (x1 in the left half, x2 in the right one);
     scores spread around rtmlib's 0.3 cut, so the person count varies from frame to frame."""
@@ -103,7 +112,7 @@ def detector_end2end(path: Path, hw: tuple[int, int] = DETECTOR_HW, boxes: int =
     h, w = hw
     mul = _const(inits, "box_mul", np.array([w / 2, h / 2, w / 2, h / 2, 1], np.float32))
     add = _const(inits, "box_add", np.array([0, 0, w / 2, h / 2, 0], np.float32))
-    shape = _const(inits, "shape", np.array([1, boxes, 5], np.int64))
+    shape = _const(inits, "shape", np.array([_lead(batch), boxes, 5], np.int64))
     nodes += [helper.make_node("Sigmoid", [z], ["zs"]),
               helper.make_node("Reshape", ["zs", shape], ["zr"]),
               helper.make_node("Mul", ["zr", mul], ["zm"]),
@@ -113,13 +122,13 @@ def detector_end2end(path: Path, hw: tuple[int, int] = DETECTOR_HW, boxes: int =
                                          _const(inits, "s2", np.array([2], np.int64))], ["lshape"]),
               helper.make_node("ConstantOfShape", ["lshape"], ["labels"],
                                value=helper.make_tensor("zero", TensorProto.INT64, [1], [0]))]
-    outputs = [helper.make_tensor_value_info("dets", TensorProto.FLOAT, [1, boxes, 5]),
-               helper.make_tensor_value_info("labels", TensorProto.INT64, [1, boxes])]
-    return _save(path, nodes, inits, [_input(hw)], outputs, "tiny_yolox_end2end")
+    outputs = [helper.make_tensor_value_info("dets", TensorProto.FLOAT, [batch, boxes, 5]),
+               helper.make_tensor_value_info("labels", TensorProto.INT64, [batch, boxes])]
+    return _save(path, nodes, inits, [_input(hw, batch)], outputs, "tiny_yolox_end2end")
 
 
 def detector_raw(path: Path, hw: tuple[int, int] = DETECTOR_HW, classes: int = 1,
-                 seed: int = 2) -> Path:
+                 seed: int = 2, batch: int | str = 1) -> Path:
     """A YOLOX without NMS: one row per grid cell of strides 8, 16, 32 (cx, cy offsets in the
     cell, log w, log h, objectness, class scores), decoded and suppressed by the caller."""
     _, TensorProto, helper, _ = _helpers()
@@ -132,16 +141,16 @@ def detector_raw(path: Path, hw: tuple[int, int] = DETECTOR_HW, classes: int = 1
     bias = np.tile(np.r_[0.0, 0.0, 0.0, 0.0, 0.3, np.full(classes, 0.3)], cells)
     z = _dense(nodes, inits, feat, rng, cells * cols, 0.6, bias, "z")
     mul = _const(inits, "mul", np.r_[1.0, 1.0, 2.5, 2.5, np.ones(1 + classes)].astype(np.float32))
-    shape = _const(inits, "shape", np.array([1, cells, cols], np.int64))
+    shape = _const(inits, "shape", np.array([_lead(batch), cells, cols], np.int64))
     nodes += [helper.make_node("Sigmoid", [z], ["zs"]),
               helper.make_node("Reshape", ["zs", shape], ["zr"]),
               helper.make_node("Mul", ["zr", mul], ["output"])]
-    outputs = [helper.make_tensor_value_info("output", TensorProto.FLOAT, [1, cells, cols])]
-    return _save(path, nodes, inits, [_input(hw)], outputs, "tiny_yolox_raw")
+    outputs = [helper.make_tensor_value_info("output", TensorProto.FLOAT, [batch, cells, cols])]
+    return _save(path, nodes, inits, [_input(hw, batch)], outputs, "tiny_yolox_raw")
 
 
 def pose_simcc(path: Path, hw: tuple[int, int] = POSE_HW, points: int = POINTS,
-               seed: int = 3) -> Path:
+               seed: int = 3, batch: int | str = 1) -> Path:
     """An RTMPose-style SimCC model: `simcc_x` [1, K, 2w], `simcc_y` [1, K, 2h]; each point's
     bins are sigmoids of the crop's features times a per-point level, so its argmax moves with the
     crop and its score (rtmlib: the mean of the two maxima) spreads from ~0 to ~1."""
@@ -155,30 +164,33 @@ def pose_simcc(path: Path, hw: tuple[int, int] = POSE_HW, points: int = POINTS,
     outputs = []
     for axis, bins in (("x", 2 * w), ("y", 2 * h)):
         z = _dense(nodes, inits, feat, rng, points * bins, 2.0, 0.0, f"z{axis}")
-        shape = _const(inits, f"shape_{axis}", np.array([1, points, bins], np.int64))
+        shape = _const(inits, f"shape_{axis}", np.array([_lead(batch), points, bins], np.int64))
         nodes += [helper.make_node("Reshape", [z, shape], [f"r{axis}"]),
                   helper.make_node("Sigmoid", [f"r{axis}"], [f"s{axis}"])]
         outputs.append(helper.make_tensor_value_info(f"simcc_{axis}", TensorProto.FLOAT,
-                                                     [1, points, bins]))
+                                                     [batch, points, bins]))
     lv = _dense(nodes, inits, feat, rng, points, 1.0, level_bias, "lv")
-    lshape = _const(inits, "shape_lv", np.array([1, points, 1], np.int64))
+    lshape = _const(inits, "shape_lv", np.array([_lead(batch), points, 1], np.int64))
     nodes += [helper.make_node("Reshape", [lv, lshape], ["lvr"]),
               helper.make_node("Sigmoid", ["lvr"], ["lvs"]),
               helper.make_node("Mul", ["sx", "lvs"], ["simcc_x"]),
               helper.make_node("Mul", ["sy", "lvs"], ["simcc_y"])]
-    return _save(path, nodes, inits, [_input(hw)], outputs, "tiny_rtmpose_simcc")
+    return _save(path, nodes, inits, [_input(hw, batch)], outputs, "tiny_rtmpose_simcc")
 
 
-def tiny_models(folder: Path) -> dict[str, Path]:
-    """The three models written into folder (made once; the same bytes every time)."""
+def tiny_models(folder: Path, dynamic: bool = False) -> dict[str, Path]:
+    """The three models written into folder (made once; the same bytes every time), with a batch
+    axis fixed at 1 or (dynamic) named, taking any number of frames per call."""
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
-    out = {"detector": folder / "tiny-yolox-end2end.onnx",
-           "detector_raw": folder / "tiny-yolox-raw.onnx", "pose": folder / "tiny-rtmpose-simcc.onnx"}
+    tail = "-batch.onnx" if dynamic else ".onnx"
+    out = {"detector": folder / f"tiny-yolox-end2end{tail}",
+           "detector_raw": folder / f"tiny-yolox-raw{tail}",
+           "pose": folder / f"tiny-rtmpose-simcc{tail}"}
     makers = {"detector": detector_end2end, "detector_raw": detector_raw, "pose": pose_simcc}
     for key, path in out.items():
         if not path.exists():
-            makers[key](path)
+            makers[key](path, batch="batch" if dynamic else 1)
     return out
 
 

@@ -121,23 +121,41 @@ class Estimator(Protocol):
     def close(self) -> None: ...
 
 
+DEFAULT_BATCH = 8  # frames per model call on the CPU: docs/performance.md
+RUNTIME = "runtime"  # settings key of how a worker runs (batch size, device), not what it writes
+
+
+def runtime(batch_size: int | None = None, device: str | None = None) -> dict[str, Any]:
+    """How a whole-body worker runs: frames per batch and --device. Not the output's identity (a
+    batch gives each frame what it gives alone), so never recorded in parts or the fingerprint."""
+    return {"batch_size": batch_size or DEFAULT_BATCH, "device": device or "auto"}
+
+
 class WholebodyEstimator:
     """rtmlib's YOLOX + RTMPose on the signer: no state between frames, so videos are independent
-    without a reset."""
+    without a reset, and frames can go through the models in batches."""
 
     def __init__(self, settings: dict[str, Any]) -> None:
         from extract.keypoints.wholebody import WholebodyModels
 
-        self.settings = dict(settings)
-        self.declaration = declaration(settings)
-        self._models = WholebodyModels(settings["detector"]["path"], settings["pose_model"]["path"])
+        run = runtime() | settings.get(RUNTIME, {})
+        self.settings = {k: v for k, v in settings.items() if k != RUNTIME}
+        self.declaration = declaration(self.settings)
+        self.batch_size = int(run["batch_size"])
+        self._models = WholebodyModels(settings["detector"]["path"], settings["pose_model"]["path"],
+                                       run["device"])
+        self.providers = self._models.providers()
 
     def start_video(self) -> None:
         pass
 
     def process(self, rgb: np.ndarray) -> dict[str, Any]:
-        values, persons = self._models(rgb)
-        return {WHOLEBODY: values, "persons": persons}
+        return self.process_batch([rgb])[0]
+
+    def process_batch(self, rgbs: list[np.ndarray]) -> list[dict[str, Any]]:
+        """Each frame's result, as `process` gives it alone."""
+        return [{WHOLEBODY: values, "persons": persons}
+                for values, persons in self._models.batch(rgbs)]
 
     def close(self) -> None:
         self._models = None

@@ -8,6 +8,8 @@ call plus the landmark copy.
 
 from __future__ import annotations
 
+import queue
+import threading
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 
@@ -88,6 +90,42 @@ def _exactly(frames: Iterable[Frame], n: int, image: str) -> Iterator[Frame]:
         yield f
 
 
+def prefetched(frames: Iterable[Frame], depth: int) -> Iterator[Frame]:
+    """The frames, read and decoded by a thread up to `depth` ahead, so decoding overlaps the
+    models' calls (onnxruntime releases the GIL) and neither waits; the queue bounds memory."""
+    q: queue.Queue = queue.Queue(maxsize=max(1, depth))
+    stop = threading.Event()
+    end = object()
+
+    def put(item: object) -> bool:
+        while not stop.is_set():
+            try:
+                q.put(item, timeout=0.1)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+    def read() -> None:
+        try:
+            for f in frames:
+                if not put(f):
+                    return
+            put(end)
+        except BaseException as e:  # handed to the consumer, raised there
+            put(e)
+
+    thread = threading.Thread(target=read, name="frame-prefetch", daemon=True)
+    thread.start()
+    try:
+        while (item := q.get()) is not end:
+            if isinstance(item, BaseException):
+                raise item
+            yield item
+    finally:
+        stop.set()
+
+
 def extract_video(
     extractor: Estimator,
     split: str,
@@ -103,31 +141,25 @@ def extract_video(
 
     A frame that cannot be read gets its row with null keypoints and a status saying why; MediaPipe
     is not shown it, so tracking carries on from the last good frame. Every row records the size,
-    mtime and sha256 of the bytes it was made from (null when none could be read).
+    mtime and sha256 of the bytes it was made from (null when none could be read). An estimator
+    with a `batch_size` (whole-body) gets its frames in batches, read ahead by a thread.
     """
     extractor.start_video()
     parts, count_names = extractor.declaration.parts, extractor.declaration.counts
-    values = {p: np.zeros((n, k * c), np.float32) for p, (k, c) in parts.items()}
-    present = {p: np.zeros(n, bool) for p in parts}
-    counts: dict[str, list[int | None]] = {c: [None] * n for c in count_names}
+    rows = _Rows(extractor, n, on_frame)
+    batch = getattr(extractor, "batch_size", None)
+    source = _exactly(frames, n, locator)
     first_size: tuple[int, int] | None = None
-    for i, f in enumerate(_exactly(frames, n, locator)):
-        rgb, status, note = f.rgb, f.status, f.note
-        width = height = None
-        if rgb is not None:
-            height, width = rgb.shape[:2]
+    for i, f in enumerate(prefetched(source, batch) if batch else source):
+        note, width, height = f.note, None, None
+        if f.rgb is not None:
+            height, width = f.rgb.shape[:2]
             if first_size is None:
                 first_size = (width, height)
             elif (width, height) != first_size:
                 size_note = f"size {width}x{height}, video's first frame {first_size[0]}x" \
                             f"{first_size[1]}"
                 note = f"{note}; {size_note}" if note else size_note
-            try:
-                found = extractor.process(rgb)
-            except (RuntimeError, ValueError) as e:  # the estimator refused this frame
-                status, note, found = _error_status(extractor), str(e)[:200], {}
-                extractor.start_video()  # the graph's state is unknown after an error
-            _place(found, i, values, present, counts)
         out.split.append(split)
         out.video.append(video)
         out.frame.append(i)
@@ -135,18 +167,72 @@ def extract_video(
         out.image.append(f.image)
         out.width.append(width)
         out.height.append(height)
-        out.status.append(status)
+        out.status.append(f.status)
         out.note.append(note or None)
         out.file_size.append(f.size)
         out.file_mtime_ns.append(f.mtime_ns)
         out.file_sha256.append(f.sha256)
-        if on_frame is not None:
-            on_frame()
+        rows.add(i, f.rgb, out, len(out.status) - 1)
+    rows.flush(out)
     for part in parts:
-        out.values.setdefault(part, []).append(values[part])
-        out.present.setdefault(part, []).append(present[part])
+        out.values.setdefault(part, []).append(rows.values[part])
+        out.present.setdefault(part, []).append(rows.present[part])
     for name in count_names:
-        out.counts.setdefault(name, []).extend(counts[name])
+        out.counts.setdefault(name, []).extend(rows.counts[name])
+
+
+class _Rows:
+    """One video's keypoint blocks, filled a batch of frames at a time (a batch of one for an
+    estimator without `process_batch`: each frame as it comes, as Holistic tracks)."""
+
+    def __init__(self, extractor: Estimator, n: int, on_frame: Callable[[], None] | None) -> None:
+        self.extractor, self.on_frame = extractor, on_frame
+        parts = extractor.declaration.parts
+        self.values = {p: np.zeros((n, k * c), np.float32) for p, (k, c) in parts.items()}
+        self.present = {p: np.zeros(n, bool) for p in parts}
+        self.counts: dict[str, list[int | None]] = {c: [None] * n
+                                                    for c in extractor.declaration.counts}
+        self.size = int(getattr(extractor, "batch_size", 1) or 1)
+        self.pending: list[tuple[int, np.ndarray, int]] = []  # (frame, rgb, row in out)
+        self.owed = 0  # frames to report done once their batch has run
+
+    def add(self, i: int, rgb: np.ndarray | None, out: Block, row: int) -> None:
+        self.owed += 1
+        if rgb is not None:
+            self.pending.append((i, rgb, row))
+        if len(self.pending) >= self.size or not self.pending:
+            self.flush(out)
+
+    def flush(self, out: Block) -> None:
+        """Run the pending frames, place their results, report them done."""
+        if self.pending:
+            for (i, _, row), (found, error) in zip(self.pending, self._run(), strict=True):
+                if error is not None:
+                    out.status[row], out.note[row] = _error_status(self.extractor), error
+                _place(found, i, self.values, self.present, self.counts)
+            self.pending = []
+        if self.on_frame is not None:
+            for _ in range(self.owed):
+                self.on_frame()
+        self.owed = 0
+
+    def _run(self) -> list[tuple[dict, str | None]]:
+        """Each pending frame's result and error; a batch that raises is run again one frame
+        at a time, so the error is pinned on its frame as with a batch of one."""
+        batch = getattr(self.extractor, "process_batch", None)
+        if batch is not None and len(self.pending) > 1:
+            try:
+                return [(found, None) for found in batch([rgb for _, rgb, _ in self.pending])]
+            except (RuntimeError, ValueError):
+                pass
+        out = []
+        for _, rgb, _ in self.pending:
+            try:
+                out.append((self.extractor.process(rgb), None))
+            except (RuntimeError, ValueError) as e:  # the estimator refused this frame
+                out.append(({}, str(e)[:200]))
+                self.extractor.start_video()  # the graph's state is unknown after an error
+        return out
 
 
 def _error_status(extractor: Estimator) -> str:

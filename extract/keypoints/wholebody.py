@@ -15,13 +15,20 @@ What rtmlib does, and so what this module does (rtmlib 0.0.16: YOLOX, RTMPose):
   own NMS), so the affine matrix, hence the warped pixels, are the same bits.
 
 One signer per frame: the largest box (the first of equal ones). `persons` counts the boxes.
-onnxruntime runs on the CPU with one thread per session (workers = cores, as for Holistic); it is
-imported only here, when a whole-body run starts.
+onnxruntime runs with one thread per session (workers = cores, as for Holistic), on the CPU or on
+device 0 of the worker's own CUDA_VISIBLE_DEVICES (`--device`); it is imported only here, when a
+whole-body run starts.
+
+Batches (`--batch-size`): the frames of a batch go through the detector in one session call and
+their crops through the pose model in another, where the model's batch axis is dynamic; a model
+exported with a fixed batch of 1 is run once per frame. Pre- and post-processing stay per frame,
+so a batch gives each frame what it gives alone (tests/test_wholebody.py).
 """
 
 from __future__ import annotations
 
 import hashlib
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -40,6 +47,42 @@ END2END_SCORE = 0.3  # boxes kept from a detector with NMS inside
 RAW_SCORE, RAW_NMS = 0.7, 0.45  # a raw detector's score cut and IoU threshold
 STRIDES = (8, 16, 32)
 GREY = 114
+DEVICES = ("auto", "cpu", "cuda")
+CUDA = "CUDAExecutionProvider"
+CPU = "CPUExecutionProvider"
+
+
+class DeviceError(ModelFileError):
+    """--device cuda where this onnxruntime has no CUDA provider or the worker no GPU (exit 2)."""
+
+
+def cuda_provider() -> bool:
+    """Whether this onnxruntime can run on a GPU (the onnxruntime-gpu package, not onnxruntime)."""
+    import onnxruntime as ort
+
+    return CUDA in ort.get_available_providers()
+
+
+def gpu_given() -> bool:
+    """Whether this process was given a GPU: a CUDA_VISIBLE_DEVICES naming at least one."""
+    env = os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",")[0].strip()
+    return bool(env) and not env.startswith("-")
+
+
+def providers(device: str) -> list[Any]:
+    """onnxruntime's providers for --device: CUDA on device 0 of this process's own
+    CUDA_VISIBLE_DEVICES (the GPU its coordinator pinned it to), CPU for what CUDA cannot run."""
+    if device == "cpu" or (device == "auto" and not (cuda_provider() and gpu_given())):
+        return [CPU]
+    if not cuda_provider():
+        raise DeviceError("--device cuda: this onnxruntime has no CUDAExecutionProvider. Install "
+                          "the GPU build (pip install 'phoenix-keypoints[gpu]', i.e. onnxruntime-gpu "
+                          "in place of onnxruntime), or pass --device cpu.")
+    if not gpu_given():
+        raise DeviceError("--device cuda: this worker was given no GPU (CUDA_VISIBLE_DEVICES="
+                          f"{os.environ.get('CUDA_VISIBLE_DEVICES', '')!r}). Pass --num-gpus N, or "
+                          "--device cpu.")
+    return [(CUDA, {"device_id": 0}), CPU]
 
 
 @dataclass(frozen=True)
@@ -64,8 +107,8 @@ def _sha256(path: Path) -> str:
     return h.hexdigest()
 
 
-def _session(path: Path, flag: str) -> Any:
-    """One CPU session, one thread (a worker owns one core); refused with what to do."""
+def _session(path: Path, flag: str, device: str = "cpu") -> Any:
+    """One session, one thread (a worker owns one core), on --device; refused with what to do."""
     import onnxruntime as ort
 
     if not path.is_file():
@@ -75,7 +118,7 @@ def _session(path: Path, flag: str) -> Any:
     so.intra_op_num_threads = 1
     so.inter_op_num_threads = 1
     try:
-        return ort.InferenceSession(str(path), sess_options=so, providers=["CPUExecutionProvider"])
+        return ort.InferenceSession(str(path), sess_options=so, providers=providers(device))
     except Exception as e:  # onnxruntime raises its own classes for any unreadable model
         first = str(e).strip().splitlines()[0][:200] if str(e).strip() else type(e).__name__
         raise ModelFileError(f"{flag} {path}: not an ONNX model onnxruntime can load ({first}). "
@@ -92,6 +135,21 @@ def _input_hw(session: Any, path: Path, flag: str) -> tuple[int, int]:
     return int(shape[2]), int(shape[3])
 
 
+def dynamic_batch(session: Any) -> bool:
+    """Whether the model takes any number of frames per call (its input's batch axis has a name,
+    not a fixed 1)."""
+    return not isinstance(session.get_inputs()[0].shape[0], int)
+
+
+def _run(session: Any, name: str, x: np.ndarray, dynamic: bool) -> list[np.ndarray]:
+    """The model's outputs for a batch x: one call where the batch axis is dynamic, else one
+    call per item, stacked (the same arrays a dynamic model would answer)."""
+    if dynamic or len(x) == 1:
+        return session.run(None, {name: x})
+    each = [session.run(None, {name: x[i:i + 1]}) for i in range(len(x))]
+    return [np.concatenate(outs) for outs in zip(*each, strict=True)]
+
+
 def describe(path: Path, flag: str) -> ModelFile:
     """The recorded facts of one model file, checked to load (no frame is run)."""
     path = Path(path)
@@ -104,6 +162,15 @@ def onnxruntime_version() -> str:
     import onnxruntime as ort
 
     return str(ort.__version__)
+
+
+def batch_axes(detector: Path, pose_model: Path) -> str:
+    """How each model takes a batch, said once at start: in one call, or one frame at a time."""
+    def one(path: Path, flag: str) -> str:
+        dyn = dynamic_batch(_session(Path(path), flag))
+        how = "in one call" if dyn else "one by one (its batch axis is fixed at 1)"
+        return f"{flag[2:].replace('-', ' ')} {how}"
+    return f"{one(detector, '--detector')}, {one(pose_model, '--pose-model')}"
 
 
 def record(detector: Path, pose_model: Path) -> dict[str, Any]:
@@ -140,10 +207,11 @@ def check_record(settings: dict[str, Any]) -> None:
 class Detector:
     """A YOLOX person detector: frame (BGR) -> boxes [N, 4] in frame pixels, as rtmlib's YOLOX."""
 
-    def __init__(self, path: Path) -> None:
-        self.session = _session(Path(path), "--detector")
+    def __init__(self, path: Path, device: str = "cpu") -> None:
+        self.session = _session(Path(path), "--detector", device)
         self.hw = _input_hw(self.session, Path(path), "--detector")
         self.input = self.session.get_inputs()[0].name
+        self.dynamic = dynamic_batch(self.session)
         last = self.session.get_outputs()[0].shape[-1]
         if not isinstance(last, int) or last < 4:
             raise ModelFileError(f"--detector {path}: its first output ends in {last}; a YOLOX "
@@ -160,9 +228,16 @@ class Detector:
         return canvas, ratio
 
     def __call__(self, bgr: np.ndarray) -> np.ndarray:
-        canvas, ratio = self._letterbox(bgr)
-        x = np.ascontiguousarray(canvas.transpose(2, 0, 1), np.float32)[None]
-        out = self.session.run(None, {self.input: x})[0]
+        return self.batch([bgr])[0]
+
+    def batch(self, bgrs: list[np.ndarray]) -> list[np.ndarray]:
+        """Each frame's boxes; the frames' letterboxed inputs in one call (dynamic batch)."""
+        canvases, ratios = zip(*(self._letterbox(b) for b in bgrs), strict=True)
+        x = np.ascontiguousarray(np.stack(canvases).transpose(0, 3, 1, 2), np.float32)
+        out = _run(self.session, self.input, x, self.dynamic)[0]
+        return [self._boxes(out[i:i + 1], r) for i, r in enumerate(ratios)]
+
+    def _boxes(self, out: np.ndarray, ratio: float) -> np.ndarray:
         if out.shape[-1] == 5:
             boxes = out[0, :, :4] / ratio
             return boxes[out[0, :, 4] > END2END_SCORE]
@@ -220,11 +295,12 @@ def _third(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 class PoseModel:
     """An RTMPose-style SimCC model on one box: ([133, 2] x, y in frame pixels, [133] scores)."""
 
-    def __init__(self, path: Path) -> None:
-        self.session = _session(Path(path), "--pose-model")
+    def __init__(self, path: Path, device: str = "cpu") -> None:
+        self.session = _session(Path(path), "--pose-model", device)
         h, w = _input_hw(self.session, Path(path), "--pose-model")
         self.wh = (w, h)
         self.input = self.session.get_inputs()[0].name
+        self.dynamic = dynamic_batch(self.session)
         outs = [o.shape for o in self.session.get_outputs()]
         if len(outs) != 2 or any(len(s) != 3 or s[1] != POINTS for s in outs):
             raise ModelFileError(f"--pose-model {path}: expected two SimCC outputs [1, {POINTS}, "
@@ -254,9 +330,19 @@ class PoseModel:
         return crop, centre, scale
 
     def __call__(self, bgr: np.ndarray, box: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        crop, centre, scale = self._crop(bgr, box)
-        x = np.ascontiguousarray(crop.transpose(2, 0, 1), np.float32)[None]
-        sx, sy = self.session.run(None, {self.input: x})[:2]
+        return self.batch([bgr], [box])[0]
+
+    def batch(self, bgrs: list[np.ndarray], boxes: list[np.ndarray]
+              ) -> list[tuple[np.ndarray, np.ndarray]]:
+        """Each frame's points on its box; the crops in one call (dynamic batch)."""
+        crops = [self._crop(b, box) for b, box in zip(bgrs, boxes, strict=True)]
+        x = np.ascontiguousarray(np.stack([c[0] for c in crops]).transpose(0, 3, 1, 2), np.float32)
+        sx, sy = _run(self.session, self.input, x, self.dynamic)[:2]
+        return [self._decode(sx[i], sy[i], c[1], c[2]) for i, c in enumerate(crops)]
+
+    def _decode(self, sx: np.ndarray, sy: np.ndarray, centre: np.ndarray, scale: np.ndarray
+                ) -> tuple[np.ndarray, np.ndarray]:
+        """SimCC vectors of one crop -> frame pixels and scores, as rtmlib decodes them."""
         sx, sy = sx.reshape(POINTS, -1), sy.reshape(POINTS, -1)
         locs = np.stack([sx.argmax(1), sy.argmax(1)], axis=-1).astype(np.float32)
         scores = 0.5 * (sx.max(1) + sy.max(1))
@@ -272,20 +358,38 @@ def largest(boxes: np.ndarray) -> np.ndarray:
 
 
 class WholebodyModels:
-    """Detector and pose model of one process: an RGB frame -> ([133 * 3] float32, persons)."""
+    """Detector and pose model of one process: RGB frames -> ([133 * 3] float32, persons) each."""
 
-    def __init__(self, detector: Path, pose_model: Path) -> None:
-        self.detector = Detector(Path(detector))
-        self.pose = PoseModel(Path(pose_model))
+    def __init__(self, detector: Path, pose_model: Path, device: str = "cpu") -> None:
+        self.detector = Detector(Path(detector), device)
+        self.pose = PoseModel(Path(pose_model), device)
+        if device == "cuda" and CUDA not in self.providers():
+            # onnxruntime falls back to the CPU, with a warning only, when CUDA cannot start
+            raise DeviceError("--device cuda: onnxruntime-gpu is installed but could not start CUDA "
+                              "on this worker's GPU (its CUDA 12 and cuDNN 9 libraries must be "
+                              "found; the worker's log has onnxruntime's warning). Fix that, or "
+                              "pass --device auto or cpu.")
+
+    def providers(self) -> list[str]:
+        """The providers the sessions run on (what onnxruntime accepted, not what was asked)."""
+        return list(dict.fromkeys(self.detector.session.get_providers()
+                                  + self.pose.session.get_providers()))
 
     def __call__(self, rgb: np.ndarray) -> tuple[np.ndarray, int]:
-        bgr = cv2.cvtColor(rgb, cv2.COLOR_RGB2BGR)
-        boxes = self.detector(bgr)
-        whole = np.array([0, 0, bgr.shape[1], bgr.shape[0]])  # nobody found: rtmlib's whole frame
-        box = largest(boxes) if len(boxes) else whole
-        xy, scores = self.pose(bgr, box)
-        out = np.empty((POINTS, 3), np.float32)
-        out[:, :2] = xy
-        out[:, 2] = scores
-        return out.reshape(-1), len(boxes)
+        return self.batch([rgb])[0]
+
+    def batch(self, rgbs: list[np.ndarray]) -> list[tuple[np.ndarray, int]]:
+        """Each frame's keypoints: the detector on all frames, then the pose model on all crops."""
+        bgrs = [cv2.cvtColor(rgb, cv2.COLOR_RGB2BGR) for rgb in rgbs]
+        found = self.detector.batch(bgrs)
+        # nobody found: rtmlib's whole frame
+        boxes = [largest(b) if len(b) else np.array([0, 0, bgr.shape[1], bgr.shape[0]])
+                 for b, bgr in zip(found, bgrs, strict=True)]
+        out = []
+        for (xy, scores), b in zip(self.pose.batch(bgrs, boxes), found, strict=True):
+            row = np.empty((POINTS, 3), np.float32)
+            row[:, :2] = xy
+            row[:, 2] = scores
+            out.append((row.reshape(-1), len(b)))
+        return out
 

@@ -45,7 +45,7 @@ def _shard_extract(rd: RunDir, req: RunRequest, info: RunInfo, shard: int,
     outcome = Outcome()
     if work.todo:
         queue = ClaimQueue(work.todo, claims, time.monotonic, wait_for_all=merger)
-        backend = make_backend(rd, req.options.settings(info), req.backend, req.num_gpus,
+        backend = make_backend(rd, req.worker_settings(info), req.backend, req.num_gpus,
                                req.workers_per_gpu, req.address, shard)
         outcome = extract(rd, info, plan, work, backend, queue, shard)
     return outcome, merging

@@ -44,6 +44,8 @@ class SlurmOptions:
     account: str | None = None
     sbatch_args: list[str] = field(default_factory=list)
     mem: str | None = None  # sbatch --mem of a shard; None: shard_mem()
+    batch_size: int | None = None  # whole-body --batch-size and --device, passed to each shard's run
+    device: str | None = None
 
 
 # Memory, from docs/performance.md: a worker's RSS stays in a 467-561 MiB band over 10,000 frames
@@ -87,10 +89,13 @@ def worker_args(so: SlurmOptions) -> list[str]:
     """How a shard's `run` uses its allocation: C CPUs, G GPUs -> G GPUs x C/G workers each.
 
     Without GPUs the run already starts one worker per CPU the allocation lets it use (affinity).
+    A whole-body run's --batch-size and --device are passed on as given.
     """
+    args = [*(["--batch-size", str(so.batch_size)] if so.batch_size else []),
+            *(["--device", so.device] if so.device else [])]
     if not so.gpus_per_task:
-        return []
-    args = ["--num-gpus", str(so.gpus_per_task)]
+        return args
+    args += ["--num-gpus", str(so.gpus_per_task)]
     if so.cpus_per_task:
         args += ["--workers-per-gpu", str(max(1, so.cpus_per_task // so.gpus_per_task))]
     return args

@@ -63,4 +63,5 @@ def milestones(outcome: Outcome) -> ExtractionInfo:
         return None if x is None else round(x + offset, 3)
 
     return ExtractionInfo(outcome.workers, len(outcome.done), wall(t.first_frame),
-                          wall(t.first_idle), wall(t.last_frame), round(time.time(), 3))
+                          wall(t.first_idle), wall(t.last_frame), round(time.time(), 3),
+                          outcome.runtime)

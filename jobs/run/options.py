@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from extract.corpora.base import SPLITS
+from extract.keypoints.estimator import RUNTIME, runtime
 from extract.keypoints.frames import MAX_PIXELS, MAX_SCANS
 from extract.keypoints.holistic import HolisticOptions
 from jobs.run.identity import input_conflict
@@ -135,3 +136,13 @@ class RunRequest:
     pkl: Path | None = None  # --output_path: also export the keypoints to this pkl at the end
     frozen: bool = False  # keep the stored plan when the corpus changed (only warn)
     worker_flags: str = ""  # the worker-count flags as the user typed them, for warnings
+    batch_size: int | None = None  # whole-body frames per model call (None: the default)
+    device: str | None = None  # whole-body --device: auto (None), cpu, cuda
+
+    def worker_settings(self, info: RunInfo | None) -> dict:
+        """The settings workers are started with: the estimator's, and for a whole-body run how
+        to run it (batch size, device; not the output's identity, so not recorded in parts)."""
+        settings = self.options.settings(info)
+        if settings.get("estimator") == "wholebody":
+            settings = {**settings, RUNTIME: runtime(self.batch_size, self.device)}
+        return settings

@@ -81,7 +81,7 @@ def idle_cores(workers: int, cpus: int, typed: str = "", estimator: str = "holis
 
 
 def starting(info: RunInfo, split_frames: dict[str, int], slots: list, cpus: int,
-             writes: str, typed: str = "", unusable: int = 0) -> None:
+             writes: str, typed: str = "", unusable: int = 0, runs_on: str = "") -> None:
     """What the run will do, before it does it: dataset, plan, workers, where it writes. The frames
     are those of the planned chunks: a video that cannot be processed (say a truncated archive
     ends inside it) counts among the videos, said so, but not among the frames. `typed`: the
@@ -96,7 +96,8 @@ def starting(info: RunInfo, split_frames: dict[str, int], slots: list, cpus: int
     pinned = f"GPU(s) {','.join(gpus)}" if gpus else "no GPU"
     messages.say(f"workers: {len(slots)} ({pinned}; 1 CPU each, of {cpus} usable); writing {writes}")
     if info.options.wholebody:
-        messages.say(f"estimator: {info.options.estimator}: {_models_line(info.options.wholebody)}")
+        messages.say(f"estimator: {info.options.estimator}: {_models_line(info.options.wholebody)}"
+                     f"{runs_on}")
     warning = idle_cores(len(slots), cpus, typed, info.options.estimator)
     if warning:
         messages.warn(warning)
@@ -108,7 +109,7 @@ def _models_line(record: dict) -> str:
         m = record[key]
         return (f"{key.replace('_', ' ')} {m['path'].rsplit('/', 1)[-1]} "
                 f"({m['input_size']['height']}x{m['input_size']['width']})")
-    return f"{one('detector')}, {one('pose_model')}; onnxruntime {record['onnxruntime']} on the CPU"
+    return f"{one('detector')}, {one('pose_model')}; onnxruntime {record['onnxruntime']}"
 
 
 def failed_videos(failed: dict[str, str]) -> str:

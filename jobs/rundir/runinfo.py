@@ -130,6 +130,9 @@ class ExtractionInfo:
     first_idle: float | None = None  # a worker first found nothing left to take
     last_frame: float | None = None
     ended: float | None = None
+    # whole-body, per worker slot: batch_size, device asked, the onnxruntime providers that ran
+    # (how it ran, not what it wrote: not in the fingerprint)
+    runtime: dict[str, dict] = field(default_factory=dict)
 
 
 @dataclass

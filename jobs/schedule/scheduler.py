@@ -98,6 +98,7 @@ class Outcome:
     signal: int = 0  # SIGINT/SIGTERM that stopped the run
     workers: int = 0
     timings: Timings = field(default_factory=Timings)
+    runtime: dict[str, dict] = field(default_factory=dict)  # slot -> how its estimator ran
 
 
 class Scheduler:
@@ -166,6 +167,8 @@ class Scheduler:
             return
         if isinstance(ev, Ready):
             s.ready, s.pid, s.host, s.gpu, s.cpus = True, ev.pid, ev.host, ev.gpu, ev.cpus
+            if ev.runtime is not None:
+                self.outcome.runtime[str(ev.slot)] = ev.runtime
         elif isinstance(ev, VideoStarted):
             s.video = ev.video
         elif isinstance(ev, FramesDone):

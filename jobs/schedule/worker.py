@@ -99,6 +99,7 @@ class ChunkWorker:
         self.slot = slot
         self.rd = RunDir(Path(run_dir))
         self.rd.use_archive_index(write=False, build=False, lazy=True)
+        self.extractor_settings = settings
         self.extractor = open_estimator(settings, num_threads=1)
 
     def run(self, task: ChunkTask, send: Callable[[Event], None]) -> Committed | WriteFailed:
@@ -127,7 +128,17 @@ class ChunkWorker:
 
     def ready(self) -> Ready:
         return Ready(self.slot, os.getpid(), socket.gethostname(),
-                     os.environ.get("CUDA_VISIBLE_DEVICES", ""), tuple(sorted(os.sched_getaffinity(0))))
+                     os.environ.get("CUDA_VISIBLE_DEVICES", ""), tuple(sorted(os.sched_getaffinity(0))),
+                     self._runtime())
+
+    def _runtime(self) -> dict | None:
+        """How this worker's estimator runs (run.json `extraction.runtime`), where it batches."""
+        size = getattr(self.extractor, "batch_size", None)
+        if size is None:
+            return None
+        device = self.extractor_settings.get("runtime", {}).get("device", "auto")
+        return {"batch_size": size, "device": device,
+                "providers": list(getattr(self.extractor, "providers", []))}
 
     def close(self) -> None:
         self.extractor.close()

@@ -63,11 +63,13 @@ def bare_child(root: Path, cpu: int, share: str, models: str, result: Path) -> N
     result.write_text(json.dumps({"cpu": cpu, "frames": frames, "loop_s": time.monotonic() - t0}))
 
 
-def measure_run(root: Path, out: Path, frames: int, models: dict[str, Path]) -> dict:
+def measure_run(root: Path, out: Path, frames: int, models: dict[str, Path],
+                extra: tuple[str, ...] = ()) -> dict:
+    """The README's command (plus `extra` flags), command start to exit."""
     shutil.rmtree(out, ignore_errors=True)
     t = timed([[*phoenix_keypoints(), "run", "--dataset", root, "--out", out, "--estimator",
-                "wholebody", "--detector", models["detector"], "--pose-model", models["pose"]]],
-              out.parent / f"{out.name}.log")
+                "wholebody", "--detector", models["detector"], "--pose-model", models["pose"],
+                *extra]], out.parent / f"{out.name}.log")
     info = json.loads((out / "run.json").read_text())
     if info["merge"]["rows"] != frames:
         raise SystemExit(f"run wrote {info['merge']['rows']} rows, expected {frames}")
