@@ -1,5 +1,6 @@
 """Shared fixtures: the embedded sample (always there), the shared sample and the release index
-(skipped with a reason when ../shared is absent), and a reference run. Helpers are in helpers.py."""
+(skipped with a reason when ../shared is absent), reference runs (Holistic and, on tiny ONNX
+models, whole-body). Helpers are in helpers.py."""
 
 from __future__ import annotations
 
@@ -39,6 +40,30 @@ def clean_run(sample_root: Path, tmp_path_factory: pytest.TempPathFactory) -> Pa
     proc = run_cli(["run", "--dataset", sample_root, "--out", out, "--chunk-frames", "20",
                     "--workers-per-gpu", "2"])
     assert proc.returncode == 0, proc.stderr
+    return out
+
+
+@pytest.fixture(scope="session")
+def wholebody_options(tmp_path_factory: pytest.TempPathFactory) -> list[str]:
+    """The options of a whole-body run on tests/tiny_onnx.py's tiny models (built once a session):
+    real onnxruntime on real frames, a few milliseconds a frame, for tests about the job."""
+    from tiny_onnx import tiny_models
+
+    models = tiny_models(tmp_path_factory.mktemp("tiny-models"))
+    return ["--estimator", "wholebody", "--detector", str(models["detector"]), "--pose-model",
+            str(models["pose"])]
+
+
+@pytest.fixture(scope="session")
+def clean_wholebody_run(sample_root: Path, wholebody_options: list[str],
+                        tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """clean_run's run with `--estimator wholebody` on the tiny models: the reference of the
+    job-level tests that kill, stop and resume whole-body runs."""
+    out = tmp_path_factory.mktemp("clean-wholebody") / "run"
+    proc = run_cli(["run", "--dataset", sample_root, "--out", out, "--chunk-frames", "20",
+                    "--workers-per-gpu", "2", *wholebody_options])
+    assert proc.returncode == 0, proc.stderr
+    assert_no_traceback(proc)
     return out
 
 

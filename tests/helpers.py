@@ -161,12 +161,13 @@ def video_rows(table: pa.Table, video: str) -> pa.Table:
 
 
 KEYPOINT_COLUMNS = ["frame", "status", "pose", "face", "left_hand", "right_hand"]
+WHOLEBODY_COLUMNS = ["frame", "status", "wholebody", "persons"]  # a whole-body run's
 
 
-def same_keypoints(a: pa.Table, b: pa.Table, video: str) -> bool:
+def same_keypoints(a: pa.Table, b: pa.Table, video: str, columns: list[str] = KEYPOINT_COLUMNS
+                   ) -> bool:
     """One video's rows, keypoints and statuses, equal in both tables (paths may differ)."""
-    return video_rows(a, video).select(KEYPOINT_COLUMNS).equals(
-        video_rows(b, video).select(KEYPOINT_COLUMNS))
+    return video_rows(a, video).select(columns).equals(video_rows(b, video).select(columns))
 
 
 def copy_dataset(src: Path, dest: Path, writable: bool = False) -> Path:

@@ -7,6 +7,12 @@ for byte, every tensors/ file, the legacy exports and the report. The chunks the
 are counted from the part files it wrote. --chunk-frames 30 cuts the sample's five videos into
 three chunks, two of them holding two videos each (one across the dev/test boundary), so that a
 change inside a chunk, and new chunks among the old ones, are what is tested.
+
+What is tested is the job (the plan, the parts, the merge), not the keypoints: the runs use
+`--estimator wholebody` on the tiny ONNX models of tests/tiny_onnx.py (real onnxruntime on real
+frames, a few milliseconds a frame where Holistic takes 31-68 ms). One case (a video moved to
+another split) runs on Holistic too, so that the legacy exports, made from Holistic's points only,
+are compared with a fresh run's as well.
 """
 
 from __future__ import annotations
@@ -125,27 +131,36 @@ def _parts(out: Path) -> dict[str, tuple[int, int]]:
             for p in sorted((out / "parts").glob("chunk-*.parquet"))}
 
 
-def _run(root: Path | None, out: Path, *extra: str):
-    """`run` planning a new folder on root, or (root None) the same command again on out."""
-    proc = run_cli(["run", "--out", out, *extra, *(["--dataset", root, *ARGS] if root else [])])
+def _run(root: Path | None, out: Path, *extra: str, chosen: list[str] | None = None):
+    """`run` planning a new folder on root with the estimator options `chosen`, or (root None) the
+    same command again on out (which keeps the run folder's estimator)."""
+    new = ["--dataset", root, *ARGS, *(chosen or [])] if root else []
+    proc = run_cli(["run", "--out", out, *extra, *new])
     assert_no_traceback(proc)
     return proc
 
 
-def assert_equal_to_fresh(out: Path, ref: Path) -> None:
-    """keypoints.parquet byte-identical, every tensors/ file identical, legacy exports and report
-    equal: the outputs of the extended run are those of a fresh run on the corpus as it is now."""
+def assert_equal_to_fresh(out: Path, ref: Path, holistic: bool) -> None:
+    """keypoints.parquet byte-identical, every tensors/ file identical, the exports (Holistic's
+    legacy npz, a whole-body run's .pose files) and report equal: the outputs of the extended run
+    are those of a fresh run on the corpus as it is now."""
     assert_same_output(out, ref)
     names = sorted(p.name for p in (ref / "tensors").iterdir())
     assert sorted(p.name for p in (out / "tensors").iterdir()) == names
     for name in names:
         assert sha256(out / "tensors" / name) == sha256(ref / "tensors" / name), name
+    export = "legacy-npz" if holistic else "pose"
     for run in (out, ref):
-        for args in (["export", "--format", "legacy-npz", "--to", run / "npz"], ["report"]):
+        for args in (["export", "--format", export, "--to", run / "exported"], ["report"]):
             proc = run_cli([args[0], "--out", run, *args[1:]])
             assert proc.returncode == 0, proc.stderr
-    for npz in sorted((ref / "npz").glob("*.npz")):
-        a, b = np.load(out / "npz" / npz.name), np.load(npz)
+    poses = sorted(p.relative_to(ref / "exported") for p in (ref / "exported").rglob("*.pose"))
+    assert poses or holistic
+    assert poses == sorted(p.relative_to(out / "exported") for p in (out / "exported").rglob("*.pose"))
+    for pose in poses:
+        assert sha256(out / "exported" / pose) == sha256(ref / "exported" / pose), pose
+    for npz in sorted((ref / "exported").glob("*.npz")):
+        a, b = np.load(out / "exported" / npz.name), np.load(npz)
         assert sorted(a.files) == sorted(b.files)
         for k in b.files:
             np.testing.assert_array_equal(a[k], b[k])
@@ -153,12 +168,17 @@ def assert_equal_to_fresh(out: Path, ref: Path) -> None:
         pq.read_table(ref / "report" / "videos.parquet"))
 
 
+CELLS = [(case, "wholebody") for case in CASES] + [("video-moved", "holistic")]
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("case", CASES)
-def test_a_changed_corpus_extracts_only_what_changed(case: str, sample_root: Path, tmp_path: Path):
+@pytest.mark.parametrize("case,estimator", CELLS, ids=[f"{e}-{c}" for c, e in CELLS])
+def test_a_changed_corpus_extracts_only_what_changed(case: str, estimator: str, sample_root: Path,
+                                                     tmp_path: Path, request: pytest.FixtureRequest):
     root = copy_dataset(sample_root, tmp_path / "PHOENIX-2014-T", writable=True)
     out = tmp_path / "run"
-    assert _run(root, out).returncode == 0
+    chosen = request.getfixturevalue("wholebody_options") if estimator == "wholebody" else []
+    assert _run(root, out, chosen=chosen).returncode == 0
     assert _rows(pq.read_table(out / "plan.parquet")) == PLAN
     before = _parts(out)
     frames, summary = CASES[case](root)
@@ -194,8 +214,8 @@ def test_a_changed_corpus_extracts_only_what_changed(case: str, sample_root: Pat
     assert [c["summary"] for c in record] == [summary] and record[0]["redo_frames"] == frames
 
     ref = tmp_path / "fresh"
-    assert _run(root, ref).returncode == 0
-    assert_equal_to_fresh(out, ref)
+    assert _run(root, ref, chosen=chosen).returncode == 0
+    assert_equal_to_fresh(out, ref, holistic=estimator == "holistic")
     final = run_cli(["verify", "--out", out])
     assert final.returncode == 0 and final.stdout == "", final.stdout + final.stderr
     assert "corpus:   as planned" in run_cli(["status", "--out", out]).stdout
@@ -205,12 +225,13 @@ def test_a_changed_corpus_extracts_only_what_changed(case: str, sample_root: Pat
 
 @pytest.mark.slow
 @pytest.mark.parametrize("where", ["mid-extension", "between plan and run.json"])
-def test_sigkill_while_following_a_change(where: str, sample_root: Path, tmp_path: Path):
+def test_sigkill_while_following_a_change(where: str, sample_root: Path, tmp_path: Path,
+                                          wholebody_options: list[str]):
     """A real SIGKILL of the whole run while it extends (inside the new video, frames slowed), or
     between the new plan and run.json (fault hook): the next run completes it, equal to fresh."""
     root = copy_dataset(sample_root, tmp_path / "PHOENIX-2014-T", writable=True)
     out = tmp_path / "run"
-    assert _run(root, out).returncode == 0
+    assert _run(root, out, chosen=wholebody_options).returncode == 0
     before = _parts(out)
     add_frame(root)
     add_video(root)
@@ -232,15 +253,16 @@ def test_sigkill_while_following_a_change(where: str, sample_root: Path, tmp_pat
     record = json.loads((out / "run.json").read_text())["changes"]
     assert len(record) == 1 and record[0]["changes"]["added"] == 1
     ref = tmp_path / "fresh"
-    assert _run(root, ref).returncode == 0
+    assert _run(root, ref, chosen=wholebody_options).returncode == 0
     assert_same_output(out, ref)
 
 
 @pytest.mark.slow
-def test_frozen_keeps_the_plan_and_warns(sample_root: Path, tmp_path: Path):
+def test_frozen_keeps_the_plan_and_warns(sample_root: Path, tmp_path: Path,
+                                         wholebody_options: list[str]):
     root = copy_dataset(sample_root, tmp_path / "PHOENIX-2014-T", writable=True)
     out = tmp_path / "run"
-    assert _run(root, out).returncode == 0
+    assert _run(root, out, chosen=wholebody_options).returncode == 0
     kept = sha256(out / "keypoints.parquet"), sha256(out / "run.json"), sha256(out / "plan.parquet")
     _, summary = add_video(root)
     frozen = _run(None, out, "--frozen")
@@ -360,12 +382,13 @@ SOURCES = {"video-files": _videos, "manifest": _manifest, "archive": _archive}
 
 @pytest.mark.slow
 @pytest.mark.parametrize("kind", SOURCES)
-def test_every_corpus_kind_is_extended(kind: str, sample_root: Path, tmp_path: Path):
+def test_every_corpus_kind_is_extended(kind: str, sample_root: Path, tmp_path: Path,
+                                       wholebody_options: list[str]):
     """A video added to a folder of videos, a row (a range of a video file) added to a manifest, an
     archive replaced by one with one more video: one chunk extracted, equal to a fresh run."""
     dataset, change = SOURCES[kind](sample_root, tmp_path)
     out = tmp_path / "run"
-    assert _run(dataset, out).returncode == 0
+    assert _run(dataset, out, chosen=wholebody_options).returncode == 0
     before = _parts(out)
     change()
     again = _run(None, out)
@@ -375,12 +398,13 @@ def test_every_corpus_kind_is_extended(kind: str, sample_root: Path, tmp_path: P
     after = _parts(out)
     assert {k: after[k] for k in before} == before and len(after) == len(before) + 1
     ref = tmp_path / "fresh"
-    assert _run(dataset, ref).returncode == 0
+    assert _run(dataset, ref, chosen=wholebody_options).returncode == 0
     assert_same_output(out, ref)
 
 
 @pytest.mark.slow
-def test_slurm_replans_a_corpus_changed_between_submissions(sample_root: Path, tmp_path: Path):
+def test_slurm_replans_a_corpus_changed_between_submissions(sample_root: Path, tmp_path: Path,
+                                                            wholebody_options: list[str]):
     """An array planned by `slurm` and run (its two tasks started as the array starts them), the
     corpus grows: a task started now keeps the shared plan and says so; `slurm` again re-plans
     and submits one task, which extracts only the new video; equal to a fresh run."""
@@ -388,7 +412,7 @@ def test_slurm_replans_a_corpus_changed_between_submissions(sample_root: Path, t
     out = tmp_path / "run"
     shard = ["run", "--out", out, "--num-shards", "2", "--shard-index"]
     slurm = ["slurm", "--out", out, "--num-shards", "2", "--cpus-per-task", "1"]
-    planned = run_cli([*slurm, "--dataset", root, "--chunk-frames", "30"])
+    planned = run_cli([*slurm, "--dataset", root, "--chunk-frames", "30", *wholebody_options])
     assert planned.returncode == 0, planned.stderr
     for i in ("0", "1"):
         assert run_cli([*shard, i]).returncode == 0
@@ -409,5 +433,5 @@ def test_slurm_replans_a_corpus_changed_between_submissions(sample_root: Path, t
     assert {k: after[k] for k in before} == before and sorted(set(after) - set(before)) == [
         "chunk-000003.parquet"]
     ref = tmp_path / "fresh"
-    assert _run(root, ref).returncode == 0
+    assert _run(root, ref, chosen=wholebody_options).returncode == 0
     assert_same_output(out, ref)
