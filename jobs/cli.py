@@ -348,9 +348,9 @@ def _models(args: argparse.Namespace) -> dict | None:
         if det is not None or pose is not None or args.estimator == "holistic":
             raise RunError("--models NAME names a whole-body detector and pose model: give it with "
                            "--estimator wholebody, without --detector and --pose-model.")
-        from jobs.models import resolve
+        from jobs.models import recorded
 
-        det, pose = resolve(args.models, args.models_dir)
+        return recorded(args.models, args.models_dir)
     if det is None and pose is None:
         return None
     if args.estimator == "holistic":

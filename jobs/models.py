@@ -203,6 +203,20 @@ def resolve(name: str, folder: Path | None) -> tuple[Path, Path]:
     return paths[0], paths[1]
 
 
+def recorded(name: str, folder: Path | None) -> dict[str, Any]:
+    """A fetched mode's models as a run records them, each still the pinned bytes (a file copied
+    into the cache by hand, or changed since, is refused here rather than recorded)."""
+    from extract.keypoints.wholebody import record
+
+    rec = record(*resolve(name, folder))
+    for key, f in zip(("detector", "pose_model"), mode(name), strict=True):
+        if rec[key]["sha256"] != f.onnx_sha256:
+            raise RunError(f"--models {name}: {rec[key]['path']} has sha256 {rec[key]['sha256']}, "
+                           f"not the pinned {f.onnx_sha256}. Remove it and run `phoenix-keypoints "
+                           f"models fetch {name}` again.")
+    return rec
+
+
 # --- models fetch NAME ------------------------------------------------------------------------------
 def fetch(name: str, folder: Path | None, base: str | None) -> int:
     """Each file of the mode into the cache, once; each checked against its pin."""

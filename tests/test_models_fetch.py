@@ -158,6 +158,10 @@ def test_fetch_checks_unpacks_once_and_a_run_uses_the_cache(server: Server, tmp_
     both = run_cli(["run", "--dataset", sample_root, "--out", tmp_path / "run2", "--estimator",
                     "wholebody", "--models", "tiny", "--detector", cache / "det.onnx"], env=env)
     refused(both, 2, "without --detector and --pose-model")
+    (cache / "det.onnx").write_bytes(onnx_bytes["pose"])  # a file of other bytes in the cache
+    changed = run_cli(["run", "--dataset", sample_root, "--out", tmp_path / "run3", "--estimator",
+                       "wholebody", "--models", "tiny", "--videos", "cameraman-1"], env=env)
+    refused(changed, 2, f"not the pinned {sha(onnx_bytes['detector'])}", "models fetch tiny")
 
 
 def test_a_wrong_sha256_is_refused_and_nothing_kept(server: Server, tmp_path: Path,
