@@ -240,6 +240,9 @@ def _add_small(sub: argparse._SubParsersAction) -> None:
                         "each); islr: a folder (one <split>/<video>.parquet each); legacy-npz: a "
                         "folder")
     e.add_argument("--tag", default="", help="pkl: tensor set to export (default: the run's own)")
+    e.add_argument("--flat", action="store_true",
+                   help="unisign-pkl: every split's files in --to itself, the one folder Uni-Sign's "
+                        "CSL_Daily (and How2Sign, OpenASL) config reads for every phase")
     e.add_argument("--fps", type=float, metavar="F",
                    help="pose: the rate of frame-folder videos (default 25, PHOENIX's); a video "
                         "file's .pose takes its stream's rate")
@@ -462,7 +465,7 @@ def _tensors(args: argparse.Namespace) -> int:
 def _export(args: argparse.Namespace) -> int:
     from jobs.run.outputs import export_command
 
-    return export_command(_rd(args.out), args.format, args.to, args.tag, args.fps)
+    return export_command(_rd(args.out), args.format, args.to, args.tag, args.fps, args.flat)
 
 
 def _status(args: argparse.Namespace) -> int:
