@@ -26,7 +26,13 @@ from extract.keypoints.estimator import (
     WHOLEBODY_POINTS,
 )
 from extract.keypoints.schema import column_block
-from extract.outputs.export import PHOENIX_FPS, video_fps, video_size, write_file
+from extract.outputs.export import (
+    PHOENIX_FPS,
+    pose_extra_hint,
+    video_fps,
+    video_size,
+    write_file,
+)
 from extract.outputs.tensors import (
     POINTS_JSON,
     TENSORS_FORMAT,
@@ -153,8 +159,7 @@ def write_pose_files(keypoints: Path, out_dir: Path, fps: float = PHOENIX_FPS,
         from pose_format.pose_header import PoseHeader, PoseHeaderDimensions
         from pose_format.utils.cocowholebody133_header import cocowholebody_components
     except ImportError:
-        raise TensorsError("the pose export needs pose-format: pip install -c constraints.txt "
-                           "-e '.[pose]'") from None
+        raise TensorsError(f"the pose export needs pose-format: {pose_extra_hint()}") from None
     components = cocowholebody_components()
     n = 0
     have = pq.ParquetFile(keypoints).schema_arrow.names
