@@ -231,9 +231,13 @@ def fetch(name: str, folder: Path | None, base: str | None) -> int:
     where.mkdir(parents=True, exist_ok=True)
     for role, f in zip(ROLES, files, strict=True):
         dest = where / f.onnx_name
-        if dest.is_file() and _sha256_file(dest) == f.onnx_sha256:
+        have = _sha256_file(dest) if dest.is_file() else None
+        if have == f.onnx_sha256:
             messages.result(f"{role}: {dest} (already fetched, sha256 checked)")
             continue
+        if have is not None:
+            messages.note(f"{dest} has other bytes (sha256 {have}): fetched again, replaced if the "
+                          "download checks out")
         _fetch_one(f, url + f.path, dest)
         messages.result(f"{role}: {dest} (fetched, sha256 {f.onnx_sha256})")
     return 0

@@ -109,7 +109,8 @@ def publish(server: Server, tmp_path: Path, onnx: dict[str, bytes],
     index = {"tiny": {"detector": entry("sdk/det.zip", onnx["detector"], det_zip),
                       "pose": entry("sdk/pose.zip", onnx["pose"])}, **variants}
     (tmp_path / "index.json").write_text(json.dumps(index))
-    return {"PHOENIX_KEYPOINTS_MODELS_INDEX": str(tmp_path / "index.json"),
+    return {"no_proxy": "127.0.0.1,localhost", "NO_PROXY": "127.0.0.1,localhost",  # a CI's proxy
+            "PHOENIX_KEYPOINTS_MODELS_INDEX": str(tmp_path / "index.json"),
             "PHOENIX_KEYPOINTS_MODELS_URL": server.url,
             "PHOENIX_KEYPOINTS_MODELS_DIR": str(tmp_path / "cache")}
 
@@ -147,6 +148,11 @@ def test_fetch_checks_unpacks_once_and_a_run_uses_the_cache(server: Server, tmp_
     again = run_cli(["models", "fetch", "tiny"], env=env)  # once: the cache is checked, not refetched
     assert again.returncode == 0 and again.stdout.count("already fetched") == 2, again.stdout
     assert len(server.requests) == 2
+    (cache / "pose.onnx").write_bytes(b"damaged")  # other bytes in the cache: fetched again
+    mended = run_cli(["models", "fetch", "tiny"], env=env)
+    assert mended.returncode == 0 and "other bytes" in mended.stderr, mended.stderr
+    assert sha((cache / "pose.onnx").read_bytes()) == sha(onnx_bytes["pose"])
+    assert len(server.requests) == 3 and cache_files(tmp_path) == ["det.onnx", "pose.onnx"]
 
     run = run_cli(["run", "--dataset", sample_root, "--out", tmp_path / "run", "--estimator",
                    "wholebody", "--models", "tiny", "--videos", "cameraman-1"], env=env)
@@ -252,8 +258,7 @@ def test_too_large_unpinned_and_downgrading_redirects_are_refused(
             "not https")
     assert cache_files(tmp_path) == []
     # the real catalogue: lightweight's pose model has no pin yet, so it is never fetched
-    real = {"PHOENIX_KEYPOINTS_MODELS_DIR": str(tmp_path / "cache"),
-            "PHOENIX_KEYPOINTS_MODELS_URL": server.url}
+    real = {**env, "PHOENIX_KEYPOINTS_MODELS_INDEX": "", "PHOENIX_KEYPOINTS_MODELS_URL": server.url}
     refused(run_cli(["models", "fetch", "lightweight"], env=real), 2, "pins no sha256",
             "rtmw-dw-l-m_simcc-cocktail14_270e-256x192_20231122.zip")
     assert len(server.requests) == n + 1
