@@ -208,13 +208,15 @@ def recorded(name: str, folder: Path | None) -> dict[str, Any]:
     into the cache by hand, or changed since, is refused here rather than recorded)."""
     from extract.keypoints.wholebody import record
 
-    rec = record(*resolve(name, folder))
-    for key, f in zip(("detector", "pose_model"), mode(name), strict=True):
-        if rec[key]["sha256"] != f.onnx_sha256:
-            raise RunError(f"--models {name}: {rec[key]['path']} has sha256 {rec[key]['sha256']}, "
-                           f"not the pinned {f.onnx_sha256}. Remove it and run `phoenix-keypoints "
-                           f"models fetch {name}` again.")
-    return rec
+    paths = resolve(name, folder)
+    for path, f in zip(paths, mode(name), strict=True):  # checked before onnxruntime reads it
+        have = _sha256_file(path)
+        if have != f.onnx_sha256:
+            pinned = f"not the pinned {f.onnx_sha256}" if f.onnx_sha256 else "and no sha256 is pinned"
+            raise RunError(f"--models {name}: {path} has sha256 {have}, {pinned}. Remove it and run "
+                           f"`phoenix-keypoints models fetch {name}` again, or give the files with "
+                           "--detector and --pose-model.")
+    return record(*paths)
 
 
 # --- models fetch NAME ------------------------------------------------------------------------------
