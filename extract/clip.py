@@ -13,7 +13,12 @@ seam a worker uses (extract.keypoints.estimator.open_estimator), so there is one
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Iterator, Sequence
+import re
+import sys
+import tempfile
+import warnings
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
@@ -71,21 +76,89 @@ class Keypoints:
 
 
 def extract_keypoints(source: Source, estimator: str = HOLISTIC, *, fps: float | None = None,
-                      max_pixels: int = MAX_PIXELS, **options: Any) -> Keypoints:
+                      max_pixels: int = MAX_PIXELS, progress: bool | None = None,
+                      **options: Any) -> Keypoints:
     """Keypoints of one clip: a video file, a folder of frames, a list of image paths, or an RGB
     uint8 array [T, H, W, 3]. `fps` is the rate of frames and arrays (PHOENIX's 25 by default; a
     video's own: its stream's rate, else its frames' times); `options` are the estimator's, as `run`
     takes them: Holistic's (model_complexity, refine_face_landmarks, static_image_mode,
     smooth_landmarks, min_detection_confidence, min_tracking_confidence), or the whole-body
-    family's `detector` and `pose_model` (paths of the ONNX files)."""
-    extractor = _open(estimator, options)
-    try:
-        frames, n, clip_fps = _frames(source, max_pixels)
-        block = Block(declaration=extractor.declaration)
-        extract_video(extractor, "all", "clip", frames, n, block)
-    finally:
-        extractor.close()
+    family's `detector` and `pose_model` (paths of the ONNX files). `progress`: a bar of frames
+    done, None: where tqdm.auto shows one (a terminal, a notebook with ipywidgets), True: always,
+    False: never. MediaPipe's own log lines are kept out of the output."""
+    with _native_logs_kept_out() as real_stderr:
+        extractor = _open(estimator, options)
+        try:
+            frames, n, clip_fps = _frames(source, max_pixels)
+            block = Block(declaration=extractor.declaration)
+            with _progress(n, progress, real_stderr) as step:
+                extract_video(extractor, "all", "clip", frames, n, block, on_frame=step)
+        finally:
+            extractor.close()
     return _keypoints(block, fps or clip_fps or rate_of_times(block.time_s) or float(PHOENIX_FPS))
+
+
+# MediaPipe's C++ logging (glog/absl info and warnings, TFLite's INFO): about 8 lines a Holistic
+# call, written to file descriptor 2, which a notebook's kernel copies into the cell's output
+_NATIVE_NOISE = re.compile(r"^[IW]\d{4} |^INFO: |^WARNING: All log messages before absl::")
+
+
+@contextmanager
+def _native_logs_kept_out() -> Iterator[int | None]:
+    """File descriptor 2 into a temporary file for the call, then every line of it but MediaPipe's
+    log lines passed on to sys.stderr (a library's real error still shows). Yields a copy of the
+    real stderr's descriptor (for the progress bar), or None where there is no fd 2 to take."""
+    try:
+        saved = os.dup(2)
+        caught = tempfile.TemporaryFile()  # noqa: SIM115 (closed below)
+    except OSError:  # no stderr (closed), or no temporary file: nothing to keep out
+        yield None
+        return
+    with caught:
+        sys.stderr.flush()
+        os.dup2(caught.fileno(), 2)
+        try:
+            yield saved
+        finally:
+            sys.stderr.flush()
+            os.dup2(saved, 2)
+            os.close(saved)
+            caught.seek(0)
+            said = caught.read(1 << 20).decode("utf-8", "replace").splitlines(keepends=True)
+            kept = "".join(line for line in said if not _NATIVE_NOISE.match(line))
+            if kept:
+                sys.stderr.write(kept)
+
+
+@contextmanager
+def _progress(n: int, wanted: bool | None, real_stderr: int | None
+              ) -> Iterator[Callable[[], None] | None]:
+    """A tqdm.auto bar over n frames (a widget in a notebook that has ipywidgets, text on a
+    terminal; off elsewhere unless wanted is True), drawn on the real stderr while fd 2 is taken."""
+    if wanted is False:
+        yield None
+        return
+    with warnings.catch_warnings():  # tqdm.auto's "IProgress not found" in a plain notebook
+        warnings.simplefilter("ignore")
+        from tqdm.auto import tqdm
+    out = sys.stderr
+    if real_stderr is not None and _is_fd2(out):
+        out = os.fdopen(os.dup(real_stderr), "w")
+    bar = tqdm(total=n, unit="frame", desc="extract_keypoints", file=out, leave=False,
+               disable=None if wanted is None else False)
+    try:
+        yield lambda: bar.update()
+    finally:
+        bar.close()
+        if out is not sys.stderr:
+            out.close()
+
+
+def _is_fd2(stream: Any) -> bool:
+    try:
+        return stream.fileno() == 2
+    except (AttributeError, OSError, ValueError):  # a notebook's stream has no descriptor of its own
+        return False
 
 
 def _open(estimator: str, options: dict[str, Any]) -> Estimator:

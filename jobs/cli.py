@@ -77,6 +77,7 @@ def _plan_args(p: argparse.ArgumentParser) -> None:
                    help="wholebody: a YOLOX person detector (.onnx, with or without NMS inside)")
     p.add_argument("--pose-model", type=Path, metavar="POSE.onnx",
                    help="wholebody: an RTMPose / RTMW / DWPose COCO-WholeBody SimCC model (.onnx)")
+    _models_args(p)
     p.add_argument("--model-complexity", type=int, choices=(0, 1, 2),
                    help="Holistic pose model (default 1, the only one mediapipe 0.10.21 ships)")
     p.add_argument("--refine-face-landmarks", action="store_true", default=None,
@@ -239,6 +240,9 @@ def _add_small(sub: argparse._SubParsersAction) -> None:
                         "each); islr: a folder (one <split>/<video>.parquet each); legacy-npz: a "
                         "folder")
     e.add_argument("--tag", default="", help="pkl: tensor set to export (default: the run's own)")
+    e.add_argument("--flat", action="store_true",
+                   help="unisign-pkl: every split's files in --to itself, the one folder Uni-Sign's "
+                        "CSL_Daily (and How2Sign, OpenASL) config reads for every phase")
     e.add_argument("--fps", type=float, metavar="F",
                    help="pose: the rate of frame-folder videos (default 25, PHOENIX's); a video "
                         "file's .pose takes its stream's rate")
@@ -265,9 +269,22 @@ def build_parser() -> argparse.ArgumentParser:
         description="RWTH-PHOENIX-Weather 2014 T frames to MediaPipe Holistic keypoints.",
     )
     sub = p.add_subparsers(dest="command", required=True)
-    for add in (_add_run, _add_slurm, _add_small, _add_verify, _add_tensors, _inspect_parsers):
+    for add in (_add_run, _add_slurm, _add_small, _add_verify, _add_tensors, _inspect_parsers,
+                _add_models):
         add(sub)
     return p
+
+
+def _models_args(p: argparse.ArgumentParser) -> None:
+    from jobs.models import add_run_args
+
+    add_run_args(p)
+
+
+def _add_models(sub: argparse._SubParsersAction) -> None:
+    from jobs.models import add_parser
+
+    add_parser(sub)
 
 
 def _inspect_parsers(sub: argparse._SubParsersAction) -> None:
@@ -330,6 +347,13 @@ def _models(args: argparse.Namespace) -> dict | None:
     from jobs.rundir.folder import RunError
 
     det, pose = getattr(args, "detector", None), getattr(args, "pose_model", None)
+    if getattr(args, "models", None) is not None:
+        if det is not None or pose is not None or args.estimator == "holistic":
+            raise RunError("--models NAME names a whole-body detector and pose model: give it with "
+                           "--estimator wholebody, without --detector and --pose-model.")
+        from jobs.models import recorded
+
+        return recorded(args.models, args.models_dir)
     if det is None and pose is None:
         return None
     if args.estimator == "holistic":
@@ -441,7 +465,7 @@ def _tensors(args: argparse.Namespace) -> int:
 def _export(args: argparse.Namespace) -> int:
     from jobs.run.outputs import export_command
 
-    return export_command(_rd(args.out), args.format, args.to, args.tag, args.fps)
+    return export_command(_rd(args.out), args.format, args.to, args.tag, args.fps, args.flat)
 
 
 def _status(args: argparse.Namespace) -> int:

@@ -6,6 +6,7 @@ never with numbers written down: which frames MediaPipe detects is not this suit
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
@@ -279,20 +280,72 @@ def test_the_python_face_in_a_notebook(sample_root: Path, clean_run: Path, tmp_p
     nbformat = pytest.importorskip("nbformat")
     from nbclient import NotebookClient
 
+    few = [str(p) for p in sorted(frames_of(sample_root).glob("images*.png"))[:FIRST]]
     cells = [f"import sys; assert sys.executable == {sys.executable!r}, sys.executable",
              f"import sys; sys.path.insert(0, {str(REPO)!r})",
              f"from extract import extract_keypoints\n"
              f"kp = extract_keypoints({str(frames_of(sample_root))!r})\nprint(len(kp), kp.fps)",
+             f"kp = extract_keypoints({few!r}, progress=True)\nprint('ASKED', len(kp))",
              f"from jobs import run_job\n"
              f"r = run_job(dataset={str(sample_root)!r}, out={str(tmp_path / 'run')!r}, workers=2, "
              f"videos=[{VIDEO!r}])\nprint('RESULT', r.complete)"]
     nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c) for c in cells])
     where = {"metadata": {"path": str(tmp_path)}}
-    NotebookClient(nb, timeout=300, kernel_name="python3", resources=where).execute()
+    # ipykernel copies fd 2 into the cell's output, except under pytest (PYTEST_CURRENT_TEST): the
+    # kernel is started without it, as a user's is
+    kernel_env = {k: v for k, v in os.environ.items() if k != "PYTEST_CURRENT_TEST"}
+    NotebookClient(nb, timeout=300, kernel_name="python3", resources=where).execute(env=kernel_env)
     text = "".join(o.get("text", "") for c in nb.cells for o in c.get("outputs", []))
     assert "16 25.0" in text and "RESULT True" in text, text
+    # MediaPipe's log lines (glog, absl, TFLite on fd 2) stay out of every cell's output; without
+    # ipywidgets tqdm.auto shows no bar (and no warning about it) unless progress=True asks
+    assert not re.search(r"^[IWEF]\d{4} |TensorFlow Lite|absl::|feedback", text, re.M), text
+    cell = "".join(o.get("text", "") for o in nb.cells[2].get("outputs", []))
+    assert "extract_keypoints:" not in cell and "IProgress" not in cell, cell
+    asked = "".join(o.get("text", "") for o in nb.cells[3].get("outputs", []))
+    assert f"{FIRST}/{FIRST}" in asked and "ASKED 6" in asked, asked
     np.testing.assert_array_equal(run_parts(tmp_path / "run", VIDEO)["face"],
                                   run_parts(clean_run, VIDEO)["face"])
+
+
+def on_a_terminal(code: str, cwd: Path) -> str:
+    """What `python -c code` writes to a real terminal (a pseudo-terminal on stdout and stderr)."""
+    import pty
+
+    leader, follower = pty.openpty()
+    proc = subprocess.Popen([sys.executable, "-c", code], stdin=follower, stdout=follower,
+                            stderr=follower, cwd=cwd, env=cli_env())
+    os.close(follower)
+    out = b""
+    while True:
+        try:
+            data = os.read(leader, 65536)
+        except OSError:  # the child closed the terminal
+            break
+        if not data:
+            break
+        out += data
+    os.close(leader)
+    assert proc.wait(timeout=300) == 0, out.decode(errors="replace")
+    return out.decode(errors="replace")
+
+
+def test_extract_keypoints_shows_progress_on_a_terminal_and_no_mediapipe_logs(sample_root: Path,
+                                                                            tmp_path: Path) -> None:
+    """A long call shows a bar of frames on a terminal (tqdm.auto's choice), none when stderr is a
+    pipe or progress=False; MediaPipe's ~8 log lines a Holistic call reach neither."""
+    few = [str(p) for p in sorted(frames_of(sample_root).glob("images*.png"))[:FIRST]]
+    call = (f"from extract import extract_keypoints\nkp = extract_keypoints({few!r}{{}})\n"
+            "print('N', len(kp))")
+    noise = re.compile(r"^[IWEF]\d{4} |TensorFlow Lite|absl::|feedback", re.M)
+    shown = on_a_terminal(call.format(""), tmp_path)
+    assert "extract_keypoints: 100%" in shown and f"{FIRST}/{FIRST}" in shown, shown
+    assert "N 6" in shown and not noise.search(shown), shown
+    off = on_a_terminal(call.format(", progress=False"), tmp_path)
+    assert "extract_keypoints:" not in off and "N 6" in off and not noise.search(off), off
+    piped = python(["-c", call.format("")], tmp_path)
+    assert piped.returncode == 0 and "N 6" in piped.stdout, piped.stderr
+    assert "extract_keypoints:" not in piped.stderr and not noise.search(piped.stderr), piped.stderr
 
 
 # --- status while a run goes -----------------------------------------------------------------------

@@ -107,6 +107,19 @@ def test_holistic_is_refused_on_python_313(tool313: Path, sample_root: Path, tmp
     assert not (tmp_path / "R").exists(), "a refused run left a folder"
 
 
+def test_the_pose_hint_on_python_313_names_its_own_constraints(tool313: Path, clean_run: Path,
+                                                                tmp_path: Path):
+    """Without pose-format, `export --format pose` says how to install it; on 3.13 that line must
+    not name constraints.txt, whose mediapipe pin has no 3.13 wheel and does not resolve."""
+    shutil.copytree(clean_run, tmp_path / "R")  # merged: keypoints.parquet is there
+    proc = subprocess.run([str(tool313), "export", "--out", "R", "--format", "pose", "--to", "p"],
+                          cwd=tmp_path, env=outside_env(), capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+    assert "-c constraints-py313.txt" in proc.stderr and "constraints.txt" not in proc.stderr, \
+        proc.stderr
+
+
 def same_table(got: pa.Table, ref: pa.Table, where: str) -> None:
     """Equal columns, types and values (NaN equal to NaN, as the islr export writes missing points)."""
     assert got.schema.remove_metadata() == ref.schema.remove_metadata(), where

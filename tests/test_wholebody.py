@@ -251,6 +251,24 @@ def test_twostream_and_unisign_pkls_read_as_their_loaders_read_them(wb_run, shar
             "is a folder")
 
 
+def test_unisign_flat_folder_is_the_one_its_csl_daily_config_reads(wb_run, tmp_path):
+    """Uni-Sign's S2T_Dataset reads CSL_Daily from pose_dirs[dataset] for every phase (no phase
+    joined): --flat writes <to>/<video>.pkl for every split, the same bytes as the per-split files
+    (a run's names are unique across splits); --flat is for unisign-pkl only."""
+    ok(run_cli(["export", "--out", wb_run, "--format", "unisign-pkl", "--to", tmp_path / "split"]),
+       "unisign-pkl")
+    ok(run_cli(["export", "--out", wb_run, "--format", "unisign-pkl", "--to", tmp_path / "flat",
+                "--flat"]), "unisign-pkl --flat")
+    per_split = sorted((tmp_path / "split").glob("*/*.pkl"))
+    flat = sorted((tmp_path / "flat").iterdir())
+    assert len({p.parent.name for p in per_split}) > 1 and all(p.is_file() for p in flat)
+    assert sorted(p.name for p in flat) == sorted(p.name for p in per_split)
+    for p in per_split:
+        assert (tmp_path / "flat" / p.name).read_bytes() == p.read_bytes(), p
+    refused(run_cli(["export", "--out", wb_run, "--format", "twostream-pkl", "--to",
+                     tmp_path / "t.pkl", "--flat"]), "--flat applies to --format unisign-pkl")
+
+
 def test_pose_export_has_a_cocowholebody_header_pose_format_reads(wb_run, tmp_path):
     pytest.importorskip("pose_format")
     from pose_format import Pose

@@ -92,6 +92,14 @@ HOLISTIC_COMPONENTS = {"pose": "POSE_LANDMARKS", "face": "FACE_LANDMARKS",
                        "pose_world": "POSE_WORLD_LANDMARKS"}
 
 
+def pose_extra_hint() -> str:
+    """How to install the pose extra on this Python. constraints.txt pins mediapipe 0.10.21, which
+    has no wheel for 3.13, so it does not resolve there: 3.13 is given its own file."""
+    pins = "constraints-py313.txt" if sys.version_info >= (3, 13) else "constraints.txt"
+    return (f"pip install -c {pins} 'phoenix-keypoints[pose]' (in a checkout: pip install -c {pins} "
+            "-e '.[pose]')")
+
+
 def _pose_format():
     try:
         from pose_format import Pose
@@ -100,8 +108,7 @@ def _pose_format():
         from pose_format.utils.holistic import holistic_components
     except ImportError:
         if importlib.util.find_spec("pose_format") is None:
-            raise TensorsError("the pose export needs pose-format: pip install -c constraints.txt "
-                               "-e '.[pose]'") from None
+            raise TensorsError(f"the pose export needs pose-format: {pose_extra_hint()}") from None
         # pose-format builds its holistic header from mediapipe's own tables, at import
         here = f"Python {sys.version_info.major}.{sys.version_info.minor}"
         raise TensorsError(f"the pose export needs mediapipe (pose-format's holistic header imports "

@@ -26,7 +26,13 @@ from extract.keypoints.estimator import (
     WHOLEBODY_POINTS,
 )
 from extract.keypoints.schema import column_block
-from extract.outputs.export import PHOENIX_FPS, video_fps, video_size, write_file
+from extract.outputs.export import (
+    PHOENIX_FPS,
+    pose_extra_hint,
+    video_fps,
+    video_size,
+    write_file,
+)
 from extract.outputs.tensors import (
     POINTS_JSON,
     TENSORS_FORMAT,
@@ -153,8 +159,7 @@ def write_pose_files(keypoints: Path, out_dir: Path, fps: float = PHOENIX_FPS,
         from pose_format.pose_header import PoseHeader, PoseHeaderDimensions
         from pose_format.utils.cocowholebody133_header import cocowholebody_components
     except ImportError:
-        raise TensorsError("the pose export needs pose-format: pip install -c constraints.txt "
-                           "-e '.[pose]'") from None
+        raise TensorsError(f"the pose export needs pose-format: {pose_extra_hint()}") from None
     components = cocowholebody_components()
     n = 0
     have = pq.ParquetFile(keypoints).schema_arrow.names
@@ -188,12 +193,14 @@ def write_twostream_pkl(keypoints: Path, dest: Path) -> int:
     return len(out)
 
 
-def write_unisign_pkls(keypoints: Path, out_dir: Path) -> int:
+def write_unisign_pkls(keypoints: Path, out_dir: Path, flat: bool = False) -> int:
     """Uni-Sign's pose files (ZechengLi19/Uni-Sign, datasets.py, `load_pose`, as its
     demo/pose_extraction.py writes them with rtmlib): one `<out_dir>/<split>/<video>.pkl` per video,
     {"keypoints": [float32 [1, 133, 2] per frame], "scores": [float32 [1, 133] per frame]}, x and y
     divided by the frame's width and height, the one person the run keeps (Uni-Sign reads person 0).
-    Frames not read: zeros and score 0 (below its 0.3 cut)."""
+    Frames not read: zeros and score 0 (below its 0.3 cut). flat: `<out_dir>/<video>.pkl`, every
+    split in one folder, as S2T_Dataset reads CSL_Daily (pose_dirs[dataset], no phase joined); a
+    run's video names are unique across its splits (the corpus readers refuse one listed twice)."""
     n = 0
     for split, video, table in iter_videos(keypoints, ["width", "height", WHOLEBODY]):
         vals, _ = video_tensor(table)
@@ -203,7 +210,7 @@ def write_unisign_pkls(keypoints: Path, out_dir: Path) -> int:
         xy = vals[:, :, :2] / np.stack([w, h], axis=1)[:, None, :]
         data = {"keypoints": [xy[i][None] for i in range(len(xy))],
                 "scores": [vals[i, :, 2][None] for i in range(len(vals))]}
-        write_file(Path(out_dir) / split / f"{video}.pkl",
+        write_file(Path(out_dir) / ("" if flat else split) / f"{video}.pkl",
                    lambda f, d=data: pickle.dump(d, f, protocol=4))
         n += 1
     return n

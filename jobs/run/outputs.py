@@ -218,7 +218,7 @@ def write_set_command(rd: RunDir, spec: TensorSpec) -> int:
 WHOLEBODY_FORMATS = ("twostream-pkl", "unisign-pkl")
 
 
-def export_wholebody(rd: RunDir, fmt: str, to: Path, tag: str = "") -> int:
+def export_wholebody(rd: RunDir, fmt: str, to: Path, tag: str = "", flat: bool = False) -> int:
     """The layouts that whole-body models' loaders read (docs/tensors.md): TwoStream-SLR's one pkl,
     Uni-Sign's pkl per video; refused on a Holistic run, whose points are not COCO-WholeBody's."""
     from extract.outputs.wholebody import write_twostream_pkl, write_unisign_pkls
@@ -236,15 +236,18 @@ def export_wholebody(rd: RunDir, fmt: str, to: Path, tag: str = "") -> int:
             raise RunError(f"--to {to} is a folder; --format twostream-pkl writes one .pkl file.")
         messages.result(f"{fmt}: {to} ({write_twostream_pkl(keypoints, to)} videos)")
     else:
-        messages.result(f"{fmt}: {to}/ ({write_unisign_pkls(keypoints, to)} videos)")
+        messages.result(f"{fmt}: {to}/ ({write_unisign_pkls(keypoints, to, flat)} videos)")
     return 0
 
 
-def export_command(rd: RunDir, fmt: str, to: Path, tag: str = "", fps: float | None = None) -> int:
+def export_command(rd: RunDir, fmt: str, to: Path, tag: str = "", fps: float | None = None,
+                   flat: bool = False) -> int:
     """`export`: the keypoints as a pkl dict (of a tensor set), .pose files, or the older
     pipeline's pkl / npz."""
+    if flat and fmt != "unisign-pkl":
+        raise RunError(f"--flat applies to --format unisign-pkl, not --format {fmt}.")
     if fmt in WHOLEBODY_FORMATS:
-        return export_wholebody(rd, fmt, to, tag)
+        return export_wholebody(rd, fmt, to, tag, flat)
     if fmt != "pose":
         holistic_only(rd, f"--format {fmt}")
     if fmt.startswith("legacy") and tag:

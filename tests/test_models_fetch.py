@@ -1,0 +1,274 @@
+"""`phoenix-keypoints models fetch NAME` against a real HTTP server on 127.0.0.1 (issue 40 item 4).
+
+The server serves zips built here the way rtmlib's are shipped (a folder holding end2end.onnx and
+the SDK's json files), with tests/tiny_onnx.py's models inside; an index file
+($PHOENIX_KEYPOINTS_MODELS_INDEX) pins their sha256 as the project pins rtmlib's. Each failure
+(wrong sha256, truncated transfer, a `../` member, a refused connection, too large, a redirect to
+plain http) must end in one clear message and its exit status, leaving nothing in the cache; and
+nothing is fetched unless `models fetch` is asked.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import socket
+import threading
+import zipfile
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+from helpers import assert_no_traceback, run_cli
+from tiny_onnx import tiny_models
+
+
+def sha(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def shipped_zip(onnx: bytes, stem: str, extra: dict[str, bytes] | None = None) -> bytes:
+    """A zip laid out as OpenMMLab's onnx_sdk zips: <stem>/end2end.onnx beside its json files."""
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as z:
+        z.writestr(f"{stem}/deploy.json", b"{}")
+        z.writestr(f"{stem}/end2end.onnx", onnx)
+        z.writestr(f"{stem}/pipeline.json", b"{}")
+        for name, data in (extra or {}).items():
+            z.writestr(name, data)
+    return buf.getvalue()
+
+
+class Server:
+    """A real HTTP server on 127.0.0.1 in a thread: path -> bytes; `truncate` paths announce the
+    whole length and close after half; `redirect` paths answer 302 to another URL."""
+
+    def __init__(self) -> None:
+        self.files: dict[str, bytes] = {}
+        self.truncate: set[str] = set()
+        self.redirect: dict[str, str] = {}
+        self.requests: list[str] = []
+        outer = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:  # noqa: N802 (http.server's name)
+                outer.requests.append(self.path)
+                if self.path in outer.redirect:
+                    self.send_response(302)
+                    self.send_header("Location", outer.redirect[self.path])
+                    self.end_headers()
+                    return
+                data = outer.files.get(self.path)
+                if data is None:
+                    self.send_error(404)
+                    return
+                self.send_response(200)
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data[: len(data) // 2] if self.path in outer.truncate else data)
+                self.close_connection = True
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/"
+        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+        self.thread.start()
+
+
+@pytest.fixture
+def server() -> Iterator[Server]:
+    s = Server()
+    yield s
+    s.httpd.shutdown()
+    s.httpd.server_close()
+
+
+@pytest.fixture(scope="module")
+def onnx_bytes(tmp_path_factory: pytest.TempPathFactory) -> dict[str, bytes]:
+    models = tiny_models(tmp_path_factory.mktemp("tiny"))
+    return {"detector": models["detector"].read_bytes(), "pose": models["pose"].read_bytes()}
+
+
+def entry(path: str, onnx: bytes, zipped: bytes | None = None, **more: object) -> dict:
+    return {"path": path, "input_hw": [96, 128], "onnx_sha256": sha(onnx),
+            **({"zip_sha256": sha(zipped)} if zipped is not None else {}), **more}
+
+
+def publish(server: Server, tmp_path: Path, onnx: dict[str, bytes],
+            **variants: dict[str, dict]) -> dict[str, str]:
+    """The tiny models zipped and served as `tiny`, plus the named variants; the index written
+    and the environment that points `models` at it and at the server."""
+    det_zip = shipped_zip(onnx["detector"], "yolox_tiny")
+    pose_zip = shipped_zip(onnx["pose"], "rtmw_tiny")
+    server.files["/sdk/det.zip"] = det_zip
+    server.files["/sdk/pose.zip"] = pose_zip
+    index = {"tiny": {"detector": entry("sdk/det.zip", onnx["detector"], det_zip),
+                      "pose": entry("sdk/pose.zip", onnx["pose"])}, **variants}
+    (tmp_path / "index.json").write_text(json.dumps(index))
+    return {"no_proxy": "127.0.0.1,localhost", "NO_PROXY": "127.0.0.1,localhost",  # a CI's proxy
+            "PHOENIX_KEYPOINTS_MODELS_INDEX": str(tmp_path / "index.json"),
+            "PHOENIX_KEYPOINTS_MODELS_URL": server.url,
+            "PHOENIX_KEYPOINTS_MODELS_DIR": str(tmp_path / "cache")}
+
+
+def cache_files(tmp_path: Path) -> list[str]:
+    cache = tmp_path / "cache"
+    return sorted(p.name for p in cache.rglob("*")) if cache.exists() else []
+
+
+def refused(proc, code: int, *words: str) -> None:
+    assert proc.returncode == code, (proc.returncode, proc.stdout, proc.stderr)
+    assert_no_traceback(proc)
+    for w in words:
+        assert w in proc.stderr, (w, proc.stderr)
+
+
+def test_fetch_checks_unpacks_once_and_a_run_uses_the_cache(server: Server, tmp_path: Path,
+                                                             onnx_bytes: dict[str, bytes],
+                                                             sample_root: Path) -> None:
+    env = publish(server, tmp_path, onnx_bytes)
+    before = run_cli(["run", "--dataset", sample_root, "--out", tmp_path / "run", "--estimator",
+                      "wholebody", "--models", "tiny", "--videos", "cameraman-1"], env=env)
+    refused(before, 2, "models fetch tiny", "not fetched yet")
+    assert server.requests == [] and cache_files(tmp_path) == []  # nothing fetched unless asked
+
+    proc = run_cli(["models", "fetch", "tiny"], env=env)
+    assert proc.returncode == 0, proc.stderr
+    assert_no_traceback(proc)
+    assert cache_files(tmp_path) == ["det.onnx", "pose.onnx"]  # no zip, no .part left
+    cache = tmp_path / "cache"
+    assert sha((cache / "det.onnx").read_bytes()) == sha(onnx_bytes["detector"])
+    assert sha((cache / "pose.onnx").read_bytes()) == sha(onnx_bytes["pose"])
+    assert sorted(server.requests) == ["/sdk/det.zip", "/sdk/pose.zip"]
+
+    again = run_cli(["models", "fetch", "tiny"], env=env)  # once: the cache is checked, not refetched
+    assert again.returncode == 0 and again.stdout.count("already fetched") == 2, again.stdout
+    assert len(server.requests) == 2
+    (cache / "pose.onnx").write_bytes(b"damaged")  # other bytes in the cache: fetched again
+    mended = run_cli(["models", "fetch", "tiny"], env=env)
+    assert mended.returncode == 0 and "other bytes" in mended.stderr, mended.stderr
+    assert sha((cache / "pose.onnx").read_bytes()) == sha(onnx_bytes["pose"])
+    assert len(server.requests) == 3 and cache_files(tmp_path) == ["det.onnx", "pose.onnx"]
+
+    run = run_cli(["run", "--dataset", sample_root, "--out", tmp_path / "run", "--estimator",
+                   "wholebody", "--models", "tiny", "--videos", "cameraman-1"], env=env)
+    assert run.returncode == 0, run.stderr
+    recorded = json.loads((tmp_path / "run" / "run.json").read_text())["options"]["wholebody"]
+    text = json.dumps(recorded)
+    assert str(cache / "det.onnx") in text and str(cache / "pose.onnx") in text, text
+    assert sha(onnx_bytes["detector"]) in text and sha(onnx_bytes["pose"]) in text
+    both = run_cli(["run", "--dataset", sample_root, "--out", tmp_path / "run2", "--estimator",
+                    "wholebody", "--models", "tiny", "--detector", cache / "det.onnx"], env=env)
+    refused(both, 2, "without --detector and --pose-model")
+    (cache / "det.onnx").write_bytes(onnx_bytes["pose"])  # a file of other bytes in the cache
+    changed = run_cli(["run", "--dataset", sample_root, "--out", tmp_path / "run3", "--estimator",
+                       "wholebody", "--models", "tiny", "--videos", "cameraman-1"], env=env)
+    refused(changed, 2, f"not the pinned {sha(onnx_bytes['detector'])}", "models fetch tiny")
+
+
+def test_a_wrong_sha256_is_refused_and_nothing_kept(server: Server, tmp_path: Path,
+                                                    onnx_bytes: dict[str, bytes]) -> None:
+    wrong = {"detector": {**entry("sdk/det.zip", onnx_bytes["detector"]), "onnx_sha256": "0" * 64},
+             "pose": entry("sdk/pose.zip", onnx_bytes["pose"])}
+    wrong_zip = {"detector": {**entry("sdk/det.zip", onnx_bytes["detector"]), "zip_sha256": "1" * 64},
+                 "pose": entry("sdk/pose.zip", onnx_bytes["pose"])}
+    env = publish(server, tmp_path, onnx_bytes, wrong=wrong, wrongzip=wrong_zip)
+    for name, what in (("wrong", "end2end.onnx of"), ("wrongzip", "(the zip)")):
+        proc = run_cli(["models", "fetch", name], env=env)
+        refused(proc, 2, "sha256", "0" * 64 if name == "wrong" else "1" * 64, "refused", what)
+        assert cache_files(tmp_path) == [], proc.stderr
+
+
+def test_a_truncated_download_fails_and_nothing_is_kept(server: Server, tmp_path: Path,
+                                                        onnx_bytes: dict[str, bytes]) -> None:
+    env = publish(server, tmp_path, onnx_bytes)
+    server.truncate.add("/sdk/det.zip")
+    proc = run_cli(["models", "fetch", "tiny"], env=env)
+    refused(proc, 1, "truncated", f"{server.url}sdk/det.zip", "Nothing was kept")
+    assert cache_files(tmp_path) == []
+
+
+def test_a_zip_with_members_outside_its_folder_is_refused(server: Server, tmp_path: Path,
+                                                          onnx_bytes: dict[str, bytes]) -> None:
+    """`../` (and an absolute path, a link) in a member: the whole zip refused, nothing written
+    anywhere, whether the bad member is end2end.onnx itself or another file beside it."""
+    slip = shipped_zip(onnx_bytes["detector"], "yolox", {"../../escaped.txt": b"x"})
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as z:
+        z.writestr("../end2end.onnx", onnx_bytes["detector"])
+    link = io.BytesIO()
+    with zipfile.ZipFile(link, "w") as z:
+        info = zipfile.ZipInfo("yolox/end2end.onnx")
+        info.external_attr = (0o120777 << 16)  # a symbolic link
+        z.writestr(info, "/etc/passwd")
+    served = {"/sdk/slip.zip": slip, "/sdk/dotdot.zip": buf.getvalue(), "/sdk/link.zip": link.getvalue()}
+    variants = {k.split("/")[-1][:-4]: {"detector": entry(k[1:], onnx_bytes["detector"]),
+                                         "pose": entry("sdk/pose.zip", onnx_bytes["pose"])}
+                for k in served}
+    env = publish(server, tmp_path, onnx_bytes, **variants)
+    server.files.update(served)
+    for name, shown in (("slip", "'../../escaped.txt'"), ("dotdot", "'../end2end.onnx'"),
+                        ("link", "'yolox/end2end.onnx'")):
+        proc = run_cli(["models", "fetch", name], env=env)
+        refused(proc, 2, shown, "outside its folder or a link", "nothing extracted")
+        assert cache_files(tmp_path) == []
+    assert not list(tmp_path.parent.rglob("escaped.txt"))
+
+
+def test_no_network_says_which_url_and_where_then_a_zip_put_there_is_used(
+        server: Server, tmp_path: Path, onnx_bytes: dict[str, bytes]) -> None:
+    env = publish(server, tmp_path, onnx_bytes)
+    with socket.socket() as s:  # a port nothing listens on: the connection is refused
+        s.bind(("127.0.0.1", 0))
+        closed = f"http://127.0.0.1:{s.getsockname()[1]}/"
+    env["PHOENIX_KEYPOINTS_MODELS_URL"] = closed
+    proc = run_cli(["models", "fetch", "tiny"], env=env)
+    cache = tmp_path / "cache"
+    refused(proc, 1, f"could not download {closed}sdk/det.zip", "refused",
+            f"put the zip at {cache / 'det.zip'}", f"{cache / 'det.onnx'}")
+    assert cache_files(tmp_path) == []
+
+    (cache / "det.zip").write_bytes(server.files["/sdk/det.zip"])  # fetched elsewhere, put there
+    (cache / "pose.zip").write_bytes(server.files["/sdk/pose.zip"])
+    offline = run_cli(["models", "fetch", "tiny"], env=env)
+    assert offline.returncode == 0, offline.stderr
+    assert cache_files(tmp_path) == ["det.onnx", "pose.onnx"]
+    assert server.requests == []
+
+
+def test_too_large_unpinned_and_downgrading_redirects_are_refused(
+        server: Server, tmp_path: Path, onnx_bytes: dict[str, bytes]) -> None:
+    small = {"detector": entry("sdk/det.zip", onnx_bytes["detector"], max_bytes=1000),
+             "pose": entry("sdk/pose.zip", onnx_bytes["pose"])}
+    unpinned = {"detector": {**entry("sdk/det.zip", onnx_bytes["detector"]), "onnx_sha256": None},
+                "pose": entry("sdk/pose.zip", onnx_bytes["pose"])}
+    moved = {"detector": entry("sdk/moved.zip", onnx_bytes["detector"]),
+             "pose": entry("sdk/pose.zip", onnx_bytes["pose"])}
+    env = publish(server, tmp_path, onnx_bytes, small=small, unpinned=unpinned, moved=moved)
+    server.redirect["/sdk/moved.zip"] = "http://example.com/det.zip"
+    refused(run_cli(["models", "fetch", "small"], env=env), 2, "more than the 1000")
+    n = len(server.requests)
+    refused(run_cli(["models", "fetch", "unpinned"], env=env), 2, "pins no sha256")
+    assert len(server.requests) == n  # refused before any request
+    refused(run_cli(["models", "fetch", "moved"], env=env), 1, "http://example.com/det.zip",
+            "not https")
+    assert cache_files(tmp_path) == []
+    # the real catalogue: lightweight's pose model has no pin yet, so it is never fetched
+    real = {**env, "PHOENIX_KEYPOINTS_MODELS_INDEX": "", "PHOENIX_KEYPOINTS_MODELS_URL": server.url}
+    refused(run_cli(["models", "fetch", "lightweight"], env=real), 2, "pins no sha256",
+            "rtmw-dw-l-m_simcc-cocktail14_270e-256x192_20231122.zip")
+    assert len(server.requests) == n + 1
+    refused(run_cli(["models", "fetch", "balanced"], env={**real, "PHOENIX_KEYPOINTS_MODELS_URL":
+                                                         "http://example.com/"}), 2, "not https")
+
+
+def test_a_bad_index_is_refused(tmp_path: Path) -> None:
+    (tmp_path / "index.json").write_text(json.dumps(
+        {"x": {"detector": {"path": "../../etc/x.zip", "onnx_sha256": None}, "pose": {}}}))
+    proc = run_cli(["models", "fetch", "x"], env={"PHOENIX_KEYPOINTS_MODELS_INDEX":
+                                                  str(tmp_path / "index.json")})
+    refused(proc, 2, "cannot be read as a models index", "relative path")
