@@ -38,9 +38,11 @@ def _deps(*groups: str) -> None:
 
 def _env(**extra: str) -> dict[str, str]:
     """The environment of a careful user's shell: the repository importable, no search path entry
-    that is the current folder (what the tool's own process was started with is the user's)."""
-    env = {k: v for k, v in os.environ.items() if k not in ("PHOENIX_KEYPOINTS_FAULTS", "PYTHONPATH",
-                                                           "LD_LIBRARY_PATH")}
+    that is the current folder (what the tool's own process was started with is the user's), and
+    none of the variables under test, whatever this test process got from the tool's code."""
+    unset = ("PHOENIX_KEYPOINTS_FAULTS", "PYTHONPATH", "LD_LIBRARY_PATH", "ORT_DISABLE_TELEMETRY",
+             "PYTHONSAFEPATH")
+    env = {k: v for k, v in os.environ.items() if k not in unset}
     return {**env, "PYTHONPATH": str(REPO), **extra}
 
 
@@ -236,6 +238,23 @@ def test_wholebody_run_longer_than_the_telemetry_delay_stays_on_this_machine(
     # the coordinator, the worker, the resource tracker: strace's -f wrote lines for each
     _assert_stayed_home(proc, trace, home, processes=3)
     assert read_keypoints(tmp_path / "run").num_rows == 82
+
+
+def test_onnxruntime_imported_first_is_said(tmp_path: Path) -> None:
+    """Code that imported onnxruntime before the tool could turn its telemetry off is told how to;
+    imported the other way round, the variable is there before onnxruntime loads, and no warning."""
+    code = ("import warnings, os; warnings.simplefilter('error'); import onnxruntime; "
+            "from extract.keypoints import wholebody")
+    late = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=_env(), capture_output=True,
+                          text=True, timeout=120)
+    assert late.returncode == 1 and "RuntimeWarning" in late.stderr
+    assert "set ORT_DISABLE_TELEMETRY=1 before importing onnxruntime" in late.stderr
+    first = ("import warnings, os; warnings.simplefilter('error'); "
+             "from extract.keypoints import wholebody; import onnxruntime; "
+             "assert os.environ['ORT_DISABLE_TELEMETRY'] == '1'")
+    ok = subprocess.run([sys.executable, "-c", first], cwd=tmp_path, env=_env(), capture_output=True,
+                        text=True, timeout=120)
+    assert ok.returncode == 0, ok.stderr
 
 
 @pytest.mark.slow
