@@ -20,59 +20,32 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from helpers import REPO, assert_no_traceback, copy_dataset, read_keypoints
+from helpers import (
+    assert_no_traceback,
+    careful_env,
+    copy_dataset,
+    plant_library,
+    read_keypoints,
+    system_deps,
+)
 
 CLI = Path(sys.executable).parent / "phoenix-keypoints"  # the console script a user types
-PLANTED_LIB = "libpthread.so.0"
 SAFE_PATH = sys.version_info >= (3, 11)  # PYTHONSAFEPATH: 3.10 has no such switch
-
-
-def _deps(*groups: str) -> None:
-    """Debian packages of scripts/system-deps.sh; a skip with its reason where they cannot be had."""
-    deps = subprocess.run(["bash", str(REPO / "scripts" / "system-deps.sh"), *groups],
-                          capture_output=True, text=True, timeout=900)
-    if deps.returncode == 3:
-        pytest.skip(deps.stderr.strip())
-    assert deps.returncode == 0, deps.stderr
-
-
-def _env(**extra: str) -> dict[str, str]:
-    """The environment of a careful user's shell: the repository importable, no search path entry
-    that is the current folder (what the tool's own process was started with is the user's), and
-    none of the variables under test, whatever this test process got from the tool's code."""
-    unset = ("PHOENIX_KEYPOINTS_FAULTS", "PYTHONPATH", "LD_LIBRARY_PATH", "ORT_DISABLE_TELEMETRY",
-             "PYTHONSAFEPATH")
-    env = {k: v for k, v in os.environ.items() if k not in unset}
-    return {**env, "PYTHONPATH": str(REPO), **extra}
 
 
 def _plant(folder: Path, marker: Path, module: bool = False) -> None:
     """Code that writes `marker` if it ever runs: a shared library the loader looks up by name, or
     a module a spawned `python -c` would import from its current folder (a shadowed stdlib module)."""
-    if module:
-        if not SAFE_PATH:
-            pytest.skip("Python 3.10 has no PYTHONSAFEPATH: its `python -c` imports from the cwd")
-        (folder / "multiprocessing.py").write_text(
-            f"import os\nopen({str(marker)!r}, 'a').write(f'module in pid {{os.getpid()}}\\n')\n")
-        subprocess.run([sys.executable, "-c", "import multiprocessing"], cwd=folder, check=True)
-        assert "module in pid" in marker.read_text()  # the plant works where the cwd is searched
-        marker.unlink()
+    if not module:
+        plant_library(folder, marker)
         return
-    _deps("gcc")
-    src = folder.parent / "planted.c"
-    src.write_text(textwrap.dedent(f"""\
-        #include <stdio.h>
-        #include <unistd.h>
-        __attribute__((constructor)) static void planted(void) {{
-            FILE *f = fopen("{marker}", "a");
-            if (f) {{ fprintf(f, "library in pid %d\\n", (int)getpid()); fclose(f); }}
-        }}
-        """))
-    subprocess.run(["gcc", "-shared", "-fPIC", "-o", str(folder / PLANTED_LIB), str(src)], check=True)
-    # the plant works: a process whose library path has the current folder does load it
-    subprocess.run([sys.executable, "-c", "import numpy"], cwd=folder, check=True,
-                   env=_env(LD_LIBRARY_PATH=":"))
-    assert "library in pid" in marker.read_text()
+    if not SAFE_PATH:
+        pytest.skip("Python 3.10 has no PYTHONSAFEPATH: its `python -c` imports from the cwd")
+    (folder / "multiprocessing.py").write_text(
+        f"import os\nopen({str(marker)!r}, 'a').write(f'module in pid {{os.getpid()}}\\n')\n")
+    subprocess.run([sys.executable, "-c", "import multiprocessing"], cwd=folder, check=True,
+                   env=careful_env())
+    assert "module in pid" in marker.read_text()  # the plant works where the cwd is searched
     marker.unlink()
 
 
@@ -91,7 +64,7 @@ def test_code_planted_in_the_current_folder_never_runs(estimator: str, planted: 
     options = wholebody_options if estimator == "wholebody" else ["--videos", "cameraman-1"]
     proc = subprocess.run([str(CLI), "run", "--dataset", ".", "--out", str(tmp_path / "run"),
                            "--workers-per-gpu", "2", *options],
-                          cwd=corpus, env=_env(), capture_output=True, text=True, timeout=600)
+                          cwd=corpus, env=careful_env(), capture_output=True, text=True, timeout=600)
     assert not marker.exists(), marker.read_text()
     assert proc.returncode == 0, proc.stderr
     assert_no_traceback(proc)
@@ -112,7 +85,7 @@ def test_ray_actors_load_nothing_from_the_current_folder(sample_root: Path,
     _plant(corpus, marker)
     proc = subprocess.run([str(CLI), "run", "--dataset", ".", "--out", str(tmp_path / "run"),
                            "--backend", "ray", "--workers-per-gpu", "2", *wholebody_options],
-                          cwd=corpus, env=_env(), capture_output=True, text=True, timeout=600)
+                          cwd=corpus, env=careful_env(), capture_output=True, text=True, timeout=600)
     assert not marker.exists(), marker.read_text()
     assert proc.returncode == 0, proc.stderr
     assert read_keypoints(tmp_path / "run").num_rows == 82
@@ -139,8 +112,8 @@ def test_run_job_after_cv2_dirtied_the_environment(sample_root: Path, wholebody_
         assert os.environ["LD_LIBRARY_PATH"] == before and "PYTHONSAFEPATH" not in os.environ
         print("done")
         """))
-    proc = subprocess.run([sys.executable, str(script)], cwd=corpus, env=_env(), capture_output=True,
-                          text=True, timeout=600)
+    proc = subprocess.run([sys.executable, str(script)], cwd=corpus, env=careful_env(),
+                          capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0 and "done" in proc.stdout, proc.stderr
     assert not marker.exists(), marker.read_text()
 
@@ -193,7 +166,7 @@ _INET = re.compile(r"^(\d+)\s+(\w+)\(.*?\{sa_family=AF_INET6?, ([^}]*)\}", re.M)
 def _traced(cmd: list[str], cwd: Path, env: dict[str, str], trace: Path) -> subprocess.CompletedProcess:
     """`cmd` under strace -f (every process it starts), in a network namespace of its own where one
     can be made: a lookup then fails at once, visible all the same, and nothing is sent out."""
-    _deps("strace")
+    system_deps("strace")
     if subprocess.run(["strace", "-qq", "-o", os.devnull, "true"], capture_output=True).returncode:
         pytest.skip("strace cannot trace here (ptrace not permitted)")
     netns = ["unshare", "--net"] if subprocess.run(["unshare", "--net", "true"],
@@ -229,9 +202,9 @@ def test_wholebody_run_longer_than_the_telemetry_delay_stays_on_this_machine(
     home.mkdir()
     trace = tmp_path / "trace.txt"
     if shutil.which("getent"):  # the watch can fail: a lookup made as a C library makes one shows
-        _traced(["getent", "ahosts", "mobile.events.data.microsoft.com"], tmp_path, _env(), trace)
+        _traced(["getent", "ahosts", "mobile.events.data.microsoft.com"], tmp_path, careful_env(), trace)
         assert any("htons(53)" in call for call in _outside_calls(trace)), trace.read_text()
-    env = _env(HOME=str(home), PHOENIX_KEYPOINTS_FAULTS="frame-delay=0.25")
+    env = careful_env({"HOME": str(home), "PHOENIX_KEYPOINTS_FAULTS": "frame-delay=0.25"})
     proc = _traced([str(CLI), "run", "--dataset", str(sample_root), "--out", str(tmp_path / "run"),
                     "--workers-per-gpu", "1", *wholebody_options], tmp_path, env, trace)
     assert_no_traceback(proc)
@@ -245,15 +218,15 @@ def test_onnxruntime_imported_first_is_said(tmp_path: Path) -> None:
     imported the other way round, the variable is there before onnxruntime loads, and no warning."""
     code = ("import warnings, os; warnings.simplefilter('error'); import onnxruntime; "
             "from extract.keypoints import wholebody")
-    late = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=_env(), capture_output=True,
-                          text=True, timeout=120)
+    late = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=careful_env(),
+                          capture_output=True, text=True, timeout=120)
     assert late.returncode == 1 and "RuntimeWarning" in late.stderr
     assert "set ORT_DISABLE_TELEMETRY=1 before importing onnxruntime" in late.stderr
     first = ("import warnings, os; warnings.simplefilter('error'); "
              "from extract.keypoints import wholebody; import onnxruntime; "
              "assert os.environ['ORT_DISABLE_TELEMETRY'] == '1'")
-    ok = subprocess.run([sys.executable, "-c", first], cwd=tmp_path, env=_env(), capture_output=True,
-                        text=True, timeout=120)
+    ok = subprocess.run([sys.executable, "-c", first], cwd=tmp_path, env=careful_env(),
+                        capture_output=True, text=True, timeout=120)
     assert ok.returncode == 0, ok.stderr
 
 
@@ -277,7 +250,7 @@ def test_extract_keypoints_in_a_notebook_stays_on_this_machine(sample_root: Path
         print("done")
         """))
     trace = tmp_path / "trace.txt"
-    proc = _traced([sys.executable, str(script)], tmp_path, _env(HOME=str(home)), trace)
+    proc = _traced([sys.executable, str(script)], tmp_path, careful_env({"HOME": str(home)}), trace)
     assert "done" in proc.stdout, proc.stderr
     _assert_stayed_home(proc, trace, home, processes=1)
 

@@ -58,15 +58,16 @@ def clean_search_path(name: str, value: str) -> str | None:
     return separators[0].join(kept) if kept else None
 
 
-def clean_environment(env: Mapping[str, str] | None = None) -> dict[str, str]:
-    """A copy of `env` (default os.environ) for a child process: search paths cleaned, FORCED set."""
+def clean_environment(env: Mapping[str, str] | None = None,
+                      forced: Mapping[str, str] = FORCED) -> dict[str, str]:
+    """A copy of `env` (default os.environ) for a child process: search paths cleaned, `forced` set."""
     out = dict(os.environ if env is None else env)
     for name in SEARCH_PATHS:
         if name in out:
             value = clean_search_path(name, out.pop(name))
             if value is not None:
                 out[name] = value
-    out.update(FORCED)
+    out.update(forced)
     return out
 
 
@@ -84,9 +85,10 @@ def _apply(env: Mapping[str, str]) -> dict[str, str | None]:
 
 
 def clean_os_environ() -> None:
-    """This process's own environment made clean, for good: what the command line does first, so
-    every child it starts, by any means, inherits it."""
-    _apply(clean_environment())
+    """This process's own search paths cleaned and telemetry off, for good: what the command line
+    does first. PYTHONSAFEPATH is left to the children the tool starts (spawning): a program that
+    calls jobs.cli.main in its own process may go on to run scripts that import from their folder."""
+    _apply(clean_environment(forced=TELEMETRY_OFF))
 
 
 @contextmanager
