@@ -69,9 +69,9 @@ def shard_mem(so: SlurmOptions) -> str:
 
 # What a task's interpreter starts with, whoever submits the script (sbatch exports the submitting
 # shell's environment): onnxruntime's telemetry off and no import from the current folder
-# (extract.keypoints.environ). --chdir puts that folder in the run folder, the tool's own, so a
-# search path's empty entry in that shell finds nothing planted; the task cleans the rest for its
-# workers itself (jobs.cli.main).
+# (extract.keypoints.environ). --chdir makes the current folder the run folder, the tool's own, so
+# an empty search-path entry in that shell finds nothing planted; the task cleans the rest for its
+# workers itself (jobs.cli.main, and the local backend's spawning()).
 _ENVIRONMENT = "export " + " ".join(f"{k}={v}" for k, v in sorted(FORCED.items()))
 
 
