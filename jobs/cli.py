@@ -556,6 +556,9 @@ def _refusals() -> tuple[type[Exception], ...]:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from extract.keypoints.environ import clean_os_environ
+
+    clean_os_environ()  # before anything loads onnxruntime or starts a child (docs/how-it-works.md)
     argv = sys.argv[1:] if argv is None else [str(a) for a in argv]
     args = build_parser().parse_args(argv)
     args.argv = argv

@@ -8,6 +8,8 @@ declare -A GROUPS_=(
   [slurm]="slurmctld slurmd slurm-client munge"
   [chromium]="chromium fonts-dejavu-core"
   [zip]="zip"
+  [strace]="strace"
+  [gcc]="gcc libc6-dev"
 )
 
 want=()

@@ -357,3 +357,51 @@ def install_wheel(python: str | Path, venv: Path, wheel: Path, constraints: Path
     return subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "install", "-q",
                            "--disable-pip-version-check", "-c", str(constraints), str(wheel)],
                           env=outside_env(), capture_output=True, text=True, timeout=900)
+
+
+# --- code planted where a careless search path would find it ------------------------------------
+PLANTED_LIB = "libpthread.so.0"  # numpy's OpenBLAS makes the dynamic loader look this name up
+
+
+def system_deps(*groups: str) -> None:
+    """Debian packages of scripts/system-deps.sh; a skip with its reason where they cannot be had."""
+    import pytest
+
+    deps = subprocess.run(["bash", str(REPO / "scripts" / "system-deps.sh"), *groups],
+                          capture_output=True, text=True, timeout=900)
+    if deps.returncode == 3:
+        pytest.skip(deps.stderr.strip())
+    assert deps.returncode == 0, deps.stderr
+
+
+def plant_library(folder: Path, marker: Path) -> None:
+    """A real shared library in `folder`, built with gcc, whose constructor appends a line (its pid
+    and command line) to `marker` in whatever process loads it; checked to be loaded by a process
+    whose library path holds the current folder (an empty entry), so a test that it is not loaded
+    can fail."""
+    system_deps("gcc")
+    src = folder.parent / "planted.c"
+    src.write_text(
+        "#include <stdio.h>\n#include <unistd.h>\n"
+        "__attribute__((constructor)) static void planted(void) {\n"
+        '    char cmd[200] = {0};\n    FILE *c = fopen("/proc/self/cmdline", "r");\n'
+        "    if (c) {\n        size_t n = fread(cmd, 1, sizeof cmd - 1, c);\n"
+        "        for (size_t i = 0; i < n; i++) if (!cmd[i]) cmd[i] = ' ';\n        fclose(c);\n    }\n"
+        f'    FILE *f = fopen("{marker}", "a");\n'
+        '    if (f) { fprintf(f, "library in pid %d: %s\\n", (int)getpid(), cmd); fclose(f); }\n}\n')
+    subprocess.run(["gcc", "-shared", "-fPIC", "-o", str(folder / PLANTED_LIB), str(src)], check=True)
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONSAFEPATH"}
+    subprocess.run([sys.executable, "-c", "import numpy"], cwd=folder, check=True,
+                   env={**env, "LD_LIBRARY_PATH": ":"})
+    assert "library in pid" in marker.read_text()
+    marker.unlink()
+
+
+def careful_env(extra: dict[str, str] | None = None) -> dict[str, str]:
+    """cli_env as a careful user's shell has it: no search path entry that is the current folder
+    (this test process's os.environ has one once anything here imported cv2, and what the tool's
+    own process starts with is its caller's), and none of the variables the tool sets for its
+    children (this process gets them once it loads the tool's code), so tests see the tool set them."""
+    env = {k: v for k, v in cli_env().items()
+           if k not in ("LD_LIBRARY_PATH", "ORT_DISABLE_TELEMETRY", "PYTHONSAFEPATH")}
+    return {**env, "PYTHONPATH": str(REPO), **(extra or {})}

@@ -17,6 +17,7 @@ import os
 import re
 import signal
 import subprocess
+import sys
 import tarfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -27,6 +28,10 @@ from helpers import (
     REPO,
     assert_no_traceback,
     assert_same_output,
+    careful_env,
+    copy_dataset,
+    plant_library,
+    read_keypoints,
     run_cli,
     session_members,
     temps,
@@ -345,6 +350,35 @@ def test_real_array_reads_an_archive_through_one_index(slurm_env: dict[str, str]
     assert len(list((out / "logs").glob("slurm-*.out"))) == 3  # two tasks and the merge
     again = run_cli(command, env=slurm_env, cwd=tmp_path)
     assert again.returncode == 0 and "complete and merged" in again.stdout, again.stderr
+
+
+@pytest.mark.slow
+def test_real_tasks_load_nothing_from_the_folder_sbatch_ran_in(slurm_env: dict[str, str],
+                                                               sample_root: Path,
+                                                               wholebody_options: list[str],
+                                                               tmp_path: Path) -> None:
+    """`cd corpus && phoenix-keypoints slurm --dataset . --submit` with a library planted in the
+    corpus (issue 37): planning imports cv2, which leaves an empty entry in LD_LIBRARY_PATH, and
+    sbatch exports the environment and runs a script where it was called. On 2e4d814 the task's
+    interpreter and its workers loaded the corpus's library; now the tasks start in the run folder
+    with a clean environment, and the run completes."""
+    corpus = copy_dataset(sample_root, tmp_path / "corpus", writable=True)
+    marker = tmp_path / "MARKER"
+    plant_library(corpus, marker)
+    out = tmp_path / "run"
+    proc = subprocess.run([sys.executable, "-m", "jobs.cli", "slurm", "--dataset", ".", "--out",
+                           str(out), "--num-shards", "2", "--chunk-frames", "20", "--cpus-per-task",
+                           "1", "--time", "0:10:00", "--submit", *wholebody_options],
+                          env=careful_env(slurm_env), cwd=corpus, capture_output=True, text=True,
+                          timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    [sub] = _submissions(out)
+    tasks = wait_for(lambda: _ended(slurm_env, sub["array_job"]), 300, "both tasks", interval=1)
+    assert set(_states(tasks).values()) == {"COMPLETED"}, tasks
+    merged = wait_for(lambda: _ended(slurm_env, sub["merge_job"]), 120, "the merge job", interval=1)
+    assert merged[""]["ExitCode"] == "0:0", merged
+    assert not marker.exists(), marker.read_text()
+    assert read_keypoints(out).num_rows == 82
 
 
 def test_shard_refusals(sample_root: Path, tmp_path: Path) -> None:

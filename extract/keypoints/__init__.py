@@ -3,7 +3,9 @@
 What a frame is once read (a frame file's bytes decoded to 8-bit RGB, or the status saying why
 not: frames.py), MediaPipe Holistic for batch work (holistic.py), one video's frames through the
 graph into column blocks (video_rows.py), the keypoint table's schema and Parquet encoding
-(schema.py), point sets and names (points.py), and keypoints.parquet's own metadata (filemeta.py).
+(schema.py), point sets and names (points.py), keypoints.parquet's own metadata (filemeta.py), and
+the environment every process of the tool hands on (environ.py: no search path reaching the
+current folder, onnxruntime's telemetry off).
 
 May import: nothing of this project.
 """

@@ -17,7 +17,8 @@ What rtmlib does, and so what this module does (rtmlib 0.0.16: YOLOX, RTMPose):
 One signer per frame: the largest box (the first of equal ones). `persons` counts the boxes.
 onnxruntime runs with one thread per session (workers = cores, as for Holistic), on the CPU or on
 device 0 of the worker's own CUDA_VISIBLE_DEVICES (`--device`); it is imported only here, when a
-whole-body run starts.
+whole-body run starts, and its telemetry is turned off when this module loads, before onnxruntime
+does (extract.keypoints.environ): the tool never phones home, in a worker or in a notebook.
 
 Batches (`--batch-size`): the frames of a batch go through the detector in one session call and
 their crops through the pose model in another, where the model's batch axis is dynamic; a model
@@ -36,7 +37,10 @@ from typing import Any
 import cv2
 import numpy as np
 
+from extract.keypoints.environ import telemetry_off
 from extract.keypoints.estimator import ModelFileError
+
+telemetry_off()  # before any `import onnxruntime` below: read once, when the library loads
 
 POINTS = 133
 PAD = 1.25  # rtmlib's bbox padding

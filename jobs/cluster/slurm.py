@@ -21,6 +21,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from extract.keypoints.environ import FORCED, clean_environment
 from jobs import messages
 from jobs.run.options import RunOptions
 from jobs.run.prepare import FROZEN, load_or_plan
@@ -64,6 +65,14 @@ def shard_mem(so: SlurmOptions) -> str:
     workers = so.cpus_per_task or 1  # sbatch gives one CPU unless asked
     mib = WORKER_PEAK_MIB * workers * MARGIN + COORDINATOR_MIB
     return f"{-(-int(mib) // 1024)}G"
+
+
+# What a task's interpreter starts with, whoever submits the script (sbatch exports the submitting
+# shell's environment): onnxruntime's telemetry off and no import from the current folder
+# (extract.keypoints.environ). --chdir makes the current folder the run folder, the tool's own, so
+# an empty search-path entry in that shell finds nothing planted; the task cleans the rest for its
+# workers itself (jobs.cli.main, and the local backend's spawning()).
+_ENVIRONMENT = "export " + " ".join(f"{k}={v}" for k, v in sorted(FORCED.items()))
 
 
 def _python() -> str:
@@ -119,6 +128,7 @@ def render_array(rd: RunDir, num_shards: int, shards: list[int], so: SlurmOption
         "--job-name=phoenix-keypoints",
         f"--array={array_expr(shards, so.max_parallel)}",
         f"--output={_directive_path(path / 'logs' / 'slurm-%A_%a.out')}",
+        f"--chdir={_directive_path(path)}",
         "--ntasks=1",
     ]
     if so.cpus_per_task:
@@ -135,6 +145,7 @@ def render_array(rd: RunDir, num_shards: int, shards: list[int], so: SlurmOption
         "# Written by `phoenix-keypoints slurm`; run that again to resubmit what is still missing.",
         *(f"#SBATCH {d}" for d in directives),
         "set -euo pipefail",
+        _ENVIRONMENT,
         "exec " + " ".join(cmd),
         "",
     ])
@@ -146,6 +157,7 @@ def render_merge(rd: RunDir, so: SlurmOptions) -> str:
     directives = [
         "--job-name=phoenix-keypoints-merge",
         f"--output={_directive_path(path / 'logs' / 'slurm-merge-%j.out')}",
+        f"--chdir={_directive_path(path)}",
         "--ntasks=1",
         "--kill-on-invalid-dep=yes",  # a failed shard: leave the queue instead of pending forever
         f"--mem={MERGE_MEM}",
@@ -156,6 +168,7 @@ def render_merge(rd: RunDir, so: SlurmOptions) -> str:
         f"# phoenix-keypoints: merge the parts of {path} once every shard is complete.",
         *(f"#SBATCH {d}" for d in directives),
         "set -euo pipefail",
+        _ENVIRONMENT,
         f"exec {_python()} -m jobs.cli merge --out {shlex.quote(str(path))}",
         "",
     ])
@@ -163,13 +176,14 @@ def render_merge(rd: RunDir, so: SlurmOptions) -> str:
 
 def sbatch(script: Path, dependency: str | None = None) -> str:
     """Submit a script; returns the job id (sbatch --parsable prints `id` or `id;cluster`)."""
-    exe = shutil.which("sbatch")
+    env = clean_environment()  # exported to the tasks: clean, whatever a library did to ours
+    exe = shutil.which("sbatch", path=env.get("PATH", os.defpath))
     if exe is None:
         raise RunError("sbatch is not on PATH: run this on a SLURM login node, or leave out "
                        "--submit to get the scripts and the command to submit them.")
     cmd = [exe, "--parsable"] + ([f"--dependency={dependency}"] if dependency else []) + [str(script)]
     try:
-        res = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+        res = subprocess.run(cmd, capture_output=True, text=True, timeout=120, env=env)
     except (OSError, subprocess.SubprocessError) as e:
         raise RunError(f"sbatch {script} failed to run ({e}).") from None
     job = res.stdout.strip().split(";")[0]

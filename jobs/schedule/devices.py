@@ -7,6 +7,8 @@ import shutil
 import subprocess
 from dataclasses import dataclass
 
+from extract.keypoints.environ import clean_environment
+
 
 def usable_cpus() -> list[int]:
     """CPUs this process may run on (cgroup/affinity aware, unlike os.cpu_count())."""
@@ -28,9 +30,11 @@ def visible_gpus() -> list[str]:
                 break
             out.append(g)
         return out
-    if shutil.which("nvidia-smi"):
+    clean = clean_environment()  # not a nvidia-smi in the current folder (an empty PATH entry)
+    exe = shutil.which("nvidia-smi", path=clean.get("PATH", os.defpath))
+    if exe:
         try:
-            res = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=20)
+            res = subprocess.run([exe, "-L"], capture_output=True, text=True, timeout=20, env=clean)
         except (OSError, subprocess.SubprocessError):
             return []
         if res.returncode == 0:

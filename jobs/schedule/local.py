@@ -23,6 +23,7 @@ from multiprocessing.connection import Connection, wait
 from pathlib import Path
 from typing import Any
 
+from extract.keypoints.environ import spawning
 from jobs.schedule.boot import LOG_ENV
 from jobs.schedule.devices import Slot
 from jobs.schedule.events import ChunkTask, Committed, Died, Event, Ready, WriteFailed
@@ -124,22 +125,16 @@ class LocalBackend:
     def start(self, slot: int) -> None:
         s = self.slots[slot]
         parent, child = self._ctx.Pipe()
-        saved = os.environ.get("CUDA_VISIBLE_DEVICES")
-        os.environ["CUDA_VISIBLE_DEVICES"] = s.gpu  # inherited by the spawned interpreter
         log = self.run_dir / "logs" / f"{self.log_prefix}worker-{slot}.log"
         start_size = _size(log)
-        try:
-            proc = self._ctx.Process(
-                target=worker_main, args=(slot, child, str(self.run_dir), list(s.cpus),
-                                         self.settings, str(log)),
-                name=f"phoenix-keypoints-worker-{slot}", daemon=True)
-            with _own_main(log):
-                proc.start()
-        finally:
-            if saved is None:
-                os.environ.pop("CUDA_VISIBLE_DEVICES", None)
-            else:
-                os.environ["CUDA_VISIBLE_DEVICES"] = saved
+        proc = self._ctx.Process(
+            target=worker_main, args=(slot, child, str(self.run_dir), list(s.cpus),
+                                     self.settings, str(log)),
+            name=f"phoenix-keypoints-worker-{slot}", daemon=True)
+        # the spawned interpreter (and multiprocessing's resource tracker, started with the first)
+        # inherits os.environ: clean, whatever a library did to it, and its GPU named
+        with _own_main(log), spawning(CUDA_VISIBLE_DEVICES=s.gpu):
+            proc.start()
         child.close()
         self._procs[slot] = _Proc(proc, parent, log, start_size)
 

@@ -16,6 +16,7 @@ from contextlib import suppress
 from pathlib import Path
 from typing import Any
 
+from extract.keypoints.environ import FORCED, spawning
 from jobs import messages
 from jobs.rundir.folder import RunError
 from jobs.schedule.devices import usable_cpus, visible_gpus
@@ -124,7 +125,10 @@ class RayBackend:
         ray = self.ray
         if ray.is_initialized():
             return False
-        common = {"include_dashboard": False, "log_to_driver": False, "logging_level": "WARNING"}
+        # actors on any node get onnxruntime's telemetry off and no import from their folder; a
+        # local cluster's processes also inherit this process's environment, cleaned (spawning)
+        common = {"include_dashboard": False, "log_to_driver": False, "logging_level": "WARNING",
+                  "runtime_env": {"env_vars": dict(FORCED)}}
         if address:
             try:
                 ray.init(address=address, **common)
@@ -134,7 +138,8 @@ class RayBackend:
                                "other nodes), or leave out --address for a local one.") from None
             return True
         gpus = len(visible_gpus()) if num_gpus is None else num_gpus
-        ray.init(num_cpus=len(usable_cpus()), num_gpus=gpus, **common)
+        with spawning():
+            ray.init(num_cpus=len(usable_cpus()), num_gpus=gpus, **common)
         return True
 
     def slot_count(self) -> int:
