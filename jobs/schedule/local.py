@@ -25,7 +25,7 @@ from typing import Any
 
 from jobs.schedule.boot import LOG_ENV
 from jobs.schedule.devices import Slot
-from jobs.schedule.events import ChunkTask, Committed, Died, Event, Ready, WriteFailed
+from jobs.schedule.events import ChunkTask, Committed, Died, Event, Ready, Refused, WriteFailed
 from jobs.schedule.worker import WorkerError, worker_main
 
 
@@ -178,7 +178,7 @@ class LocalBackend:
                     continue
                 if isinstance(msg, Ready):
                     p.ready = True
-                elif isinstance(msg, (Committed, WriteFailed)):
+                elif isinstance(msg, (Committed, WriteFailed, Refused)):
                     p.busy = False
                 out.append(msg)
         except (EOFError, OSError):
