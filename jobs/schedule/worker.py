@@ -220,6 +220,9 @@ def worker_main(slot: int, conn: Connection, run_dir: str, cpus: list[int], opti
         return
     except (EOFError, BrokenPipeError):  # the coordinator is gone: nothing left to do
         return
+    except ModelFileError as e:  # a model file changed since the coordinator checked it
+        conn.send(Refused(slot, -1, str(e)))
+        return
     except Exception as e:  # a bug or a frame Python cannot handle: report it, die like a crash
         try:
             conn.send(WorkerError(slot, f"{type(e).__name__}: {e}"))
