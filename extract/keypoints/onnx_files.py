@@ -122,14 +122,22 @@ def model_problem(path: Path) -> str:
     return f"{why}, not a model file" if why else ""
 
 
+_walked: dict[tuple[int, int, int, int], list[str]] = {}  # (dev, inode, size, mtime) -> locations
+
+
 def external_locations(path: Path, flag: str) -> list[str]:
-    """Every external data location the model names, in order, each once."""
+    """Every external data location the model names, in order, each once (a file walked once
+    per process: a run makes several sessions of each model)."""
     fd = _open_regular(Path(path), flag, follow=True)
     try:
-        if os.fstat(fd).st_size == 0:
-            return []
-        with mmap.mmap(fd, 0, access=mmap.ACCESS_READ) as buf:
-            return list(dict.fromkeys(_locations(buf, "model", 0, len(buf))))
+        st = os.fstat(fd)
+        key = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+        if key not in _walked:
+            if st.st_size == 0:
+                return []
+            with mmap.mmap(fd, 0, access=mmap.ACCESS_READ) as buf:
+                _walked[key] = list(dict.fromkeys(_locations(buf, "model", 0, len(buf))))
+        return list(_walked[key])
     except _Malformed as e:
         raise ModelFileError(f"{flag} {path}: not an ONNX model ({e}). Pass the .onnx file itself "
                              "(unzip rtmlib's downloads first).") from None

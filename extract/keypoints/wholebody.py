@@ -146,8 +146,8 @@ def _input_hw(session: Any, path: Path, flag: str) -> tuple[int, int]:
     shape = inputs[0].shape if len(inputs) == 1 else []
     if len(shape) != 4 or not all(isinstance(d, int) for d in shape[2:]) or shape[1] not in (3, "3"):
         raise ModelFileError(f"{flag} {path}: expected one input [1, 3, H, W] with fixed H and W, "
-                             f"found {[i.shape for i in inputs]}. Export the model with a fixed "
-                             "input size (rtmlib's published files have one).")
+                             f"found {escaped(str([i.shape for i in inputs]))}. Export the model "
+                             "with a fixed input size (rtmlib's published files have one).")
     return int(shape[2]), int(shape[3])
 
 
