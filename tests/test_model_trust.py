@@ -18,7 +18,14 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 from helpers import assert_no_traceback, run_cli
-from tiny_onnx import failing, poisoned, renamed, tiny_models, with_external_data
+from tiny_onnx import (
+    failing,
+    poisoned,
+    renamed,
+    tiny_models,
+    with_external_data,
+    with_hidden_external,
+)
 
 from extract.keypoints.estimator import ModelFileError
 
@@ -71,12 +78,18 @@ def _external_case(case: str, models: dict[str, Path], tmp: Path) -> tuple[Path,
         with_external_data(models["detector"], det, "w.bin", target)
         os.symlink(target, folder / "w.bin")
         return det, "goes through a link"
+    if case in ("in-a-constant-node", "in-a-subgraph"):
+        outside.write_bytes(b"\0" * 4)
+        where = {"in-a-constant-node": "constant", "in-a-subgraph": "subgraph"}[case]
+        with_hidden_external(models["detector"], det, "../../outside.bin", where)
+        return det, "climbs out of the model's folder"
     with_external_data(models["detector"], det, "w.bin", folder / "x.bin")
     os.mkfifo(folder / "w.bin")
     return det, "is a FIFO"
 
 
-@pytest.mark.parametrize("case", ["dotdot", "absolute", "link-out", "link-in", "fifo"])
+@pytest.mark.parametrize("case", ["dotdot", "absolute", "link-out", "link-in", "fifo",
+                                  "in-a-constant-node", "in-a-subgraph"])
 def test_external_data_leaving_the_model_folder_is_refused_by_the_tool_itself(
         models, one_video, case, tmp_path):
     det, words = _external_case(case, models, tmp_path)

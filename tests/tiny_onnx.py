@@ -335,3 +335,31 @@ def renamed(src: Path, out: Path, names: dict[str, str], unused_initializer: str
                                                                unused_initializer))
     out.write_bytes(model.SerializeToString())
     return out
+
+
+def with_hidden_external(src: Path, out: Path, location: str, where: str) -> Path:
+    """src with one more tensor whose data is external at `location`, hidden where a walk of the
+    graph's initializers alone would miss it: a Constant node's value ("constant") or an
+    initializer of an If node's branch ("subgraph")."""
+    onnx, TensorProto, helper, _ = _helpers()
+    model = onnx.load(str(src))
+    tensor = helper.make_tensor("hidden", TensorProto.FLOAT, [1], [0.0])
+    tensor.ClearField("float_data")
+    for key, value in (("location", location), ("offset", "0"), ("length", "4")):
+        entry = tensor.external_data.add()
+        entry.key, entry.value = key, value
+    tensor.data_location = TensorProto.EXTERNAL
+    if where == "constant":
+        node = helper.make_node("Constant", [], ["hidden_out"], value=tensor)
+    else:
+        branch = helper.make_graph([helper.make_node("Identity", ["hidden"], ["b_out"])], "branch",
+                                   [], [helper.make_tensor_value_info("b_out", TensorProto.FLOAT,
+                                                                      [1])],
+                                   initializer=[tensor])
+        cond = helper.make_tensor("cond", TensorProto.BOOL, [], [True])
+        node = helper.make_node("If", ["cond_c"], ["hidden_out"], then_branch=branch,
+                                else_branch=branch)
+        model.graph.node.append(helper.make_node("Constant", [], ["cond_c"], value=cond))
+    model.graph.node.append(node)
+    out.write_bytes(model.SerializeToString())
+    return out
