@@ -203,6 +203,30 @@ def test_nonsense_outputs_get_a_named_status_no_points_and_no_mask(models, one_v
     assert not mask[bad_rows].any() and mask[~bad_rows].any()
 
 
+@pytest.mark.parametrize("which", ["detector", "pose"])
+def test_a_batch_keeps_its_valid_frames_byte_identical_beside_nonsense_ones(one_video, which,
+                                                                             tmp_path):
+    """Models taking any number of frames per call, 8 frames a call: the frames of a batch the
+    model answers nonsense on are refused, the others are what the clean models give."""
+    dyn = tiny_models(tmp_path / "dyn", dynamic=True)
+    output, add, above = {"detector": ("dets", [np.nan] * 4 + [0], 105),
+                          "pose": ("simcc_x", [np.inf], -1.3)}[which]
+    bad = poisoned(dyn[which], tmp_path / "bad.onnx", output, np.array(add, np.float32), above)
+    runs = {}
+    for name, (det, pose) in {"clean": (dyn["detector"], dyn["pose"]),
+                              "bad": (bad, dyn["pose"]) if which == "detector"
+                              else (dyn["detector"], bad)}.items():
+        out = tmp_path / name
+        proc = run_cli(["run", "--dataset", one_video, "--out", out, *wb(det, pose),
+                        "--batch-size", "8"])
+        assert proc.returncode == 0, proc.stderr
+        runs[name] = pq.read_table(out / "keypoints.parquet").to_pydict()
+    got, ref = runs["bad"], runs["clean"]
+    assert got["status"] == [("ok", f"bad_{which}_output")[i % 2] for i in range(16)]
+    for i in range(0, 16, 2):
+        assert got["wholebody"][i] == ref["wholebody"][i] and got["persons"][i] == ref["persons"][i]
+
+
 def test_a_model_answering_nonsense_on_every_frame_stops_the_run(models, one_video, tmp_path):
     bad = poisoned(models["pose"], tmp_path / "nan-pose.onnx", "simcc_x", np.array([np.nan], np.float32))
     out = tmp_path / "run"

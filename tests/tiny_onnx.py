@@ -274,26 +274,32 @@ def _rewired(src: Path, out: Path, output: str, extra: list, inits: list) -> Pat
     return out
 
 
-def _above(nodes: list, inits: list, above: float, reduce: str) -> str:
-    """A boolean scalar: the input's mean (or max) exceeds `above` (one frame per call)."""
+def _above(nodes: list, inits: list, above: float, reduce: str, per_item: bool = False) -> str:
+    """A boolean: the input's mean (or max) exceeds `above`; a scalar over the whole input, or
+    (per_item) one per item of the batch, shaped [batch, 1, 1] to broadcast over an output."""
     _, _, helper, numpy_helper = _helpers()
     inits.append(numpy_helper.from_array(np.array(above, np.float32), "above_level"))
-    nodes += [helper.make_node(reduce, ["input"], ["above_stat"], keepdims=0),
-              helper.make_node("Greater", ["above_stat", "above_level"], ["above"])]
+    if per_item:
+        inits.append(numpy_helper.from_array(np.array([3], np.int64), "above_axis"))
+        nodes += [helper.make_node(reduce, ["input"], ["above_4d"], axes=[1, 2, 3], keepdims=1),
+                  helper.make_node("Squeeze", ["above_4d", "above_axis"], ["above_stat"])]
+    else:
+        nodes.append(helper.make_node(reduce, ["input"], ["above_stat"], keepdims=0))
+    nodes.append(helper.make_node("Greater", ["above_stat", "above_level"], ["above"]))
     return "above"
 
 
 def poisoned(src: Path, out: Path, output: str, add: np.ndarray, above: float | None = None) -> Path:
     """src whose output `output` has `add` added (broadcast): NaN, Inf or 1e30 in chosen columns
     (a detector's box or score column, a pose model's SimCC bins), the rest of the model intact;
-    with `above`, only on inputs whose mean exceeds it (the other frames' answers untouched)."""
+    with `above`, only on the items of a batch whose mean exceeds it (the others untouched)."""
     _, _, helper, numpy_helper = _helpers()
     inits = [numpy_helper.from_array(np.asarray(add, np.float32), "poison")]
     nodes = [helper.make_node("Add", [f"{output}_orig", "poison"], [f"{output}_bad"])]
     if above is None:
         nodes[0].output[:] = [output]
     else:
-        cond = _above(nodes, inits, above, "ReduceMean")
+        cond = _above(nodes, inits, above, "ReduceMean", per_item=True)
         nodes.append(helper.make_node("Where", [cond, f"{output}_bad", f"{output}_orig"], [output]))
     return _rewired(src, out, output, nodes, inits)
 

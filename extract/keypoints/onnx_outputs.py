@@ -119,7 +119,7 @@ def looks_like_pose(shapes: list[list[Any]], points: int) -> bool:
 
 def looks_like_detector(shapes: list[list[Any]]) -> bool:
     first = shapes[0] if shapes else []
-    return len(first) == 3 and isinstance(first[2], int) and (first[2] == 5 or first[2] >= 6) \
+    return len(first) == 3 and isinstance(first[2], int) and first[2] >= 5 \
         and not (len(shapes) == 2 and len(shapes[1]) == 3)
 
 

@@ -427,10 +427,10 @@ class WholebodyModels:
         bgrs = [cv2.cvtColor(rgb, cv2.COLOR_RGB2BGR) for rgb in rgbs]
         raw, ratios = self.detector.outputs(bgrs)
         found = [self.detector._boxes(raw[i:i + 1], r) for i, r in enumerate(ratios)]
-        out: list[tuple[np.ndarray, int] | BadOutput] = [
-            BadOutput(STATUS_BAD_DETECTOR, why) if why else (np.empty(0), len(b))
-            for b, bgr, why in ((b, bgr, detector_problem(raw[i:i + 1], b, bgr.shape))
-                                for i, (b, bgr) in enumerate(zip(found, bgrs, strict=True)))]
+        out: list[tuple[np.ndarray, int] | BadOutput] = []
+        for i, (b, bgr) in enumerate(zip(found, bgrs, strict=True)):
+            why = detector_problem(raw[i:i + 1], b, bgr.shape)
+            out.append(BadOutput(STATUS_BAD_DETECTOR, why) if why else (np.empty(0), len(b)))
         keep = [i for i, o in enumerate(out) if not isinstance(o, BadOutput)]
         if not keep:
             return out
