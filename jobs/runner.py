@@ -69,6 +69,9 @@ def _extract_all(rd: RunDir, req: RunRequest, info: RunInfo, backend: Backend | 
     backend = backend or make_backend(rd, req.worker_settings(info), req.backend, req.num_gpus,
                                       req.workers_per_gpu, req.address)
     outcome = extract(rd, info, plan, work, backend, on_commit=committed.add)
+    if outcome.refused:  # a model file failed in a worker: refused input (exit 2, RunRefused)
+        merging.discard()
+        raise RunError(outcome.error)
     code = summary.ended(outcome, "")
     if code:
         merging.discard()

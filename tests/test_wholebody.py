@@ -371,7 +371,7 @@ def test_bad_model_files_exit_2_naming_the_file(models, case, tmp_path):
         "not-onnx": (["--detector", models["detector"], "--pose-model", junk],
                      [str(junk), "not an ONNX model"]),
         "swapped": (["--detector", models["pose"], "--pose-model", models["detector"]],
-                    ["--pose-model", str(models["detector"])]),
+                    ["--detector", str(models["pose"]), "a SimCC pose model"]),
         "one-only": (["--detector", models["detector"]], ["--pose-model"]),
         "none": ([], ["--detector", "--pose-model"]),
         "holistic": (["--estimator", "holistic", "--detector", models["detector"], "--pose-model",

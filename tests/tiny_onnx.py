@@ -231,3 +231,141 @@ def rtmlib_signer(det: Any, pose: Any, bgr: np.ndarray) -> tuple[np.ndarray, int
         chosen = [boxes[int(np.argmax(areas))]]
     kpts, scores = pose(bgr, bboxes=chosen)
     return np.concatenate([kpts[0], scores[0][:, None]], axis=1), len(boxes)
+
+
+# --- hostile variants of the tiny models (tests/test_model_trust.py) -------------------------------
+def with_external_data(src: Path, out: Path, location: str, data: Path | None = None) -> Path:
+    """src with its float initializers moved into one external data file, which `out` names as
+    `location` and whose bytes go to `data` (default: `location` beside `out`). A hostile location
+    (`..`, absolute, through a link) is written as it is: onnx.save would refuse it."""
+    onnx, TensorProto, _, numpy_helper = _helpers()
+
+    model = onnx.load(str(src))
+    blob = bytearray()
+    for t in model.graph.initializer:
+        if t.data_type != TensorProto.FLOAT:  # shapes stay inside: shape inference reads them
+            continue
+        raw = numpy_helper.to_array(t).tobytes()
+        for name in ("raw_data", "float_data", "int64_data", "int32_data", "double_data"):
+            t.ClearField(name)
+        for key, value in (("location", location), ("offset", str(len(blob))),
+                           ("length", str(len(raw)))):
+            entry = t.external_data.add()
+            entry.key, entry.value = key, value
+        t.data_location = TensorProto.EXTERNAL
+        blob += raw
+    target = data if data is not None else out.parent / location
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_bytes(bytes(blob))
+    out.write_bytes(model.SerializeToString())
+    return out
+
+
+def _rewired(src: Path, out: Path, output: str, extra: list, inits: list) -> Path:
+    """src with its output `output` now made by the extra nodes from `{output}_orig`."""
+    onnx, _, _, _ = _helpers()
+    model = onnx.load(str(src))
+    for node in model.graph.node:
+        node.output[:] = [f"{output}_orig" if o == output else o for o in node.output]
+        node.input[:] = [f"{output}_orig" if i == output else i for i in node.input]
+    model.graph.node.extend(extra)
+    model.graph.initializer.extend(inits)
+    out.write_bytes(model.SerializeToString())
+    return out
+
+
+def _above(nodes: list, inits: list, above: float, reduce: str, per_item: bool = False) -> str:
+    """A boolean: the input's mean (or max) exceeds `above`; a scalar over the whole input, or
+    (per_item) one per item of the batch, shaped [batch, 1, 1] to broadcast over an output."""
+    _, _, helper, numpy_helper = _helpers()
+    inits.append(numpy_helper.from_array(np.array(above, np.float32), "above_level"))
+    if per_item:
+        inits.append(numpy_helper.from_array(np.array([3], np.int64), "above_axis"))
+        nodes += [helper.make_node(reduce, ["input"], ["above_4d"], axes=[1, 2, 3], keepdims=1),
+                  helper.make_node("Squeeze", ["above_4d", "above_axis"], ["above_stat"])]
+    else:
+        nodes.append(helper.make_node(reduce, ["input"], ["above_stat"], keepdims=0))
+    nodes.append(helper.make_node("Greater", ["above_stat", "above_level"], ["above"]))
+    return "above"
+
+
+def poisoned(src: Path, out: Path, output: str, add: np.ndarray, above: float | None = None) -> Path:
+    """src whose output `output` has `add` added (broadcast): NaN, Inf or 1e30 in chosen columns
+    (a detector's box or score column, a pose model's SimCC bins), the rest of the model intact;
+    with `above`, only on the items of a batch whose mean exceeds it (the others untouched)."""
+    _, _, helper, numpy_helper = _helpers()
+    inits = [numpy_helper.from_array(np.asarray(add, np.float32), "poison")]
+    nodes = [helper.make_node("Add", [f"{output}_orig", "poison"], [f"{output}_bad"])]
+    if above is None:
+        nodes[0].output[:] = [output]
+    else:
+        cond = _above(nodes, inits, above, "ReduceMean", per_item=True)
+        nodes.append(helper.make_node("Where", [cond, f"{output}_bad", f"{output}_orig"], [output]))
+    return _rewired(src, out, output, nodes, inits)
+
+
+def failing(src: Path, out: Path, output: str, above: float | None = None) -> Path:
+    """src whose output `output` also depends on a tensor of 10^12 floats made at run time (too
+    large to fold when loading): onnxruntime's Fail on every call, or with `above` only on inputs
+    whose brightest pixel exceeds it (a grey input runs)."""
+    _, _, helper, numpy_helper = _helpers()
+    inits = [numpy_helper.from_array(np.array([10**6, 10**6], np.int64), "huge_side"),
+             numpy_helper.from_array(np.array([1, 1], np.int64), "huge_one"),
+             numpy_helper.from_array(np.array([0], np.float32), "huge_zero")]
+    nodes: list = []
+    if above is None:
+        shape = "huge_side"
+    else:
+        cond = _above(nodes, inits, above, "ReduceMax")
+        nodes.append(helper.make_node("Where", [cond, "huge_side", "huge_one"], ["huge_shape"]))
+        shape = "huge_shape"
+    nodes += [helper.make_node("ConstantOfShape", [shape], ["huge"]),
+              helper.make_node("ReduceSum", ["huge"], ["huge_sum"], keepdims=0),
+              helper.make_node("Mul", ["huge_sum", "huge_zero"], ["huge_nil"]),
+              helper.make_node("Add", [f"{output}_orig", "huge_nil"], [output])]
+    return _rewired(src, out, output, nodes, inits)
+
+
+def renamed(src: Path, out: Path, names: dict[str, str], unused_initializer: str = "") -> Path:
+    """src with outputs renamed (names: old -> new, any bytes: ESC sequences too) and, where
+    given, an initializer of that name no node uses (onnxruntime warns, naming it)."""
+    onnx, _, _, numpy_helper = _helpers()
+    model = onnx.load(str(src))
+    for node in model.graph.node:
+        node.output[:] = [names.get(o, o) for o in node.output]
+        node.input[:] = [names.get(i, i) for i in node.input]
+    for o in model.graph.output:
+        o.name = names.get(o.name, o.name)
+    if unused_initializer:
+        model.graph.initializer.append(numpy_helper.from_array(np.zeros(3, np.float32),
+                                                               unused_initializer))
+    out.write_bytes(model.SerializeToString())
+    return out
+
+
+def with_hidden_external(src: Path, out: Path, location: str, where: str) -> Path:
+    """src with one more tensor whose data is external at `location`, hidden where a walk of the
+    graph's initializers alone would miss it: a Constant node's value ("constant") or an
+    initializer of an If node's branch ("subgraph")."""
+    onnx, TensorProto, helper, _ = _helpers()
+    model = onnx.load(str(src))
+    tensor = helper.make_tensor("hidden", TensorProto.FLOAT, [1], [0.0])
+    tensor.ClearField("float_data")
+    for key, value in (("location", location), ("offset", "0"), ("length", "4")):
+        entry = tensor.external_data.add()
+        entry.key, entry.value = key, value
+    tensor.data_location = TensorProto.EXTERNAL
+    if where == "constant":
+        node = helper.make_node("Constant", [], ["hidden_out"], value=tensor)
+    else:
+        branch = helper.make_graph([helper.make_node("Identity", ["hidden"], ["b_out"])], "branch",
+                                   [], [helper.make_tensor_value_info("b_out", TensorProto.FLOAT,
+                                                                      [1])],
+                                   initializer=[tensor])
+        cond = helper.make_tensor("cond", TensorProto.BOOL, [], [True])
+        node = helper.make_node("If", ["cond_c"], ["hidden_out"], then_branch=branch,
+                                else_branch=branch)
+        model.graph.node.append(helper.make_node("Constant", [], ["cond_c"], value=cond))
+    model.graph.node.append(node)
+    out.write_bytes(model.SerializeToString())
+    return out

@@ -153,9 +153,19 @@ class WholebodyEstimator:
         return self.process_batch([rgb])[0]
 
     def process_batch(self, rgbs: list[np.ndarray]) -> list[dict[str, Any]]:
-        """Each frame's result, as `process` gives it alone."""
-        return [{WHOLEBODY: values, "persons": persons}
-                for values, persons in self._models.batch(rgbs)]
+        """Each frame's result, as `process` gives it alone (a frame whose model outputs are
+        nonsense: its status and note, no keypoints)."""
+        return [r.as_result() if not isinstance(r, tuple) else {WHOLEBODY: r[0], "persons": r[1]}
+                for r in self._models.batch(rgbs)]
+
+    def blame(self, status: str) -> str:
+        """The model file a frame status says is at fault (KeepsFailing's message)."""
+        det, pose = self.settings["detector"]["path"], self.settings["pose_model"]["path"]
+        if status == "bad_detector_output":
+            return f"--detector {det}"
+        if status == "bad_pose_output":
+            return f"--pose-model {pose}"
+        return f"--detector {det} or --pose-model {pose}"
 
     def close(self) -> None:
         self._models = None

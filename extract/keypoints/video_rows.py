@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import queue
 import threading
+import weakref
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 
@@ -75,6 +76,43 @@ class Block:
 
 
 STATUS_NOT_DECODED = "not_decoded"
+STREAK = 16  # frames in a row, from an estimator's first, failing the same way: its own fault
+
+
+class KeepsFailing(Exception):
+    """The estimator failed the same way on each of the first STREAK frames it was given: its
+    model (or library) is at fault, not the frames, so the run stops and says why rather than
+    give a corpus of that status. `model_fault`: the user's model files are (exit 2)."""
+
+    def __init__(self, why: str, model_fault: bool) -> None:
+        super().__init__(why)
+        self.model_fault = model_fault
+
+
+# estimator -> (status, note, frames so far) while every frame it ran failed the same way;
+# None once one did not
+_streaks: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def _count(extractor: Estimator, status: str, note: str | None) -> None:
+    """Count one frame the estimator ran; raise KeepsFailing at the STREAK-th same failure."""
+    try:
+        had = _streaks.get(extractor, ("", "", 0))
+    except TypeError:  # an estimator that cannot be weakly referenced is not counted
+        return
+    if had is None:
+        return
+    if status == "ok" or (had[2] and had[0] != status):
+        _streaks[extractor] = None
+        return
+    _streaks[extractor] = (status, note or "", had[2] + 1)
+    if had[2] + 1 >= STREAK:
+        blame = getattr(extractor, "blame", None)
+        name = extractor.declaration.name
+        raise KeepsFailing(
+            f"each of the first {STREAK} frames the {name} estimator ran came back `{status}` "
+            f"({note}): {blame(status) if blame else 'the estimator'} is at fault, not the "
+            "frames; the run stops here rather than give every frame that status", name != "holistic")
 
 
 def _exactly(frames: Iterable[Frame], n: int, image: str) -> Iterator[Frame]:
@@ -209,7 +247,10 @@ class _Rows:
             for (i, _, row), (found, error) in zip(self.pending, self._run(), strict=True):
                 if error is not None:
                     out.status[row], out.note[row] = _error_status(self.extractor), error
+                elif "status" in found:  # the estimator refused what its model answered
+                    out.status[row], out.note[row] = found.pop("status"), found.pop("note")
                 _place(found, i, self.values, self.present, self.counts)
+                _count(self.extractor, out.status[row], out.note[row])
             self.pending = []
         if self.on_frame is not None:
             for _ in range(self.owed):

@@ -28,9 +28,8 @@ so a batch gives each frame what it gives alone (tests/test_wholebody.py).
 
 from __future__ import annotations
 
-import hashlib
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -39,6 +38,27 @@ import numpy as np
 
 from extract.keypoints.environ import telemetry_off
 from extract.keypoints.estimator import ModelFileError
+from extract.keypoints.onnx_files import (
+    check_model_file,
+    external_problems,
+    external_record,
+    model_problem,
+    sha256_of,
+)
+from extract.keypoints.onnx_outputs import (
+    STATUS_BAD_DETECTOR,
+    STATUS_BAD_POSE,
+    BadOutput,
+    captured,
+    check_answer,
+    check_detector,
+    check_pose,
+    detector_problem,
+    escaped,
+    pose_problem,
+    quiet_run_options,
+    run_model,
+)
 
 telemetry_off()  # before any `import onnxruntime` below: read once, when the library loads
 
@@ -91,40 +111,36 @@ def providers(device: str) -> list[Any]:
 
 @dataclass(frozen=True)
 class ModelFile:
-    """A model file as recorded: where it was, its bytes' digest and size, its input (h, w)."""
+    """A model file as recorded: where it was, its bytes' digest and size, its input (h, w), and
+    its external data files (location, sha256, size; recorded only where it has some)."""
 
     path: str
     sha256: str
     size: int
     input_hw: tuple[int, int]
+    external_data: list[dict[str, Any]] = field(default_factory=list)
 
     def as_dict(self) -> dict[str, Any]:
-        return {"path": self.path, "sha256": self.sha256, "size": self.size,
-                "input_size": {"height": self.input_hw[0], "width": self.input_hw[1]}}
-
-
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        while block := f.read(1 << 20):
-            h.update(block)
-    return h.hexdigest()
+        out = {"path": self.path, "sha256": self.sha256, "size": self.size,
+               "input_size": {"height": self.input_hw[0], "width": self.input_hw[1]}}
+        return out | ({"external_data": self.external_data} if self.external_data else {})
 
 
 def _session(path: Path, flag: str, device: str = "cpu") -> Any:
     """One session, one thread (a worker owns one core), on --device; refused with what to do."""
     import onnxruntime as ort
 
-    if not path.is_file():
-        raise ModelFileError(f"{flag} {path}: no such file. Pass the .onnx file of the model "
-                             "(docs/wholebody.md says where rtmlib's published models are).")
+    check_model_file(path, flag)  # before onnxruntime opens anything, whatever its version
     so = ort.SessionOptions()
     so.intra_op_num_threads = 1
     so.inter_op_num_threads = 1
-    try:
-        return ort.InferenceSession(str(path), sess_options=so, providers=providers(device))
+    try:  # its warnings quote the model's names: written again escaped
+        return captured(lambda: ort.InferenceSession(str(path), sess_options=so,
+                                                     providers=providers(device)))
+    except ModelFileError:
+        raise
     except Exception as e:  # onnxruntime raises its own classes for any unreadable model
-        first = str(e).strip().splitlines()[0][:200] if str(e).strip() else type(e).__name__
+        first = escaped(str(e).strip().splitlines()[0][:200] if str(e).strip() else type(e).__name__)
         raise ModelFileError(f"{flag} {path}: not an ONNX model onnxruntime can load ({first}). "
                              "Pass the .onnx file itself (unzip rtmlib's downloads first).") from None
 
@@ -134,8 +150,8 @@ def _input_hw(session: Any, path: Path, flag: str) -> tuple[int, int]:
     shape = inputs[0].shape if len(inputs) == 1 else []
     if len(shape) != 4 or not all(isinstance(d, int) for d in shape[2:]) or shape[1] not in (3, "3"):
         raise ModelFileError(f"{flag} {path}: expected one input [1, 3, H, W] with fixed H and W, "
-                             f"found {[i.shape for i in inputs]}. Export the model with a fixed "
-                             "input size (rtmlib's published files have one).")
+                             f"found {escaped(str([i.shape for i in inputs]))}. Export the model "
+                             "with a fixed input size (rtmlib's published files have one).")
     return int(shape[2]), int(shape[3])
 
 
@@ -148,9 +164,10 @@ def dynamic_batch(session: Any) -> bool:
 def _run(session: Any, name: str, x: np.ndarray, dynamic: bool) -> list[np.ndarray]:
     """The model's outputs for a batch x: one call where the batch axis is dynamic, else one
     call per item, stacked (the same arrays a dynamic model would answer)."""
+    quiet = quiet_run_options()
     if dynamic or len(x) == 1:
-        return session.run(None, {name: x})
-    each = [session.run(None, {name: x[i:i + 1]}) for i in range(len(x))]
+        return session.run(None, {name: x}, quiet)
+    each = [session.run(None, {name: x[i:i + 1]}, quiet) for i in range(len(x))]
     return [np.concatenate(outs) for outs in zip(*each, strict=True)]
 
 
@@ -159,7 +176,8 @@ def describe(path: Path, flag: str) -> ModelFile:
     path = Path(path)
     session = _session(path, flag)
     hw = _input_hw(session, path, flag)
-    return ModelFile(str(path.resolve()), _sha256(path), path.stat().st_size, hw)
+    sha, size = sha256_of(path, flag)
+    return ModelFile(str(path.resolve()), sha, size, hw, external_record(path, flag))
 
 
 def onnxruntime_version() -> str:
@@ -180,8 +198,8 @@ def batch_axes(detector: Path, pose_model: Path) -> str:
 def record(detector: Path, pose_model: Path) -> dict[str, Any]:
     """What a whole-body run records of its models (run.json, part footers, file metadata)."""
     det, pose = describe(detector, "--detector"), describe(pose_model, "--pose-model")
-    Detector(Path(detector))  # its output layout checked now, not in every worker
-    PoseModel(Path(pose_model))
+    Detector(Path(detector)).probe()  # its output layout checked now, not in every worker
+    PoseModel(Path(pose_model)).probe()
     return {"detector": det.as_dict(), "pose_model": pose.as_dict(),
             "onnxruntime": onnxruntime_version()}
 
@@ -192,12 +210,15 @@ def model_problems(settings: dict[str, Any]) -> list[str]:
     for key in ("detector", "pose_model"):
         rec = settings[key]
         flag, path = f"--{key.replace('_', '-')}", Path(rec["path"])
-        if not path.is_file():
-            out.append(f"{flag} {path}: the model this run was made with is gone. Put it back, or "
-                       f"pass {flag} with a copy of it (sha256 {rec['sha256']}).")
-        elif path.stat().st_size != rec["size"] or _sha256(path) != rec["sha256"]:
+        why = model_problem(path)
+        if why:
+            out.append(f"{flag} {path}: the model this run was made with is gone ({why}). Put it "
+                       f"back, or pass {flag} with a copy of it (sha256 {rec['sha256']}).")
+        elif path.stat().st_size != rec["size"] or sha256_of(path, flag)[0] != rec["sha256"]:
             out.append(f"{flag} {path}: not the model this run was made with (sha256 "
                        f"{rec['sha256']}). Put that file back, or start a new --out.")
+        else:
+            out += external_problems(path, rec.get("external_data", []), flag)
     return out
 
 
@@ -212,14 +233,19 @@ class Detector:
     """A YOLOX person detector: frame (BGR) -> boxes [N, 4] in frame pixels, as rtmlib's YOLOX."""
 
     def __init__(self, path: Path, device: str = "cpu") -> None:
+        self.path = Path(path)
         self.session = _session(Path(path), "--detector", device)
         self.hw = _input_hw(self.session, Path(path), "--detector")
         self.input = self.session.get_inputs()[0].name
         self.dynamic = dynamic_batch(self.session)
-        last = self.session.get_outputs()[0].shape[-1]
-        if not isinstance(last, int) or last < 4:
-            raise ModelFileError(f"--detector {path}: its first output ends in {last}; a YOLOX "
-                                 "answers [1, N, 5] (NMS inside) or [1, cells, 5 + classes].")
+        self.layout = check_detector(self.session, self.hw, "--detector", self.path, POINTS)
+
+    def probe(self) -> None:
+        """One grey input through the model: its answer must have its layout's shape."""
+        x = np.full((1, 3, *self.hw), GREY, np.float32)
+        out = run_model(lambda: _run(self.session, self.input, x, False), "--detector", self.path)
+        want = (1, None, 5) if self.layout == "end2end" else (1, len(_grid(self.hw)[1]), None)
+        check_answer(out, [want], "--detector", self.path)
 
     def _letterbox(self, bgr: np.ndarray) -> tuple[np.ndarray, float]:
         h, w = self.hw
@@ -236,10 +262,16 @@ class Detector:
 
     def batch(self, bgrs: list[np.ndarray]) -> list[np.ndarray]:
         """Each frame's boxes; the frames' letterboxed inputs in one call (dynamic batch)."""
+        out, ratios = self.outputs(bgrs)
+        return [self._boxes(out[i:i + 1], r) for i, r in enumerate(ratios)]
+
+    def outputs(self, bgrs: list[np.ndarray]) -> tuple[np.ndarray, tuple[float, ...]]:
+        """The model's answer for the frames, and each frame's letterbox ratio."""
         canvases, ratios = zip(*(self._letterbox(b) for b in bgrs), strict=True)
         x = np.ascontiguousarray(np.stack(canvases).transpose(0, 3, 1, 2), np.float32)
-        out = _run(self.session, self.input, x, self.dynamic)[0]
-        return [self._boxes(out[i:i + 1], r) for i, r in enumerate(ratios)]
+        out = run_model(lambda: _run(self.session, self.input, x, self.dynamic), "--detector",
+                        self.path)[0]
+        return out, ratios
 
     def _boxes(self, out: np.ndarray, ratio: float) -> np.ndarray:
         if out.shape[-1] == 5:
@@ -300,16 +332,20 @@ class PoseModel:
     """An RTMPose-style SimCC model on one box: ([133, 2] x, y in frame pixels, [133] scores)."""
 
     def __init__(self, path: Path, device: str = "cpu") -> None:
+        self.path = Path(path)
         self.session = _session(Path(path), "--pose-model", device)
         h, w = _input_hw(self.session, Path(path), "--pose-model")
         self.wh = (w, h)
         self.input = self.session.get_inputs()[0].name
         self.dynamic = dynamic_batch(self.session)
-        outs = [o.shape for o in self.session.get_outputs()]
-        if len(outs) != 2 or any(len(s) != 3 or s[1] != POINTS for s in outs):
-            raise ModelFileError(f"--pose-model {path}: expected two SimCC outputs [1, {POINTS}, "
-                                 f"2w] and [1, {POINTS}, 2h] (a COCO-WholeBody RTMPose, RTMW or "
-                                 f"DWPose), found {outs}.")
+        check_pose(self.session, self.wh, "--pose-model", self.path, POINTS)
+
+    def probe(self) -> None:
+        """One grey input through the model: its answer must be the two SimCC vectors."""
+        x = np.zeros((1, 3, self.wh[1], self.wh[0]), np.float32)
+        out = run_model(lambda: _run(self.session, self.input, x, False), "--pose-model", self.path)
+        w, h = self.wh
+        check_answer(out, [(1, POINTS, 2 * w), (1, POINTS, 2 * h)], "--pose-model", self.path)
 
     def _crop(self, bgr: np.ndarray, box: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """The warped, normalised crop, and the box's centre and (aspect-fixed) scale."""
@@ -339,10 +375,17 @@ class PoseModel:
     def batch(self, bgrs: list[np.ndarray], boxes: list[np.ndarray]
               ) -> list[tuple[np.ndarray, np.ndarray]]:
         """Each frame's points on its box; the crops in one call (dynamic batch)."""
+        sx, sy, crops = self.outputs(bgrs, boxes)
+        return [self._decode(sx[i], sy[i], c[1], c[2]) for i, c in enumerate(crops)]
+
+    def outputs(self, bgrs: list[np.ndarray], boxes: list[np.ndarray]
+                ) -> tuple[np.ndarray, np.ndarray, list[tuple[np.ndarray, ...]]]:
+        """The SimCC vectors of the frames' crops, and each crop with its centre and scale."""
         crops = [self._crop(b, box) for b, box in zip(bgrs, boxes, strict=True)]
         x = np.ascontiguousarray(np.stack([c[0] for c in crops]).transpose(0, 3, 1, 2), np.float32)
-        sx, sy = _run(self.session, self.input, x, self.dynamic)[:2]
-        return [self._decode(sx[i], sy[i], c[1], c[2]) for i, c in enumerate(crops)]
+        sx, sy = run_model(lambda: _run(self.session, self.input, x, self.dynamic), "--pose-model",
+                           self.path)[:2]
+        return sx, sy, crops
 
     def _decode(self, sx: np.ndarray, sy: np.ndarray, centre: np.ndarray, scale: np.ndarray
                 ) -> tuple[np.ndarray, np.ndarray]:
@@ -382,18 +425,32 @@ class WholebodyModels:
     def __call__(self, rgb: np.ndarray) -> tuple[np.ndarray, int]:
         return self.batch([rgb])[0]
 
-    def batch(self, rgbs: list[np.ndarray]) -> list[tuple[np.ndarray, int]]:
-        """Each frame's keypoints: the detector on all frames, then the pose model on all crops."""
+    def batch(self, rgbs: list[np.ndarray]) -> list[tuple[np.ndarray, int] | BadOutput]:
+        """Each frame's keypoints: the detector on all frames, then the pose model on the crops
+        of the frames whose boxes are sane; a frame whose outputs are nonsense gets BadOutput."""
         bgrs = [cv2.cvtColor(rgb, cv2.COLOR_RGB2BGR) for rgb in rgbs]
-        found = self.detector.batch(bgrs)
+        raw, ratios = self.detector.outputs(bgrs)
+        found = [self.detector._boxes(raw[i:i + 1], r) for i, r in enumerate(ratios)]
+        out: list[tuple[np.ndarray, int] | BadOutput] = []
+        for i, (b, bgr) in enumerate(zip(found, bgrs, strict=True)):
+            why = detector_problem(raw[i:i + 1], b, bgr.shape)
+            out.append(BadOutput(STATUS_BAD_DETECTOR, why) if why else (np.empty(0), len(b)))
+        keep = [i for i, o in enumerate(out) if not isinstance(o, BadOutput)]
+        if not keep:
+            return out
         # nobody found: rtmlib's whole frame
-        boxes = [largest(b) if len(b) else np.array([0, 0, bgr.shape[1], bgr.shape[0]])
-                 for b, bgr in zip(found, bgrs, strict=True)]
-        out = []
-        for (xy, scores), b in zip(self.pose.batch(bgrs, boxes), found, strict=True):
+        boxes = [largest(found[i]) if len(found[i]) else
+                 np.array([0, 0, bgrs[i].shape[1], bgrs[i].shape[0]]) for i in keep]
+        sx, sy, crops = self.pose.outputs([bgrs[i] for i in keep], boxes)
+        for k, i in enumerate(keep):
+            why = pose_problem(sx[k], sy[k])
+            if why:
+                out[i] = BadOutput(STATUS_BAD_POSE, why)
+                continue
+            xy, scores = self.pose._decode(sx[k], sy[k], crops[k][1], crops[k][2])
             row = np.empty((POINTS, 3), np.float32)
             row[:, :2] = xy
             row[:, 2] = scores
-            out.append((row.reshape(-1), len(b)))
+            out[i] = (row.reshape(-1), len(found[i]))
         return out
 

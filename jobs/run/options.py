@@ -84,10 +84,10 @@ class RunOptions:
         diffs = []
         for key in ("detector", "pose_model"):
             mine, theirs = (self.wholebody or {}).get(key), (have.wholebody or {}).get(key)
-            if mine and theirs and mine["sha256"] != theirs["sha256"]:
+            if mine and theirs and _model_bytes(mine) != _model_bytes(theirs):
                 diffs.append(f"--{key.replace('_', '-')} ({theirs['path']} with sha256 "
                              f"{theirs['sha256'][:12]} when planned, {mine['path']} with "
-                             f"{mine['sha256'][:12]} asked)")
+                             f"{mine['sha256'][:12]} asked{_external_note(mine, theirs)})")
         return diffs
 
     def conflicts(self, info: RunInfo, num_shards: int | None = None) -> list[str]:
@@ -116,6 +116,17 @@ class RunOptions:
         if num_shards is not None and num_shards != info.num_shards:
             diffs.append(f"num_shards (fixed at {info.num_shards} when planned)")
         return diffs
+
+
+def _model_bytes(record: dict) -> tuple:
+    """What a model is: its file's sha256 and its external data files' (location, sha256)."""
+    return record["sha256"], [(e["location"], e["sha256"]) for e in record.get("external_data", [])]
+
+
+def _external_note(mine: dict, theirs: dict) -> str:
+    if mine["sha256"] != theirs["sha256"]:
+        return ""
+    return "; the same file, other external data"
 
 
 @dataclass

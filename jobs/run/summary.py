@@ -153,5 +153,5 @@ def ended(outcome: Outcome, what: str) -> int:
         return 128 + outcome.signal
     if outcome.error:
         messages.error(outcome.error)
-        return 1
+        return 2 if outcome.refused else 1
     return 0

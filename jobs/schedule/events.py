@@ -107,6 +107,17 @@ class WriteFailed:
 
 
 @dataclass(frozen=True)
+class Refused:
+    """The chunk cannot be done because of the run's input, not its frames (a model file that
+    fails or answers nonsense on every frame): the run stops, exit 2, saying why."""
+
+    slot: int
+    chunk: int
+    why: str
+    code: int = 2  # 1 where the estimator's library, not the user's input, is at fault
+
+
+@dataclass(frozen=True)
 class Died:
     """The worker is gone; `how` is the signal, exit status or the backend's short reason."""
 
@@ -114,4 +125,4 @@ class Died:
     how: str
 
 
-Event = Ready | VideoStarted | FramesDone | Writing | Committed | WriteFailed | Died
+Event = Ready | VideoStarted | FramesDone | Writing | Committed | WriteFailed | Refused | Died

@@ -26,7 +26,7 @@ from typing import Any
 from extract.keypoints.environ import spawning
 from jobs.schedule.boot import LOG_ENV
 from jobs.schedule.devices import Slot
-from jobs.schedule.events import ChunkTask, Committed, Died, Event, Ready, WriteFailed
+from jobs.schedule.events import ChunkTask, Committed, Died, Event, Ready, Refused, WriteFailed
 from jobs.schedule.worker import WorkerError, worker_main
 
 
@@ -173,7 +173,7 @@ class LocalBackend:
                     continue
                 if isinstance(msg, Ready):
                     p.ready = True
-                elif isinstance(msg, (Committed, WriteFailed)):
+                elif isinstance(msg, (Committed, WriteFailed, Refused)):
                     p.busy = False
                 out.append(msg)
         except (EOFError, OSError):

@@ -25,6 +25,7 @@ from jobs.schedule.events import (
     Event,
     FramesDone,
     Ready,
+    Refused,
     VideoStarted,
     WriteFailed,
     Writing,
@@ -95,6 +96,7 @@ class Outcome:
     done: list[int] = field(default_factory=list)
     failed: dict[int, dict[str, str]] = field(default_factory=dict)  # chunk -> video -> why
     error: str = ""  # a fatal problem that stopped the run
+    refused: bool = False  # ... and it was the input's (a model file): exit 2, not 1
     signal: int = 0  # SIGINT/SIGTERM that stopped the run
     workers: int = 0
     timings: Timings = field(default_factory=Timings)
@@ -177,13 +179,21 @@ class Scheduler:
             s.video, s.writing = None, True
         elif isinstance(ev, Committed):
             self._committed(s, ev.chunk)
-        elif isinstance(ev, WriteFailed):
-            self.fatal(f"chunk {ev.chunk}: {ev.why}. Free space or fix permissions, then "
-                       f"{messages.RESUME}.")
-            self.progress.add(-s.frames)
-            s.clear_chunk()
+        elif isinstance(ev, (WriteFailed, Refused)):
+            self._stopped(s, ev)
         elif isinstance(ev, Died):
             self._died(s, ev.how)
+
+    def _stopped(self, s: SlotState, ev: WriteFailed | Refused) -> None:
+        """A chunk that cannot be done stops the run: the disk's fault, or the input's (exit 2)."""
+        if isinstance(ev, Refused):
+            self.fatal(ev.why)
+            self.outcome.refused = self.outcome.error == ev.why and ev.code == 2
+        else:
+            self.fatal(f"chunk {ev.chunk}: {ev.why}. Free space or fix permissions, then "
+                       f"{messages.RESUME}.")
+        self.progress.add(-s.frames)
+        s.clear_chunk()
 
     def _frames(self, s: SlotState, n: int) -> None:
         if s.chunk is None:  # a late report of a chunk already settled

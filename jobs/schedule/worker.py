@@ -29,8 +29,8 @@ import numpy as np
 import pyarrow as pa
 
 from extract import sources
-from extract.keypoints.estimator import open_estimator
-from extract.keypoints.video_rows import Block, extract_video
+from extract.keypoints.estimator import ModelFileError, open_estimator
+from extract.keypoints.video_rows import Block, KeepsFailing, extract_video
 from jobs import faults
 from jobs.rundir.folder import RunDir
 from jobs.rundir.parts import PartInfo, write_part
@@ -40,6 +40,7 @@ from jobs.schedule.events import (
     Event,
     FramesDone,
     Ready,
+    Refused,
     VideoRef,
     VideoStarted,
     WriteFailed,
@@ -102,8 +103,18 @@ class ChunkWorker:
         self.extractor_settings = settings
         self.extractor = open_estimator(settings, num_threads=1)
 
-    def run(self, task: ChunkTask, send: Callable[[Event], None]) -> Committed | WriteFailed:
-        """Extract the chunk's videos (minus task.skip) and commit its part."""
+    def run(self, task: ChunkTask, send: Callable[[Event], None]
+            ) -> Committed | WriteFailed | Refused:
+        """Extract the chunk's videos (minus task.skip) and commit its part; a model that fails
+        (or keeps failing) stops the run instead of costing the frames."""
+        try:
+            return self._run(task, send)
+        except ModelFileError as e:
+            return Refused(self.slot, task.chunk, str(e))
+        except KeepsFailing as e:
+            return Refused(self.slot, task.chunk, str(e), 2 if e.model_fault else 1)
+
+    def _run(self, task: ChunkTask, send: Callable[[Event], None]) -> Committed | WriteFailed:
         out = Block(declaration=self.extractor.declaration)
         counter = _FrameCounter(self.slot, send)
         root = Path(task.root)
@@ -208,6 +219,9 @@ def worker_main(slot: int, conn: Connection, run_dir: str, cpus: list[int], opti
     except Stop:
         return
     except (EOFError, BrokenPipeError):  # the coordinator is gone: nothing left to do
+        return
+    except ModelFileError as e:  # a model file changed since the coordinator checked it
+        conn.send(Refused(slot, -1, str(e)))
         return
     except Exception as e:  # a bug or a frame Python cannot handle: report it, die like a crash
         try:
