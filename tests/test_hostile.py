@@ -738,3 +738,69 @@ def test_what_ffmpeg_says_about_a_video_frame_reaches_its_row(tmp_path: Path):
     assert "decoder: " in (got[1]["note"] or "") and "EOI missing" in got[1]["note"], got[1]
     assert [got[i]["status"] for i in range(4)] == ["ok"] * 4
     assert not any(got[i]["note"] for i in (0, 2, 3)), got
+
+
+# --- round three: every decoder's input bounded (issue 37) -----------------------------------------
+def png_chunk(kind: bytes, data: bytes) -> bytes:
+    return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+
+
+def png_with_chunks(png: bytes, chunks: list[tuple[bytes, bytes]]) -> bytes:
+    """A PNG with ancillary chunks put right after its IHDR (which is 8 + 25 bytes in)."""
+    return png[:33] + b"".join(png_chunk(k, d) for k, d in chunks) + png[33:]
+
+
+def text_chunks(kind: str, count: int, inflated: int) -> list[tuple[bytes, bytes]]:
+    """`count` compressed zTXt / iTXt / iCCP chunks, each inflating to `inflated` bytes."""
+    z = zlib.compress(b"a" * inflated, 9)
+    body = {"zTXt": b"Comment\0\0" + z, "iTXt": b"Comment\0\1\0en\0\0" + z,
+            "iCCP": b"icc\0\0" + z}[kind]
+    return [(kind.encode(), body)] * count
+
+
+def test_png_text_and_icc_chunks_are_bounded_as_pil_bounds_them(tmp_path: Path):
+    """A compressed text or ICC chunk inflating past 1 MiB, or 65 of 1 MiB each (past 64 MiB in
+    all), is over_budget and never decoded (libpng inflates and keeps them all: 1000 iTXt chunks of
+    7 MB cost 58 s and 6.7 GB, and the frame was ok); a frame with a small text chunk is ok."""
+    root = phoenix_t(tmp_path / "t")
+    frames = [root / SIGNER / f"images000{i}.png" for i in range(1, 5)]
+    png = frames[0].read_bytes()
+    frames[0].write_bytes(png_with_chunks(png, text_chunks("zTXt", 1, 2 * 2**20)))
+    frames[1].write_bytes(png_with_chunks(png, text_chunks("iTXt", 65, 2**20)))
+    frames[2].write_bytes(png_with_chunks(png, text_chunks("iCCP", 1, 3 * 2**20)))
+    frames[3].write_bytes(png_with_chunks(png, [(b"tEXt", b"Software\0phoenix")]
+                                          + text_chunks("zTXt", 2, 1000)))
+    assert all(f.stat().st_size < 200_000 for f in frames)
+    out = tmp_path / "R"
+    run(["--dataset", root, "--out", out])
+    got = rows(out)
+    assert [got[i]["status"] for i in range(4)] == ["over_budget"] * 3 + ["ok"], got
+    assert "its zTXt chunk at byte 33 inflates past 1,048,576 bytes" in got[0]["note"]
+    assert "its text and ICC chunks hold more than 67,108,864 bytes by the iTXt chunk" in got[1]["note"]
+    assert "its iCCP chunk at byte 33 inflates past 1,048,576 bytes" in got[2]["note"]
+    assert got[1]["file_sha256"] == hashlib.sha256(frames[1].read_bytes()).hexdigest()
+
+
+def jpeg_with_comment(comment: bytes, progressive: bool = False) -> bytes:
+    """A 64x48 JPEG (10 scans when progressive) whose comment segment holds `comment`."""
+    from PIL import Image
+
+    buf = io.BytesIO()
+    Image.fromarray(np.full((48, 64, 3), 120, np.uint8)).save(buf, "JPEG", comment=comment,
+                                                              progressive=progressive)
+    return buf.getvalue()
+
+
+def test_jpeg_scans_are_counted_from_the_markers(tmp_path: Path):
+    """600 `FF DA` byte pairs inside a comment segment are no scans: the JPEG is ok (it was refused
+    as 601 scans); the same bytes in a progressive JPEG leave its 10 scans counted; 590 scans more
+    are still over_budget."""
+    root = phoenix_t(tmp_path / "t")
+    (root / SIGNER / "images0001.png").write_bytes(jpeg_with_comment(b"\xff\xda" * 600))
+    (root / SIGNER / "images0002.png").write_bytes(jpeg_with_comment(b"\xff\xda" * 600, True))
+    (root / SIGNER / "images0003.png").write_bytes(progressive_jpeg(590))
+    out = tmp_path / "R"
+    run(["--dataset", root, "--out", out, "--max-scans", "11"])
+    got = rows(out)
+    assert [got[i]["status"] for i in range(4)] == ["ok", "ok", "over_budget", "ok"], got
+    assert "600 scans, more than --max-scans 11: not decoded" in got[2]["note"]
