@@ -520,28 +520,34 @@ def test_a_100mb_field_is_refused_naming_its_line(kind: str, tmp_path: Path):
         assert "more than the 131,072 a corpus line may hold" in proc.stderr
 
 
-@pytest.mark.parametrize("header", ["pax", "gnu"])
-def test_a_huge_pax_header_is_not_read(header: str, tmp_path: Path):
+@pytest.mark.parametrize("header, suffix", [("pax", ".tar.gz"), ("gnu", ".tar")])
+def test_a_member_whose_header_is_refused_is_skipped_and_the_archive_read_on(header: str, suffix: str,
+                                                                             tmp_path: Path):
     """A member whose PAX header (or GNU long name) holds a 4 MiB path (512 MiB took 1.85 GB and a
-    traceback): the header is not read, the archive is used up to it, the member and the limit are
-    named, and the frames before it are ok (the folder read last may go on past it: a readme's)."""
+    traceback) between two videos: the header is not read, that member is left out and named with
+    the limit, and the archive is read on past it, as `tar -t` lists it: both videos whole (it hid
+    every member after it and dropped the video before it as truncated)."""
     root = phoenix_t(tmp_path / "t")
-    tgz = tmp_path / "huge.tar.gz"
+    members = _tree_members(root)
+    after_dev = max(i for i, (n, _) in enumerate(members) if "/dev/" in n) + 1
+    members.insert(after_dev, ("PHOENIX-2014-T/" + "p" * 4 * 2**20, b"x"))
+    tar = tmp_path / f"huge{suffix}"
     fmt = tarfile.PAX_FORMAT if header == "pax" else tarfile.GNU_FORMAT
-    with tarfile.open(tgz, "w:gz", format=fmt) as tf:
-        for name, data in [*_tree_members(root), ("PHOENIX-2014-T/notes/readme.txt", b"x"),
-                           ("PHOENIX-2014-T/" + "p" * 4 * 2**20, b"x")]:
+    with tarfile.open(tar, "w:gz" if suffix == ".tar.gz" else "w", format=fmt) as tf:
+        for name, data in members:
             info = tarfile.TarInfo(name)
             info.size, info.mtime = len(data), 1_700_000_000
             tf.addfile(info, io.BytesIO(data))
-    assert tgz.stat().st_size < 2**20
     out = tmp_path / "R"
-    proc = run(["--dataset", tgz, "--out", out])
+    proc = run(["--dataset", tar, "--out", out])
     what = "PAX header" if header == "pax" else "GNU long name"
-    assert f"the archive is not read past member {len(_tree_members(root)) + 1}: the {what} at " \
-        in proc.stderr, proc.stderr[-1500:]
+    said = "1 member(s) whose header is refused are left out, the archive read on past them: "
+    assert said in proc.stderr and f"(the {what} at byte " in proc.stderr, proc.stderr[-1500:]
     assert "more than the 1,048,576 a header may hold" in proc.stderr
-    assert {r["status"] for r in rows(out).values()} == {"ok"} and len(rows(out)) == 4
+    assert "not read past" not in proc.stderr
+    got = pq.read_table(out / "keypoints.parquet", columns=["video", "status"]).to_pylist()
+    assert len(got) == 6 and {r["status"] for r in got} == {"ok"}, got
+    assert any(said in a for a in json.loads((out / "run.json").read_text())["dataset"]["anomalies"])
 
 
 def png_with_surplus(width: int, height: int, surplus: int) -> bytes:
@@ -804,3 +810,74 @@ def test_jpeg_scans_are_counted_from_the_markers(tmp_path: Path):
     got = rows(out)
     assert [got[i]["status"] for i in range(4)] == ["ok", "ok", "over_budget", "ok"], got
     assert "600 scans, more than --max-scans 11: not decoded" in got[2]["note"]
+
+
+def _local(name: bytes, crc: int, csize: int, size: int, method: int) -> bytes:
+    return struct.pack("<4s5H3I2H", b"PK\x03\x04", 20, 0, method, 0, 0x21, crc, csize, size,
+                       len(name), 0) + name
+
+
+def _central(name: bytes, crc: int, csize: int, size: int, method: int, offset: int) -> bytes:
+    return struct.pack("<4s6H3I5H2I", b"PK\x01\x02", 20, 20, 0, method, 0, 0x21, crc, csize, size,
+                       len(name), 0, 0, 0, 0, 0, offset) + name
+
+
+def overlapping_zip(dest: Path, plain: list[tuple[str, bytes]], shared: list[str],
+                    kernel: bytes) -> Path:
+    """A zip of `plain` members stored, then `shared` members overlapping as in a zip bomb: each one's
+    deflate stream quotes the next one's local header in a stored block and goes on into the next
+    one's stream, the last of which holds `kernel`. Every member is whole (names, sizes, CRCs agree)
+    and unzip -t refuses it: "overlapped components (possible zip bomb)"."""
+    c = zlib.compressobj(9, zlib.DEFLATED, -15)
+    stream, content = c.compress(kernel) + c.flush(), kernel
+    entries = []  # (name, crc, compressed size, size), last first
+    for k, name in enumerate(reversed(shared)):
+        raw = name.encode()
+        entries.append((raw, zlib.crc32(content), len(stream), len(content)))
+        if k < len(shared) - 1:  # quote this header in the member before it
+            head = _local(raw, zlib.crc32(content), len(stream), len(content), 8)
+            stream = struct.pack("<BHH", 0, len(head), len(head) ^ 0xFFFF) + head + stream
+            content = head + content
+    out, central = bytearray(), []
+    for name, data in plain:
+        raw = name.encode()
+        central.append(_central(raw, zlib.crc32(data), len(data), len(data), 0, len(out)))
+        out += _local(raw, zlib.crc32(data), len(data), len(data), 0) + data
+    at = len(out)  # the first shared header; each next one lies 5 bytes (a stored block's) past it
+    for raw, crc, csize, size in reversed(entries):
+        central.append(_central(raw, crc, csize, size, 8, at))
+        at += 30 + len(raw) + 5
+    first = entries[-1]
+    out += _local(first[0], first[1], first[2], first[3], 8) + stream
+    cd = b"".join(central)
+    out += cd + struct.pack("<4s4H2IH", b"PK\x05\x06", 0, 0, len(central), len(central), len(cd),
+                            len(out), 0)
+    dest.write_bytes(bytes(out))
+    return dest
+
+
+def test_overlapping_zip_members_are_refused_as_unzip_refuses_them(tmp_path: Path):
+    """Frames 2 and 3 of a video are members whose data overlaps the next one's (one deflate stream
+    shared, a zip bomb's trick: a 395 KB zip inflated 12 GB): never read, `unreadable` saying so,
+    named at the start and the end; frame 4, the stream's own member, and the rest are ok."""
+    import subprocess
+
+    root = phoenix_t(tmp_path / "t")
+    members = _tree_members(root)
+    shared = [f"PHOENIX-2014-T/{SIGNER}/images000{i}.png" for i in (2, 3, 4)]
+    kernel = dict(members)[shared[-1]]
+    zpath = overlapping_zip(tmp_path / "overlap.zip", [m for m in members if m[0] not in shared],
+                            shared, kernel)
+    with zipfile.ZipFile(zpath) as zf:  # every member whole, as its central directory says
+        assert all(zf.read(n)[-len(kernel):] == kernel for n in shared)
+    if shutil.which("unzip"):
+        said = subprocess.run(["unzip", "-t", str(zpath)], capture_output=True, text=True)
+        assert "overlapped components" in said.stdout + said.stderr
+    out = tmp_path / "R"
+    proc = run(["--dataset", zpath, "--out", out])
+    got = rows(out)
+    assert [got[i]["status"] for i in range(4)] == ["ok", "unreadable", "unreadable", "ok"], got
+    assert "its data overlaps the next member's" in got[1]["note"] and "unzip -t" in got[1]["note"]
+    said = "2 member(s) whose data overlaps another member's are not read"
+    assert proc.stderr.count(said) == 2 and shared[0] in proc.stderr, proc.stderr
+    assert {r["status"] for r in rows(out, "25October_2010_Monday_tagesschau-17").values()} == {"ok"}
