@@ -881,3 +881,38 @@ def test_overlapping_zip_members_are_refused_as_unzip_refuses_them(tmp_path: Pat
     said = "2 member(s) whose data overlaps another member's are not read"
     assert proc.stderr.count(said) == 2 and shared[0] in proc.stderr, proc.stderr
     assert {r["status"] for r in rows(out, "25October_2010_Monday_tagesschau-17").values()} == {"ok"}
+
+
+def _manifest_of(folder: Path, rows_: int, width: int) -> Path:
+    clip(folder / "a.mp4", 0)
+    listed = folder / "list.csv"
+    with open(listed, "w", encoding="utf-8") as f:
+        f.write("name,split,path,text\n")
+        f.writelines(f"v{i},train,a.mp4,{'t' * width}\n" for i in range(rows_))
+    return listed
+
+
+def test_a_corpus_file_past_its_size_limit_is_refused(tmp_path: Path):
+    """A manifest of 520 rows of 130,000 characters, each row and line within its limit, is 68 MB:
+    refused naming the file and the 64 MiB limit, having held no more than that (a 1 GiB manifest
+    was read whole, 2.25 GB, before its limits refused it)."""
+    listed = _manifest_of(tmp_path / "m", 520, 130_000)
+    assert listed.stat().st_size > 64 * 2**20
+    proc = run(["--manifest", listed, "--out", tmp_path / "R"], code=2)
+    assert f"error: {listed}: {listed.stat().st_size:,} bytes, more than the 67,108,864 a corpus " \
+        "file may hold" in proc.stderr, proc.stderr[-800:]
+    assert not (tmp_path / "R").exists()
+
+
+def test_a_corpus_files_row_limit_holds_before_the_rest_is_read(tmp_path: Path):
+    """A PHOENIX csv of 300,001 rows followed by bytes that are no UTF-8: refused for its rows
+    (a line at a time, the rest never decoded), not for the bytes after the limit (it was read and
+    decoded whole first: "not UTF-8")."""
+    root = phoenix_t(tmp_path / "t")
+    corpus = root / "annotations/manual/PHOENIX-2014-T.test.corpus.csv"
+    _append_rows(corpus, "".join(f"v{i}|v{i}/1/*.png|-1|-1|Signer01|A|a\n" for i in range(300_001)))
+    with open(corpus, "ab") as f:
+        f.write(b"\xff\xfe not utf-8\n" * 10)
+    proc = run(["--dataset", root, "--out", tmp_path / "R"], code=2)
+    assert f"error: {corpus}: 300,01" in proc.stderr and "not UTF-8" not in proc.stderr, proc.stderr
+    assert "more than the 300,000 rows a corpus file may list" in proc.stderr
