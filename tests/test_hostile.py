@@ -916,3 +916,56 @@ def test_a_corpus_files_row_limit_holds_before_the_rest_is_read(tmp_path: Path):
     proc = run(["--dataset", root, "--out", tmp_path / "R"], code=2)
     assert f"error: {corpus}: 300,01" in proc.stderr and "not UTF-8" not in proc.stderr, proc.stderr
     assert "more than the 300,000 rows a corpus file may list" in proc.stderr
+
+
+def mp4_with_stsz(mp4: bytes, entries: int) -> bytes:
+    """The mp4 with its first track's sample tables made to list `entries` samples, all in its first
+    chunk: a size table (stsz) really holding `entries` sizes (its own ones over and over), one
+    stsc and one stts entry saying so; the boxes around them grow to hold them. FFmpeg indexes
+    every sample of such a file when it opens it."""
+    def find(start: int, end: int, kind: bytes, chain: list[int]) -> list[int] | None:
+        at = start
+        while at + 8 <= end:
+            size = int.from_bytes(mp4[at:at + 4], "big")
+            if mp4[at + 4:at + 8] == kind:
+                return [*chain, at]
+            if mp4[at + 4:at + 8] in (b"moov", b"trak", b"mdia", b"minf", b"stbl"):
+                found = find(at + 8, at + size, kind, [*chain, at])
+                if found:
+                    return found
+            at += size
+        return None
+
+    def replaced(kind: bytes, body: bytes) -> None:
+        nonlocal mp4
+        *parents, at = find(0, len(mp4), kind, [])
+        size, box = int.from_bytes(mp4[at:at + 4], "big"), struct.pack(">I", 8 + len(body)) + kind + body
+        out = bytearray(mp4[:at] + box + mp4[at + size:])
+        for p in parents:
+            out[p:p + 4] = struct.pack(">I", int.from_bytes(out[p:p + 4], "big") + len(box) - size)
+        mp4 = bytes(out)
+
+    stsz, stts = find(0, len(mp4), b"stsz", [])[-1], find(0, len(mp4), b"stts", [])[-1]
+    own = np.frombuffer(mp4[stsz + 20:stsz + int.from_bytes(mp4[stsz:stsz + 4], "big")], ">u4")
+    delta = int.from_bytes(mp4[stts + 20:stts + 24], "big")
+    sizes = np.resize(own, entries).astype(">u4").tobytes()
+    replaced(b"stsz", struct.pack(">III", 0, 0, entries) + sizes)
+    replaced(b"stsc", struct.pack(">IIIII", 0, 1, 1, entries, 1))
+    replaced(b"stts", struct.pack(">IIII", 0, 1, entries, delta))
+    return mp4
+
+
+def test_a_video_whose_index_would_be_too_large_is_refused_before_ffmpeg_opens_it(tmp_path: Path):
+    """An mp4 whose sample-size table holds 4,100,000 entries (16 MB; 5x10^7 cost FFmpeg 2.26 GB in
+    each process that opened it) is not opened, its problem named; the other video is extracted."""
+    root = videos(tmp_path / "v")
+    big = root / "train" / "signer_a.mp4"
+    small = mp4_with_stsz(big.read_bytes(), 20)  # the builder leaves a small table openable
+    big.write_bytes(mp4_with_stsz(big.read_bytes(), 4_100_000))
+    (root / "train" / "small.mp4").write_bytes(small)
+    out = tmp_path / "R"
+    proc = run(["--dataset", root, "--out", out])
+    said = "signer_a (its sample tables list more than 4,000,000 index entries"
+    assert said in proc.stderr, proc.stderr[-1500:]
+    got = pq.read_table(out / "keypoints.parquet", columns=["video", "status"]).to_pylist()
+    assert {r["video"] for r in got} == {"signer_b", "small"} and {r["status"] for r in got} == {"ok"}
