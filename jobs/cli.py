@@ -33,6 +33,16 @@ def _positive(value: str) -> int:
     return n
 
 
+def _batch_size(value: str) -> int:
+    """--batch-size: bounded by the memory a batch takes (extract/keypoints/estimator.py)."""
+    from extract.keypoints.estimator import batch_refused
+
+    n = int(value)
+    if why := batch_refused(n):
+        raise argparse.ArgumentTypeError(why)
+    return n
+
+
 def _confidence(value: str) -> float:
     try:
         x = float(value)
@@ -103,7 +113,7 @@ def _plan_args(p: argparse.ArgumentParser) -> None:
 
 def _runtime_args(p: argparse.ArgumentParser) -> None:
     """How whole-body workers run (run, and each shard of slurm): not part of the output."""
-    p.add_argument("--batch-size", type=_positive, metavar="N",
+    p.add_argument("--batch-size", type=_batch_size, metavar="N",
                    help="wholebody: frames per model call, within a video (default 8; the output "
                         "is the same for any N: docs/wholebody.md)")
     p.add_argument("--device", choices=("auto", "cpu", "cuda"),

@@ -969,3 +969,17 @@ def test_a_video_whose_index_would_be_too_large_is_refused_before_ffmpeg_opens_i
     assert said in proc.stderr, proc.stderr[-1500:]
     got = pq.read_table(out / "keypoints.parquet", columns=["video", "status"]).to_pylist()
     assert {r["video"] for r in got} == {"signer_b", "small"} and {r["status"] for r in got} == {"ok"}
+
+
+@pytest.mark.parametrize("size", ["1000000", "1000000000000000000000", "124"])
+def test_batch_size_is_bounded_by_the_memory_a_batch_takes(size: str, wholebody_options: list[str],
+                                                           tmp_path: Path):
+    """--batch-size past what a batch may hold (2 GiB at 16.6 MiB a 1080p frame: 123) is refused
+    before any work, exit 2, saying the bound and why (1,000,000 held a whole video: 3.4 GB)."""
+    root = phoenix_t(tmp_path / "t")
+    proc = run(["--dataset", root, "--out", tmp_path / "R", *wholebody_options, "--batch-size", size],
+               code=2)
+    assert f"argument --batch-size: must be at most 123, not {int(size):,}" in proc.stderr, proc.stderr
+    assert "a batch holds each of its frames about three times" in proc.stderr
+    assert not (tmp_path / "R").exists()
+    run(["--dataset", root, "--out", tmp_path / "R", *wholebody_options, "--batch-size", "123"])
