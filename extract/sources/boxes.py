@@ -2,8 +2,9 @@
 (MP4, MOV, M4V, 3GP) counted from their box headers.
 
 FFmpeg's mov demuxer reads every track's sample tables into memory when it opens the file and
-builds an index entry for each sample (about 45 bytes a sample in all): an MP4 whose `stsz` table
-holds 5x10^7 entries cost 2.26 GB in each process that opened it (the plan's probe, each worker).
+builds an index entry for each sample (about 65 bytes a sample in all, measured): an MP4 whose
+`stsz` table holds 5x10^7 entries cost 2.26 GB in each process that opened it (the plan's probe,
+each worker).
 A table's entry count is in its header, so the file's boxes are walked here, reading headers only
 (a seek and 8 to 20 bytes each), and a file whose tables list more than MAX_INDEX_ENTRIES entries
 in all is refused before FFmpeg sees it. Other containers are not walked (Matroska's cues go
@@ -19,9 +20,10 @@ from __future__ import annotations
 
 from typing import BinaryIO
 
-# About 45 bytes a sample in FFmpeg: 4,000,000 entries cost about 180 MB a process. A video of 25
-# frames a second with AAC audio (47 samples a second) lists about 260,000 in an hour.
-MAX_INDEX_ENTRIES = 4_000_000
+# About 65 bytes an entry in FFmpeg (3,999,000 cost 263 MiB a process under a bound of 4,000,000:
+# docs/results/hostile-round-three-mp4-2026-11-27.json), so 2,000,000 cost about 130 MiB. A video of 25 frames a second with AAC audio (47 samples a second)
+# lists about 260,000 an hour: the bound passes 7 hours of it.
+MAX_INDEX_ENTRIES = 2_000_000
 
 _CONTAINERS = {b"moov", b"trak", b"mdia", b"minf", b"stbl", b"moof", b"traf", b"edts", b"mfra"}
 _FIRST = {b"ftyp", b"moov", b"mdat", b"free", b"skip", b"wide", b"pnot", b"uuid", b"styp", b"sidx",
@@ -110,5 +112,5 @@ def check_index(f: BinaryIO, limit: int = MAX_INDEX_ENTRIES) -> None:
     entries = index_entries(f, limit)
     if entries is not None and entries > limit:
         raise IndexTooLarge(f"its sample tables list more than {limit:,} index entries (FFmpeg "
-                            "would hold about 45 bytes for each in every process that opens it; "
+                            "would hold about 65 bytes for each in every process that opens it; "
                             "a video of an hour lists about 260,000): not opened")
