@@ -17,14 +17,16 @@ from __future__ import annotations
 
 import codecs
 import hashlib
+import io
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
-from typing import Protocol
+from typing import BinaryIO, Protocol
 
-from extract.sources.archive import open_file
+from extract.sources.archive import member_of, reader
 from extract.sources.base import nfc  # noqa: F401 (the readers' one normalisation)
+from extract.sources.files import open_corpus_file
 
 SPLITS: tuple[str, ...] = ("train", "dev", "test")
 
@@ -64,12 +66,34 @@ def _line_chars(f, head: bytes, encoding: str) -> int:
     return chars
 
 
+def _too_big(path: object, size: int) -> DatasetError:
+    return DatasetError(f"{path}: {size:,} bytes, more than the {MAX_CORPUS_BYTES:,} a corpus file "
+                        "may hold (real ones hold a few MB). Check the file, or split the corpus "
+                        "into several runs.")
+
+
+def _open_corpus(path: object) -> BinaryIO:
+    """A corpus file open for reading: on disk, the file itself; inside an archive, the member's
+    bytes, read at once when its indexed size is within MAX_CORPUS_BYTES (a deflated zip member
+    streamed through zipfile would parse the whole central directory in this process)."""
+    inside = member_of(path)
+    if inside is None:
+        return open_corpus_file(path)
+    index, i = inside
+    if int(index.length[i]) > MAX_CORPUS_BYTES:
+        raise _too_big(path, int(index.length[i]))
+    data, why = reader(index).read(i)
+    if data is None:
+        raise OSError(why)
+    return io.BytesIO(data)
+
+
 def read_corpus_text(path: object, encoding: str = "utf-8") -> tuple[str, str]:
     """(text, sha256 of its bytes) of a corpus file on disk or inside an archive, read a line at a
     time: past MAX_ROWS lines, a line past MAX_LINE characters or MAX_CORPUS_BYTES in all, it is
     refused naming the file, the line and the limit, having held no more than the limits allow.
     OSError and UnicodeDecodeError as a read would raise them; never blocks on a FIFO."""
-    f, _, _ = open_file(path)
+    f = _open_corpus(path)
     digest, lines, size = hashlib.sha256(), [], 0
     with f:
         while line := f.readline(4 * MAX_LINE + 2):  # a character is at most 4 bytes
@@ -86,10 +110,7 @@ def read_corpus_text(path: object, encoding: str = "utf-8") -> tuple[str, str]:
                                    "file may list (the largest real one lists about 31,000). Check "
                                    "the file, or split the corpus into several runs.")
             if size > MAX_CORPUS_BYTES:
-                size += sum(len(b) for b in iter(lambda: f.read(_BLOCK), b""))
-                raise DatasetError(f"{path}: {size:,} bytes, more than the {MAX_CORPUS_BYTES:,} a "
-                                   "corpus file may hold (real ones hold a few MB). Check the file, "
-                                   "or split the corpus into several runs.")
+                raise _too_big(path, size + sum(len(b) for b in iter(lambda: f.read(_BLOCK), b"")))
     return b"".join(lines).decode(encoding), digest.hexdigest()
 
 

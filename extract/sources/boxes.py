@@ -21,8 +21,9 @@ from __future__ import annotations
 from typing import BinaryIO
 
 # About 65 bytes an entry in FFmpeg (3,999,000 cost 263 MiB a process under a bound of 4,000,000:
-# docs/results/hostile-round-three-mp4-2026-11-27.json), so 2,000,000 cost about 130 MiB. A video of 25 frames a second with AAC audio (47 samples a second)
-# lists about 260,000 an hour: the bound passes 7 hours of it.
+# docs/results/hostile-round-three-mp4-2026-11-27.json), so 2,000,000 cost about 130 MiB. A video
+# of 25 frames a second with AAC audio (47 samples a second) lists about 260,000 an hour: the bound
+# passes 7 hours of it.
 MAX_INDEX_ENTRIES = 2_000_000
 
 _CONTAINERS = {b"moov", b"trak", b"mdia", b"minf", b"stbl", b"moof", b"traf", b"edts", b"mfra"}
