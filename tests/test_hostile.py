@@ -957,18 +957,16 @@ def mp4_with_stsz(mp4: bytes, entries: int) -> bytes:
 
 def test_a_video_whose_index_would_be_too_large_is_refused_before_ffmpeg_opens_it(tmp_path: Path):
     """An mp4 whose sample tables list 2,100,000 samples (8 MB; 5x10^7 cost FFmpeg 2.26 GB in each
-    process that opened it) is not opened, its problem named; the other videos are extracted."""
+    process that opened it) is not opened, its problem named; the other video is extracted."""
     root = videos(tmp_path / "v")
     big = root / "train" / "signer_a.mp4"
-    small = mp4_with_stsz(big.read_bytes(), 20)  # the builder leaves a small table openable
     big.write_bytes(mp4_with_stsz(big.read_bytes(), 2_100_000))
-    (root / "train" / "small.mp4").write_bytes(small)
     out = tmp_path / "R"
     proc = run(["--dataset", root, "--out", out])
     said = "signer_a (its sample tables list more than 2,000,000 index entries"
     assert said in proc.stderr, proc.stderr[-1500:]
     got = pq.read_table(out / "keypoints.parquet", columns=["video", "status"]).to_pylist()
-    assert {r["video"] for r in got} == {"signer_b", "small"} and {r["status"] for r in got} == {"ok"}
+    assert {r["video"] for r in got} == {"signer_b"} and {r["status"] for r in got} == {"ok"}
 
 
 @pytest.mark.parametrize("size", ["1000000", "1000000000000000000000", "124"])
