@@ -981,3 +981,21 @@ def test_batch_size_is_bounded_by_the_memory_a_batch_takes(size: str, wholebody_
     assert "a batch holds each of its frames about three times" in proc.stderr
     assert not (tmp_path / "R").exists()
     run(["--dataset", root, "--out", tmp_path / "R", *wholebody_options, "--batch-size", "123"])
+
+
+@pytest.mark.parametrize("args, said", [
+    (["--workers", "1000000"], "argument --workers: must be at most 1,024, not 1,000,000"),
+    (["--num-gpus", "64", "--workers-per-gpu", "64"],
+     "--num-gpus 64 x --workers-per-gpu 64 is more than the 1,024 workers a run may start"),
+    (["--max-pixels", "3000000000"],
+     "argument --max-pixels: must be at most 2,147,483,647, not 3,000,000,000: FFmpeg's own"),
+], ids=["workers", "gpus-x-workers", "max-pixels"])
+def test_every_option_is_bounded(args: list[str], said: str, tmp_path: Path):
+    """A worker count no machine runs (a million processes), or a --max-pixels past FFmpeg's own
+    int (every video frame was `not_decoded`: avcodec_open2 refuses it), is refused before any
+    work, exit 2, saying the bound."""
+    root = videos(tmp_path / "v")
+    proc = run_cli(["run", "--dataset", root, "--out", tmp_path / "R", *args])
+    assert_no_traceback(proc)
+    assert proc.returncode == 2 and said in proc.stderr, proc.stderr[-800:]
+    assert not (tmp_path / "R").exists()
