@@ -33,6 +33,41 @@ def _positive(value: str) -> int:
     return n
 
 
+# Each worker is a process holding its own estimator (about 0.4 GiB): no machine runs more than this,
+# and a typo (--workers 1000000) would start that many processes.
+MAX_WORKERS = 1024
+# FFmpeg's own max_pixels (set to --max-pixels for every video) is an int: a larger value made every
+# video frame undecodable.
+MAX_MAX_PIXELS = 2**31 - 1
+
+
+def _at_most(limit: int, why: str, least: int = 1):
+    """An argparse type: an integer from `least` to `limit`, the refusal saying why the bound."""
+    def parse(value: str) -> int:
+        n = int(value)
+        if n < least:
+            raise argparse.ArgumentTypeError(f"must be >= {least}, not {n}")
+        if n > limit:
+            raise argparse.ArgumentTypeError(f"must be at most {limit:,}, not {n:,}: {why}")
+        return n
+
+    parse.__name__ = "integer"  # argparse's "invalid integer value: 'x'"
+    return parse
+
+
+_WORKER_COUNT = _at_most(MAX_WORKERS, "each worker is a process holding its own estimator")
+
+
+def _batch_size(value: str) -> int:
+    """--batch-size: bounded by the memory a batch takes (extract/keypoints/estimator.py)."""
+    from extract.keypoints.estimator import batch_refused
+
+    n = int(value)
+    if why := batch_refused(n):
+        raise argparse.ArgumentTypeError(why)
+    return n
+
+
 def _confidence(value: str) -> float:
     try:
         x = float(value)
@@ -94,7 +129,8 @@ def _plan_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-follow-links", dest="follow_links", action="store_false", default=None,
                    help="leave out videos reached through a link that leaves the dataset's folder "
                         "(links are followed by default, and those leaving it named)")
-    p.add_argument("--max-pixels", type=_positive, metavar="N",
+    p.add_argument("--max-pixels", type=_at_most(MAX_MAX_PIXELS, "FFmpeg's own max_pixels is an int"),
+                   metavar="N",
                    help="a frame whose header says more pixels is `too_large`, never decoded "
                         "(default 40000000: 8K video passes)")
     p.add_argument("--max-scans", type=_positive, metavar="N",
@@ -104,7 +140,7 @@ def _plan_args(p: argparse.ArgumentParser) -> None:
 
 def _runtime_args(p: argparse.ArgumentParser) -> None:
     """How whole-body workers run (run, and each shard of slurm): not part of the output."""
-    p.add_argument("--batch-size", type=_positive, metavar="N",
+    p.add_argument("--batch-size", type=_batch_size, metavar="N",
                    help="wholebody: frames per model call, within a video (default 8; the output "
                         "is the same for any N: docs/wholebody.md)")
     p.add_argument("--device", choices=("auto", "cpu", "cuda"),
@@ -124,12 +160,13 @@ def _add_run(sub: argparse._SubParsersAction) -> None:
     r.add_argument("--temp_dir", "--temp-dir", type=Path, metavar="DIR",
                    help="the older script's flag: with --output_path and no --out, the run folder "
                         "(parts, logs, keypoints.parquet) goes in DIR")
-    r.add_argument("--workers", type=_positive, metavar="N",
+    r.add_argument("--workers", type=_WORKER_COUNT, metavar="N",
                    help="worker processes, one estimator each: a MediaPipe graph, or the whole-body "
                         "ONNX models (default: one per usable CPU core)")
-    r.add_argument("--num-gpus", "--num_gpus", type=_non_negative,
+    r.add_argument("--num-gpus", "--num_gpus", type=_at_most(MAX_WORKERS, "at most one worker each",
+                                                             least=0),
                    help="GPUs to pin workers to (default: visible GPUs, 0 when none)")
-    r.add_argument("--workers-per-gpu", "--num_workers_per_gpu", type=_positive,
+    r.add_argument("--workers-per-gpu", "--num_workers_per_gpu", type=_WORKER_COUNT,
                    help="workers per GPU, or CPU workers with 0 GPUs (default: usable CPUs)")
     _runtime_args(r)
     _plan_args(r)
@@ -167,7 +204,7 @@ def _add_slurm(sub: argparse._SubParsersAction) -> None:
     sl.add_argument("--time", help="time limit per shard and for the merge (sbatch --time)")
     sl.add_argument("--cpus-per-task", type=_positive,
                     help="CPUs per shard: one worker per CPU (per GPU: C/G)")
-    sl.add_argument("--workers", type=_positive, metavar="N",
+    sl.add_argument("--workers", type=_WORKER_COUNT, metavar="N",
                     help="workers per shard: asks sbatch for N CPUs, one worker each (the same as "
                          "--cpus-per-task N)")
     sl.add_argument("--gpus-per-task", type=_positive, help="GPUs per shard")
@@ -408,6 +445,10 @@ def _workers(args: argparse.Namespace) -> tuple[int | None, int | None]:
     from jobs.rundir.folder import RunError
 
     if args.workers is None:
+        if (args.num_gpus or 1) * (args.workers_per_gpu or 1) > MAX_WORKERS:
+            raise RunError(f"--num-gpus {args.num_gpus} x --workers-per-gpu {args.workers_per_gpu} "
+                           f"is more than the {MAX_WORKERS:,} workers a run may start (each is a "
+                           "process holding its own estimator).")
         return args.num_gpus, args.workers_per_gpu
     if args.workers_per_gpu is not None:
         raise RunError("give --workers (all workers) or --workers-per-gpu, not both.")

@@ -520,28 +520,34 @@ def test_a_100mb_field_is_refused_naming_its_line(kind: str, tmp_path: Path):
         assert "more than the 131,072 a corpus line may hold" in proc.stderr
 
 
-@pytest.mark.parametrize("header", ["pax", "gnu"])
-def test_a_huge_pax_header_is_not_read(header: str, tmp_path: Path):
+@pytest.mark.parametrize("header, suffix", [("pax", ".tar.gz"), ("gnu", ".tar")])
+def test_a_member_whose_header_is_refused_is_skipped_and_the_archive_read_on(header: str, suffix: str,
+                                                                             tmp_path: Path):
     """A member whose PAX header (or GNU long name) holds a 4 MiB path (512 MiB took 1.85 GB and a
-    traceback): the header is not read, the archive is used up to it, the member and the limit are
-    named, and the frames before it are ok (the folder read last may go on past it: a readme's)."""
+    traceback) between two videos: the header is not read, that member is left out and named with
+    the limit, and the archive is read on past it, as `tar -t` lists it: both videos whole (it hid
+    every member after it and dropped the video before it as truncated)."""
     root = phoenix_t(tmp_path / "t")
-    tgz = tmp_path / "huge.tar.gz"
+    members = _tree_members(root)
+    after_dev = max(i for i, (n, _) in enumerate(members) if "/dev/" in n) + 1
+    members.insert(after_dev, ("PHOENIX-2014-T/" + "p" * 4 * 2**20, b"x"))
+    tar = tmp_path / f"huge{suffix}"
     fmt = tarfile.PAX_FORMAT if header == "pax" else tarfile.GNU_FORMAT
-    with tarfile.open(tgz, "w:gz", format=fmt) as tf:
-        for name, data in [*_tree_members(root), ("PHOENIX-2014-T/notes/readme.txt", b"x"),
-                           ("PHOENIX-2014-T/" + "p" * 4 * 2**20, b"x")]:
+    with tarfile.open(tar, "w:gz" if suffix == ".tar.gz" else "w", format=fmt) as tf:
+        for name, data in members:
             info = tarfile.TarInfo(name)
             info.size, info.mtime = len(data), 1_700_000_000
             tf.addfile(info, io.BytesIO(data))
-    assert tgz.stat().st_size < 2**20
     out = tmp_path / "R"
-    proc = run(["--dataset", tgz, "--out", out])
+    proc = run(["--dataset", tar, "--out", out])
     what = "PAX header" if header == "pax" else "GNU long name"
-    assert f"the archive is not read past member {len(_tree_members(root)) + 1}: the {what} at " \
-        in proc.stderr, proc.stderr[-1500:]
+    said = "1 member(s) whose header is refused are left out, the archive read on past them: "
+    assert said in proc.stderr and f"(the {what} at byte " in proc.stderr, proc.stderr[-1500:]
     assert "more than the 1,048,576 a header may hold" in proc.stderr
-    assert {r["status"] for r in rows(out).values()} == {"ok"} and len(rows(out)) == 4
+    assert "not read past" not in proc.stderr
+    got = pq.read_table(out / "keypoints.parquet", columns=["video", "status"]).to_pylist()
+    assert len(got) == 6 and {r["status"] for r in got} == {"ok"}, got
+    assert any(said in a for a in json.loads((out / "run.json").read_text())["dataset"]["anomalies"])
 
 
 def png_with_surplus(width: int, height: int, surplus: int) -> bytes:
@@ -738,3 +744,258 @@ def test_what_ffmpeg_says_about_a_video_frame_reaches_its_row(tmp_path: Path):
     assert "decoder: " in (got[1]["note"] or "") and "EOI missing" in got[1]["note"], got[1]
     assert [got[i]["status"] for i in range(4)] == ["ok"] * 4
     assert not any(got[i]["note"] for i in (0, 2, 3)), got
+
+
+# --- round three: every decoder's input bounded (issue 37) -----------------------------------------
+def png_chunk(kind: bytes, data: bytes) -> bytes:
+    return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+
+
+def png_with_chunks(png: bytes, chunks: list[tuple[bytes, bytes]]) -> bytes:
+    """A PNG with ancillary chunks put right after its IHDR (which is 8 + 25 bytes in)."""
+    return png[:33] + b"".join(png_chunk(k, d) for k, d in chunks) + png[33:]
+
+
+def text_chunks(kind: str, count: int, inflated: int) -> list[tuple[bytes, bytes]]:
+    """`count` compressed zTXt / iTXt / iCCP chunks, each inflating to `inflated` bytes."""
+    z = zlib.compress(b"a" * inflated, 9)
+    body = {"zTXt": b"Comment\0\0" + z, "iTXt": b"Comment\0\1\0en\0\0" + z,
+            "iCCP": b"icc\0\0" + z}[kind]
+    return [(kind.encode(), body)] * count
+
+
+def test_png_text_and_icc_chunks_are_bounded_as_pil_bounds_them(tmp_path: Path):
+    """A compressed text or ICC chunk inflating past 1 MiB, or 65 of 1 MiB each (past 64 MiB in
+    all), is over_budget and never decoded (libpng inflates and keeps them all: 1000 iTXt chunks of
+    7 MB cost 58 s and 6.7 GB, and the frame was ok); a frame with a small text chunk is ok."""
+    root = phoenix_t(tmp_path / "t")
+    frames = [root / SIGNER / f"images000{i}.png" for i in range(1, 5)]
+    png = frames[0].read_bytes()
+    frames[0].write_bytes(png_with_chunks(png, text_chunks("zTXt", 1, 2 * 2**20)))
+    frames[1].write_bytes(png_with_chunks(png, text_chunks("iTXt", 65, 2**20)))
+    frames[2].write_bytes(png_with_chunks(png, text_chunks("iCCP", 1, 3 * 2**20)))
+    frames[3].write_bytes(png_with_chunks(png, [(b"tEXt", b"Software\0phoenix")]
+                                          + text_chunks("zTXt", 2, 1000)))
+    assert all(f.stat().st_size < 200_000 for f in frames)
+    out = tmp_path / "R"
+    run(["--dataset", root, "--out", out])
+    got = rows(out)
+    assert [got[i]["status"] for i in range(4)] == ["over_budget"] * 3 + ["ok"], got
+    assert "its zTXt chunk at byte 33 inflates past 1,048,576 bytes" in got[0]["note"]
+    assert "its text and ICC chunks hold more than 67,108,864 bytes by the iTXt chunk" in got[1]["note"]
+    assert "its iCCP chunk at byte 33 inflates past 1,048,576 bytes" in got[2]["note"]
+    assert got[1]["file_sha256"] == hashlib.sha256(frames[1].read_bytes()).hexdigest()
+
+
+def jpeg_with_comment(comment: bytes, progressive: bool = False) -> bytes:
+    """A 64x48 JPEG (10 scans when progressive) whose comment segment holds `comment`."""
+    from PIL import Image
+
+    buf = io.BytesIO()
+    Image.fromarray(np.full((48, 64, 3), 120, np.uint8)).save(buf, "JPEG", comment=comment,
+                                                              progressive=progressive)
+    return buf.getvalue()
+
+
+def test_jpeg_scans_are_counted_from_the_markers(tmp_path: Path):
+    """600 `FF DA` byte pairs inside a comment segment are no scans: the JPEG is ok (it was refused
+    as 601 scans); the same bytes in a progressive JPEG leave its 10 scans counted; 590 scans more
+    are still over_budget."""
+    root = phoenix_t(tmp_path / "t")
+    (root / SIGNER / "images0001.png").write_bytes(jpeg_with_comment(b"\xff\xda" * 600))
+    (root / SIGNER / "images0002.png").write_bytes(jpeg_with_comment(b"\xff\xda" * 600, True))
+    (root / SIGNER / "images0003.png").write_bytes(progressive_jpeg(590))
+    out = tmp_path / "R"
+    run(["--dataset", root, "--out", out, "--max-scans", "11"])
+    got = rows(out)
+    assert [got[i]["status"] for i in range(4)] == ["ok", "ok", "over_budget", "ok"], got
+    assert "600 scans, more than --max-scans 11: not decoded" in got[2]["note"]
+
+
+def _local(name: bytes, crc: int, csize: int, size: int, method: int) -> bytes:
+    return struct.pack("<4s5H3I2H", b"PK\x03\x04", 20, 0, method, 0, 0x21, crc, csize, size,
+                       len(name), 0) + name
+
+
+def _central(name: bytes, crc: int, csize: int, size: int, method: int, offset: int) -> bytes:
+    return struct.pack("<4s6H3I5H2I", b"PK\x01\x02", 20, 20, 0, method, 0, 0x21, crc, csize, size,
+                       len(name), 0, 0, 0, 0, 0, offset) + name
+
+
+def overlapping_zip(dest: Path, plain: list[tuple[str, bytes]], shared: list[str],
+                    kernel: bytes) -> Path:
+    """A zip of `plain` members stored, then `shared` members overlapping as in a zip bomb: each one's
+    deflate stream quotes the next one's local header in a stored block and goes on into the next
+    one's stream, the last of which holds `kernel`. Every member is whole (names, sizes, CRCs agree)
+    and unzip -t refuses it: "overlapped components (possible zip bomb)"."""
+    c = zlib.compressobj(9, zlib.DEFLATED, -15)
+    stream, content = c.compress(kernel) + c.flush(), kernel
+    entries = []  # (name, crc, compressed size, size), last first
+    for k, name in enumerate(reversed(shared)):
+        raw = name.encode()
+        entries.append((raw, zlib.crc32(content), len(stream), len(content)))
+        if k < len(shared) - 1:  # quote this header in the member before it
+            head = _local(raw, zlib.crc32(content), len(stream), len(content), 8)
+            stream = struct.pack("<BHH", 0, len(head), len(head) ^ 0xFFFF) + head + stream
+            content = head + content
+    out, central = bytearray(), []
+    for name, data in plain:
+        raw = name.encode()
+        central.append(_central(raw, zlib.crc32(data), len(data), len(data), 0, len(out)))
+        out += _local(raw, zlib.crc32(data), len(data), len(data), 0) + data
+    at = len(out)  # the first shared header; each next one lies 5 bytes (a stored block's) past it
+    for raw, crc, csize, size in reversed(entries):
+        central.append(_central(raw, crc, csize, size, 8, at))
+        at += 30 + len(raw) + 5
+    first = entries[-1]
+    out += _local(first[0], first[1], first[2], first[3], 8) + stream
+    cd = b"".join(central)
+    out += cd + struct.pack("<4s4H2IH", b"PK\x05\x06", 0, 0, len(central), len(central), len(cd),
+                            len(out), 0)
+    dest.write_bytes(bytes(out))
+    return dest
+
+
+def test_overlapping_zip_members_are_refused_as_unzip_refuses_them(tmp_path: Path):
+    """Frames 2 and 3 of a video are members whose data overlaps the next one's (one deflate stream
+    shared, a zip bomb's trick: a 395 KB zip inflated 12 GB): never read, `unreadable` saying so,
+    named at the start and the end; frame 4, the stream's own member, and the rest are ok."""
+    import subprocess
+
+    root = phoenix_t(tmp_path / "t")
+    members = _tree_members(root)
+    shared = [f"PHOENIX-2014-T/{SIGNER}/images000{i}.png" for i in (2, 3, 4)]
+    kernel = dict(members)[shared[-1]]
+    zpath = overlapping_zip(tmp_path / "overlap.zip", [m for m in members if m[0] not in shared],
+                            shared, kernel)
+    with zipfile.ZipFile(zpath) as zf:  # every member whole, as its central directory says
+        assert all(zf.read(n)[-len(kernel):] == kernel for n in shared)
+    if shutil.which("unzip"):
+        said = subprocess.run(["unzip", "-t", str(zpath)], capture_output=True, text=True)
+        assert "overlapped components" in said.stdout + said.stderr
+    out = tmp_path / "R"
+    proc = run(["--dataset", zpath, "--out", out])
+    got = rows(out)
+    assert [got[i]["status"] for i in range(4)] == ["ok", "unreadable", "unreadable", "ok"], got
+    assert "its data overlaps the next member's" in got[1]["note"] and "unzip -t" in got[1]["note"]
+    said = "2 member(s) whose data overlaps another member's are not read"
+    assert proc.stderr.count(said) == 2 and shared[0] in proc.stderr, proc.stderr
+    assert {r["status"] for r in rows(out, "25October_2010_Monday_tagesschau-17").values()} == {"ok"}
+
+
+def _manifest_of(folder: Path, rows_: int, width: int) -> Path:
+    clip(folder / "a.mp4", 0)
+    listed = folder / "list.csv"
+    with open(listed, "w", encoding="utf-8") as f:
+        f.write("name,split,path,text\n")
+        f.writelines(f"v{i},train,a.mp4,{'t' * width}\n" for i in range(rows_))
+    return listed
+
+
+def test_a_corpus_file_past_its_size_limit_is_refused(tmp_path: Path):
+    """A manifest of 520 rows of 130,000 characters, each row and line within its limit, is 68 MB:
+    refused naming the file and the 64 MiB limit, having held no more than that (a 1 GiB manifest
+    was read whole, 2.25 GB, before its limits refused it)."""
+    listed = _manifest_of(tmp_path / "m", 520, 130_000)
+    assert listed.stat().st_size > 64 * 2**20
+    proc = run(["--manifest", listed, "--out", tmp_path / "R"], code=2)
+    assert f"error: {listed}: {listed.stat().st_size:,} bytes, more than the 67,108,864 a corpus " \
+        "file may hold" in proc.stderr, proc.stderr[-800:]
+    assert not (tmp_path / "R").exists()
+
+
+def test_a_corpus_files_row_limit_holds_before_the_rest_is_read(tmp_path: Path):
+    """A PHOENIX csv of 300,001 rows followed by bytes that are no UTF-8: refused for its rows
+    (a line at a time, the rest never decoded), not for the bytes after the limit (it was read and
+    decoded whole first: "not UTF-8")."""
+    root = phoenix_t(tmp_path / "t")
+    corpus = root / "annotations/manual/PHOENIX-2014-T.test.corpus.csv"
+    _append_rows(corpus, "".join(f"v{i}|v{i}/1/*.png|-1|-1|Signer01|A|a\n" for i in range(300_001)))
+    with open(corpus, "ab") as f:
+        f.write(b"\xff\xfe not utf-8\n" * 10)
+    proc = run(["--dataset", root, "--out", tmp_path / "R"], code=2)
+    assert f"error: {corpus}: 300,01" in proc.stderr and "not UTF-8" not in proc.stderr, proc.stderr
+    assert "more than the 300,000 rows a corpus file may list" in proc.stderr
+
+
+def mp4_with_stsz(mp4: bytes, entries: int) -> bytes:
+    """The mp4 with its first track's sample tables made to list `entries` samples, all in its first
+    chunk: a size table (stsz) really holding `entries` sizes (its own ones over and over), one
+    stsc and one stts entry saying so; the boxes around them grow to hold them. FFmpeg indexes
+    every sample of such a file when it opens it."""
+    def find(start: int, end: int, kind: bytes, chain: list[int]) -> list[int] | None:
+        at = start
+        while at + 8 <= end:
+            size = int.from_bytes(mp4[at:at + 4], "big")
+            if mp4[at + 4:at + 8] == kind:
+                return [*chain, at]
+            if mp4[at + 4:at + 8] in (b"moov", b"trak", b"mdia", b"minf", b"stbl"):
+                found = find(at + 8, at + size, kind, [*chain, at])
+                if found:
+                    return found
+            at += size
+        return None
+
+    def replaced(kind: bytes, body: bytes) -> None:
+        nonlocal mp4
+        *parents, at = find(0, len(mp4), kind, [])
+        size, box = int.from_bytes(mp4[at:at + 4], "big"), struct.pack(">I", 8 + len(body)) + kind + body
+        out = bytearray(mp4[:at] + box + mp4[at + size:])
+        for p in parents:
+            out[p:p + 4] = struct.pack(">I", int.from_bytes(out[p:p + 4], "big") + len(box) - size)
+        mp4 = bytes(out)
+
+    stsz, stts = find(0, len(mp4), b"stsz", [])[-1], find(0, len(mp4), b"stts", [])[-1]
+    own = np.frombuffer(mp4[stsz + 20:stsz + int.from_bytes(mp4[stsz:stsz + 4], "big")], ">u4")
+    delta = int.from_bytes(mp4[stts + 20:stts + 24], "big")
+    sizes = np.resize(own, entries).astype(">u4").tobytes()
+    replaced(b"stsz", struct.pack(">III", 0, 0, entries) + sizes)
+    replaced(b"stsc", struct.pack(">IIIII", 0, 1, 1, entries, 1))
+    replaced(b"stts", struct.pack(">IIII", 0, 1, entries, delta))
+    return mp4
+
+
+def test_a_video_whose_index_would_be_too_large_is_refused_before_ffmpeg_opens_it(tmp_path: Path):
+    """An mp4 whose sample tables list 2,100,000 samples (8 MB; 5x10^7 cost FFmpeg 2.26 GB in each
+    process that opened it) is not opened, its problem named; the other video is extracted."""
+    root = videos(tmp_path / "v")
+    big = root / "train" / "signer_a.mp4"
+    big.write_bytes(mp4_with_stsz(big.read_bytes(), 2_100_000))
+    out = tmp_path / "R"
+    proc = run(["--dataset", root, "--out", out])
+    said = "signer_a (its sample tables list more than 2,000,000 index entries"
+    assert said in proc.stderr, proc.stderr[-1500:]
+    got = pq.read_table(out / "keypoints.parquet", columns=["video", "status"]).to_pylist()
+    assert {r["video"] for r in got} == {"signer_b"} and {r["status"] for r in got} == {"ok"}
+
+
+@pytest.mark.parametrize("size", ["1000000", "1000000000000000000000", "124"])
+def test_batch_size_is_bounded_by_the_memory_a_batch_takes(size: str, wholebody_options: list[str],
+                                                           tmp_path: Path):
+    """--batch-size past what a batch may hold (2 GiB at 16.6 MiB a 1080p frame: 123) is refused
+    before any work, exit 2, saying the bound and why (1,000,000 held a whole video: 3.4 GB)."""
+    root = phoenix_t(tmp_path / "t")
+    proc = run(["--dataset", root, "--out", tmp_path / "R", *wholebody_options, "--batch-size", size],
+               code=2)
+    assert f"argument --batch-size: must be at most 123, not {int(size):,}" in proc.stderr, proc.stderr
+    assert "a batch holds each of its frames about three times" in proc.stderr
+    assert not (tmp_path / "R").exists()
+    run(["--dataset", root, "--out", tmp_path / "R", *wholebody_options, "--batch-size", "123"])
+
+
+@pytest.mark.parametrize("args, said", [
+    (["--workers", "1000000"], "argument --workers: must be at most 1,024, not 1,000,000"),
+    (["--num-gpus", "64", "--workers-per-gpu", "64"],
+     "--num-gpus 64 x --workers-per-gpu 64 is more than the 1,024 workers a run may start"),
+    (["--max-pixels", "3000000000"],
+     "argument --max-pixels: must be at most 2,147,483,647, not 3,000,000,000: FFmpeg's own"),
+], ids=["workers", "gpus-x-workers", "max-pixels"])
+def test_every_option_is_bounded(args: list[str], said: str, tmp_path: Path):
+    """A worker count no machine runs (a million processes), or a --max-pixels past FFmpeg's own
+    int (every video frame was `not_decoded`: avcodec_open2 refuses it), is refused before any
+    work, exit 2, saying the bound."""
+    root = videos(tmp_path / "v")
+    proc = run_cli(["run", "--dataset", root, "--out", tmp_path / "R", *args])
+    assert_no_traceback(proc)
+    assert proc.returncode == 2 and said in proc.stderr, proc.stderr[-800:]
+    assert not (tmp_path / "R").exists()

@@ -15,14 +15,18 @@ in extract/corpora/__init__.py's CORPORA, and its tests on a tree built in the t
 
 from __future__ import annotations
 
+import codecs
 import hashlib
+import io
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
-from typing import Protocol
+from typing import BinaryIO, Protocol
 
+from extract.sources.archive import member_of, reader
 from extract.sources.base import nfc  # noqa: F401 (the readers' one normalisation)
+from extract.sources.files import open_corpus_file
 
 SPLITS: tuple[str, ...] = ("train", "dev", "test")
 
@@ -33,31 +37,81 @@ class DatasetError(Exception):
 
 # What a corpus file (PHOENIX's csv, How2Sign's, CSL-Daily's split list, a manifest) may hold, tied
 # to the real ones: the largest lists about 31,000 rows (How2Sign's train csv; PHOENIX-2014-T's 7,096),
-# so about 10x that; the longest PHOENIX-2014-T line is 602 characters. Past either, the file is
-# refused before it is parsed, so a crafted file costs its own size once, not gigabytes of rows
-# (2,000,000 rows took 2.9 GB and minutes of planning; 299,000 missing rows plan in 14 s of CPU and
-# 0.6 GB). 131,072 is also the csv module's own field limit.
+# so about 10x that; the longest PHOENIX-2014-T line is 602 characters; real files hold a few MB.
+# The file is read a line at a time and refused at the first limit it passes, before it is parsed,
+# so a crafted file costs at most what the limits allow, never its own size (2,000,000 rows took 2.9
+# GB and minutes of planning; a 1 GiB manifest read whole took 2.25 GB; 299,000 missing rows plan in
+# 14 s of CPU and 0.6 GB). 131,072 is also the csv module's own field limit.
 MAX_ROWS = 300_000
 MAX_LINE = 131_072
+MAX_CORPUS_BYTES = 64 * 2**20
+_BLOCK = 2**20
 
 
-def check_corpus_text(text: str, path: object) -> None:
-    """Refuse a corpus file's text past MAX_ROWS lines or with a line past MAX_LINE characters,
-    naming the file, the line and the limit; called before any row is parsed."""
-    lines = text.count("\n") + (not text.endswith("\n"))
-    if lines > MAX_ROWS + 1:  # + its header
-        raise DatasetError(f"{path}: {lines:,} lines, more than the {MAX_ROWS:,} rows a corpus file "
-                           "may list (the largest real one lists about 31,000). Check the file, or "
-                           "split the corpus into several runs.")
-    start, lineno = 0, 1
-    while start < len(text):
-        end = text.find("\n", start)
-        end = len(text) if end < 0 else end
-        if end - start > MAX_LINE:
-            raise DatasetError(f"{path}:{lineno}: a line of {end - start:,} characters, more than "
-                               f"the {MAX_LINE:,} a corpus line may hold (real ones hold a few "
-                               "hundred). Check that line (a missing line break or quote?).")
-        start, lineno = end + 1, lineno + 1
+def _lines_left(f) -> int:
+    """The lines left in an open file, counted a block at a time (nothing kept)."""
+    n, last = 0, b"\n"
+    while block := f.read(_BLOCK):
+        n, last = n + block.count(b"\n"), block[-1:]
+    return n + (last != b"\n")
+
+
+def _line_chars(f, head: bytes, encoding: str) -> int:
+    """The characters of a line that starts with `head` and goes on in f up to its line break,
+    counted a block at a time."""
+    decoder = codecs.getincrementaldecoder(encoding)("replace")
+    chars, block = len(decoder.decode(head.rstrip(b"\n"))), head
+    while not block.endswith(b"\n") and (block := f.readline(_BLOCK)):
+        chars += len(decoder.decode(block.rstrip(b"\n")))
+    return chars
+
+
+def _too_big(path: object, size: int) -> DatasetError:
+    return DatasetError(f"{path}: {size:,} bytes, more than the {MAX_CORPUS_BYTES:,} a corpus file "
+                        "may hold (real ones hold a few MB). Check the file, or split the corpus "
+                        "into several runs.")
+
+
+def _open_corpus(path: object) -> BinaryIO:
+    """A corpus file open for reading: on disk, the file itself; inside an archive, the member's
+    bytes, read at once when its indexed size is within MAX_CORPUS_BYTES (a deflated zip member
+    streamed through zipfile would parse the whole central directory in this process)."""
+    inside = member_of(path)
+    if inside is None:
+        return open_corpus_file(path)
+    index, i = inside
+    if int(index.length[i]) > MAX_CORPUS_BYTES:
+        raise _too_big(path, int(index.length[i]))
+    data, why = reader(index).read(i)
+    if data is None:
+        raise OSError(why)
+    return io.BytesIO(data)
+
+
+def read_corpus_text(path: object, encoding: str = "utf-8") -> tuple[str, str]:
+    """(text, sha256 of its bytes) of a corpus file on disk or inside an archive, read a line at a
+    time: past MAX_ROWS lines, a line past MAX_LINE characters or MAX_CORPUS_BYTES in all, it is
+    refused naming the file, the line and the limit, having held no more than the limits allow.
+    OSError and UnicodeDecodeError as a read would raise them; never blocks on a FIFO."""
+    f = _open_corpus(path)
+    digest, lines, size = hashlib.sha256(), [], 0
+    with f:
+        while line := f.readline(4 * MAX_LINE + 2):  # a character is at most 4 bytes
+            digest.update(line)
+            size += len(line)
+            if len(line) > MAX_LINE and (n := _line_chars(f, line, encoding)) > MAX_LINE:
+                raise DatasetError(f"{path}:{len(lines) + 1}: a line of {n:,} characters, more "
+                                   f"than the {MAX_LINE:,} a corpus line may hold (real ones hold a "
+                                   "few hundred). Check that line (a missing line break or quote?).")
+            lines.append(line)
+            if len(lines) > MAX_ROWS + 1:  # + its header
+                n = len(lines) + _lines_left(f)
+                raise DatasetError(f"{path}: {n:,} lines, more than the {MAX_ROWS:,} rows a corpus "
+                                   "file may list (the largest real one lists about 31,000). Check "
+                                   "the file, or split the corpus into several runs.")
+            if size > MAX_CORPUS_BYTES:
+                raise _too_big(path, size + sum(len(b) for b in iter(lambda: f.read(_BLOCK), b"")))
+    return b"".join(lines).decode(encoding), digest.hexdigest()
 
 
 @dataclass(frozen=True)

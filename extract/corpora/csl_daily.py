@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 
 from extract.corpora import safe_pickle
-from extract.corpora.base import SPLITS, Dataset, DatasetError, check_corpus_text
+from extract.corpora.base import SPLITS, Dataset, DatasetError, read_corpus_text
 from extract.corpora.entries import Listing, build
 
 LAYOUT = "csl-daily"
@@ -120,10 +120,9 @@ def _tokens(value: object, sep: str) -> str:
 def read_splits(path: Path) -> list[tuple[str, str, str]]:
     """(name, split, "file:line") of each line of split_1.txt."""
     try:
-        text = path.read_text(encoding="utf-8-sig")
+        text = read_corpus_text(path, "utf-8-sig")[0]
     except (OSError, UnicodeDecodeError) as e:
         raise DatasetError(f"{path}: cannot read as UTF-8 text ({e}).") from None
-    check_corpus_text(text, path)
     lines = text.splitlines()
     if not lines or lines[0].strip().split("|") != ["name", "split"]:
         raise DatasetError(f"{path}:1: expected the header name|split.")

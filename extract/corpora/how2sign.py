@@ -19,7 +19,7 @@ import json
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
-from extract.corpora.base import SPLITS, Dataset, DatasetError, check_corpus_text
+from extract.corpora.base import SPLITS, Dataset, DatasetError, read_corpus_text
 from extract.corpora.entries import Listing, build, split_of
 from extract.sources import links
 from extract.sources.folder import scandir, walk
@@ -46,10 +46,9 @@ def find_csvs(root: Path) -> dict[str, Path]:
 
 def read_csv(path: Path, split: str) -> list[Listing]:
     try:
-        text = path.read_text(encoding="utf-8-sig")
+        text = read_corpus_text(path, "utf-8-sig")[0]
     except (OSError, UnicodeDecodeError) as e:
         raise DatasetError(f"{path}: cannot read as UTF-8 text ({e}).") from None
-    check_corpus_text(text, path)
     reader = csv.DictReader(io.StringIO(text), delimiter="\t", quoting=csv.QUOTE_NONE)
     missing = [c for c in COLUMNS if c not in (reader.fieldnames or [])]
     if missing:

@@ -16,14 +16,13 @@ number or a name used twice is refused with its file and line.
 from __future__ import annotations
 
 import csv
-import hashlib
 import io
 import json
 import os
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
-from extract.corpora.base import MAX_LINE, SPLITS, Dataset, DatasetError, check_corpus_text
+from extract.corpora.base import MAX_LINE, SPLITS, Dataset, DatasetError, read_corpus_text
 from extract.corpora.entries import Listing, build
 
 LAYOUT = "manifest"
@@ -114,17 +113,15 @@ class Manifest:
         the paths from)."""
         path = Path(os.path.realpath(root))
         try:
-            raw = path.read_bytes()
-            text = raw.decode("utf-8-sig")
+            text, sha = read_corpus_text(path, "utf-8-sig")
         except UnicodeDecodeError as e:
             raise DatasetError(f"{path}: not UTF-8 ({e}). Save it as UTF-8.") from None
         except OSError as e:
             raise DatasetError(f"{path}: cannot read ({e.strerror}).") from None
-        check_corpus_text(text, path)
         listings = _listings(path, text)
         if not listings:
             raise DatasetError(f"{path}: no rows; a manifest lists one video per row.")
-        ds = build(path.parent, LAYOUT, listings, hashlib.sha256(raw).hexdigest(), splits, videos,
+        ds = build(path.parent, LAYOUT, listings, sha, splits, videos,
                    limit_videos, hint=f"Paths in {path} are relative to {path.parent}.")
         ds.manifest = path.name
         return ds

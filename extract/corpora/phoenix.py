@@ -38,11 +38,11 @@ from extract.corpora.base import (
     Dataset,
     DatasetError,
     Video,
-    check_corpus_text,
     check_splits,
     count,
     names,
     nfc,
+    read_corpus_text,
     safe_component,
     safe_relative,
     select,
@@ -122,12 +122,11 @@ def read_corpus(path: Path, split: str, layout: str) -> list[CorpusRow]:
     """Parse one corpus csv, refusing anything that does not have the release's exact shape."""
     _, columns, (c_name, c_folder, c_speaker, c_gloss, c_trans) = _LAYOUTS[layout]
     try:
-        text = path.read_text(encoding="utf-8")
+        text = read_corpus_text(path)[0]
     except UnicodeDecodeError as e:
         raise DatasetError(f"{path}: not UTF-8 ({e}). Save it as UTF-8.") from None
     except OSError as e:
         raise DatasetError(f"{path}: cannot read ({e.strerror}).") from None
-    check_corpus_text(text, path)
     lines = text.splitlines()
     if not lines:
         raise DatasetError(f"{path}:1: empty corpus file; expected the header {'|'.join(columns)}.")

@@ -122,6 +122,26 @@ class Estimator(Protocol):
 
 
 DEFAULT_BATCH = 8  # frames per model call on the CPU: docs/performance.md
+# What a batch holds, a frame at a time: the frame as RGB twice (read ahead, and waiting in the
+# batch) and the detector's 640x640 float input; for a 1920x1080 frame 2 x 5.9 + 4.7 MiB, about
+# 16 MiB. A batch may hold BATCH_BYTES, so --batch-size is at most BATCH_BYTES / BATCH_FRAME_BYTES
+# (a batch of 1,000,000 held a whole video: 3.4 GB on 600 frames of 540x720, 425 MiB at 8).
+BATCH_FRAME_BYTES = 2 * 1920 * 1080 * 3 + 640 * 640 * 3 * 4
+BATCH_BYTES = 2 * 2**30
+MAX_BATCH = BATCH_BYTES // BATCH_FRAME_BYTES
+
+
+def batch_refused(n: int) -> str:
+    """Why --batch-size n is refused ("" when it is not): fewer than 1, or more frames than a batch
+    may hold in BATCH_BYTES."""
+    if n < 1:
+        return f"must be >= 1, not {n}"
+    if n > MAX_BATCH:
+        return (f"must be at most {MAX_BATCH}, not {n:,}: a batch holds each of its frames about three "
+                f"times (RGB read ahead, RGB in the batch, the detector's input), about "
+                f"{BATCH_FRAME_BYTES / 2**20:.0f} MiB a 1920x1080 frame, and may hold "
+                f"{BATCH_BYTES // 2**30} GiB (docs/wholebody.md)")
+    return ""
 RUNTIME = "runtime"  # settings key of how a worker runs (batch size, device), not what it writes
 
 

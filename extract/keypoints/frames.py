@@ -13,7 +13,8 @@ Choices (documented in the README's bad-input table):
 - another size than the video's first frame: processed as it is (MediaPipe's x, y are normalised by
   the frame's own width and height, which the row records) and noted.
 - bounded before decoding: more pixels than --max-pixels is `too_large`; work beyond the pixels
-  (PNG data inflating past what its size needs, more JPEG scans than --max-scans) is `over_budget`.
+  (PNG data inflating past what its size needs, PNG text or ICC chunks past PIL's limits, more JPEG
+  scans than --max-scans, counted from the markers) is `over_budget`.
 - what libpng or libjpeg says while decoding goes into the note; a JPEG whose data ends early
   (libjpeg fills the rest with grey) is `corrupt_jpeg`, not ok.
 - a JPEG's EXIF orientation is applied, as a video's display rotation is, and noted; a PNG is
@@ -36,6 +37,7 @@ import struct
 import tempfile
 import threading
 import zlib
+from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -198,12 +200,19 @@ def _not_an_image(name: str) -> str:
         suffix, STATUS_NOT_IMAGE)
 
 
-def _jpeg_size(data: bytes) -> tuple[int, int] | None:
-    """(width, height) from a JPEG's start-of-frame segment, walking the segments before it."""
+# In entropy-coded data a marker is FF followed by neither 00 (a stuffed FF) nor a restart marker
+# (D0-D7) nor another FF (fill): the next marker after a scan's data.
+_NEXT_MARKER = re.compile(rb"\xff(?=[^\x00\xd0-\xd7\xff])")
+
+
+def _jpeg_segments(data: bytes) -> Iterator[tuple[int, int]]:
+    """(marker, where it starts) of each marker segment of a JPEG, walking them: fill bytes and
+    standalone markers passed over, each segment skipped by its length, a scan's entropy-coded data
+    up to the next marker. Ends at the end of image, or where no marker is where one belongs."""
     i = 2
     while i + 4 <= len(data):
         if data[i] != 0xFF:
-            return None
+            return  # damaged: the decoder says so
         marker = data[i + 1]
         if marker == 0xFF:  # fill byte
             i += 1
@@ -211,12 +220,24 @@ def _jpeg_size(data: bytes) -> tuple[int, int] | None:
         if marker in (0x01, *range(0xD0, 0xD8)):  # standalone markers: no length
             i += 2
             continue
+        yield marker, i
+        if marker == 0xD9:  # end of image
+            return
+        i += 2 + int.from_bytes(data[i + 2:i + 4], "big")
+        if marker == 0xDA:
+            found = _NEXT_MARKER.search(data, i)
+            if found is None:
+                return
+            i = found.start()
+
+
+def _jpeg_size(data: bytes) -> tuple[int, int] | None:
+    """(width, height) from a JPEG's start-of-frame segment, walking the segments before it."""
+    for marker, i in _jpeg_segments(data):
         if marker in (0xD9, 0xDA):  # end of image, start of scan: no size before them
             return None
-        length = int.from_bytes(data[i + 2:i + 4], "big")
         if marker in _SOF and i + 9 <= len(data):
             return int.from_bytes(data[i + 7:i + 9], "big"), int.from_bytes(data[i + 5:i + 7], "big")
-        i += 2 + length
     return None
 
 
@@ -272,6 +293,66 @@ def _png_idat(data: bytes) -> tuple[bytes, bytes]:
     return ihdr, b"".join(idat)
 
 
+# A PNG's text and ICC chunks, which libpng inflates and keeps whole before the first pixel: bounded
+# as PIL bounds them (MAX_TEXT_CHUNK, MAX_TEXT_MEMORY): at most 1 MiB inflated a compressed chunk,
+# 64 MiB in all (1000 iTXt chunks of 7 MB in a 6.9 MB file cost libpng 58 s and 6.7 GB).
+MAX_TEXT_CHUNK = 2**20
+MAX_TEXT_MEMORY = 64 * 2**20
+_KEPT = (b"tEXt", b"zTXt", b"iTXt", b"iCCP", b"sPLT", b"eXIf")  # the ancillary chunks libpng keeps
+
+
+def _compressed_part(kind: bytes, body: bytes) -> bytes | None:
+    """The zlib stream inside a zTXt, iCCP or compressed iTXt chunk, None for text stored plain."""
+    key_end = body.find(b"\0")
+    if key_end < 0:
+        return None
+    if kind in (b"zTXt", b"iCCP"):
+        return body[key_end + 2:]
+    if kind == b"iTXt" and body[key_end + 1:key_end + 2] == b"\1":  # compression flag
+        lang_end = body.find(b"\0", key_end + 3)
+        word_end = body.find(b"\0", lang_end + 1) if lang_end >= 0 else -1
+        return body[word_end + 1:] if word_end >= 0 else None
+    return None
+
+
+def _inflated_size(stream: bytes, limit: int) -> int:
+    """What a zlib stream inflates to, counted up to limit + 1 (no more is ever inflated); a damaged
+    stream counts what came before the damage (the decoder says the rest)."""
+    d, got, left = zlib.decompressobj(), 0, stream
+    try:
+        while left and not d.eof and got <= limit:
+            got += len(d.decompress(left, limit + 1 - got))
+            left = d.unconsumed_tail
+    except zlib.error:
+        pass
+    return got
+
+
+def _png_text_budget(data: bytes) -> str:
+    """Why a PNG's text or ICC chunks would cost the decoder more than PIL allows ("" when they
+    would not): a compressed one inflating past MAX_TEXT_CHUNK, or all of them past MAX_TEXT_MEMORY.
+    Each is inflated here at most to its limit, so the check costs at most what it allows."""
+    total, i = 0, 8
+    while i + 8 <= len(data):
+        length, kind = int.from_bytes(data[i:i + 4], "big"), data[i + 4:i + 8]
+        if kind == b"IEND":
+            break
+        if kind in _KEPT:
+            body = data[i + 8:i + 8 + length]
+            stream = _compressed_part(kind, body)
+            size = len(body) if stream is None else _inflated_size(stream, MAX_TEXT_CHUNK)
+            if stream is not None and size > MAX_TEXT_CHUNK:
+                return (f"its {kind.decode()} chunk at byte {i:,} inflates past {MAX_TEXT_CHUNK:,} "
+                        "bytes, the most a compressed text or ICC chunk may (as PIL allows): not "
+                        "decoded")
+            total += size
+            if total > MAX_TEXT_MEMORY:
+                return (f"its text and ICC chunks hold more than {MAX_TEXT_MEMORY:,} bytes by the "
+                        f"{kind.decode()} chunk at byte {i:,} (as PIL allows at most): not decoded")
+        i += 12 + length
+    return ""
+
+
 _DEFLATE_RATIO = 1032  # the most bytes deflate can inflate one compressed byte to
 _SURPLUS = 256 * 2**20  # inflating this much beyond the pixels costs well under a second
 
@@ -279,9 +360,11 @@ _SURPLUS = 256 * 2**20  # inflating this much beyond the pixels costs well under
 def _png_budget(data: bytes) -> str:
     """Why a PNG would make the decoder work beyond its pixels ("" when it would not): compressed
     data larger than the image stored raw, or a stream that inflates past what the image needs
-    (libpng inflates it all: 24 GiB from a 25 MB file of 100x100). Only data that could inflate
-    more than _SURPLUS beyond the pixels is inflated here, at most the image's own bytes (a PHOENIX
-    frame never is)."""
+    (libpng inflates it all: 24 GiB from a 25 MB file of 100x100), or text and ICC chunks past
+    what PIL allows. Only data that could inflate more than _SURPLUS beyond the pixels is inflated
+    here, at most the image's own bytes (a PHOENIX frame never is)."""
+    if text := _png_text_budget(data):
+        return text
     ihdr, idat = _png_idat(data)
     if len(ihdr) < 13:
         return ""
@@ -301,12 +384,16 @@ def _png_budget(data: bytes) -> str:
     return ""
 
 
+def jpeg_scans(data: bytes) -> int:
+    """How many scans (SOS segments) a JPEG holds, from its markers: bytes FF DA inside a segment
+    (an EXIF block, a comment) or inside a scan's data are no scan."""
+    return sum(1 for marker, _ in _jpeg_segments(data) if marker == 0xDA)
+
+
 def _jpeg_budget(data: bytes, max_scans: int) -> str:
     """Why a JPEG would make the decoder work beyond its pixels: more scans than max_scans (each is
-    a pass over the image); "" when it would not. Scans are counted by their SOS markers: entropy
-    coded data never holds FF DA (an FF there is followed by 00 or a restart marker)."""
-    first = data.find(b"\xff\xda")
-    scans = data.count(b"\xff\xda", first) if first >= 0 else 0
+    a pass over the image); "" when it would not."""
+    scans = jpeg_scans(data)
     if scans > max_scans:
         return f"{scans:,} scans, more than --max-scans {max_scans:,}: not decoded"
     return ""

@@ -59,7 +59,9 @@ from extract.sources.archive_index import (  # noqa: F401 (the index's names, us
     KIND_DIR,
     KIND_FILE,
     KIND_OTHER,
+    KIND_OVERLAP,
     KIND_SAID,
+    OVERLAP_SAID,
     ArchiveError,
     ArchiveIndex,
     archive_format,
@@ -472,6 +474,8 @@ def _frame(index: ArchiveIndex, i: int | None, got: dict[int, tuple[bytes | None
     image = image_ref(rel, FRAGMENT, archive_name)
     if i is None:
         return Frame(None, STATUS_MISSING, "no such member in the archive", image)
+    if index.kind[i] == KIND_OVERLAP:
+        return Frame(None, STATUS_UNREADABLE, OVERLAP_SAID, image)
     if index.kind[i] != KIND_FILE:
         return Frame(None, STATUS_NOT_A_FILE, f"{KIND_SAID.get(int(index.kind[i]), 'no file')} in the "
                      "archive", image)

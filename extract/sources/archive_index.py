@@ -25,6 +25,7 @@ import json
 import os
 import tarfile
 import zipfile
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
@@ -37,13 +38,17 @@ from extract.sources.base import is_utf8, shown
 from extract.sources.files import decoder_path, gzip_end
 
 FORMATS = {".tar.gz": "tar.gz", ".tgz": "tar.gz", ".tar": "tar", ".zip": "zip"}
-INDEX_VERSION = 5  # 2: members sorted by folder, with `folder` and `pos`; 3: names outside the
+INDEX_VERSION = 6  # 2: members sorted by folder, with `folder` and `pos`; 3: names outside the
 # archive left out, anomalies noted; 4: a zip's unflagged UTF-8 names read as UTF-8, devices and
-# FIFOs told from links; 5: GNU sparse members (an index of an older version is made again on resume)
+# FIFOs told from links; 5: GNU sparse members; 6: overlapping zip members, tar members whose header
+# is refused (an index of an older version is made again on resume)
 ROW_GROUP = 16384  # members per row group of members.parquet: what a worker reads per lookup
 LAZY_MEMBERS_KEPT = 200_000  # members a worker keeps looked up before it forgets older folders
 KIND_FILE, KIND_DIR, KIND_OTHER, KIND_DEVICE, KIND_FIFO = 0, 1, 2, 3, 4  # OTHER: a link
+KIND_OVERLAP = 5  # a zip member whose data runs into another's: never read (a zip bomb's trick)
 KIND_SAID = {KIND_DIR: "a folder", KIND_OTHER: "a link", KIND_DEVICE: "a device", KIND_FIFO: "a FIFO"}
+OVERLAP_SAID = ("its data overlaps the next member's (one compressed stream shared by members: a zip "
+                "bomb; unzip -t refuses such a zip, 'overlapped components'): not read")
 GZIP_CHUNK = 4 * 2**20  # rapidgzip's seek-point spacing (its default): see docs/archives.md
 
 _MEMBERS_SCHEMA = pa.schema([("name", pa.string()), ("offset", pa.int64()), ("size", pa.int64()),
@@ -304,27 +309,33 @@ def anomalies(members: pa.Table, outside: list[str], not_utf8: list[str] = ()) -
 MAX_HEADER = 2**20
 
 
-class HeaderTooLarge(tarfile.TarError):
-    """A member's extended header is larger than MAX_HEADER: not read, nor anything after it."""
-
-
 class _BoundedInfo(tarfile.TarInfo):
     """tarfile's member header, refusing an extended header (PAX, GNU long name) past MAX_HEADER
-    before reading it."""
+    unread: its bytes are skipped, and the member it belongs to is given back with `refused`
+    saying why, so the walk goes on past it (as `tar -t` lists the members after it)."""
 
-    def _bounded(self, what: str) -> None:
+    refused = ""  # why this member's header was refused; "" when it was not
+
+    def _skipped(self, tf: tarfile.TarFile, what: str) -> tarfile.TarInfo:
+        why = (f"the {what} at byte {self.offset:,} holds {self.size:,} bytes, more than the "
+               f"{MAX_HEADER:,} a header may hold (a real one holds a path of at most 4,096)")
+        tf.fileobj.seek(self.offset + tarfile.BLOCKSIZE + self._block(self.size))
+        try:
+            member = self.fromtarfile(tf)
+        except tarfile.HeaderError as e:
+            raise tarfile.SubsequentHeaderError(str(e)) from None
+        member.offset, member.refused = self.offset, why
+        return member
+
+    def _proc_pax(self, tf):
         if self.size > MAX_HEADER:
-            raise HeaderTooLarge(f"the {what} at byte {self.offset:,} holds {self.size:,} bytes, more "
-                                 f"than the {MAX_HEADER:,} a header may hold (a real one holds a "
-                                 "path of at most 4,096)")
+            return self._skipped(tf, "PAX header")
+        return super()._proc_pax(tf)
 
-    def _proc_pax(self, tarfile):
-        self._bounded("PAX header")
-        return super()._proc_pax(tarfile)
-
-    def _proc_gnulong(self, tarfile):
-        self._bounded("GNU long name")
-        return super()._proc_gnulong(tarfile)
+    def _proc_gnulong(self, tf):
+        if self.size > MAX_HEADER:
+            return self._skipped(tf, "GNU long name")
+        return super()._proc_gnulong(tf)
 
 
 def data_offset(m: tarfile.TarInfo) -> int:
@@ -359,10 +370,12 @@ def _indexed_name(raw: str, outside: list[str], not_utf8: list[str]) -> str:
     return clean_name(raw)
 
 
-def _tar_rows(fileobj, outside: list[str], not_utf8: list[str]) -> tuple[dict[str, list], str]:
+def _tar_rows(fileobj, outside: list[str], not_utf8: list[str],
+              refused: list[str]) -> tuple[dict[str, list], str]:
     """Walk a tar stream's headers: members in archive order, and why the walk stopped early;
     names that leave the archive go to `outside`, names no output could hold to `not_utf8`
-    (shown escaped), not into the index."""
+    (shown escaped), members whose extended header is refused to `refused` (with why), not into
+    the index."""
     rows: dict[str, list] = {k: [] for k in _MEMBERS_SCHEMA.names}
     links: list[tuple[int, str]] = []
     problem = ""
@@ -370,6 +383,9 @@ def _tar_rows(fileobj, outside: list[str], not_utf8: list[str]) -> tuple[dict[st
         with tarfile.open(fileobj=fileobj, mode="r:", tarinfo=_BoundedInfo) as tf:
             while (m := tf.next()) is not None:
                 tf.members.clear()  # tarfile keeps every header otherwise: 947,756 of them
+                if m.refused:
+                    refused.append(f"{shown(m.name)[:120]} ({m.refused})")
+                    continue
                 name = _indexed_name(m.name, outside, not_utf8)
                 if not name:
                     continue
@@ -379,8 +395,6 @@ def _tar_rows(fileobj, outside: list[str], not_utf8: list[str]) -> tuple[dict[st
                 for k, v in zip(_MEMBERS_SCHEMA.names,
                                 (name, data_offset(m), m.size, int(m.mtime) * 10**9, kind), strict=True):
                     rows[k].append(v)
-    except HeaderTooLarge as e:
-        problem = f"the archive is not read past member {len(rows['name'])}: {e}"
     except (tarfile.TarError, OSError, ValueError, EOFError, RuntimeError) as e:
         problem = (f"the archive cannot be read past member {len(rows['name'])} "
                    f"({type(e).__name__}: {str(e)[:160]}); it is probably truncated or damaged")
@@ -416,10 +430,26 @@ def info_name(zi: zipfile.ZipInfo) -> str:
     return zip_name(zi.orig_filename.encode("cp437"), zi.flag_bits)
 
 
-def _zip_rows(path: Path, outside: list[str]) -> dict[str, list]:
+def _overlapping(zf: zipfile.ZipFile) -> set[int]:
+    """Entries (positions in infolist) whose data runs past the next local header or into the
+    central directory, as `unzip -t` finds overlapped components: each needs at least its 30-byte
+    local header and its compressed size before the next header starts. Entries sharing one local
+    header are not counted here: the header names one of them, the others are refused when read."""
+    infos = zf.infolist()
+    shared = Counter(zi.header_offset for zi in infos)
+    starts = sorted(shared)
+    after = dict(zip(starts, [*starts[1:], zf.start_dir], strict=True))
+    return {k for k, zi in enumerate(infos) if shared[zi.header_offset] == 1
+            and zi.header_offset + 30 + zi.compress_size > after[zi.header_offset]}
+
+
+def _zip_rows(path: Path, outside: list[str], overlapped: list[str]) -> dict[str, list]:
+    """A zip's members from its central directory; those whose data overlaps another's go to
+    `overlapped` (kept in the index as KIND_OVERLAP, never read)."""
     rows: dict[str, list] = {k: [] for k in _MEMBERS_SCHEMA.names}
     with zipfile.ZipFile(path) as zf:
-        for zi in zf.infolist():
+        overlap = _overlapping(zf)
+        for k, zi in enumerate(zf.infolist()):
             if _escapes(info_name(zi)):
                 outside.append(info_name(zi))
                 continue
@@ -427,15 +457,18 @@ def _zip_rows(path: Path, outside: list[str]) -> dict[str, list]:
             if not name:
                 continue
             ts = calendar.timegm((*zi.date_time, 0, 0, 0))
-            kind = KIND_DIR if zi.is_dir() else KIND_FILE
-            for k, v in zip(_MEMBERS_SCHEMA.names, (name, zi.header_offset, zi.file_size,
-                                                    ts * 10**9, kind), strict=True):
-                rows[k].append(v)
+            kind = KIND_DIR if zi.is_dir() else KIND_OVERLAP if k in overlap else KIND_FILE
+            if kind == KIND_OVERLAP:
+                overlapped.append(name)
+            for key, v in zip(_MEMBERS_SCHEMA.names, (name, zi.header_offset, zi.file_size,
+                                                      ts * 10**9, kind), strict=True):
+                rows[key].append(v)
     return rows
 
 
 def _gzip_rows(path: Path, parallelization: int | None, outside: list[str],
-               not_utf8: list[str], end: int = 0) -> tuple[dict[str, list], str, bytes, int]:
+               not_utf8: list[str], refused: list[str],
+               end: int = 0) -> tuple[dict[str, list], str, bytes, int]:
     """A tar.gz's members, why the walk stopped early, rapidgzip's seek points and where the gzip
     stream ends (0: at the end of the file). Bytes after the stream (zeros a tape or a download
     padded it with), which gzip -t and GNU tar ignore, are ignored here too once rapidgzip has
@@ -446,16 +479,16 @@ def _gzip_rows(path: Path, parallelization: int | None, outside: list[str],
         with rapidgzip.RapidgzipFile(decoder_path(path, end), chunk_size=GZIP_CHUNK,
                                      parallelization=parallelization or
                                      len(os.sched_getaffinity(0))) as f:
-            rows, problem = _tar_rows(f, outside, not_utf8)
+            rows, problem = _tar_rows(f, outside, not_utf8, refused)
             buf = io.BytesIO()
             f.export_index(buf, rapidgzip.IndexFormat.GZTOOL)  # windows sparse and compressed
             return rows, problem, buf.getvalue(), end
     except ValueError:
         if end or not (end := gzip_end(path) or 0):
             raise
-    outside.clear()
-    not_utf8.clear()
-    return _gzip_rows(path, parallelization, outside, not_utf8, end)
+    for found in (outside, not_utf8, refused):
+        found.clear()
+    return _gzip_rows(path, parallelization, outside, not_utf8, refused, end)
 
 
 def build_index(path: Path, parallelization: int | None = None) -> ArchiveIndex:
@@ -466,15 +499,15 @@ def build_index(path: Path, parallelization: int | None = None) -> ArchiveIndex:
         raise ArchiveError(f"{path}: not an archive this tool reads ({', '.join(FORMATS)}).")
     st = os.stat(path)
     _check_kind(path, fmt)
-    gz, problem, outside, not_utf8, end = b"", "", [], [], 0
+    gz, problem, outside, not_utf8, end, overlapped, refused = b"", "", [], [], 0, [], []
     try:
         if fmt == "zip":
-            rows = _zip_rows(path, outside)
+            rows = _zip_rows(path, outside, overlapped)
         elif fmt == "tar":
             with open(path, "rb") as f:
-                rows, problem = _tar_rows(f, outside, not_utf8)
+                rows, problem = _tar_rows(f, outside, not_utf8, refused)
         else:
-            rows, problem, gz, end = _gzip_rows(path, parallelization, outside, not_utf8)
+            rows, problem, gz, end = _gzip_rows(path, parallelization, outside, not_utf8, refused)
     except (zipfile.BadZipFile, OSError, ValueError, RuntimeError) as e:
         raise ArchiveError(f"{path}: cannot be read as {fmt} ({type(e).__name__}: {str(e)[:200]}). "
                            "Check the file (download it again?).") from None
@@ -482,12 +515,28 @@ def build_index(path: Path, parallelization: int | None = None) -> ArchiveIndex:
         raise ArchiveError(f"{path}: no member could be read as {fmt}. " + (problem or "It is empty.")
                            + " Check the file (download it again?).")
     members = pa.table(rows, schema=_MEMBERS_SCHEMA)
-    notes = anomalies(members, outside, not_utf8)
+    notes = anomalies(members, outside, not_utf8) + _left_out(refused, overlapped)
     if end:
         notes.append(f"{st.st_size - end} byte(s) after the gzip stream (from byte {end}) are "
                      "ignored, as gzip -t and GNU tar ignore them")
     return ArchiveIndex(path, fmt, st.st_size, st.st_mtime_ns, members, gz, problem, notes=notes,
                         gzip_end=end)
+
+
+def _left_out(refused: list[str], overlapped: list[str]) -> list[str]:
+    """The anomalies of members left out for what they would cost: a header refused unread (the
+    walk went on past it), data overlapping another member's (never inflated)."""
+    notes = []
+    if refused:
+        notes.append(f"{len(refused)} member(s) whose header is refused are left out, the archive "
+                     f"read on past them: {'; '.join(refused[:SHOWN])}"
+                     f"{' ...' if len(refused) > SHOWN else ''}")
+    if overlapped:
+        notes.append(f"{len(overlapped)} member(s) whose data overlaps another member's are not read "
+                     "(one compressed stream shared by members: a zip bomb; unzip -t refuses it as "
+                     f"'overlapped components'): {', '.join(overlapped[:SHOWN])}"
+                     f"{' ...' if len(overlapped) > SHOWN else ''}")
+    return notes
 
 
 def save_index(index: ArchiveIndex, folder: Path) -> None:

@@ -36,6 +36,7 @@ import pyarrow as pa
 from extract.keypoints.frames import MAX_PIXELS, STATUS_TOO_LARGE, too_large
 from extract.sources.archive import open_file, stat_file
 from extract.sources.base import Frame, Mismatch, Ref, Scan, image_ref, parse_image
+from extract.sources.boxes import IndexTooLarge, check_index
 from extract.sources.files import AV_OPTIONS, NotRegular
 
 STATUS_NOT_DECODED = "not_decoded"
@@ -67,7 +68,9 @@ def decoder_version() -> str:
 
 def open_av(f: BinaryIO):
     """PyAV's container of an open corpus file (extract/sources/files.py): the file object, never a
-    name, and no protocol, so nothing a video holds makes FFmpeg open a URL or another file."""
+    name, and no protocol, so nothing a video holds makes FFmpeg open a URL or another file; an MP4
+    whose index would hold more than MAX_INDEX_ENTRIES is refused first (IndexTooLarge)."""
+    check_index(f)
     return _av().open(f, options=AV_OPTIONS, metadata_errors="ignore")
 
 
@@ -120,6 +123,8 @@ def probe(path: Path) -> Probe:
     with f:
         try:
             container = open_av(f)
+        except IndexTooLarge as e:
+            return Probe([], str(e))
         except (av.FFmpegError, OSError, UnicodeDecodeError) as e:
             return Probe([], f"cannot open as a video ({_error(e)})")
         try:

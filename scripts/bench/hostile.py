@@ -14,8 +14,13 @@
   the compressed bound), progressive JPEGs of 6000 x 6000 with 12,000 and 500 scans. Peak RSS
   (largest process) and CPU seconds of the whole process tree; wall time is noisy on a shared
   machine.
+- Round three (issue 37, `--only round-three`): PNG text chunks (1000 iTXt of 7 MB; 64 zTXt of
+  1 MiB, the most allowed), a zip of 40 members overlapping on one 300 MB stream, a tar.gz whose
+  512 MiB GNU long name lies between two videos, a 1 GiB manifest, MP4s whose tables list 5x10^7
+  and 1,999,000 (the most allowed) samples, and a 600-frame 540x720 video through the
+  whole-body estimator (tiny models) at --batch-size 8 and 123 (the most allowed).
 
-    .venv/bin/python scripts/bench/hostile.py [--save hostile.json] [--only round-two]
+    .venv/bin/python scripts/bench/hostile.py [--save hostile.json] [--only round-two|round-three]
 """
 
 from __future__ import annotations
@@ -189,24 +194,149 @@ def round_two_cases() -> list[tuple[str, str, object]]:
     ]
 
 
-def build_case(k: int, dest: Path) -> None:
-    """Build round-two case k under dest and print what to pass (run in its own process: a child
-    forked from a process that built a 512 MiB header reports that process's peak as its own)."""
-    print(round_two_cases()[k][2](dest))
+def _overlap_bomb(root: Path, dest: Path, members: int = 40, each: int = 300 * 2**20) -> Path:
+    """The tiny tree as a zip whose signer_demo-1 frames are `members` overlapping members sharing
+    one deflate stream of `each` zeros (a 0.4 MB zip inflating members x each)."""
+    from test_hostile import SIGNER, _tree_members, overlapping_zip
+
+    tree = [m for m in _tree_members(root) if f"{SIGNER}/" not in m[0]]
+    shared = [f"PHOENIX-2014-T/{SIGNER}/images{i:04d}.png" for i in range(1, members + 1)]
+    return overlapping_zip(dest, tree, shared, b"\0" * each)
 
 
-def round_two_rows(work: Path) -> list[dict]:
+def _text_png(root: Path, kind: str, count: int, inflated: int) -> Path:
+    from test_hostile import SIGNER, png_with_chunks, text_chunks
+
+    frame = root / SIGNER / "images0002.png"
+    frame.write_bytes(png_with_chunks(frame.read_bytes(), text_chunks(kind, count, inflated)))
+    return root
+
+
+def _long_name_tar(root: Path, dest: Path, size: int = 512 * 2**20) -> Path:
+    """The tiny tree as a GNU tar.gz with a member whose long name holds `size` bytes between its
+    two videos (it hid every member after it)."""
+    from test_hostile import _tree_members
+
+    members = _tree_members(root)
+    after_dev = max(i for i, (n, _) in enumerate(members) if "/dev/" in n) + 1
+    members.insert(after_dev, ("PHOENIX-2014-T/" + "p" * size, b"x"))
+    with tarfile.open(dest, "w:gz", format=tarfile.GNU_FORMAT) as tf:
+        for name, data in members:
+            info = tarfile.TarInfo(name)
+            info.size, info.mtime = len(data), 1_700_000_000
+            tf.addfile(info, io.BytesIO(data))
+    return dest
+
+
+def _big_manifest(folder: Path, size: int = 2**30, width: int = 100_000) -> Path:
+    """A manifest of `size` bytes whose rows each hold `width` characters (within the line limit)."""
+    from kinds import clip
+
+    clip(folder / "a.mp4", 0)
+    listed = folder / "list.csv"
+    row = 0
+    with open(listed, "w") as f:
+        f.write("name,split,path,text\n")
+        while f.tell() < size:
+            f.write(f"v{row},train,a.mp4,{'t' * width}\n")
+            row += 1
+    return listed
+
+
+def _stsz_video(folder: Path, entries: int) -> Path:
+    """A folder of one mp4 whose sample-size table holds `entries` entries (stored)."""
+    from kinds import clip
+    from test_hostile import mp4_with_stsz
+
+    made = clip(folder / "v.mp4", 0)
+    made.write_bytes(mp4_with_stsz(made.read_bytes(), entries))
+    return folder
+
+
+def _long_video(folder: Path, frames: int = 600) -> Path:
+    """A folder of one 540x720 mp4 of `frames` frames (signer_demo.mp4's, over and over)."""
+    import av
+    from helpers import VIDEOS
+
+    folder.mkdir(parents=True)
+    with av.open(str(VIDEOS / "signer_demo.mp4")) as src:
+        rgbs = [f.to_ndarray(format="rgb24") for f in src.decode(video=0)]
+    with av.open(str(folder / "long.mp4"), "w") as out:
+        s = out.add_stream("mpeg4", rate=25)
+        s.height, s.width = rgbs[0].shape[:2]
+        for i in range(frames):
+            out.mux(s.encode(av.VideoFrame.from_ndarray(rgbs[i % len(rgbs)], format="rgb24")))
+        out.mux(s.encode(None))
+    return folder
+
+
+def _tiny_models(folder: Path) -> list[str]:
+    from tiny_onnx import tiny_models
+
+    m = tiny_models(folder, dynamic=True)
+    return ["--estimator", "wholebody", "--detector", str(m["detector"]), "--pose-model",
+            str(m["pose"])]
+
+
+def round_three_cases() -> list[tuple]:
+    """(kind, input, builder, extra arguments): issue 37's content cases, and the most each limit
+    allows."""
+    from kinds import phoenix_t
+
+    def batch(n: int):
+        return lambda w: (_long_video(w / "v"), ["--workers", "1", "--batch-size", str(n),
+                                                 *_tiny_models(w / "m")])
+
+    return [
+        ("baseline", "tiny PHOENIX tree as shipped (6 frames)", lambda w: phoenix_t(w)),
+        ("png-text", "PNG with 1000 iTXt chunks inflating 7 MB each (6.9 MB)",
+         lambda w: _text_png(phoenix_t(w), "iTXt", 1000, 7 * 10**6)),
+        ("png-text", "PNG with 64 zTXt chunks of 1 MiB (the most allowed)",
+         lambda w: _text_png(phoenix_t(w), "zTXt", 64, 2**20)),
+        ("zip", "zip of 40 overlapping members sharing one stream, 300 MB each (12 GB)",
+         lambda w: _overlap_bomb(phoenix_t(w / "t"), w / "bomb.zip")),
+        ("tar", "tar.gz with a 512 MiB GNU long name between its two videos",
+         lambda w: _long_name_tar(phoenix_t(w / "t"), w / "long.tar.gz")),
+        ("manifest", "manifest of 1 GiB, rows of 100,000 characters", lambda w: _big_manifest(w)),
+        ("mp4", "mp4 whose tables list 5x10^7 samples in one chunk (200 MB)",
+         lambda w: _stsz_video(w, 50_000_000)),
+        ("mp4", "mp4 whose tables list 1,999,000 samples in one chunk (the most allowed)",
+         lambda w: _stsz_video(w, 1_999_000)),
+        ("batch", "600-frame 540x720 mp4, whole-body, --batch-size 8 (default)", batch(8)),
+        ("batch", "the same, --batch-size 123 (the most allowed)", batch(123)),
+    ]
+
+
+_CASES = {"round-two": round_two_cases, "round-three": round_three_cases}
+
+
+def build_case(group: str, k: int, dest: Path) -> None:
+    """Build case k of a group under dest and print what to pass, then its extra arguments (run in
+    its own process: a child forked from a process that built a 512 MiB header reports that
+    process's peak as its own)."""
+    made = _CASES[group]()[k][2](dest)
+    path, extra = made if isinstance(made, tuple) else (made, [])
+    print("\n".join([str(path), *extra]))
+
+
+def case_rows(group: str, work: Path, pick: set[int] | None = None) -> list[dict]:
     out = []
-    for k, (kind, name, _) in enumerate(round_two_cases()):
-        made = Path(subprocess.run([sys.executable, __file__, "--build", str(k), str(work / f"in{k}")],
-                                   check=True, capture_output=True, text=True).stdout.strip())
+    for k, (kind, name, *_) in enumerate(_CASES[group]()):
+        if pick is not None and k not in pick:
+            continue
+        made, *extra = subprocess.run([sys.executable, __file__, "--build", group, str(k),
+                                       str(work / f"in{k}")], check=True, capture_output=True,
+                                      text=True).stdout.strip().splitlines()
+        made = Path(made)
         size = sum(p.stat().st_size for p in made.parent.rglob("*") if p.is_file()) \
             if made.is_file() else sum(p.stat().st_size for p in made.rglob("*") if p.is_file())
         flag = "--manifest" if made.suffix == ".csv" else "--dataset"
         m = measure([sys.executable, "-m", "jobs.cli", "run", flag, str(made), "--out",
-                     str(work / f"r{k}")], tree=True, codes=(0, 1, 2))
+                     str(work / f"r{k}"), *extra], tree=True, codes=(0, 1, 2))
         said = [line for line in m["output"] if line.startswith(("error", "warning: 1 of",
-                                                               "warning: the", "warning: 299000"))
+                                                               "warning: the", "warning: 299000",
+                                                               "warning: 1 listed", "warning: 1 member",
+                                                               "warning: 39 member"))
                 or "not read past" in line or "not ok" in line]
         out.append({"kind": kind, "input": name, "input_mib": round(size / 2**20, 1),
                     "exit": m["exit"], "peak_rss_mib": m["peak_rss_mib_kernel"], "cpu_s": m["cpu_s"],
@@ -217,16 +347,30 @@ def round_two_rows(work: Path) -> list[dict]:
     return out
 
 
+def round_three(save: str | None, pick: set[int] | None = None) -> None:
+    """Issue 37's cases only (or those picked by position): each met by `run` with default options
+    (whole-body where a batch is measured)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        rows = case_rows("round-three", Path(tmp), pick)
+    print(table([[r["kind"], r["input"][:70], r["input_mib"], r["exit"], r["peak_rss_mib"], r["cpu_s"]]
+                 for r in rows], ["kind", "input", "MiB", "exit", "peak RSS MiB", "CPU s"]))
+    if save:
+        print(save_json(save, {"machine": machine(), "round_three": rows, "repo": str(REPO.name)}))
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--save", help="results file name under docs/results/")
-    p.add_argument("--only", choices=["round-two"], help="only the round-two cases")
-    p.add_argument("--build", nargs=2, help=argparse.SUPPRESS)
+    p.add_argument("--only", choices=list(_CASES), help="only the round-two or round-three cases")
+    p.add_argument("--pick", help="round three: only the cases at these positions (0-based: 6,7)")
+    p.add_argument("--build", nargs=3, help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.build:
-        return build_case(int(args.build[0]), Path(args.build[1]))
+        return build_case(args.build[0], int(args.build[1]), Path(args.build[2]))
+    if args.only == "round-three":
+        return round_three(args.save, {int(k) for k in args.pick.split(",")} if args.pick else None)
     with tempfile.TemporaryDirectory() as tmp:
-        second = round_two_rows(Path(tmp))
+        second = case_rows("round-two", Path(tmp))
         labels = [] if args.only else labels_rows(Path(tmp))
         pixels = [] if args.only else pixel_rows(Path(tmp))
     print(table([[r["kind"], r["input"][:60], r["input_mib"], r["exit"], r["peak_rss_mib"], r["cpu_s"]]
