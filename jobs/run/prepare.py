@@ -26,6 +26,7 @@ from extract.corpora import discover, input_key, no_frames_message
 from extract.corpora.base import Dataset, DatasetError
 from extract.corpora.phoenix import FRAMES_DIR
 from extract.keypoints.holistic import HolisticOptions, check_model
+from extract.keypoints.versions import value_versions
 from extract.sources import links
 from jobs import faults, messages
 from jobs.run.changes import PlanDiff, diff_plans
@@ -103,7 +104,9 @@ def new_run(ds: Dataset, options: PlanOptions, workers: int, num_shards: int = 1
     chunks = {c for c in plan["chunk"].to_pylist() if c >= 0}
     info = PlanInfo(chunks=len(chunks), videos=len(ds.videos), frames=ds.num_frames,
                     seconds=round(seconds, 3), workers=workers, cuts=cuts_digest(plan))
-    run = RunInfo.new(dataset_info(ds, given), options, info, versions(), num_shards)
+    dataset = dataset_info(ds, given)
+    run = RunInfo.new(dataset, options, info,
+                      versions() | value_versions(options.estimator, dataset.decoder), num_shards)
     return run, with_record(plan, PlanRecord(run.fingerprint))
 
 
