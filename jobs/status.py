@@ -15,6 +15,7 @@ from extract.corpora.base import DatasetError
 from extract.sources.archive_index import ArchiveError
 from jobs.messages import listing
 from jobs.run import summary
+from jobs.run.finish import made_with
 from jobs.run.prepare import check_corpus
 from jobs.run.resume import PartsState, scan_parts
 from jobs.rundir import heartbeat
@@ -172,6 +173,9 @@ def render(rd: RunDir) -> str:
     if state.done:
         lines.append(f"statuses: {not_ok or f'all {state.frames_done} frame(s) ok'} "
                      "(committed parts)")
+    if state.done and (made := made_with(info, state))[1]:
+        lines.append("versions: the committed parts were made under more than one: " + "; ".join(
+            f"{k} {made[0][k]}" for k in made[1]) + " (`phoenix-keypoints verify` names them)")
     ignored = summary.ignored_files(info.dataset)
     if ignored:
         lines.append(f"skipped:  {ignored}")

@@ -31,6 +31,19 @@ def installed(*dists: str) -> str:
     return NOT_INSTALLED
 
 
+def _library(dists: tuple[str, ...]) -> str:
+    """An estimator library's version as its module says (onnxruntime and onnxruntime-gpu provide
+    the same module; whichever was installed last is the one imported)."""
+    if dists[0] == "onnxruntime":
+        from extract.keypoints.wholebody import onnxruntime_version
+
+        try:
+            return onnxruntime_version()
+        except ImportError:
+            return NOT_INSTALLED
+    return installed(*dists)
+
+
 def value_keys(estimator: str, videos: bool = False) -> tuple[str, ...]:
     """The version keys an estimator's values depend on (`videos`: frames decoded from video files)."""
     library = LIBRARY.get(estimator, ())[:1]
@@ -41,7 +54,7 @@ def value_versions(estimator: str, decoder: str = "") -> dict[str, str]:
     """This process's versions of what the estimator's values depend on; `decoder`: the video
     decoder's version (extract.sources.video.decoder_version) where frames come from videos."""
     dists = LIBRARY.get(estimator, ())
-    out = {TOOL: installed(TOOL), **({dists[0]: installed(*dists)} if dists else {}),
+    out = {TOOL: installed(TOOL), **({dists[0]: _library(dists)} if dists else {}),
            OPENCV: installed(OPENCV), "numpy": installed("numpy")}
     if decoder:
         out[DECODER] = decoder
