@@ -173,6 +173,8 @@ class RunInfo:
     fabricated: bool = False
     exports: dict[str, dict[str, Any]] = field(default_factory=dict)  # pkl path -> outputs.pkl_record
     changes: list[PlanChange] = field(default_factory=list)  # re-plans, oldest first
+    # "--detector old path -> new path" of each model file followed to where it moved (same bytes)
+    model_moves: list[str] = field(default_factory=list)
 
     def value_versions(self) -> dict[str, str]:
         """The versions run.json records of what the run's values depend on
@@ -208,6 +210,8 @@ class RunInfo:
             del out["exports"]
         if not self.changes:
             del out["changes"]
+        if not self.model_moves:
+            del out["model_moves"]
         return out
 
     @classmethod
@@ -234,6 +238,7 @@ class RunInfo:
                 fabricated=bool(raw.get("fabricated", False)),
                 exports=dict(raw.get("exports", {})),
                 changes=[_record(PlanChange, {"c": c}, "c") for c in raw.get("changes", [])],
+                model_moves=[str(m) for m in raw.get("model_moves", [])],
             )
         except KeyError as e:
             raise RunInfoError(f"no {e.args[0]!r}") from None
