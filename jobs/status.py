@@ -2,7 +2,9 @@
 
 Reads only: run.json, plan.parquet, part footers (not their pages), the coordinators' heartbeats
 (progress*.json) and a listing of the corpus (which videos and frame names there are now, to name
-what was added or removed since the plan; no frame is read), so it is safe beside a live run.
+what was added or removed since the plan; no frame is read; an archive that changed since the run
+indexed it is read through once, as `verify` reads it, and its index kept in memory only), so it is
+safe beside a live run.
 """
 
 from __future__ import annotations
@@ -120,7 +122,7 @@ def _corpus_lines(rd: RunDir, info: RunInfo) -> list[str]:
         last = info.changes[-1]
         lines.append(f"re-plans: {len(info.changes)} after the corpus changed; last: {last.summary} "
                      "(run.json `changes`)")
-    rd.use_archive_index(write=False, build=False)  # a changed archive: said, not indexed here
+    rd.use_archive_index(write=False)  # a changed archive is read again (as verify does), not saved
     try:
         check = check_corpus(info, rd.load_plan())
     except (DatasetError, ArchiveError, OSError) as e:
