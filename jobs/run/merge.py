@@ -31,6 +31,7 @@ from extract.outputs.wholebody import WholebodyTensorWriter
 from jobs.run.outputs import corpus_from_plan
 from jobs.rundir.folder import JobFailed, RunDir, fsync_dir
 from jobs.rundir.parts import reject
+from jobs.rundir.runinfo import RunInfo
 from jobs.schedule.chunks import merge_order
 
 ROW_GROUP_ROWS = 2048
@@ -60,6 +61,12 @@ def read_part(path: Path, decl: Declaration | None = None) -> pa.Table:
     return table.select(schema.names).replace_schema_metadata(None)
 
 
+def file_versions(info: RunInfo, made: dict[str, str] | None = None) -> dict[str, str]:
+    """The versions keypoints.parquet's metadata names: run.json's, with what the values depend on
+    as the parts were made (`made`; else as run.json records the run's)."""
+    return {**info.versions, **info.value_versions(), **(made or {})}
+
+
 class KeypointsWriter:
     """Appends tables to keypoints.parquet's temp file in fixed-size row groups; commit renames."""
 
@@ -70,7 +77,7 @@ class KeypointsWriter:
         self.tmp = rd.keypoints_path.with_name(".keypoints.parquet.tmp")
         info = rd.load()
         decl = declaration(info.options.settings())
-        self.versions = {**info.versions, **(versions or {})}
+        self.versions = file_versions(info, versions)
         meta = file_metadata(self.versions, info.options.holistic, info.dataset.fingerprint,
                              info.options.settings())
         self._writer = pq.ParquetWriter(self.tmp, decl.schema.with_metadata(meta),
@@ -300,8 +307,7 @@ class BackgroundMerge:
         todo = [i for i, (c, _) in enumerate(self.runs) if c in wanted]
         try:
             if self.merger is None or self.merger.merged != todo[:len(self.merger.merged)] or (
-                    versions and self.merger.keypoints.versions != {**self.rd.load().versions,
-                                                                     **versions}):
+                    self.merger.keypoints.versions != file_versions(self.rd.load(), versions)):
                 if self.merger is not None:  # merged a part that is no longer trusted, or wrote
                     self.merger.discard()    # other versions into the metadata: start over
                 self.held = {}
