@@ -74,13 +74,12 @@ def same_versions(rd: RunDir, info: RunInfo, state: PartsState, todo: set[int]) 
     if clash:
         first = next(iter(clash.values()))
         said = ", ".join(f"{k} {a} there, {b} here" for k, (a, b) in first.items())
-        back = " ".join(pins(first))
+        back = " ".join(map(messages.quote, pins(first)))
         raise RunError(
             f"{rd.path}: {len(clash)} of its committed chunk(s) were made under other versions of "
             f"what the keypoints depend on than this Python has ({said}); extracting the rest "
             "here would put two pipelines' keypoints into one file. Go on where those versions "
-            "are installed" + (f" (pip install {' '.join(map(messages.quote, back.split()))})"
-                               if back else "")
+            "are installed" + (f" (pip install {back})" if back else "")
             + f", or make the whole run again under these: {messages.fresh(rd.path, input_arg(info))}"
             ", or give another --out.")
     if differences(recorded, now):
