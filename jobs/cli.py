@@ -26,8 +26,17 @@ def _csv(value: str) -> tuple[str, ...]:
     return tuple(v.strip() for v in value.split(",") if v.strip())
 
 
+def _whole(value: str) -> int:
+    """An option's whole number; anything else said in words (a ValueError would make argparse
+    name the function that parsed it)."""
+    try:
+        return int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a whole number, not {value!r}") from None
+
+
 def _positive(value: str) -> int:
-    n = int(value)
+    n = _whole(value)
     if n < 1:
         raise argparse.ArgumentTypeError(f"must be >= 1, not {n}")
     return n
@@ -79,7 +88,7 @@ def _confidence(value: str) -> float:
 
 
 def _non_negative(value: str) -> int:
-    n = int(value)
+    n = _whole(value)
     if n < 0:
         raise argparse.ArgumentTypeError(f"must be >= 0, not {n}")
     return n

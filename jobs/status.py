@@ -2,7 +2,9 @@
 
 Reads only: run.json, plan.parquet, part footers (not their pages), the coordinators' heartbeats
 (progress*.json) and a listing of the corpus (which videos and frame names there are now, to name
-what was added or removed since the plan; no frame is read), so it is safe beside a live run.
+what was added or removed since the plan; no frame is read; an archive that changed since the run
+indexed it is read through once, as `verify` reads it, and its index kept in memory only), so it is
+safe beside a live run.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from extract.corpora.base import DatasetError
 from extract.sources.archive_index import ArchiveError
 from jobs.messages import listing
 from jobs.run import summary
+from jobs.run.finish import made_with
 from jobs.run.prepare import check_corpus
 from jobs.run.resume import PartsState, scan_parts
 from jobs.rundir import heartbeat
@@ -119,7 +122,7 @@ def _corpus_lines(rd: RunDir, info: RunInfo) -> list[str]:
         last = info.changes[-1]
         lines.append(f"re-plans: {len(info.changes)} after the corpus changed; last: {last.summary} "
                      "(run.json `changes`)")
-    rd.use_archive_index(write=False, build=False)  # a changed archive: said, not indexed here
+    rd.use_archive_index(write=False)  # a changed archive is read again (as verify does), not saved
     try:
         check = check_corpus(info, rd.load_plan())
     except (DatasetError, ArchiveError, OSError) as e:
@@ -172,6 +175,9 @@ def render(rd: RunDir) -> str:
     if state.done:
         lines.append(f"statuses: {not_ok or f'all {state.frames_done} frame(s) ok'} "
                      "(committed parts)")
+    if state.done and (made := made_with(info, state))[1]:
+        lines.append("versions: the committed parts were made under more than one: " + "; ".join(
+            f"{k} {made[0][k]}" for k in made[1]) + " (`phoenix-keypoints verify` names them)")
     ignored = summary.ignored_files(info.dataset)
     if ignored:
         lines.append(f"skipped:  {ignored}")

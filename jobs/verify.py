@@ -23,6 +23,7 @@ from extract.sources.archive_index import split_root
 from extract.sources.provenance import DEFAULT_THREADS
 from jobs import messages
 from jobs.run.changes import PlanDiff
+from jobs.run.finish import made_with, mixed_line
 from jobs.run.prepare import check_corpus
 from jobs.run.resume import scan_parts
 from jobs.rundir.folder import JobFailed, RunDir, RunError
@@ -144,7 +145,27 @@ def verify_command(rd: RunDir, content: bool = False) -> int:
                      f"{diff.summary()}. `phoenix-keypoints run --out {rd.path}` extracts the "
                      "added and changed videos and leaves the removed ones out.")
     code = _verdict(rd, root, rows, found, content, quiet=bool(listed))
-    return 1 if listed or _models_changed(info) else code
+    mixed = _mixed_versions(rd, info)
+    return 1 if listed or _models_changed(info) or mixed else code
+
+
+def _mixed_versions(rd: RunDir, info: RunInfo) -> bool:
+    """Parts made under more than one version of what the values depend on (each part's footer
+    says; a merged run whose parts are gone: its merge record): a line on stdout ("-", "-", the
+    file, the versions) and the verdict on stderr."""
+    state = scan_parts(rd, info, rd.load_plan(), move_bad=False)
+    if state.done:
+        versions, mixed = made_with(info, state)
+    elif info.merge is not None:
+        versions, mixed = info.versions, info.merge.mixed_versions
+    else:
+        return False
+    what = rd.keypoints_path.name if info.merge is not None else "parts/"
+    for key in mixed:
+        messages.result(f"-\t-\t{what}\tmade under {key} {versions[key]}")
+    if mixed:
+        messages.error(mixed_line(what, versions, mixed))
+    return bool(mixed)
 
 
 def _models_changed(info: RunInfo) -> bool:

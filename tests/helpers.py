@@ -349,13 +349,20 @@ def build_wheel(dest: Path) -> Path:
     return next(dest.glob("phoenix_keypoints-*.whl"))
 
 
-def install_wheel(python: str | Path, venv: Path, wheel: Path, constraints: Path
+# What pip says when PyPI cannot be reached (a test that needs it then skips, saying so)
+OFFLINE = ("NewConnectionError", "Failed to establish a new connection", "Network is unreachable",
+           "Temporary failure in name resolution", "ProxyError", "Max retries exceeded")
+
+
+def install_wheel(python: str | Path, venv: Path, wheel: Path, constraints: Path | None
                   ) -> subprocess.CompletedProcess:
-    """A fresh venv of `python` with the wheel installed (not editable) under `constraints`.
+    """A fresh venv of `python` with the wheel installed (not editable) under `constraints` (None:
+    as a user's `pip install` does, with what pyproject.toml pins alone).
     Returns pip's process for the caller to judge: a test may skip where PyPI cannot be reached."""
     sh([python, "-m", "venv", venv], venv.parent, outside_env())
+    pinned = ["-c", str(constraints)] if constraints is not None else []
     return subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "install", "-q",
-                           "--disable-pip-version-check", "-c", str(constraints), str(wheel)],
+                           "--disable-pip-version-check", *pinned, str(wheel)],
                           env=outside_env(), capture_output=True, text=True, timeout=900)
 
 
@@ -405,3 +412,24 @@ def careful_env(extra: dict[str, str] | None = None) -> dict[str, str]:
     env = {k: v for k, v in cli_env().items()
            if k not in ("LD_LIBRARY_PATH", "ORT_DISABLE_TELEMETRY", "PYTHONSAFEPATH")}
     return {**env, "PYTHONPATH": str(REPO), **(extra or {})}
+
+
+def find_python(minor: str) -> str | None:
+    """A Python `minor` ("3.13") that runs: pythonX.Y on PATH, else any X.Y pyenv has installed
+    (its shim on PATH fails while another version is selected)."""
+    want = tuple(int(p) for p in minor.split("."))
+    check = ["-c", f"import sys; sys.exit(sys.version_info[:2] != {want})"]
+    found = shutil.which(f"python{minor}")
+    if found and subprocess.run([found, *check], capture_output=True).returncode == 0:
+        return found
+    pyenv = shutil.which("pyenv")
+    if pyenv is None:
+        return None
+    listed = subprocess.run([pyenv, "versions", "--bare"], capture_output=True, text=True).stdout
+    for version in sorted((v for v in listed.split() if v.startswith(minor + ".")), reverse=True):
+        which = subprocess.run([pyenv, "which", f"python{minor}"], capture_output=True, text=True,
+                               env={**os.environ, "PYENV_VERSION": version})
+        path = which.stdout.strip()
+        if which.returncode == 0 and subprocess.run([path, *check], capture_output=True).returncode == 0:
+            return path
+    return None

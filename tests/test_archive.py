@@ -225,6 +225,27 @@ def test_changed_archive_found_and_only_its_chunk_redone(archive_run: Path, tree
         os.utime(tgz, ns=(saved_ns, saved_ns))
 
 
+@pytest.mark.slow
+def test_status_names_what_a_changed_archive_lost_as_verify_does(tree: Path, tmp_path: Path,
+                                                                  wholebody_options: list[str]):
+    """The archive replaced by one without a frame: `status` lists it again (reading the archive
+    through, as verify does, keeping the index in memory) and names the change in verify's words;
+    the run folder's archive index is left as it was."""
+    tgz = pack(tree, tmp_path / f"{TOP}.tar.gz")
+    out = tmp_path / "run"
+    proc = run_cli(["run", "--dataset", tgz, "--out", out, *wholebody_options])
+    assert proc.returncode == 0, proc.stderr
+    index = {p.name: p.read_bytes() for p in (out / "archive").iterdir()}
+    pack(tree, tgz, skip="signer_demo-1/images0010.png")
+    summary = "1 video(s) with other frames (+0/-1 frames: train/signer_demo-1 (-1 frame(s)))"
+    status = run_cli(["status", "--out", out])
+    assert_no_traceback(status)
+    assert f"corpus:   changed since planned: {summary}" in status.stdout, status.stdout
+    verify = run_cli(["verify", "--out", out])
+    assert verify.returncode == 1 and summary in verify.stderr, verify.stderr
+    assert {p.name: p.read_bytes() for p in (out / "archive").iterdir()} == index
+
+
 # --- the source alone, on each format -----------------------------------------------------------
 def _frames(root: Path, video: str = SIGNER) -> list:
     ds = discover(root, videos=[Path(video).name])

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from helpers import assert_no_traceback, popen_cli, progress, run_cli, wait_for
 
 from jobs.schedule.devices import visible_gpus, worker_slots
@@ -74,6 +75,19 @@ def test_status_and_merge_without_run(tmp_path: Path):
         assert proc.returncode == 2
         assert "no run" in proc.stderr and "phoenix-keypoints run" in proc.stderr
         assert_no_traceback(proc)
+
+
+@pytest.mark.parametrize("flag,value", [("--batch-size", "abc"), ("--workers", "1.5"),
+                                        ("--num-gpus", "two"), ("--chunk-frames", "")])
+def test_a_number_option_given_no_number_says_so_in_words(flag: str, value: str, tmp_path: Path):
+    """argparse names the function that parsed a value when it raises ValueError: the user reads
+    what is wrong instead."""
+    proc = run_cli(["run", "--out", tmp_path / "r", flag, value])
+    assert proc.returncode == 2
+    assert f"argument {flag}" in proc.stderr, proc.stderr
+    assert f"must be a whole number, not {value!r}" in proc.stderr, proc.stderr
+    assert "invalid" not in proc.stderr and "_positive" not in proc.stderr, proc.stderr
+    assert not (tmp_path / "r").exists()
 
 
 def test_sample_command(tmp_path: Path):

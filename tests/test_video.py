@@ -7,8 +7,10 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import signal
+import textwrap
 from pathlib import Path
 
 import av
@@ -184,15 +186,9 @@ def test_changed_video_is_named_by_verify_and_redone(video_run: Path, video_tree
     assert after.select(list(PARTS)).equals(before.select(list(PARTS)))
 
 
-def test_display_rotation_is_applied(tmp_path: Path):
-    """signer_demo.mp4 remuxed (same packets) with a 90-degree display rotation: the frames come
-    out turned as FFmpeg's autorotate turns them (counterclockwise, np.rot90 k=1), and equal to
-    pose-format's own reader where that is installed."""
-    from extract import sources
-    from extract.sources.base import Ref
-
-    src, dest = VIDEOS / "signer_demo.mp4", tmp_path / "rot90.mp4"
-    with av.open(str(src)) as i, av.open(str(dest), "w") as o:
+def rotated_copy(dest: Path) -> Path:
+    """signer_demo.mp4 remuxed (the same packets) into dest with a 90-degree display rotation."""
+    with av.open(str(VIDEOS / "signer_demo.mp4")) as i, av.open(str(dest), "w") as o:
         out = o.add_stream_from_template(i.streams.video[0])
         out.set_display_rotation(90)
         for packet in i.demux(i.streams.video[0]):
@@ -201,6 +197,17 @@ def test_display_rotation_is_applied(tmp_path: Path):
                 o.mux(packet)
     with av.open(str(dest)) as c:
         assert next(c.decode(video=0)).rotation == 90
+    return dest
+
+
+def test_display_rotation_is_applied(tmp_path: Path):
+    """signer_demo.mp4 remuxed (same packets) with a 90-degree display rotation: the frames come
+    out turned as FFmpeg's autorotate turns them (counterclockwise, np.rot90 k=1), and equal to
+    pose-format's own reader where that is installed."""
+    from extract import sources
+    from extract.sources.base import Ref
+
+    src, dest = VIDEOS / "signer_demo.mp4", rotated_copy(tmp_path / "rot90.mp4")
     upright = pyav_frames(src)
     got = list(sources.get("video").frames(tmp_path, Ref("video", dest.name, (), 0, len(upright))))
     assert [f.status for f in got] == ["ok"] * len(upright)
@@ -210,6 +217,41 @@ def test_display_rotation_is_applied(tmp_path: Path):
     svu = pytest.importorskip("simple_video_utils.frames")
     theirs = list(svu.read_frames_exact(str(dest)))
     assert all(np.array_equal(f.rgb, t) for f, t in zip(got, theirs, strict=True))
+
+
+def test_the_rotation_recipes_of_the_docs_give_what_they_say(tmp_path: Path,
+                                                             monkeypatch: pytest.MonkeyPatch):
+    """docs/wholebody.md's two recipes, run as written on a clip with a display rotation: OpenCV
+    asked to turn the frames gives the tool's frames bit for bit (a plain cv2.VideoCapture gives
+    them as stored), and the remuxed copy gives the tool the frames as stored."""
+    import cv2
+
+    from extract import sources
+    from extract.sources.base import Ref
+
+    def tool(name: str, n: int) -> list[np.ndarray]:  # BGR, as the whole-body models get them
+        got = list(sources.get("video").frames(tmp_path, Ref("video", name, (), 0, n)))
+        assert [f.status for f in got] == ["ok"] * n
+        return [f.rgb[..., ::-1] for f in got]
+
+    def read(cap, n: int) -> list[np.ndarray]:
+        return [cap.read()[1] for _ in range(n)]
+
+    docs = (Path(__file__).resolve().parents[1] / "docs" / "wholebody.md").read_text()
+    blocks = [textwrap.dedent(b) for b in re.findall(r"```python\n(.*?)```", docs, re.S)]
+    turn = next(b for b in blocks if "CAP_PROP_ORIENTATION_AUTO" in b)
+    remux = next(b for b in blocks if "set_display_rotation(0)" in b)
+    rotated_copy(tmp_path / "clip.mp4")
+    monkeypatch.chdir(tmp_path)
+    n = 12
+    ours, stored = tool("clip.mp4", n), read(cv2.VideoCapture("clip.mp4"), n)
+    assert ours[0].shape == stored[0].shape[1::-1] + (3,)
+    names: dict = {"cv2": cv2}
+    exec(turn, names)
+    assert all(np.array_equal(a, b) for a, b in zip(read(names["cap"], n), ours, strict=True))
+    exec(remux, {})
+    assert all(np.array_equal(a, b) for a, b in zip(tool("clip-as-stored.mp4", n), stored,
+                                                     strict=True))
 
 
 def test_variable_frame_rate_times_kept(tmp_path: Path):

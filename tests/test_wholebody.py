@@ -359,6 +359,32 @@ def test_the_model_flags_alone_choose_the_wholebody_estimator(models, tmp_path):
     assert "wholebody" in pq.read_schema(out / "keypoints.parquet").names
 
 
+def test_a_resume_follows_model_files_that_moved(tmp_path):
+    """The model files moved (their old folder gone) and the resume names them where they are
+    now: it goes on, and run.json, keypoints.parquet's metadata and `verify` use the new paths;
+    run.json keeps each move (`model_moves`), as it keeps a moved corpus's."""
+    old = tiny_models(tmp_path / "old")
+    out = tmp_path / "run"
+    args = ["run", "--dataset", SHARED_SAMPLE, "--out", out, "--videos", "signer_demo-1"]
+    ok(run_cli([*args, *wholebody(old)]), "run")
+    (tmp_path / "old").rename(tmp_path / "new")
+    new = {k: tmp_path / "new" / p.name for k, p in old.items()}
+    for part in [out / "keypoints.parquet", *(out / "parts").glob("chunk-*.parquet")]:
+        part.unlink()  # work left: the resume needs the models
+    proc = run_cli([*args, *wholebody(new)])
+    ok(proc, "resume from the moved models")
+    assert "the model file(s) moved" in proc.stderr, proc.stderr
+    record = json.loads((out / "run.json").read_text())
+    meta = json.loads(pq.read_schema(out / "keypoints.parquet").metadata[b"phoenix_keypoints.file"])
+    for key, flag in (("detector", "detector"), ("pose_model", "pose")):
+        assert record["options"]["wholebody"][key]["path"] == str(new[flag].resolve())
+        assert meta["wholebody"][key]["path"] == str(new[flag].resolve())
+    assert record["model_moves"] == [
+        f"--detector {old['detector'].resolve()} -> {new['detector'].resolve()}",
+        f"--pose-model {old['pose'].resolve()} -> {new['pose'].resolve()}"]
+    ok(run_cli(["verify", "--out", out]), "verify")
+
+
 @pytest.mark.parametrize("case", ["missing", "not-onnx", "swapped", "one-only", "none", "holistic"])
 def test_bad_model_files_exit_2_naming_the_file(models, case, tmp_path):
     out = tmp_path / "run"

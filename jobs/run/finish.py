@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import time
 
+from extract.keypoints.versions import combined
 from jobs import messages
 from jobs.run.merge import BackgroundMerge
 from jobs.run.resume import PartsState, scan_parts
@@ -72,17 +73,35 @@ def finish(rd: RunDir, allow_partial: bool = False,
     t0 = time.monotonic()
     if info.merge is not None or info.merge_interrupted:  # the record describes the old outputs
         info = rd.update(_mark_interrupted)
+    versions, mixed = made_with(info, state)
     try:
-        rows, per_split = merging.complete(sorted(state.done))
+        rows, per_split = merging.complete(sorted(state.done), versions)
     except OSError as e:  # disk full, quota, permissions: nothing half-written is left as done
         raise _cannot_write(rd, e) from None
     record = MergeInfo(
         time=time.time(), seconds=round(time.monotonic() - t0, 3), rows=rows,
         frames_per_split=per_split, partial=bool(missing or failed), missing_chunks=missing,
         missing_videos=sorted(v for c in missing for v in state.chunks[c]), failed_videos=failed,
-        statuses=state.statuses, worst_videos=state.worst_videos())
-    rd.update(lambda i: _record(i, record))
+        statuses=state.statuses, worst_videos=state.worst_videos(), mixed_versions=mixed)
+    rd.update(lambda i: _record(i, record, versions))
+    if mixed:
+        messages.warn(mixed_line(rd.keypoints_path.name, versions, mixed))
     return record
+
+
+def made_with(info: RunInfo, state: PartsState) -> tuple[dict[str, str], list[str]]:
+    """(what the committed parts' values were made with, the keys in which they differ): from
+    their footers; a part written before footers recorded it, as run.json records the run's."""
+    recorded = info.value_versions()
+    return combined({c: part.versions or recorded for c, part in state.done.items()})
+
+
+def mixed_line(what: str, versions: dict[str, str], mixed: list[str]) -> str:
+    """What a file (or the parts) made under more than one version of something says."""
+    return (f"{what} holds keypoints made under more than one version of what they depend on: "
+            + "; ".join(f"{k} {versions[k]}" for k in mixed) + ". For keypoints of one pipeline, "
+            "make the run again where the versions you want are installed (`run --fresh`, or "
+            "another --out).")
 
 
 def _cannot_write(rd: RunDir, e: OSError) -> JobFailed:
@@ -95,5 +114,6 @@ def _mark_interrupted(info: RunInfo) -> None:
     info.merge, info.merge_interrupted = None, True
 
 
-def _record(info: RunInfo, record: MergeInfo) -> None:
+def _record(info: RunInfo, record: MergeInfo, versions: dict[str, str]) -> None:
     info.merge, info.merge_interrupted = record, False
+    info.versions.update(versions)  # the merged frames' truth

@@ -31,6 +31,7 @@ from extract.outputs.wholebody import WholebodyTensorWriter
 from jobs.run.outputs import corpus_from_plan
 from jobs.rundir.folder import JobFailed, RunDir, fsync_dir
 from jobs.rundir.parts import reject
+from jobs.rundir.runinfo import RunInfo
 from jobs.schedule.chunks import merge_order
 
 ROW_GROUP_ROWS = 2048
@@ -60,15 +61,24 @@ def read_part(path: Path, decl: Declaration | None = None) -> pa.Table:
     return table.select(schema.names).replace_schema_metadata(None)
 
 
+def file_versions(info: RunInfo, made: dict[str, str] | None = None) -> dict[str, str]:
+    """The versions keypoints.parquet's metadata names: run.json's, with what the values depend on
+    as the parts were made (`made`; else as run.json records the run's)."""
+    return {**info.versions, **info.value_versions(), **(made or {})}
+
+
 class KeypointsWriter:
     """Appends tables to keypoints.parquet's temp file in fixed-size row groups; commit renames."""
 
-    def __init__(self, rd: RunDir) -> None:
+    def __init__(self, rd: RunDir, versions: dict[str, str] | None = None) -> None:
+        """`versions`: what the parts' values were made with, over run.json's record (the file's
+        metadata is written first, so a merge that finds other versions in the end starts over)."""
         self.rd = rd
         self.tmp = rd.keypoints_path.with_name(".keypoints.parquet.tmp")
         info = rd.load()
         decl = declaration(info.options.settings())
-        meta = file_metadata(info.versions, info.options.holistic, info.dataset.fingerprint,
+        self.versions = file_versions(info, versions)
+        meta = file_metadata(self.versions, info.options.holistic, info.dataset.fingerprint,
                              info.options.settings())
         self._writer = pq.ParquetWriter(self.tmp, decl.schema.with_metadata(meta),
                                         **decl.write_options())
@@ -173,14 +183,14 @@ class Merger:
     pace, nothing read twice. Both outputs are built under temp names; commit() puts them in place.
     """
 
-    def __init__(self, rd: RunDir, plan: pa.Table) -> None:
+    def __init__(self, rd: RunDir, plan: pa.Table, versions: dict[str, str] | None = None) -> None:
         self.rd = rd
         capacity: dict[str, int] = {}
         for split, n, c in zip(plan["split"].to_pylist(), plan["num_frames"].to_pylist(),
                                plan["chunk"].to_pylist(), strict=True):
             if c >= 0:
                 capacity[split] = capacity.get(split, 0) + n
-        self.keypoints = KeypointsWriter(rd)
+        self.keypoints = KeypointsWriter(rd, versions)
         options = rd.load().options
         if options.estimator == "wholebody":
             self.tensors: TensorSetWriter = WholebodyTensorWriter(
@@ -288,17 +298,20 @@ class BackgroundMerge:
             self.discard()
             raise error
 
-    def complete(self, chunks: list[int]) -> tuple[int, dict[str, int]]:
-        """Merge the runs of `chunks` (what merged already must be their start) and commit."""
+    def complete(self, chunks: list[int], versions: dict[str, str] | None = None
+                 ) -> tuple[int, dict[str, int]]:
+        """Merge the runs of `chunks` (what merged already must be their start) and commit;
+        `versions`: what their parts were made with (jobs.run.finish), for the file's metadata."""
         self.settle()
         wanted = set(chunks)
         todo = [i for i, (c, _) in enumerate(self.runs) if c in wanted]
         try:
-            if self.merger is None or self.merger.merged != todo[:len(self.merger.merged)]:
-                if self.merger is not None:  # merged a part that is no longer trusted: start over
-                    self.merger.discard()
+            if self.merger is None or self.merger.merged != todo[:len(self.merger.merged)] or (
+                    self.merger.keypoints.versions != file_versions(self.rd.load(), versions)):
+                if self.merger is not None:  # merged a part that is no longer trusted, or wrote
+                    self.merger.discard()    # other versions into the metadata: start over
                 self.held = {}
-                self.merger = Merger(self.rd, self.plan)
+                self.merger = Merger(self.rd, self.plan, versions)
             todo = todo[len(self.merger.merged):]
             reads = list(dict.fromkeys(self.runs[i][0] for i in todo))
             parts = read_ahead(self.rd, [c for c in reads if c not in self.held])

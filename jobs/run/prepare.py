@@ -26,6 +26,7 @@ from extract.corpora import discover, input_key, no_frames_message
 from extract.corpora.base import Dataset, DatasetError
 from extract.corpora.phoenix import FRAMES_DIR
 from extract.keypoints.holistic import HolisticOptions, check_model
+from extract.keypoints.versions import value_versions
 from extract.sources import links
 from jobs import faults, messages
 from jobs.run.changes import PlanDiff, diff_plans
@@ -103,7 +104,9 @@ def new_run(ds: Dataset, options: PlanOptions, workers: int, num_shards: int = 1
     chunks = {c for c in plan["chunk"].to_pylist() if c >= 0}
     info = PlanInfo(chunks=len(chunks), videos=len(ds.videos), frames=ds.num_frames,
                     seconds=round(seconds, 3), workers=workers, cuts=cuts_digest(plan))
-    run = RunInfo.new(dataset_info(ds, given), options, info, versions(), num_shards)
+    dataset = dataset_info(ds, given)
+    run = RunInfo.new(dataset, options, info,
+                      versions() | value_versions(options.estimator, dataset.decoder), num_shards)
     return run, with_record(plan, PlanRecord(run.fingerprint))
 
 
@@ -119,7 +122,27 @@ def _resume(rd: RunDir, opts: RunOptions, num_shards: int | None, workers: int =
         from extract.keypoints.wholebody import check_record
 
         check_record(opts.settings(info))
+        info = follow_models(rd, info, opts.wholebody)
     return follow_corpus(rd, info, check_corpus(info, rd.load_plan()), workers, frozen)
+
+
+def follow_models(rd: RunDir, info: RunInfo, asked: dict | None) -> RunInfo:
+    """The run with its model files where --detector and --pose-model name them now, when they
+    moved (the same bytes: a resume refuses other ones): run.json follows them, as it follows a
+    moved corpus, and keeps each move (`model_moves`)."""
+    have = info.options.wholebody or {}
+    moved = {k: asked[k]["path"] for k in ("detector", "pose_model")
+             if asked and k in asked and k in have and asked[k]["path"] != have[k]["path"]}
+    if not moved:
+        return info
+    lines = [f"--{k.replace('_', '-')} {have[k]['path']} -> {path}" for k, path in moved.items()]
+    models = {**have, **{k: {**have[k], "path": path} for k, path in moved.items()}}
+    new = replace(info, options=replace(info.options, wholebody=models),
+                  model_moves=[*info.model_moves, *lines])
+    rd.save(new)
+    messages.note(f"the model file(s) moved: {'; '.join(lines)} (the bytes the run recorded); "
+                  "run.json follows them")
+    return new
 
 
 # --- the corpus as it is now against the stored plan ----------------------------------------------

@@ -1,4 +1,5 @@
-"""What is left to do in a run folder: the chunks (of this coordinator) without a trusted part."""
+"""What is left to do in a run folder: the chunks (of this coordinator) without a trusted part, and
+whether they may be done here: not under other versions than the committed parts were made with."""
 
 from __future__ import annotations
 
@@ -6,10 +7,12 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 
+from extract.keypoints.versions import DECODER, differences, pins, value_versions
 from jobs import messages
+from jobs.run.identity import input_arg
 from jobs.run.plan import handout_order
 from jobs.run.resume import PartsState, scan_parts
-from jobs.rundir.folder import RunDir
+from jobs.rundir.folder import RunDir, RunError
 from jobs.rundir.parts import remove_stale_temps
 from jobs.rundir.runinfo import RunInfo
 
@@ -46,4 +49,43 @@ def work_left(rd: RunDir, info: RunInfo, plan: pa.Table, retry_failed: bool = Fa
     todo = [c for c in handout_order(frames, info.plan.workers)
             if c not in state.done or c in retry]
     done = sum(state.done[c].rows for c in chunks if c in state.done and c not in retry)
+    if todo:
+        same_versions(rd, info, state, set(todo))
     return Work(todo, sum(frames.values()), done, state)
+
+
+def versions_here(info: RunInfo) -> dict[str, str]:
+    """This process's versions of what the run's values depend on (its workers run this Python)."""
+    decoder = ""
+    if info.dataset.decoder:
+        from extract.sources.video import decoder_version
+
+        decoder = decoder_version()
+    return value_versions(info.options.estimator, decoder)
+
+
+def same_versions(rd: RunDir, info: RunInfo, state: PartsState, todo: set[int]) -> None:
+    """Refuse (exit 2) to extract here when the committed parts were made under other versions
+    of what the values depend on: one file would hold two pipelines' keypoints. With none
+    committed, the run's record takes this Python's versions."""
+    now, recorded = versions_here(info), info.value_versions()
+    made = {c: part.versions or recorded for c, part in state.done.items() if c not in todo}
+    clash = {c: d for c, v in sorted(made.items()) if (d := differences(v, now))}
+    if clash:
+        first = next(iter(clash.values()))
+        said = ", ".join(f"{k} {a} there, {b} here" for k, (a, b) in first.items())
+        back = " ".join(map(messages.quote, pins(first)))
+        raise RunError(
+            f"{rd.path}: {len(clash)} of its committed chunk(s) were made under other versions of "
+            f"what the keypoints depend on than this Python has ({said}); extracting the rest "
+            "here would put two pipelines' keypoints into one file. Go on where those versions "
+            "are installed" + (f" (pip install {back})" if back else "")
+            + f", or make the whole run again under these: {messages.fresh(rd.path, input_arg(info))}"
+            ", or give another --out.")
+    if differences(recorded, now):
+        rd.update(lambda i: _adopt(i, now))
+
+
+def _adopt(info: RunInfo, now: dict[str, str]) -> None:
+    info.versions.update(now)
+    info.dataset.decoder = now.get(DECODER, info.dataset.decoder)

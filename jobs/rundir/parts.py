@@ -74,21 +74,25 @@ class PartInfo:
     # (split, video)s whose rows it holds but the chunk no longer has (a KeptPart's dropped videos);
     # the counts above leave them out
     dropped: frozenset[Key] = frozenset()
+    # the versions its values depend on, as its worker had them (extract.keypoints.versions); empty
+    # in a part written before parts recorded them
+    versions: dict[str, str] = field(default_factory=dict)
 
     @classmethod
     def of_rows(cls, chunk: int, videos: Sequence[str], statuses: Sequence[str],
-                failed: dict[str, str], holistic: dict | None = None) -> PartInfo:
+                failed: dict[str, str], holistic: dict | None = None,
+                versions: dict[str, str] | None = None) -> PartInfo:
         """The footer of a part holding these rows (one video and status per row)."""
         bad = Counter(v for v, s in zip(videos, statuses, strict=True) if s != "ok")
         return cls(chunk, len(statuses), dict(failed), dict(Counter(statuses)), dict(bad),
-                   dict(holistic or {}))
+                   dict(holistic or {}), versions=dict(versions or {}))
 
 
 def write_part(path: Path, table: pa.Table, info: PartInfo, fingerprint: str) -> None:
     """Write a chunk's rows and commit them with one rename; on any error no part is left."""
     meta = {"fingerprint": fingerprint, "chunk": info.chunk, "rows": info.rows,
             "failed": info.failed, "statuses": info.statuses, "not_ok": info.not_ok,
-            "holistic": info.holistic}
+            "holistic": info.holistic, "versions": info.versions}
     written = declaration_of_schema(table.schema)
     assert written is not None, "a part's rows are an estimator's table"
     table = table.replace_schema_metadata({META_KEY: json.dumps(meta).encode()})
@@ -121,7 +125,8 @@ def read_part_info(path: Path) -> tuple[PartInfo, str]:
         meta = json.loads(raw)
         info = PartInfo(int(meta["chunk"]), int(meta["rows"]), dict(meta.get("failed") or {}),
                         _counts(meta.get("statuses")), _counts(meta.get("not_ok")),
-                        dict(meta.get("holistic") or {}))
+                        dict(meta.get("holistic") or {}),
+                        versions=_strings(meta.get("versions") or {}))
         fingerprint = str(meta["fingerprint"])
     except (ValueError, KeyError, TypeError) as e:
         raise ValueError(f"metadata unreadable ({e})") from None
@@ -141,6 +146,13 @@ def _counts(raw: object) -> dict[str, int]:
     if not isinstance(raw, dict):
         raise TypeError(f"counts {raw!r} are not an object")
     return {str(k): int(v) for k, v in raw.items()}
+
+
+def _strings(raw: object) -> dict[str, str]:
+    """A {name: text} of a footer, checked (a TypeError says it is not one)."""
+    if not isinstance(raw, dict):
+        raise TypeError("versions are not an object")
+    return {str(k): str(v) for k, v in raw.items()}
 
 
 def check_part(path: Path, chunk: int, fingerprint: str, video_frames: dict[str, int],
@@ -182,7 +194,7 @@ def _without(path: Path, info: PartInfo, dropped: set[Key]) -> PartInfo:
     gone = {v for _, v in dropped}
     out = PartInfo.of_rows(info.chunk, t["video"].to_pylist(), t["status"].to_pylist(),
                            {v: why for v, why in info.failed.items() if v not in gone},
-                           info.holistic)
+                           info.holistic, info.versions)
     out.dropped = frozenset(dropped)
     return out
 

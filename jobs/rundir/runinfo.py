@@ -118,6 +118,8 @@ class MergeInfo:
     failed_videos: dict[str, str] = field(default_factory=dict)
     statuses: dict[str, int] = field(default_factory=dict)  # rows per status, most first
     worst_videos: dict[str, int] = field(default_factory=dict)  # most frames not ok: video -> n
+    # keys of `versions` (what the values depend on) in which the merged parts differ
+    mixed_versions: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -157,6 +159,9 @@ class RunInfo:
     options: PlanOptions
     plan: PlanInfo
     fingerprint: str
+    # python, pyarrow and what the values depend on (extract.keypoints.versions): as planned; the
+    # latter as the parts were made once a merge (or a resume under other versions with no part
+    # committed yet) has written them
     versions: dict[str, str]
     num_shards: int = 1
     created: float = field(default_factory=time.time)
@@ -168,6 +173,22 @@ class RunInfo:
     fabricated: bool = False
     exports: dict[str, dict[str, Any]] = field(default_factory=dict)  # pkl path -> outputs.pkl_record
     changes: list[PlanChange] = field(default_factory=list)  # re-plans, oldest first
+    # "--detector old path -> new path" of each model file followed to where it moved (same bytes)
+    model_moves: list[str] = field(default_factory=list)
+
+    def value_versions(self) -> dict[str, str]:
+        """The versions run.json records of what the run's values depend on
+        (extract.keypoints.versions). A run.json written before `versions` held them all has
+        onnxruntime in the model record and the video decoder in the dataset record."""
+        from extract.keypoints.versions import DECODER, value_keys
+
+        have = dict(self.versions)
+        if self.options.wholebody and "onnxruntime" in self.options.wholebody:
+            have.setdefault("onnxruntime", str(self.options.wholebody["onnxruntime"]))
+        if self.dataset.decoder:
+            have.setdefault(DECODER, self.dataset.decoder)
+        return {k: have.get(k, "not recorded")
+                for k in value_keys(self.options.estimator, bool(self.dataset.decoder))}
 
     @classmethod
     def new(cls, dataset: DatasetInfo, options: PlanOptions, plan: PlanInfo, versions: dict[str, str],
@@ -189,6 +210,8 @@ class RunInfo:
             del out["exports"]
         if not self.changes:
             del out["changes"]
+        if not self.model_moves:
+            del out["model_moves"]
         return out
 
     @classmethod
@@ -215,6 +238,7 @@ class RunInfo:
                 fabricated=bool(raw.get("fabricated", False)),
                 exports=dict(raw.get("exports", {})),
                 changes=[_record(PlanChange, {"c": c}, "c") for c in raw.get("changes", [])],
+                model_moves=[str(m) for m in raw.get("model_moves", [])],
             )
         except KeyError as e:
             raise RunInfoError(f"no {e.args[0]!r}") from None

@@ -29,7 +29,8 @@ import numpy as np
 import pyarrow as pa
 
 from extract import sources
-from extract.keypoints.estimator import ModelFileError, open_estimator
+from extract.keypoints.estimator import ModelFileError, estimator_name, open_estimator
+from extract.keypoints.versions import DECODER, value_versions
 from extract.keypoints.video_rows import Block, KeepsFailing, extract_video
 from jobs import faults
 from jobs.rundir.folder import RunDir
@@ -102,6 +103,7 @@ class ChunkWorker:
         self.rd.use_archive_index(write=False, build=False, lazy=True)
         self.extractor_settings = settings
         self.extractor = open_estimator(settings, num_threads=1)
+        self.versions = value_versions(estimator_name(settings))  # as this process has them
 
     def run(self, task: ChunkTask, send: Callable[[Event], None]
             ) -> Committed | WriteFailed | Refused:
@@ -128,7 +130,7 @@ class ChunkWorker:
         counter.flush()
         send(Writing(self.slot, task.chunk))
         info = PartInfo.of_rows(task.chunk, out.video, out.status, dict(task.skip),
-                                self.extractor.settings)
+                                self.extractor.settings, self._versions(videos))
         try:
             write_part(self.rd.part_path(task.chunk), in_plan_order(out.to_table(), videos), info,
                        task.fingerprint)
@@ -136,6 +138,15 @@ class ChunkWorker:
             return WriteFailed(self.slot, task.chunk,
                                f"cannot write {e.filename or 'part'}: {e.strerror or e}")
         return Committed(self.slot, task.chunk, info.rows)
+
+    def _versions(self, videos: list[VideoRef]) -> dict[str, str]:
+        """What this chunk's values depend on: the estimator's, and the decoder's where it decoded
+        video files."""
+        if not any(v.source == "video" for v in videos):
+            return self.versions
+        from extract.sources.video import decoder_version
+
+        return {**self.versions, DECODER: decoder_version()}
 
     def ready(self) -> Ready:
         return Ready(self.slot, os.getpid(), socket.gethostname(),
