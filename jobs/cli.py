@@ -53,7 +53,7 @@ MAX_MAX_PIXELS = 2**31 - 1
 def _at_most(limit: int, why: str, least: int = 1):
     """An argparse type: an integer from `least` to `limit`, the refusal saying why the bound."""
     def parse(value: str) -> int:
-        n = int(value)
+        n = _whole(value)
         if n < least:
             raise argparse.ArgumentTypeError(f"must be >= {least}, not {n}")
         if n > limit:
@@ -71,7 +71,7 @@ def _batch_size(value: str) -> int:
     """--batch-size: bounded by the memory a batch takes (extract/keypoints/estimator.py)."""
     from extract.keypoints.estimator import batch_refused
 
-    n = int(value)
+    n = _whole(value)
     if why := batch_refused(n):
         raise argparse.ArgumentTypeError(why)
     return n
