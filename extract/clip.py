@@ -44,6 +44,7 @@ class Keypoints:
 
     parts: dict[str, np.ndarray]
     fps: float
+    estimator: str = HOLISTIC  # whose points: decides the .pose header (to_pose)
     status: list[str] = field(default_factory=list)  # per frame: "ok", or why it was not processed
     image: list[str] = field(default_factory=list)  # per frame: what it was made from
     width: list[int | None] = field(default_factory=list)
@@ -63,10 +64,16 @@ class Keypoints:
 
     def to_pose(self) -> Any:
         """A pose-format `Pose` (needs the pose extra), laid out as `export --format pose` writes."""
-        from extract.outputs.export import pose_of_blocks
-
         sizes = [(w, h) for w, h in zip(self.width, self.height, strict=True) if w is not None]
         width, height = max(set(sizes), key=sizes.count) if sizes else (0, 0)
+        if self.estimator == WHOLEBODY:
+            from extract.outputs.wholebody import pose_of_values
+
+            values = self.parts[WHOLEBODY]
+            return pose_of_values(np.nan_to_num(values), ~np.isnan(values).all(axis=(1, 2)),
+                                  width, height, self.fps)
+        from extract.outputs.export import pose_of_blocks
+
         return pose_of_blocks(self.parts, width, height, self.fps)
 
 
@@ -120,7 +127,8 @@ def _keypoints(block: Block, fps: float) -> Keypoints:
         parts[part] = values
     if WHOLEBODY in parts:
         parts |= {name: parts[WHOLEBODY][:, a:b] for name, (a, b) in WHOLEBODY_PARTS.items()}
-    return Keypoints(parts, float(fps), block.status, block.image, block.width, block.height,
+    return Keypoints(parts, float(fps), block.declaration.name, block.status, block.image,
+                     block.width, block.height,
                      block.time_s)
 
 

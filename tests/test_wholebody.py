@@ -208,6 +208,31 @@ def test_report_show_diff_verify_and_status_work(wb_run, shared_run, tmp_path):
     assert (tmp_path / "sheet.png").stat().st_size > 0
 
 
+def test_diff_names_the_persons_column_not_the_status(wb_run, tmp_path):
+    """Two whole-body files that differ only in one frame's `persons` (was: "status differs")."""
+    import pyarrow as pa
+
+    t = pq.read_table(wb_run / "keypoints.parquet")
+    persons = t["persons"].to_pylist()
+    persons[0] = (persons[0] or 0) + 1
+    other = t.set_column(t.schema.get_field_index("persons"), t.schema.field("persons"),
+                         pa.array(persons, pa.int32()))
+    pq.write_table(other, tmp_path / "other.parquet")
+    proc = run_cli(["diff", wb_run / "keypoints.parquet", tmp_path / "other.parquet"])
+    assert proc.returncode == 1, proc.stderr
+    assert "persons differs in 1 frame(s)" in proc.stdout and "status" not in proc.stdout, proc.stdout
+
+
+def test_the_pose_install_hint_names_the_pins_of_this_python(monkeypatch):
+    """On 3.13 constraints.txt does not resolve (mediapipe, numpy < 2): the hint names
+    constraints-py313.txt there, constraints.txt below."""
+    from extract.outputs.export import pose_install_hint
+
+    assert "-c constraints.txt " in pose_install_hint()
+    monkeypatch.setattr(sys, "version_info", (3, 13, 1, "final", 0))
+    assert "-c constraints-py313.txt " in pose_install_hint()
+
+
 def test_holistic_only_exports_refuse_a_wholebody_run(wb_run, tmp_path):
     for fmt in ("legacy-pkl", "legacy-npz", "islr"):
         refused(run_cli(["export", "--out", wb_run, "--format", fmt, "--to", tmp_path / fmt]),

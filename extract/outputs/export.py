@@ -92,6 +92,13 @@ HOLISTIC_COMPONENTS = {"pose": "POSE_LANDMARKS", "face": "FACE_LANDMARKS",
                        "pose_world": "POSE_WORLD_LANDMARKS"}
 
 
+def pose_install_hint() -> str:
+    """How to install the pose extra on this Python: constraints.txt pins mediapipe and numpy < 2,
+    which do not resolve on 3.13; constraints-py313.txt is that Python's set."""
+    pins = "constraints-py313.txt" if sys.version_info >= (3, 13) else "constraints.txt"
+    return f"the pose export needs pose-format: pip install -c {pins} -e '.[pose]'"
+
+
 def _pose_format():
     try:
         from pose_format import Pose
@@ -100,8 +107,7 @@ def _pose_format():
         from pose_format.utils.holistic import holistic_components
     except ImportError:
         if importlib.util.find_spec("pose_format") is None:
-            raise TensorsError("the pose export needs pose-format: pip install -c constraints.txt "
-                               "-e '.[pose]'") from None
+            raise TensorsError(pose_install_hint()) from None
         # pose-format builds its holistic header from mediapipe's own tables, at import
         here = f"Python {sys.version_info.major}.{sys.version_info.minor}"
         raise TensorsError(f"the pose export needs mediapipe (pose-format's holistic header imports "

@@ -26,7 +26,13 @@ from extract.keypoints.estimator import (
     WHOLEBODY_POINTS,
 )
 from extract.keypoints.schema import column_block
-from extract.outputs.export import PHOENIX_FPS, video_fps, video_size, write_file
+from extract.outputs.export import (
+    PHOENIX_FPS,
+    pose_install_hint,
+    video_fps,
+    video_size,
+    write_file,
+)
 from extract.outputs.tensors import (
     POINTS_JSON,
     TENSORS_FORMAT,
@@ -147,31 +153,36 @@ def write_pose_files(keypoints: Path, out_dir: Path, fps: float = PHOENIX_FPS,
     readers, normalisation and visualiser take it as they take MMPose output. x, y in pixels;
     confidence = the score, 0 (masked) on frames that were not read. Each at its source's rate, as
     the Holistic export (video_fps)."""
+    n = 0
+    have = pq.ParquetFile(keypoints).schema_arrow.names
+    columns = ["width", "height", *[c for c in ("image", "time_s") if c in have], WHOLEBODY]
+    for split, video, table in iter_videos(keypoints, columns):
+        width, height = video_size(table)
+        block, present = column_block(table.column(WHOLEBODY), WHOLEBODY_POINTS * 3)
+        pose = pose_of_values(block.reshape(-1, WHOLEBODY_POINTS, 3), present, width, height,
+                              video_fps(table, root, fps))
+        write_file(Path(out_dir) / split / f"{video}.pose", pose.write)
+        n += 1
+    return n
+
+
+def pose_of_values(vals: np.ndarray, present: np.ndarray, width: int, height: int,
+                   fps: float) -> Any:
+    """A pose-format Pose of one video's [T, 133, 3] values (x, y, score; zeros where `present`
+    is False), as write_pose_files writes it and extract.clip's Keypoints.to_pose gives it."""
     try:
         from pose_format import Pose
         from pose_format.numpy.pose_body import NumPyPoseBody
         from pose_format.pose_header import PoseHeader, PoseHeaderDimensions
         from pose_format.utils.cocowholebody133_header import cocowholebody_components
     except ImportError:
-        raise TensorsError("the pose export needs pose-format: pip install -c constraints.txt "
-                           "-e '.[pose]'") from None
-    components = cocowholebody_components()
-    n = 0
-    have = pq.ParquetFile(keypoints).schema_arrow.names
-    columns = ["width", "height", *[c for c in ("image", "time_s") if c in have], WHOLEBODY]
-    for split, video, table in iter_videos(keypoints, columns):
-        width, height = video_size(table)
-        header = PoseHeader(version=0.2, dimensions=PoseHeaderDimensions(width, height, 0),
-                            components=components)
-        block, present = column_block(table.column(WHOLEBODY), WHOLEBODY_POINTS * 3)
-        vals = block.reshape(-1, 1, WHOLEBODY_POINTS, 3)
-        conf = np.where(present[:, None, None], vals[..., 2], 0).astype(np.float32)
-        body = NumPyPoseBody(fps=video_fps(table, root, fps),
-                             data=np.ascontiguousarray(vals[..., :2]), confidence=conf)
-        pose = Pose(header, body)
-        write_file(Path(out_dir) / split / f"{video}.pose", pose.write)
-        n += 1
-    return n
+        raise TensorsError(pose_install_hint()) from None
+    header = PoseHeader(version=0.2, dimensions=PoseHeaderDimensions(width, height, 0),
+                        components=cocowholebody_components())
+    vals = vals.reshape(-1, 1, WHOLEBODY_POINTS, 3)
+    conf = np.where(present[:, None, None], vals[..., 2], 0).astype(np.float32)
+    body = NumPyPoseBody(fps=fps, data=np.ascontiguousarray(vals[..., :2]), confidence=conf)
+    return Pose(header, body)
 
 
 def write_twostream_pkl(keypoints: Path, dest: Path) -> int:
