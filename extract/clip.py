@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from extract.families.holistic.runner import HolisticOptions
 from extract.keypoints.estimator import (
     ESTIMATORS,
     HOLISTIC,
@@ -29,7 +30,6 @@ from extract.keypoints.estimator import (
     open_estimator,
 )
 from extract.keypoints.frames import MAX_PIXELS, STATUS_OK, Frame, read_frame
-from extract.keypoints.holistic import HolisticOptions
 from extract.keypoints.video_rows import Block, extract_video
 from extract.outputs.export import PHOENIX_FPS, rate_of_times
 
@@ -67,7 +67,7 @@ class Keypoints:
         sizes = [(w, h) for w, h in zip(self.width, self.height, strict=True) if w is not None]
         width, height = max(set(sizes), key=sizes.count) if sizes else (0, 0)
         if self.estimator == WHOLEBODY:
-            from extract.outputs.wholebody import pose_of_values
+            from extract.families.wholebody.outputs import pose_of_values
 
             values = self.parts[WHOLEBODY]
             return pose_of_values(np.nan_to_num(values), ~np.isnan(values).all(axis=(1, 2)),
@@ -111,7 +111,7 @@ def _open(estimator: str, options: dict[str, Any]) -> Estimator:
     if missing:
         raise TypeError(f"estimator 'wholebody' needs {' and '.join(f'{k}=PATH.onnx' for k in missing)}"
                         " (docs/wholebody.md says where rtmlib's published models are)")
-    from extract.keypoints.wholebody import record
+    from extract.families.wholebody.runner import record
 
     return open_estimator({"estimator": WHOLEBODY,
                            **record(Path(options["detector"]), Path(options["pose_model"]))})

@@ -337,7 +337,7 @@ def _models(args: argparse.Namespace) -> dict | None:
     if det is None or pose is None:
         raise RunError("--estimator wholebody needs both --detector DET.onnx and --pose-model "
                        "POSE.onnx (docs/wholebody.md says where rtmlib's published ones are).")
-    from extract.keypoints.wholebody import record
+    from extract.families.wholebody.runner import record
 
     return record(det, pose)
 
@@ -521,9 +521,9 @@ def _on_sigterm(signum: int, frame: object) -> None:
 def _refusals() -> tuple[type[Exception], ...]:
     """The errors that mean refused input (exit 2): each says what, where and what to do."""
     from extract.corpora.base import DatasetError
+    from extract.families.holistic.runner import ModelError
     from extract.inspect.rows import ReportError
     from extract.keypoints.estimator import ModelFileError
-    from extract.keypoints.holistic import ModelError
     from extract.keypoints.points import PointsError
     from extract.outputs.tensors import TensorsError
     from jobs.rundir.folder import RunError

@@ -11,7 +11,7 @@ import contextlib
 from pathlib import Path
 
 from extract.corpora.base import DatasetError
-from extract.keypoints.holistic import ModelError, holistic_available
+from extract.families.holistic.runner import ModelError, holistic_available
 from extract.outputs.tensors import write_tensors
 from extract.sources.archive_index import ArchiveError
 from jobs import messages
@@ -175,8 +175,8 @@ def _runs_on(req: RunRequest, info: RunInfo, slots: list) -> str:
     CUDA where onnxruntime has it and the worker a GPU), and each model's batch axis."""
     if info.options.estimator != "wholebody" or not info.options.wholebody:
         return ""
+    from extract.families.wholebody.runner import batch_axes, cuda_provider
     from extract.keypoints.estimator import runtime
-    from extract.keypoints.wholebody import batch_axes, cuda_provider
 
     run = runtime(req.batch_size, req.device)
     gpu = run["device"] != "cpu" and cuda_provider() and any(s.gpu for s in slots)
@@ -206,7 +206,7 @@ def _refuse_device(req: RunRequest, estimator: str) -> None:
         return
     if req.device != "cuda":
         return
-    from extract.keypoints.wholebody import cuda_provider
+    from extract.families.wholebody.runner import cuda_provider
 
     if not cuda_provider():
         raise RunError("--device cuda: this onnxruntime has no CUDAExecutionProvider. Install the "

@@ -152,7 +152,7 @@ def _models_changed(info: RunInfo) -> bool:
     gone is a line on stdout ("-", "-", its path, why) and named on stderr."""
     if info.options.estimator == "holistic":
         return False
-    from extract.keypoints.wholebody import model_problems
+    from extract.families.wholebody.runner import model_problems
 
     problems = model_problems(info.options.settings())
     for why in problems:

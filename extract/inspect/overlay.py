@@ -17,9 +17,9 @@ import cv2
 import numpy as np
 import pyarrow as pa
 
+from extract.families.wholebody.report import drawn_wholebody_frames
 from extract.inspect.draw import draw_frame, load_frame
 from extract.inspect.rows import ReportError, part_arrays
-from extract.inspect.wholebody import drawn_wholebody_frames
 from extract.keypoints.estimator import WHOLEBODY
 
 SUFFIXES = (".mp4", ".gif", ".png")

@@ -278,7 +278,7 @@ def write_report(inp: ReportInput, out_dir: Path, thr: Thresholds | None = None,
     from extract.inspect.page import render_page
 
     if WHOLEBODY in pq.read_schema(inp.keypoints).names:
-        from extract.inspect.wholebody import write_wholebody_report
+        from extract.families.wholebody.report import write_wholebody_report
 
         return write_wholebody_report(inp.keypoints, inp.title, out_dir)
     thr = thr or Thresholds()

@@ -136,7 +136,7 @@ class WholebodyEstimator:
     without a reset, and frames can go through the models in batches."""
 
     def __init__(self, settings: dict[str, Any]) -> None:
-        from extract.keypoints.wholebody import WholebodyModels
+        from extract.families.wholebody.runner import WholebodyModels
 
         run = runtime() | settings.get(RUNTIME, {})
         self.settings = {k: v for k, v in settings.items() if k != RUNTIME}
@@ -165,6 +165,6 @@ def open_estimator(settings: dict[str, Any], num_threads: int | None = 1) -> Est
     """The estimator these settings name, built in this process (models loaded, graph started)."""
     if estimator_name(settings) == WHOLEBODY:
         return WholebodyEstimator(settings)
-    from extract.keypoints.holistic import Extractor, HolisticOptions
+    from extract.families.holistic.runner import Extractor, HolisticOptions
 
     return Extractor(HolisticOptions.from_dict(settings), num_threads)

@@ -16,6 +16,7 @@ from typing import Any
 
 import pyarrow.parquet as pq
 
+from extract.families.holistic.runner import HolisticOptions
 from extract.keypoints.estimator import (
     SCORE_THRESHOLD,
     WHOLEBODY,
@@ -24,7 +25,6 @@ from extract.keypoints.estimator import (
     WHOLEBODY_POINTS,
     estimator_name,
 )
-from extract.keypoints.holistic import HolisticOptions
 from extract.keypoints.points import HAND_NAMES, POSE_NAMES
 from extract.keypoints.schema import FACE_POINTS_REFINED, layout
 

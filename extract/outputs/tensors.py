@@ -442,7 +442,7 @@ def write_tensors(
     keypoints = Path(keypoints)
     spec = spec or TensorSpec()
     if (read_file_metadata(keypoints) or {}).get("estimator", "holistic") != "holistic":
-        from extract.outputs.wholebody import write_wholebody_tensors
+        from extract.families.wholebody.outputs import write_wholebody_tensors
 
         if not spec.is_default:
             raise TensorsError(f"{keypoints} holds whole-body keypoints: their tensor set is the "

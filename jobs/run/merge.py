@@ -23,11 +23,11 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from extract.families.wholebody.outputs import WholebodyTensorWriter
 from extract.keypoints.estimator import Declaration, declaration
 from extract.keypoints.filemeta import file_metadata
 from extract.keypoints.schema import OPTIONAL_COLUMNS
 from extract.outputs.tensors import TensorSetWriter, video_runs
-from extract.outputs.wholebody import WholebodyTensorWriter
 from jobs.run.outputs import corpus_from_plan
 from jobs.rundir.folder import JobFailed, RunDir, fsync_dir
 from jobs.rundir.parts import reject

@@ -6,9 +6,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from extract.corpora.base import SPLITS
+from extract.families.holistic.runner import HolisticOptions
 from extract.keypoints.estimator import RUNTIME, runtime
 from extract.keypoints.frames import MAX_PIXELS, MAX_SCANS
-from extract.keypoints.holistic import HolisticOptions
 from jobs.run.identity import input_conflict
 from jobs.rundir.runinfo import PlanOptions, RunInfo
 

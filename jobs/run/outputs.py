@@ -123,7 +123,7 @@ def split_seconds(info: RunInfo) -> dict[str, float]:
 
 def export_legacy_pkl(rd: RunDir, to: Path, dataset_path: str | None = None) -> dict[str, dict]:
     """The older script's pkl (../shared/docs/legacy-format.md) from keypoints.parquet."""
-    from extract.outputs.legacy import write_legacy_pkl
+    from extract.families.holistic.legacy import write_legacy_pkl
 
     info = rd.load()
     return write_legacy_pkl(_need_keypoints(rd), to, legacy_dataset_info(info, rd, dataset_path),
@@ -143,7 +143,7 @@ def pkl_record(to: Path, info: RunInfo, source_path: str) -> dict[str, Any]:
 
 def export_legacy_npz(rd: RunDir, to: Path, dataset_path: str | None = None) -> dict[str, int]:
     """`<split>_keypoints.npz` as the older pipeline's prepare_model_input makes them."""
-    from extract.outputs.legacy import write_legacy_npz
+    from extract.families.holistic.legacy import write_legacy_npz
 
     info = rd.load()
     return write_legacy_npz(_need_keypoints(rd), to,
@@ -165,7 +165,7 @@ def export_pose(rd: RunDir, to: Path, fps: float | None = None) -> int:
 
     info = rd.load()
     if info.options.estimator == "wholebody":
-        from extract.outputs.wholebody import write_pose_files
+        from extract.families.wholebody.outputs import write_pose_files
     else:
         from extract.outputs.export import write_pose_files
     return write_pose_files(_need_keypoints(rd), to, fps or PHOENIX_FPS, Path(info.dataset.root))
@@ -221,7 +221,7 @@ WHOLEBODY_FORMATS = ("twostream-pkl", "unisign-pkl")
 def export_wholebody(rd: RunDir, fmt: str, to: Path, tag: str = "") -> int:
     """The layouts that whole-body models' loaders read (docs/tensors.md): TwoStream-SLR's one pkl,
     Uni-Sign's pkl per video; refused on a Holistic run, whose points are not COCO-WholeBody's."""
-    from extract.outputs.wholebody import write_twostream_pkl, write_unisign_pkls
+    from extract.families.wholebody.outputs import write_twostream_pkl, write_unisign_pkls
 
     estimator = rd.load().options.estimator
     if estimator != "wholebody":

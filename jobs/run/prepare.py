@@ -25,7 +25,7 @@ import pyarrow as pa
 from extract.corpora import discover, input_key, no_frames_message
 from extract.corpora.base import Dataset, DatasetError
 from extract.corpora.phoenix import FRAMES_DIR
-from extract.keypoints.holistic import HolisticOptions, check_model
+from extract.families.holistic.runner import HolisticOptions, check_model
 from extract.sources import links
 from jobs import faults, messages
 from jobs.run.changes import PlanDiff, diff_plans
@@ -116,7 +116,7 @@ def _resume(rd: RunDir, opts: RunOptions, num_shards: int | None, workers: int =
                        "start afresh with the options you want: "
                        f"{messages.fresh(rd.path, input_arg(info, opts.dataset))}.")
     if info.options.estimator != "holistic":
-        from extract.keypoints.wholebody import check_record
+        from extract.families.wholebody.runner import check_record
 
         check_record(opts.settings(info))
     return follow_corpus(rd, info, check_corpus(info, rd.load_plan()), workers, frozen)
