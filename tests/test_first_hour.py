@@ -31,7 +31,8 @@ from kinds import clip
 from tiny_onnx import tiny_models
 
 from extract import extract_keypoints
-from extract.keypoints.estimator import WHOLEBODY, WHOLEBODY_PARTS, declaration
+from extract.families.wholebody.declaration import WHOLEBODY, WHOLEBODY_PARTS
+from extract.keypoints.estimator import declaration
 from extract.keypoints.schema import layout
 from extract.outputs.tensors import part_blocks
 

@@ -20,8 +20,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from extract.inspect.rows import ReportError, open_keypoints, part_arrays
-from extract.keypoints.estimator import WHOLEBODY
-from extract.keypoints.schema import PARTS, WORLD_PARTS
+from extract.keypoints.estimator import declaration_of_columns
 from extract.outputs.tensors import iter_videos
 
 SHOWN = 8  # names listed when the video sets differ
@@ -153,16 +152,16 @@ def diff_files(a: Path, b: Path, tolerance: float = 0.0,
     both = set(open_keypoints(a).schema_arrow.names) & set(open_keypoints(b).schema_arrow.names)
     common, only_a, only_b = shared_videos(a, b)
     out = DiffSummary(only_a=only_a, only_b=only_b)
-    counts: tuple[str, ...] = ()
-    if WHOLEBODY in both:  # two whole-body files: their 133 points, and the person counts
-        cols, counts = ["frame", "status", WHOLEBODY, "persons"], ("persons",)
-    elif both & {WHOLEBODY}.union(PARTS) != set(PARTS):
-        out.estimators = ("made by different estimators (one holds Holistic's columns, the other "
-                          "whole-body keypoints): no values compared")
+    fa = declaration_of_columns(open_keypoints(a).schema_arrow.names)
+    fb = declaration_of_columns(open_keypoints(b).schema_arrow.names)
+    if fa is None or fb is None or fa.name != fb.name:
+        what = [f.title or f.name if f else "no family's columns" for f in (fa, fb)]
+        out.estimators = (f"made by different estimators (A holds {what[0]}, B {what[1]}): no "
+                          "values compared")
         report(f"{a} and {b} were {out.estimators}")
         return out
-    else:
-        cols = ["frame", "status", *PARTS, *(p for p in WORLD_PARTS if p in both)]
+    counts = fa.counts  # per-frame count columns, each compared and named on its own
+    cols = ["frame", "status", *(p for p in fa.parts if p in both), *counts]
     if only_a or only_b:
         report(f"videos in one run only: {names('A', only_a)}; {names('B', only_b)}")
     pairs = zip(_shared(a, cols, common), _shared(b, cols, common), strict=True)

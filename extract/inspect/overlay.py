@@ -17,10 +17,9 @@ import cv2
 import numpy as np
 import pyarrow as pa
 
-from extract.families.wholebody.report import drawn_wholebody_frames
 from extract.inspect.draw import draw_frame, load_frame
 from extract.inspect.rows import ReportError, part_arrays
-from extract.keypoints.estimator import WHOLEBODY
+from extract.keypoints.estimator import declaration_of_columns, family
 
 SUFFIXES = (".mp4", ".gif", ".png")
 SHEET_COLUMNS = 10
@@ -38,8 +37,10 @@ def drawn_frames(rows: pa.Table, frames_root: Path | None, scale: int,
                  seen: list[int] | None = None) -> Iterator[np.ndarray]:
     """Each row's frame with its keypoints drawn (RGB); seen gets 1 per frame found on disk."""
     width, height = video_size(rows)
-    if WHOLEBODY in rows.column_names:
-        yield from drawn_wholebody_frames(rows, frames_root, width, height, scale, seen)
+    found = declaration_of_columns(rows.column_names)
+    own = getattr(family(found.name), "drawn_frames", None) if found else None
+    if own is not None:  # a family that draws its own points
+        yield from own(rows, frames_root, width, height, scale, seen)
         return
     arrays = part_arrays(rows)
     images, frames = rows["image"].to_pylist(), rows["frame"].to_pylist()

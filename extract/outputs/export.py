@@ -18,7 +18,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from extract.keypoints.estimator import Declaration
 from extract.keypoints.schema import FACE_POINTS_REFINED, PARTS, layout, list_width
+from extract.outputs.declared import video_tensor
 from extract.outputs.loader import SplitData
 from extract.outputs.tensors import TensorsError, iter_videos, part_blocks
 
@@ -244,3 +246,43 @@ def write_file(dest: Path, write: Callable[[BinaryIO], Any]) -> None:
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
+
+
+# --- the .pose header of a family without pose-format header of its own ---------------------
+def declared_pose(decl: Declaration, vals: np.ndarray, present: np.ndarray, width: int,
+                  height: int, fps: float) -> Any:
+    """A pose-format Pose of one video's [T, points, channels] values, its header made from the
+    declaration: one component per named part (its point names, XYC), x and y as the family
+    stores them, confidence = the score (1 where a family has none), 0 where `present` is False."""
+    try:
+        from pose_format import Pose
+        from pose_format.numpy.pose_body import NumPyPoseBody
+        from pose_format.pose_header import PoseHeader, PoseHeaderComponent, PoseHeaderDimensions
+    except ImportError:
+        raise TensorsError(pose_install_hint()) from None
+    components = [PoseHeaderComponent(part, [decl.point_name(i) for i in range(lo, hi)], [],
+                                       [(255, 255, 255)], "XYC")
+                  for part, (lo, hi) in decl.point_parts().items()]
+    header = PoseHeader(version=0.2, dimensions=PoseHeaderDimensions(width, height, 0),
+                        components=components)
+    found = present if present.ndim == 2 else np.repeat(present[:, None], vals.shape[1], axis=1)
+    score = vals[..., -1] if decl.score_threshold is not None else np.ones(vals.shape[:2])
+    conf = np.where(found, score, 0).astype(np.float32)[:, None]
+    data = np.ascontiguousarray(np.where(found[..., None], vals[..., :2], 0)[:, None],
+                                dtype=np.float32)
+    return Pose(header, NumPyPoseBody(fps=fps, data=data, confidence=conf))
+
+
+def write_declared_pose_files(keypoints: Path, out_dir: Path, decl: Declaration, fps: float,
+                              root: Path | None = None) -> int:
+    """One `<out_dir>/<split>/<video>.pose` per video (declared_pose), each at its source's rate."""
+    have = pq.ParquetFile(keypoints).schema_arrow.names
+    columns = ["width", "height", *[c for c in ("image", "time_s") if c in have], *decl.parts]
+    n = 0
+    for split, video, table in iter_videos(keypoints, columns):
+        width, height = video_size(table)
+        vals, found = video_tensor(table, decl, scored=False)  # confidence: the score itself
+        pose = declared_pose(decl, vals, found, width, height, video_fps(table, root, fps))
+        write_file(Path(out_dir) / split / f"{video}.pose", pose.write)
+        n += 1
+    return n

@@ -23,10 +23,10 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from extract.families.wholebody.outputs import WholebodyTensorWriter
 from extract.keypoints.estimator import Declaration, declaration
 from extract.keypoints.filemeta import file_metadata
 from extract.keypoints.schema import OPTIONAL_COLUMNS
+from extract.outputs.declared import DeclaredTensorWriter
 from extract.outputs.tensors import TensorSetWriter, video_runs
 from jobs.run.outputs import corpus_from_plan
 from jobs.rundir.folder import JobFailed, RunDir, fsync_dir
@@ -182,9 +182,10 @@ class Merger:
                 capacity[split] = capacity.get(split, 0) + n
         self.keypoints = KeypointsWriter(rd)
         options = rd.load().options
-        if options.estimator == "wholebody":
-            self.tensors: TensorSetWriter = WholebodyTensorWriter(
-                rd.tensors_dir, capacity, corpus=corpus_from_plan(plan))
+        decl = declaration(options.settings())
+        if not decl.tensor_presets:  # a family without presets: the one set of all its points
+            self.tensors: TensorSetWriter = DeclaredTensorWriter(
+                rd.tensors_dir, capacity, decl, corpus=corpus_from_plan(plan))
         else:
             refined = bool(options.holistic.get("refine_face_landmarks"))
             self.tensors = TensorSetWriter(rd.tensors_dir, capacity, corpus=corpus_from_plan(plan),

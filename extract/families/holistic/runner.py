@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from extract.keypoints.estimator import HOLISTIC, Declaration
+from extract.families.holistic.declaration import declaration
 from extract.keypoints.schema import layout
 
 LAYOUT = layout()
@@ -246,7 +246,7 @@ class Extractor:
         self.options = options
         self.layout = options.layout
         self.settings = options.as_dict()  # the Estimator seam (extract/keypoints/estimator.py)
-        self.declaration = Declaration(HOLISTIC, self.layout)
+        self.declaration = declaration(self.settings)
         self._graph = new_holistic(options, num_threads)
         self._dirty = False
 

@@ -8,9 +8,7 @@ values are keypoints.parquet's as they are: the mask only says which to trust.
 
 from __future__ import annotations
 
-import json
 import pickle
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -18,14 +16,13 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from extract.keypoints.estimator import (
-    SCORE_THRESHOLD,
+from extract.families.wholebody.declaration import (
+    DECLARATION,
     WHOLEBODY,
-    WHOLEBODY_NAMES,
-    WHOLEBODY_PARTS,
     WHOLEBODY_POINTS,
 )
 from extract.keypoints.schema import column_block
+from extract.outputs.declared import video_tensor as declared_tensor
 from extract.outputs.export import (
     PHOENIX_FPS,
     pose_install_hint,
@@ -34,116 +31,14 @@ from extract.outputs.export import (
     write_file,
 )
 from extract.outputs.tensors import (
-    POINTS_JSON,
-    TENSORS_FORMAT,
-    NpyWriter,
     TensorsError,
-    TensorSetWriter,
-    _install,
     iter_videos,
-    split_index,
-    tag_dir,
 )
-
-UNITS = ("x, y: pixels of the frame (origin top left), as rtmlib returns them; score: the pose "
-         "model's SimCC confidence")
 
 
 def video_tensor(table: pa.Table) -> tuple[np.ndarray, np.ndarray]:
     """One video's rows -> ([T, 133, 3] float32 x, y, score; [T, 133] score >= threshold)."""
-    block, present = column_block(table.column(WHOLEBODY), WHOLEBODY_POINTS * 3)
-    vals = block.reshape(-1, WHOLEBODY_POINTS, 3)
-    return vals, present[:, None] & (vals[:, :, 2] >= SCORE_THRESHOLD)
-
-
-def describe_points() -> list[dict[str, Any]]:
-    """points.json's entry per point: index, part, index in the part, name."""
-    out: list[dict[str, Any]] = []
-    for part, (lo, hi) in WHOLEBODY_PARTS.items():
-        for i in range(lo, hi):
-            out.append({"k": i, "index": i, "part": part, "part_index": i - lo,
-                        "name": f"{part}.{WHOLEBODY_NAMES[i]}"})
-    return out
-
-
-class WholebodyTensorWriter(TensorSetWriter):
-    """The default set of a whole-body run (tensors/ itself), same files as Holistic's."""
-
-    def __init__(self, out_dir: Path, capacity: Mapping[str, int],
-                 corpus: Mapping[str, Mapping[str, str]] | None = None) -> None:
-        super().__init__(out_dir, capacity, None, corpus)
-
-    @property
-    def columns(self) -> list[str]:
-        return [WHOLEBODY]
-
-    def add_video(self, split: str, video: str, table: pa.Table) -> None:
-        if split not in self.arrays:
-            rows = self.capacity.get(split, 0)
-            self.arrays[split] = NpyWriter(self.tmp / f"{split}.npy", np.dtype(np.float32),
-                                           (rows, WHOLEBODY_POINTS, 3))
-            self.masks[split] = NpyWriter(self.tmp / f"{split}.mask.npy", np.dtype(np.bool_),
-                                          (rows, WHOLEBODY_POINTS))
-            self.videos[split] = []
-        vals, mask = video_tensor(table)
-        self.arrays[split].append(vals)
-        self.masks[split].append(mask)
-        self.videos[split].append((video, len(vals), None))
-
-    def close(self, source: Path, exact: bool = True) -> dict[str, int]:
-        frames = {}
-        for split in self.arrays:
-            self.arrays[split].close(exact)
-            self.masks[split].close(exact)
-            idx, _ = self._index(split)
-            frames[split] = self.arrays[split].rows
-            pq.write_table(idx, self.tmp / f"{split}.index.parquet")
-        meta = points_meta(frames, {s: len(v) for s, v in self.videos.items()}, source)
-        (self.tmp / POINTS_JSON).write_text(json.dumps(meta, indent=2) + "\n")
-        _install(self.tmp, tag_dir(self.out_dir, ""), is_root=True)
-        return frames
-
-
-def points_meta(frames: Mapping[str, int], videos: Mapping[str, int],
-                keypoints: Path) -> dict[str, Any]:
-    """The set's points.json: what each of the 133 points is and how the values were made."""
-    st = keypoints.stat()
-    return {
-        "format": TENSORS_FORMAT,
-        "tag": "",
-        "estimator": WHOLEBODY,
-        "preset": "wholebody-133",
-        "normalize": "none", "fill": "zero", "max_gap": None, "dtype": "float32", "coords": "image",
-        "num_points": WHOLEBODY_POINTS,
-        "indices": list(range(WHOLEBODY_POINTS)),
-        "points": describe_points(),
-        "channels": ["x", "y", "score"],
-        "units": UNITS,
-        "mask": f"True where the point's score is at least {SCORE_THRESHOLD} (rtmlib's cut); "
-                "frames not read are zeros and False",
-        "score_threshold": SCORE_THRESHOLD,
-        "files": {"array": "<split>.npy", "mask": "<split>.mask.npy", "index": "<split>.index.parquet"},
-        "splits": {s: {"frames": int(frames[s]), "videos": int(videos[s])} for s in frames},
-        "not_normalized": [],
-        "source": {"file": keypoints.name, "bytes": st.st_size,
-                   "rows": pq.ParquetFile(keypoints).metadata.num_rows},
-    }
-
-
-def write_wholebody_tensors(keypoints: Path, out_dir: Path,
-                            corpus: Mapping[str, Mapping[str, str]] | None = None,
-                            batch_size: int = 4096) -> dict[str, int]:
-    """The default set of a whole-body keypoints.parquet (a lost tensors/ written again)."""
-    index = split_index(keypoints)
-    capacity = {s: int(np.sum(t["length"].to_numpy())) if t.num_rows else 0 for s, t in index.items()}
-    writer = WholebodyTensorWriter(out_dir, capacity, corpus)
-    try:
-        for split, video, table in iter_videos(keypoints, writer.columns, batch_size):
-            writer.add_video(split, video, table)
-        return writer.close(keypoints)
-    except BaseException:
-        writer.discard()
-        raise
+    return declared_tensor(table, DECLARATION)
 
 
 def write_pose_files(keypoints: Path, out_dir: Path, fps: float = PHOENIX_FPS,

@@ -20,9 +20,9 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from extract.families.wholebody.declaration import SCORE_THRESHOLD, WHOLEBODY, WHOLEBODY_PARTS
 from extract.inspect.draw import _canvas, _label, _legend, load_frame
 from extract.inspect.rows import iter_tables, part_arrays
-from extract.keypoints.estimator import SCORE_THRESHOLD, WHOLEBODY, WHOLEBODY_PARTS
 
 # the report's and the legend's parts: (first, last + 1) point of COCO-WholeBody's order
 PARTS = {"body": (0, 23), "face": WHOLEBODY_PARTS["face"], "left_hand": WHOLEBODY_PARTS["left_hand"],

@@ -36,7 +36,8 @@ from typing import Any
 import cv2
 import numpy as np
 
-from extract.keypoints.estimator import ModelFileError
+from extract.families.wholebody.declaration import DECLARATION, WHOLEBODY
+from extract.keypoints.estimator import RUNTIME, ModelFileError, runtime
 
 POINTS = 133
 PAD = 1.25  # rtmlib's bbox padding
@@ -393,3 +394,30 @@ class WholebodyModels:
             out.append((row.reshape(-1), len(b)))
         return out
 
+
+class WholebodyEstimator:
+    """rtmlib's YOLOX + RTMPose on the signer: no state between frames, so videos are independent
+    without a reset, and frames can go through the models in batches."""
+
+    def __init__(self, settings: dict[str, Any]) -> None:
+        run = runtime() | settings.get(RUNTIME, {})
+        self.settings = {k: v for k, v in settings.items() if k != RUNTIME}
+        self.declaration = DECLARATION
+        self.batch_size = int(run["batch_size"])
+        self._models = WholebodyModels(settings["detector"]["path"], settings["pose_model"]["path"],
+                                       run["device"])
+        self.providers = self._models.providers()
+
+    def start_video(self) -> None:
+        pass
+
+    def process(self, rgb: np.ndarray) -> dict[str, Any]:
+        return self.process_batch([rgb])[0]
+
+    def process_batch(self, rgbs: list[np.ndarray]) -> list[dict[str, Any]]:
+        """Each frame's result, as `process` gives it alone."""
+        return [{WHOLEBODY: values, "persons": persons}
+                for values, persons in self._models.batch(rgbs)]
+
+    def close(self) -> None:
+        self._models = None
