@@ -525,14 +525,13 @@ def _on_sigterm(signum: int, frame: object) -> None:
 def _refusals() -> tuple[type[Exception], ...]:
     """The errors that mean refused input (exit 2): each says what, where and what to do."""
     from extract.corpora.base import DatasetError
-    from extract.families.holistic.runner import ModelError
     from extract.inspect.rows import ReportError
     from extract.keypoints.estimator import ModelFileError
     from extract.keypoints.points import PointsError
     from extract.outputs.tensors import TensorsError
     from jobs.rundir.folder import RunError
 
-    return DatasetError, RunError, ModelError, ModelFileError, TensorsError, PointsError, ReportError
+    return DatasetError, RunError, ModelFileError, TensorsError, PointsError, ReportError
 
 
 def main(argv: list[str] | None = None) -> int:
