@@ -100,7 +100,7 @@ def extract_keypoints(source: Source, estimator: str = DEFAULT_FAMILY, *, fps: f
 def _open(estimator: str, options: dict[str, Any]) -> Estimator:
     """The estimator as a run's worker opens it (one thread), from the options a run takes; the
     whole-body model files are checked and recorded as `run` records them."""
-    if estimator not in names():
+    if estimator not in names(rescan=True):
         raise ValueError(f"estimator {estimator!r} is not known; known: {', '.join(names())}")
     fam = family(estimator)
     known = fam.clip_options()

@@ -116,19 +116,25 @@ def register(name: str, module: str) -> None:
     FAMILIES[name] = module
 
 
-def names() -> tuple[str, ...]:
-    """Every family this process knows: the registry's, then those installed packages declare
-    (entry points of group ENTRY_POINTS; a name already known keeps its module)."""
-    from importlib.metadata import entry_points
+_scanned: list[bool] = []  # the installed packages' families were read (once a process)
 
-    for ep in entry_points(group=ENTRY_POINTS):
-        FAMILIES.setdefault(ep.name, ep.value)
+
+def names(rescan: bool = False) -> tuple[str, ...]:
+    """Every family this process knows: the registry's, then those installed packages declare
+    (entry points of group ENTRY_POINTS, read once a process, or again with `rescan`; a name
+    already known keeps its module). Per-video readers call this: the scan is not repeated."""
+    if rescan or not _scanned:
+        from importlib.metadata import entry_points
+
+        for ep in entry_points(group=ENTRY_POINTS):
+            FAMILIES.setdefault(ep.name, ep.value)
+        _scanned.append(True)
     return tuple(FAMILIES)
 
 
 def family(name: str) -> ModuleType:
     """A family's package, imported on first use."""
-    if name not in FAMILIES and name not in names():
+    if name not in FAMILIES and name not in names(rescan=True):
         raise ValueError(f"unknown estimator {name!r}; this version knows {', '.join(FAMILIES)}")
     return importlib.import_module(FAMILIES[name])
 
@@ -152,10 +158,17 @@ def declaration_of_schema(schema: pa.Schema) -> Declaration | None:
     return None
 
 
+def _default_declaration(name: str, cache: dict[str, Declaration] = {}) -> Declaration:  # noqa: B006
+    """A family's declaration for default settings, made once a process (read per video)."""
+    if name not in cache:
+        cache[name] = family(name).declaration(None)
+    return cache[name]
+
+
 def declaration_of_columns(columns: list[str]) -> Declaration | None:
     """The family whose landmark columns these are (a table read for show, report or diff)."""
     for name in names():
-        d = family(name).declaration(None)
+        d = _default_declaration(name)
         if set(d.parts) - set(OPTIONAL_COLUMNS) <= set(columns):
             return d
     return None
