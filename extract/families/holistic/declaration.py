@@ -9,7 +9,7 @@ from typing import Any
 import pyarrow as pa
 
 from extract.keypoints.estimator import Declaration
-from extract.keypoints.points import HAND_NAMES, POSE_NAMES
+from extract.keypoints.points import FACE_CONTOUR_EDGES, HAND_EDGES, HAND_NAMES, POSE_EDGES, POSE_NAMES
 from extract.keypoints.schema import FACE_POINTS_REFINED, is_earlier_schema, layout
 
 HOLISTIC = "holistic"
@@ -24,6 +24,8 @@ def declaration(settings: dict[str, Any] | None = None) -> Declaration:
         HOLISTIC, parts, title="MediaPipe Holistic's points",
         regions={"body": ("pose", 0, parts["pose"][0]), "face": ("face", 0, parts["face"][0]),
                  "left_hand": ("left_hand", 0, 21), "right_hand": ("right_hand", 0, 21)},
+        skeleton={"body": POSE_EDGES, "face": FACE_CONTOUR_EDGES, "left_hand": HAND_EDGES,
+                  "right_hand": HAND_EDGES},
         exports=EXPORTS, error_status="mediapipe_error", tensor_presets=True,
         pose_header="pose-format-holistic")
 

@@ -39,6 +39,16 @@ WHOLEBODY_SCHEMA = pa.schema(
      # nobody on (the pose model then ran on the whole frame), null where no frame was read
      pa.field("persons", pa.int32())])
 
+# what `show` draws: COCO-WholeBody's limbs (body with the feet, each hand: wrist, then 4 a finger)
+COLOURS = {"body": (255, 210, 0), "face": (0, 220, 255), "left_hand": (40, 230, 40),
+           "right_hand": (255, 60, 170)}
+_BODY_LIMBS = ((15, 13), (13, 11), (16, 14), (14, 12), (11, 12), (5, 11), (6, 12), (5, 6), (5, 7),
+               (6, 8), (7, 9), (8, 10), (1, 2), (0, 1), (0, 2), (1, 3), (2, 4), (3, 5), (4, 6),
+               (15, 17), (15, 18), (15, 19), (16, 20), (16, 21), (16, 22))
+_HAND_LIMBS = tuple((0 if j % 4 == 1 else j - 1, j) for j in range(1, 21))
+LIMBS = {"body": _BODY_LIMBS, "left_hand": tuple((91 + a, 91 + b) for a, b in _HAND_LIMBS),
+         "right_hand": tuple((112 + a, 112 + b) for a, b in _HAND_LIMBS), "face": ()}
+
 DECLARATION = Declaration(
     WHOLEBODY, {WHOLEBODY: (WHOLEBODY_POINTS, 3)}, ("persons",), ("x", "y", "score"),
     WHOLEBODY_SCHEMA, title="COCO-WholeBody 133 points", score_threshold=SCORE_THRESHOLD,
@@ -46,7 +56,8 @@ DECLARATION = Declaration(
              "left_hand": (WHOLEBODY, *WHOLEBODY_PARTS["left_hand"]),
              "right_hand": (WHOLEBODY, *WHOLEBODY_PARTS["right_hand"])},
     exports=("pose", "twostream-pkl", "unisign-pkl"), units=UNITS, presence_note="rtmlib's cut",
-    names=WHOLEBODY_NAMES, subparts=WHOLEBODY_PARTS, batches=True)
+    names=WHOLEBODY_NAMES, subparts=WHOLEBODY_PARTS, batches=True, skeleton=LIMBS,
+    colours=COLOURS)
 
 
 

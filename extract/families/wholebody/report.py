@@ -20,22 +20,15 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from extract.families.wholebody.declaration import SCORE_THRESHOLD, WHOLEBODY, WHOLEBODY_PARTS
+from extract.families.wholebody.declaration import DECLARATION, SCORE_THRESHOLD, WHOLEBODY
 from extract.inspect.draw import _canvas, _label, _legend, load_frame
 from extract.inspect.rows import iter_tables, part_arrays
 
 # the report's and the legend's parts: (first, last + 1) point of COCO-WholeBody's order
-PARTS = {"body": (0, 23), "face": WHOLEBODY_PARTS["face"], "left_hand": WHOLEBODY_PARTS["left_hand"],
-         "right_hand": WHOLEBODY_PARTS["right_hand"]}
+PARTS = {p: (lo, hi) for p, (_, lo, hi) in DECLARATION.regions.items()}
 LEGEND = {"body": "pose", "face": "face", "left_hand": "left_hand", "right_hand": "right_hand"}
-COLOURS = {"body": (255, 210, 0), "face": (0, 220, 255), "left_hand": (40, 230, 40),
-           "right_hand": (255, 60, 170)}
-_BODY_LIMBS = ((15, 13), (13, 11), (16, 14), (14, 12), (11, 12), (5, 11), (6, 12), (5, 6), (5, 7),
-               (6, 8), (7, 9), (8, 10), (1, 2), (0, 1), (0, 2), (1, 3), (2, 4), (3, 5), (4, 6),
-               (15, 17), (15, 18), (15, 19), (16, 20), (16, 21), (16, 22))
-_HAND_LIMBS = tuple((0 if j % 4 == 1 else j - 1, j) for j in range(1, 21))  # wrist, then 4 a finger
-LIMBS = {"body": _BODY_LIMBS, "left_hand": tuple((91 + a, 91 + b) for a, b in _HAND_LIMBS),
-         "right_hand": tuple((112 + a, 112 + b) for a, b in _HAND_LIMBS), "face": ()}
+COLOURS = DECLARATION.colours
+LIMBS = DECLARATION.skeleton
 
 
 def found(values: np.ndarray) -> dict[str, np.ndarray]:
