@@ -4,7 +4,8 @@ installed package would (an entry point of group `phoenix_keypoints.families`).
 
 Its runner computes points from pixels: each quarter of the frame gives one point, the centre of
 its brightness (x, y in pixels of the frame) and a score (its mean brightness / 255); `bright`
-counts the quarters scoring at least 0.5. Its own report and drawing are deliberately small.
+counts the quarters scoring at least 0.5. `show` draws it from its declaration (regions,
+skeleton, colours); its own report is deliberately small.
 """
 
 from __future__ import annotations
@@ -28,7 +29,8 @@ DECLARATION = Declaration(
     score_threshold=0.5, regions={"top": (NAME, 0, 2), "bottom": (NAME, 2, 4)},
     exports=("pose",), units="x, y: pixels of the frame (origin top left); score: brightness",
     names=("top_left", "top_right", "bottom_left", "bottom_right"),
-    subparts={"top": (0, 2), "bottom": (2, 4)})
+    subparts={"top": (0, 2), "bottom": (2, 4)}, skeleton={"top": ((0, 1),), "bottom": ((2, 3),)},
+    colours={"top": (255, 210, 0), "bottom": (40, 230, 40)})
 
 
 def declaration(settings: dict[str, Any] | None = None) -> Declaration:
@@ -96,18 +98,3 @@ def write_report(keypoints: Path, title: str, out_dir: Path) -> dict[str, Any]:
     videos.to_parquet(out_dir / "videos.parquet")
     (out_dir / "index.html").write_text(f"<h1>{html.escape(title)}</h1>" + videos.to_html())
     return {"videos": len(videos), "frames": int(videos["frames"].sum()), "flagged": 0}
-
-
-def drawn_frames(rows: pa.Table, frames_root: Path | None, width: int, height: int, scale: int,
-                 seen: list[int] | None = None) -> Any:
-    """Each row's frame with its four points as white squares."""
-    from extract.inspect.draw import load_frame
-
-    for image, values in zip(rows["image"].to_pylist(), rows[NAME].to_pylist(), strict=True):
-        rgb = load_frame(frames_root, image)
-        if seen is not None:
-            seen.append(rgb is not None)
-        canvas = np.zeros((height, width, 3), np.uint8) if rgb is None else rgb.copy()
-        for x, y, _ in np.array(values or [], np.float32).reshape(-1, 3):
-            canvas[max(0, int(y) - 1):int(y) + 2, max(0, int(x) - 1):int(x) + 2] = 255
-        yield np.repeat(np.repeat(canvas, scale, axis=0), scale, axis=1)

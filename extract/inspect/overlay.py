@@ -17,6 +17,7 @@ import cv2
 import numpy as np
 import pyarrow as pa
 
+from extract.inspect.declared import drawn_declared_frames
 from extract.inspect.draw import draw_frame, load_frame
 from extract.inspect.rows import ReportError, part_arrays
 from extract.keypoints.estimator import declaration_of_columns, family
@@ -41,6 +42,9 @@ def drawn_frames(rows: pa.Table, frames_root: Path | None, scale: int,
     own = getattr(family(found.name), "drawn_frames", None) if found else None
     if own is not None:  # a family that draws its own points
         yield from own(rows, frames_root, width, height, scale, seen)
+        return
+    if found is not None and found.colours:  # drawn from its declaration
+        yield from drawn_declared_frames(found, rows, frames_root, width, height, scale, seen)
         return
     arrays = part_arrays(rows)
     images, frames = rows["image"].to_pylist(), rows["frame"].to_pylist()

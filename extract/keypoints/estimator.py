@@ -57,9 +57,12 @@ class Declaration:
     score_threshold: float | None = None
     # regions the report, show and extract_keypoints name: region -> (column, first, end point)
     regions: dict[str, tuple[str, int, int]] = field(default_factory=dict, compare=False)
-    # what `show` draws: region -> limbs (point pairs, in the region's column) and its colour (RGB)
+    # what `show` draws: region -> limbs (point pairs, in the region's column) and its colour (RGB;
+    # drawn in this order, the last on top); a family with colours is drawn from its declaration
+    # (inspect/declared.py), else by inspect/draw.py (Holistic's parts)
     skeleton: dict[str, tuple[tuple[int, int], ...]] = field(default_factory=dict, compare=False)
     colours: dict[str, tuple[int, int, int]] = field(default_factory=dict, compare=False)
+    legend: dict[str, str] = field(default_factory=dict, compare=False)  # region -> legend label
     exports: tuple[str, ...] = ()  # `export --format` values it supports
     error_status: str = ""  # a frame's status when the estimator fails on it (default NAME_error)
     units: str = ""  # the values' units and origin, as points.json and the docs say them

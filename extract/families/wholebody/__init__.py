@@ -77,13 +77,6 @@ def write_report(keypoints: Path, title: str, out_dir: Path) -> dict[str, Any]:
     return write_wholebody_report(keypoints, title, out_dir)
 
 
-def drawn_frames(rows: pa.Table, frames_root: Path | None, width: int, height: int, scale: int,
-                 seen: list[int] | None = None) -> Any:
-    from extract.families.wholebody.report import drawn_wholebody_frames
-
-    return drawn_wholebody_frames(rows, frames_root, width, height, scale, seen)
-
-
 def write_pose_files(keypoints: Path, out_dir: Path, fps: float, root: Path | None) -> int:
     from extract.families.wholebody.outputs import write_pose_files
 

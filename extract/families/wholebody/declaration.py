@@ -40,8 +40,8 @@ WHOLEBODY_SCHEMA = pa.schema(
      pa.field("persons", pa.int32())])
 
 # what `show` draws: COCO-WholeBody's limbs (body with the feet, each hand: wrist, then 4 a finger)
-COLOURS = {"body": (255, 210, 0), "face": (0, 220, 255), "left_hand": (40, 230, 40),
-           "right_hand": (255, 60, 170)}
+COLOURS = {"face": (0, 220, 255), "body": (255, 210, 0), "left_hand": (40, 230, 40),
+           "right_hand": (255, 60, 170)}  # in drawing order: hands on top
 _BODY_LIMBS = ((15, 13), (13, 11), (16, 14), (14, 12), (11, 12), (5, 11), (6, 12), (5, 6), (5, 7),
                (6, 8), (7, 9), (8, 10), (1, 2), (0, 1), (0, 2), (1, 3), (2, 4), (3, 5), (4, 6),
                (15, 17), (15, 18), (15, 19), (16, 20), (16, 21), (16, 22))
@@ -57,7 +57,7 @@ DECLARATION = Declaration(
              "right_hand": (WHOLEBODY, *WHOLEBODY_PARTS["right_hand"])},
     exports=("pose", "twostream-pkl", "unisign-pkl"), units=UNITS, presence_note="rtmlib's cut",
     names=WHOLEBODY_NAMES, subparts=WHOLEBODY_PARTS, batches=True, skeleton=LIMBS,
-    colours=COLOURS)
+    colours=COLOURS, legend={"body": "pose"})
 
 
 

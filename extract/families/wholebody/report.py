@@ -1,41 +1,31 @@
-"""`report` and `show` for a whole-body run (COCO-WholeBody 133 points with scores).
+"""`report` for a whole-body run (COCO-WholeBody 133 points with scores); `show` draws it from its
+declaration (regions, skeleton, colours: extract/inspect/declared.py).
 
 A part (body, face, each hand) counts as found on a frame when at least half of its points score
 SCORE_THRESHOLD or more, the cut rtmlib's drawing uses for single points. The report is one table
 per video (frames, frames read, how often each part was found, frames with more than one person)
-in `videos.parquet` and a plain page; `show` draws the 133-point skeleton (COCO-WholeBody's limbs,
-points under the threshold left out) with the same legend band as Holistic's drawing.
+in `videos.parquet` and a plain page.
 """
 
 from __future__ import annotations
 
 import html
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import cv2
 import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from extract.families.wholebody.declaration import DECLARATION, SCORE_THRESHOLD, WHOLEBODY
-from extract.inspect.draw import _canvas, _label, _legend, load_frame
+from extract.inspect.declared import found as declared_found
 from extract.inspect.rows import iter_tables, part_arrays
-
-# the report's and the legend's parts: (first, last + 1) point of COCO-WholeBody's order
-PARTS = {p: (lo, hi) for p, (_, lo, hi) in DECLARATION.regions.items()}
-LEGEND = {"body": "pose", "face": "face", "left_hand": "left_hand", "right_hand": "right_hand"}
-COLOURS = DECLARATION.colours
-LIMBS = DECLARATION.skeleton
 
 
 def found(values: np.ndarray) -> dict[str, np.ndarray]:
     """part -> bool [frames]: at least half its points score >= SCORE_THRESHOLD (NaN: not read)."""
-    scores = np.nan_to_num(values[:, :, 2], nan=0.0)
-    return {p: (scores[:, lo:hi] >= SCORE_THRESHOLD).mean(axis=1) >= 0.5
-            for p, (lo, hi) in PARTS.items()}
+    return declared_found(DECLARATION, {WHOLEBODY: values})
 
 
 def video_figures(keypoints: Path) -> pd.DataFrame:
@@ -84,41 +74,3 @@ def write_wholebody_report(keypoints: Path, title: str, out_dir: Path) -> dict[s
 
 def _cell(v: Any) -> str:
     return f"{v:.3f}" if isinstance(v, float) else str(v)
-
-
-def draw_wholebody(rgb: np.ndarray | None, values: np.ndarray, width: int, height: int,
-                   scale: int = 1, label: str = "") -> np.ndarray:
-    """The frame with the 133 points (score >= threshold) and their limbs, plus the legend band."""
-    img = _canvas(rgb, width * scale, height * scale)
-    parts = found(values[None])
-    keep = np.nan_to_num(values[:, 2], nan=0.0) >= SCORE_THRESHOLD
-    xy = np.nan_to_num(values[:, :2]) * scale
-    for part in ("face", "body", "left_hand", "right_hand"):  # hands on top
-        colour = COLOURS[part]
-        for a, b in LIMBS[part]:
-            if keep[a] and keep[b]:
-                cv2.line(img, _pt(xy[a]), _pt(xy[b]), colour, scale, cv2.LINE_AA)
-        lo, hi = PARTS[part]
-        for i in range(lo, hi):
-            if keep[i]:
-                cv2.circle(img, _pt(xy[i]), scale, colour, -1, cv2.LINE_AA)
-    if label:
-        _label(img, label, scale)
-    return np.vstack([img, _legend(img.shape[1], {LEGEND[p]: bool(f[0]) for p, f in parts.items()},
-                                   scale)])
-
-
-def _pt(p: np.ndarray) -> tuple[int, int]:
-    return int(round(float(p[0]))), int(round(float(p[1])))
-
-
-def drawn_wholebody_frames(rows: pa.Table, frames_root: Path | None, width: int, height: int,
-                           scale: int, seen: list[int] | None = None) -> Iterator[np.ndarray]:
-    """Each row's frame with its whole-body skeleton (RGB); seen gets 1 per frame found on disk."""
-    values = part_arrays(rows)[WHOLEBODY]
-    for i, (image, frame) in enumerate(zip(rows["image"].to_pylist(), rows["frame"].to_pylist(),
-                                           strict=True)):
-        rgb = load_frame(frames_root, image)
-        if seen is not None:
-            seen.append(rgb is not None)
-        yield draw_wholebody(rgb, values[i], width, height, scale, f"{frame}")
