@@ -5,9 +5,10 @@ the frames with the very sources a run uses (extract/sources/, found the way a r
 finds them: extract.corpora.entries.to_video) and puts them through the per-video code a worker
 runs (extract.keypoints.video_rows.extract_video), so its numbers equal a run's on the same frames.
 
-The estimator is named: `"holistic"` (MediaPipe Holistic, the default) or `"wholebody"` (the user's
-ONNX detector and pose model, `detector=` and `pose_model=` paths). Both go through the estimator
-seam a worker uses (extract.keypoints.estimator.open_estimator), so there is one frame loop.
+The estimator is a family the registry names (extract.keypoints.estimator.FAMILIES; the default
+first): its package says which options it takes, how they become the settings a run records, and
+how a clip's arrays make a .pose. Every family goes through the seam a worker uses
+(extract.keypoints.estimator.open_estimator), so there is one frame loop.
 """
 
 from __future__ import annotations
@@ -19,27 +20,23 @@ import tempfile
 import warnings
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from extract.keypoints.estimator import (
-    ESTIMATORS,
-    HOLISTIC,
-    WHOLEBODY,
-    WHOLEBODY_PARTS,
+    DEFAULT_FAMILY,
     Estimator,
+    family,
+    names,
     open_estimator,
 )
 from extract.keypoints.frames import MAX_PIXELS, STATUS_OK, Frame, read_frame
-from extract.keypoints.holistic import HolisticOptions
 from extract.keypoints.video_rows import Block, extract_video
 from extract.outputs.export import PHOENIX_FPS, rate_of_times
 
-_OPTIONS = {HOLISTIC: tuple(f.name for f in fields(HolisticOptions)),
-            WHOLEBODY: ("detector", "pose_model")}
 Source = str | os.PathLike | Sequence[str | os.PathLike] | np.ndarray
 
 
@@ -49,6 +46,7 @@ class Keypoints:
 
     parts: dict[str, np.ndarray]
     fps: float
+    estimator: str = DEFAULT_FAMILY  # whose points: decides the .pose header (to_pose)
     status: list[str] = field(default_factory=list)  # per frame: "ok", or why it was not processed
     image: list[str] = field(default_factory=list)  # per frame: what it was made from
     width: list[int | None] = field(default_factory=list)
@@ -68,14 +66,25 @@ class Keypoints:
 
     def to_pose(self) -> Any:
         """A pose-format `Pose` (needs the pose extra), laid out as `export --format pose` writes."""
-        from extract.outputs.export import pose_of_blocks
-
         sizes = [(w, h) for w, h in zip(self.width, self.height, strict=True) if w is not None]
         width, height = max(set(sizes), key=sizes.count) if sizes else (0, 0)
-        return pose_of_blocks(self.parts, width, height, self.fps)
+        fam = family(self.estimator)
+        own = getattr(fam, "pose_of_clip", None)
+        if own is not None:  # a family with a .pose header of its own
+            return own(self.parts, width, height, self.fps)
+        decl = fam.declaration(None)
+        if decl.pose_header == "pose-format-holistic":
+            from extract.outputs.export import pose_of_blocks
+
+            return pose_of_blocks(self.parts, width, height, self.fps)
+        from extract.outputs.export import declared_pose
+
+        vals = np.concatenate([self.parts[p] for p in decl.parts], axis=1)
+        return declared_pose(decl, np.nan_to_num(vals), ~np.isnan(vals).all(axis=2), width,
+                             height, self.fps)
 
 
-def extract_keypoints(source: Source, estimator: str = HOLISTIC, *, fps: float | None = None,
+def extract_keypoints(source: Source, estimator: str = DEFAULT_FAMILY, *, fps: float | None = None,
                       max_pixels: int = MAX_PIXELS, progress: bool | None = None,
                       **options: Any) -> Keypoints:
     """Keypoints of one clip: a video file, a folder of frames, a list of image paths, or an RGB
@@ -164,36 +173,28 @@ def _is_fd2(stream: Any) -> bool:
 def _open(estimator: str, options: dict[str, Any]) -> Estimator:
     """The estimator as a run's worker opens it (one thread), from the options a run takes; the
     whole-body model files are checked and recorded as `run` records them."""
-    if estimator not in ESTIMATORS:
-        raise ValueError(f"estimator {estimator!r} is not known; known: {', '.join(ESTIMATORS)}")
-    known = _OPTIONS[estimator]
+    if estimator not in names(rescan=True):
+        raise ValueError(f"estimator {estimator!r} is not known; known: {', '.join(names())}")
+    fam = family(estimator)
+    known = fam.clip_options()
     unknown = sorted(set(options) - set(known))
     if unknown:
         raise TypeError(f"unknown option(s) {', '.join(unknown)}; estimator {estimator!r} takes "
                         f"{', '.join(known)}")
-    if estimator == HOLISTIC:
-        return open_estimator(HolisticOptions(**options).as_dict(), num_threads=1)
-    missing = [k for k in known if options.get(k) is None]
-    if missing:
-        raise TypeError(f"estimator 'wholebody' needs {' and '.join(f'{k}=PATH.onnx' for k in missing)}"
-                        " (docs/wholebody.md says where rtmlib's published models are)")
-    from extract.keypoints.wholebody import record
-
-    return open_estimator({"estimator": WHOLEBODY,
-                           **record(Path(options["detector"]), Path(options["pose_model"]))})
+    return open_estimator(fam.clip_settings(options), num_threads=1)
 
 
 def _keypoints(block: Block, fps: float) -> Keypoints:
     """A Block's rows as [T, points, channels] arrays, NaN where a part was not detected (or the
-    frame not read); the whole-body family's named parts are slices of its 133 points."""
+    frame not read), and the named parts the family adds (clip_parts: slices of its columns)."""
     parts = {}
     for part, (n, c) in block.layout.items():
         values = np.concatenate(block.values[part]).reshape(-1, n, c)
         values[~np.concatenate(block.present[part])] = np.nan
         parts[part] = values
-    if WHOLEBODY in parts:
-        parts |= {name: parts[WHOLEBODY][:, a:b] for name, (a, b) in WHOLEBODY_PARTS.items()}
-    return Keypoints(parts, float(fps), block.status, block.image, block.width, block.height,
+    parts = family(block.declaration.name).clip_parts(parts)
+    return Keypoints(parts, float(fps), block.declaration.name, block.status, block.image,
+                     block.width, block.height,
                      block.time_s)
 
 

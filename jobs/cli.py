@@ -97,6 +97,7 @@ def _non_negative(value: str) -> int:
 def _plan_args(p: argparse.ArgumentParser) -> None:
     """What the plan is made of: used when a run folder is planned, checked when it is resumed."""
     from extract.corpora.base import SPLITS
+    from extract.keypoints.estimator import names
 
     p.add_argument("--manifest", type=Path, metavar="FILE",
                    help="a csv/tsv/jsonl listing the videos (name, split, path, ...), instead of "
@@ -114,7 +115,7 @@ def _plan_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--chunk-frames", type=_positive,
                    help="fixed frames per chunk, whole videos (default: sizes chosen from the "
                         "dataset and the worker count, at most 1000, shrinking toward the end)")
-    p.add_argument("--estimator", choices=("holistic", "wholebody"),
+    p.add_argument("--estimator", choices=names(),
                    help="holistic (default: MediaPipe Holistic) or wholebody (COCO-WholeBody 133 "
                         "points from --detector and --pose-model: docs/wholebody.md)")
     p.add_argument("--detector", type=Path, metavar="DET.onnx",
@@ -260,6 +261,7 @@ def _add_tensors(sub: argparse._SubParsersAction) -> None:
 
 def _add_small(sub: argparse._SubParsersAction) -> None:
     """The commands with a handful of options: status, merge, export, sample."""
+    from extract.keypoints.estimator import family, names
     s = sub.add_parser("status", help="progress of a run folder (safe beside a live run)")
     s.add_argument("--out", type=Path, required=True)
     s.set_defaults(handler=_status)
@@ -273,8 +275,8 @@ def _add_small(sub: argparse._SubParsersAction) -> None:
     e = sub.add_parser("export", help="export keypoints for existing code (pkl dict, .pose files, "
                                       "Kaggle islr parquets)")
     e.add_argument("--out", type=Path, required=True, help="a finished run folder")
-    e.add_argument("--format", choices=("pkl", "pose", "islr", "legacy-pkl", "legacy-npz",
-                                        "twostream-pkl", "unisign-pkl"),
+    e.add_argument("--format", choices=tuple(dict.fromkeys(
+                       f for n in names() for f in family(n).declaration(None).exports)),
                    required=True,
                    help="pkl: {video: arrays} of a tensor set; pose: .pose files; islr: Kaggle "
                         "isolated-sign parquets; legacy-pkl: the older script's pkl (what run "
@@ -407,7 +409,7 @@ def _models(args: argparse.Namespace) -> dict | None:
     if det is None or pose is None:
         raise RunError("--estimator wholebody needs both --detector DET.onnx and --pose-model "
                        "POSE.onnx (docs/wholebody.md says where rtmlib's published ones are).")
-    from extract.keypoints.wholebody import record
+    from extract.families.wholebody.runner import record
 
     return record(det, pose)
 
@@ -425,10 +427,12 @@ def _run(args: argparse.Namespace) -> int:
         raise RunError("--address is for --backend ray.")
     pkl, out = args.output_path, args.out
     if pkl is not None:
-        if args.estimator == "wholebody":
-            raise RunError("--output_path writes the older pipeline's pkl of Holistic's 143 points; "
-                           "a wholebody run has COCO-WholeBody's 133: leave --output_path out "
-                           "(its outputs: docs/wholebody.md).")
+        from extract.keypoints.estimator import declaration
+
+        why = args.estimator and declaration({"estimator": args.estimator}).refuse_export(
+            "legacy-pkl", "this")
+        if why:
+            raise RunError(f"--output_path writes the older pipeline's pkl (--format legacy-pkl): {why}")
         if pkl.is_dir():
             raise RunError(f"--output_path {pkl} is a folder; give the .pkl file to write.")
         out = out or (args.temp_dir or pkl.parent) / f"{pkl.stem}_run"
@@ -597,12 +601,11 @@ def _refusals() -> tuple[type[Exception], ...]:
     from extract.corpora.base import DatasetError
     from extract.inspect.rows import ReportError
     from extract.keypoints.estimator import ModelFileError
-    from extract.keypoints.holistic import ModelError
     from extract.keypoints.points import PointsError
     from extract.outputs.tensors import TensorsError
     from jobs.rundir.folder import RunError
 
-    return DatasetError, RunError, ModelError, ModelFileError, TensorsError, PointsError, ReportError
+    return DatasetError, RunError, ModelFileError, TensorsError, PointsError, ReportError
 
 
 def main(argv: list[str] | None = None) -> int:

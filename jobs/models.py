@@ -206,7 +206,7 @@ def resolve(name: str, folder: Path | None) -> tuple[Path, Path]:
 def recorded(name: str, folder: Path | None) -> dict[str, Any]:
     """A fetched mode's models as a run records them, each still the pinned bytes (a file copied
     into the cache by hand, or changed since, is refused here rather than recorded)."""
-    from extract.keypoints.wholebody import record
+    from extract.families.wholebody.runner import record
 
     paths = resolve(name, folder)
     for path, f in zip(paths, mode(name), strict=True):  # checked before onnxruntime reads it

@@ -11,8 +11,8 @@ import contextlib
 from pathlib import Path
 
 from extract.corpora.base import DatasetError
-from extract.keypoints.holistic import ModelError, holistic_available
-from extract.outputs.tensors import write_tensors
+from extract.keypoints.estimator import DEFAULT_FAMILY, ModelFileError, family, names
+from extract.outputs.declared import write_family_tensors
 from extract.sources.archive_index import ArchiveError
 from jobs import messages
 from jobs.cluster.shard_run import run_shard
@@ -147,7 +147,7 @@ def _complete(rd: RunDir, req: RunRequest) -> bool:
     if state == "no tensors":
         with locked(rd):
             messages.say("tensors/ missing or damaged: writing them again from keypoints.parquet")
-            write_tensors(rd.keypoints_path, rd.tensors_dir, corpus_from_plan(rd.load_plan()))
+            write_family_tensors(rd.keypoints_path, rd.tensors_dir, corpus_from_plan(rd.load_plan()))
     assert info.merge is not None
     messages.result(f"complete: {rd.keypoints_path} ({info.merge.rows} frames) and "
                     f"{rd.tensors_dir}/ are up to date; nothing to do. `phoenix-keypoints verify "
@@ -176,42 +176,37 @@ def _starting(rd: RunDir, req: RunRequest, info: RunInfo, backend: Backend) -> N
 def _runs_on(req: RunRequest, info: RunInfo, slots: list) -> str:
     """A whole-body run's device and batches, as its workers will decide them (--device auto:
     CUDA where onnxruntime has it and the worker a GPU), and each model's batch axis."""
-    if info.options.estimator != "wholebody" or not info.options.wholebody:
+    runs_on = getattr(family(info.options.estimator), "runs_on", None)
+    if runs_on is None:
         return ""
-    from extract.keypoints.estimator import runtime
-    from extract.keypoints.wholebody import batch_axes, cuda_provider
-
-    run = runtime(req.batch_size, req.device)
-    gpu = run["device"] != "cpu" and cuda_provider() and any(s.gpu for s in slots)
-    where = "CUDA, device 0 of each worker's GPU" if gpu else "the CPU"
-    models = info.options.wholebody
-    axes = batch_axes(models["detector"]["path"], models["pose_model"]["path"])
-    return f", on {where} (--device {run['device']}); batches of {run['batch_size']} frames: {axes}"
+    return runs_on(info.options.settings(), req.batch_size, req.device, any(s.gpu for s in slots))
 
 
-def _refuse_without_holistic(req: RunRequest) -> None:
-    """A Holistic run needs mediapipe: where it is missing (Python 3.13), refuse before any worker
-    starts, in one line that says why and what to do. A finished run answers without it; a
-    whole-body run (asked, or the run folder's own when resumed without --estimator) needs none."""
+def _refuse_unavailable(req: RunRequest) -> None:
+    """A family that cannot run in this Python (Holistic without mediapipe, Python 3.13): refuse
+    before any worker starts, in one line that says why and what to do. A finished run answers
+    without it; the family is the one asked, or the run folder's own when resumed without one."""
     estimator = _estimator_of(req)
-    if estimator == "holistic" and (why := holistic_available()) is not None:
-        raise ModelError(why)
+    unavailable = getattr(family(estimator), "unavailable", None)
+    if unavailable is not None and (why := unavailable()) is not None:
+        raise ModelFileError(why)
     _refuse_device(req, estimator)
 
 
 def _refuse_device(req: RunRequest, estimator: str) -> None:
-    """--batch-size and --device are the whole-body family's; --device cuda needs onnxruntime's
-    CUDA provider and a GPU to pin workers to. Refused before any worker starts (exit 2)."""
-    if estimator != "wholebody":
+    """--batch-size and --device are for families that run frames in batches (their declaration
+    says so); --device cuda needs onnxruntime's CUDA provider and a GPU to pin workers to. Refused
+    before any worker starts (exit 2)."""
+    if not family(estimator).declaration(None).batches:
         if req.batch_size is not None or req.device not in (None, "auto", "cpu"):
-            raise RunError("--batch-size and --device cuda are for --estimator wholebody (MediaPipe's "
-                           "Holistic runs one frame at a time on the CPU).")
+            batching = [n for n in names() if family(n).declaration(None).batches]
+            raise RunError(f"--batch-size and --device cuda are for --estimator "
+                           f"{' or '.join(batching)}; the {estimator} family runs one frame at a "
+                           "time on the CPU.")
         return
     if req.device != "cuda":
         return
-    from extract.keypoints.wholebody import cuda_provider
-
-    if not cuda_provider():
+    if not family(estimator).cuda_provider():
         raise RunError("--device cuda: this onnxruntime has no CUDAExecutionProvider. Install the "
                        "GPU build: pip install 'phoenix-keypoints[gpu]' (onnxruntime-gpu in place of "
                        "onnxruntime), or pass --device cpu.")
@@ -224,11 +219,11 @@ def _refuse_device(req: RunRequest, estimator: str) -> None:
 
 def _estimator_of(req: RunRequest) -> str:
     """The estimator this run will use: the one asked, else the run folder's, else Holistic."""
-    asked = req.options.estimator or ("wholebody" if req.options.wholebody else None)
+    asked = req.options.family_asked()
     if asked is None and not req.fresh and RunDir(req.out).exists():
         with contextlib.suppress(Exception):  # an unreadable run.json is refused later, in words
             asked = RunDir(req.out).load().options.estimator
-    return asked or "holistic"
+    return asked or DEFAULT_FAMILY
 
 
 def run_whole(req: RunRequest) -> int:
@@ -236,7 +231,7 @@ def run_whole(req: RunRequest) -> int:
     rd = RunDir(req.out)
     if _complete(rd, req):
         return 0
-    _refuse_without_holistic(req)
+    _refuse_unavailable(req)
     with run_folder(rd):
         # started now: workers import mediapipe and build their graphs while we plan
         backend: Backend | None = make_backend(rd, _settings(rd, req), req.backend, req.num_gpus,
@@ -271,7 +266,7 @@ def run(req: RunRequest) -> int:
                        f"merge job is done, run `phoenix-keypoints export --out {req.out} --format "
                        f"legacy-pkl --to {req.pkl}`.")
     if sharded:
-        _refuse_without_holistic(req)
+        _refuse_unavailable(req)
         return run_shard(req, *sharded)
     written = req.pkl.stat().st_mtime_ns if req.pkl is not None and req.pkl.exists() else None
     code = run_whole(req)

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from pathlib import Path
 
 from extract.corpora.base import DatasetError
 from extract.sources.archive_index import ArchiveError
@@ -137,14 +136,14 @@ def _corpus_lines(rd: RunDir, info: RunInfo) -> list[str]:
 
 
 def _estimator_lines(info: RunInfo) -> list[str]:
-    """Which family makes this run's keypoints, where it is not Holistic (the default, unsaid as
-    before): a whole-body run names its two model files."""
-    if info.options.estimator == "holistic":
+    """Which family makes this run's keypoints, where it is not the default (unsaid as before):
+    the family's own line (a whole-body run names its two model files), else its name."""
+    from extract.keypoints.estimator import DEFAULT_FAMILY, family
+
+    if info.options.estimator == DEFAULT_FAMILY:
         return []
-    models = info.options.wholebody or {}
-    files = ", ".join(f"--{k.replace('_', '-')} {Path(models[k]['path']).name}"
-                      for k in ("detector", "pose_model") if k in models)
-    return [f"estimator: {info.options.estimator}" + (f" ({files})" if files else "")]
+    line = getattr(family(info.options.estimator), "status_line", None)
+    return [line(info.options.settings()) if line else f"estimator: {info.options.estimator}"]
 
 
 def render(rd: RunDir) -> str:

@@ -171,11 +171,12 @@ def _mixed_versions(rd: RunDir, info: RunInfo) -> bool:
 def _models_changed(info: RunInfo) -> bool:
     """A whole-body run's model files against the sha256 and size it recorded; each one changed or
     gone is a line on stdout ("-", "-", its path, why) and named on stderr."""
-    if info.options.estimator == "holistic":
-        return False
-    from extract.keypoints.wholebody import model_problems
+    from extract.keypoints.estimator import family
 
-    problems = model_problems(info.options.settings())
+    check = getattr(family(info.options.estimator), "model_problems", None)
+    if check is None:  # a family without model files of the user's
+        return False
+    problems = check(info.options.settings())
     for why in problems:
         path = why.split(": ", 1)[0].split(" ", 1)[1]
         messages.result(f"-\t-\t{path}\t{why.split(': ', 1)[1]}")

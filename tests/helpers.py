@@ -254,7 +254,7 @@ def direct_holistic(root: Path, images: list[str], **options: Any) -> list[dict]
     import cv2
     import mediapipe as mp
 
-    from extract.keypoints.holistic import landmarks_to_arrays
+    from extract.families.holistic.runner import landmarks_to_arrays
     from extract.keypoints.schema import layout
 
     parts = layout(options.get("refine_face_landmarks", False))

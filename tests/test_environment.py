@@ -217,13 +217,13 @@ def test_onnxruntime_imported_first_is_said(tmp_path: Path) -> None:
     """Code that imported onnxruntime before the tool could turn its telemetry off is told how to;
     imported the other way round, the variable is there before onnxruntime loads, and no warning."""
     code = ("import warnings, os; warnings.simplefilter('error'); import onnxruntime; "
-            "from extract.keypoints import wholebody")
+            "from extract.families.wholebody import runner")
     late = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=careful_env(),
                           capture_output=True, text=True, timeout=120)
     assert late.returncode == 1 and "RuntimeWarning" in late.stderr
     assert "set ORT_DISABLE_TELEMETRY=1 before importing onnxruntime" in late.stderr
     first = ("import warnings, os; warnings.simplefilter('error'); "
-             "from extract.keypoints import wholebody; import onnxruntime; "
+             "from extract.families.wholebody import runner; import onnxruntime; "
              "assert os.environ['ORT_DISABLE_TELEMETRY'] == '1'")
     ok = subprocess.run([sys.executable, "-c", first], cwd=tmp_path, env=careful_env(),
                         capture_output=True, text=True, timeout=120)

@@ -32,7 +32,8 @@ from kinds import clip
 from tiny_onnx import tiny_models
 
 from extract import extract_keypoints
-from extract.keypoints.estimator import WHOLEBODY, WHOLEBODY_PARTS, declaration
+from extract.families.wholebody.declaration import WHOLEBODY, WHOLEBODY_PARTS
+from extract.keypoints.estimator import declaration
 from extract.keypoints.schema import layout
 from extract.outputs.tensors import part_blocks
 
@@ -198,6 +199,26 @@ def test_extract_keypoints_wholebody_equals_the_run(sample_root: Path, tmp_path:
         extract_keypoints(video, model_complexity=1, **wb)
     with pytest.raises(RunRefused, match="--pose-model"):
         run_job(dataset=video, out=tmp_path / "refused", **{**wb, "pose_model": tmp_path / "no.onnx"})
+
+
+def test_extract_keypoints_wholebody_to_pose_is_the_export(sample_root: Path, tmp_path: Path) -> None:
+    """kp.to_pose() of a whole-body clip (was KeyError: 'wholebody') is the very .pose that
+    `export --format pose` writes for the same frames: pose-format's COCO-WholeBody header."""
+    pytest.importorskip("pose_format")
+    import io
+
+    models = tiny_models(tmp_path / "models")
+    wb = ["--estimator", "wholebody", "--detector", models["detector"], "--pose-model", models["pose"]]
+    folder = frames_of(sample_root)
+    for cmd in (["run", "--dataset", folder, "--out", tmp_path / "run", *wb],
+                ["export", "--out", tmp_path / "run", "--format", "pose", "--to", tmp_path / "poses"]):
+        proc = run_cli(cmd)
+        assert proc.returncode == 0, proc.stderr
+    kp = extract_keypoints(folder, estimator="wholebody", detector=models["detector"],
+                           pose_model=models["pose"])
+    buf = io.BytesIO()
+    kp.to_pose().write(buf)
+    assert buf.getvalue() == next((tmp_path / "poses").rglob(f"{VIDEO}.pose")).read_bytes()
 
 
 # --- run_job: the whole job from Python --------------------------------------------------------------

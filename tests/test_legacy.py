@@ -1,8 +1,9 @@
 """The older pipeline runs on our output: its command line, its pkl, its [N, 143, 3] model input.
 
 The contract is ../shared/docs/legacy-format.md; every expectation here is written from it, not
-from extract/outputs/legacy.py. Frames with nothing detected and parts not found are constructed (by
-editing a copy of keypoints.parquet), never left to what MediaPipe happens to find on this CPU.
+from extract/families/holistic/legacy.py. Frames with nothing detected and parts not found are
+constructed (by editing a copy of keypoints.parquet), never left to what MediaPipe happens to find
+on this CPU.
 """
 
 from __future__ import annotations

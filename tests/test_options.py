@@ -25,9 +25,9 @@ from helpers import (
     wait_for,
 )
 
+from extract.families.holistic.runner import Extractor, HolisticOptions
 from extract.keypoints.filemeta import file_metadata, read_file_metadata
 from extract.keypoints.frames import read_frame
-from extract.keypoints.holistic import Extractor, HolisticOptions
 from extract.keypoints.points import LEGACY_FACE
 from extract.keypoints.schema import layout
 from jobs.rundir.parts import META_KEY

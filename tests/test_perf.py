@@ -13,13 +13,13 @@ import pytest
 from mediapipe.framework.formats import landmark_pb2
 
 from extract.corpora import discover
-from extract.keypoints.frames import read_frame
-from extract.keypoints.holistic import (
+from extract.families.holistic.runner import (
     Extractor,
     HolisticOptions,
     _points_from_attributes,
     _points_from_bytes,
 )
+from extract.keypoints.frames import read_frame
 from extract.keypoints.schema import PARTS
 
 

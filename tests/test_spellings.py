@@ -18,7 +18,7 @@ import pytest
 from helpers import SHARED_SAMPLE, VIDEOS, assert_no_traceback, run_cli
 from kinds import manifest, pack, phoenix_t
 
-from extract.outputs.legacy import _image_path
+from extract.families.holistic.legacy import _image_path
 from extract.sources import load_image
 
 pytestmark = pytest.mark.slow

@@ -30,7 +30,7 @@ from helpers import (
     wait_for,
 )
 
-from extract.keypoints.holistic import landmarks_to_arrays
+from extract.families.holistic.runner import landmarks_to_arrays
 from extract.keypoints.schema import PARTS
 
 VIDEOS = SHARED_DATA / "video-sample"

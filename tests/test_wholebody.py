@@ -74,7 +74,7 @@ def refused(proc: subprocess.CompletedProcess, *words: str) -> str:
 def test_models_equal_rtmlib_on_every_frame_of_the_shared_sample(models, detector):
     """YOLOX with NMS inside [1, N, 5] and the raw grid layout: the same boxes, persons, and
     keypoints as rtmlib on 143 real frames; the frames give different keypoints and counts."""
-    from extract.keypoints.wholebody import WholebodyModels
+    from extract.families.wholebody.runner import WholebodyModels
 
     det, pose = rtmlib_wholebody(models, detector)
     ours = WholebodyModels(models[detector], models["pose"])
@@ -206,6 +206,31 @@ def test_report_show_diff_verify_and_status_work(wb_run, shared_run, tmp_path):
     video = pq.read_table(wb_run / "keypoints.parquet", columns=["video"])["video"][0].as_py()
     ok(run_cli(["show", "--out", wb_run, "--video", video, "--to", tmp_path / "sheet.png"]), "show")
     assert (tmp_path / "sheet.png").stat().st_size > 0
+
+
+def test_diff_names_the_persons_column_not_the_status(wb_run, tmp_path):
+    """Two whole-body files that differ only in one frame's `persons` (was: "status differs")."""
+    import pyarrow as pa
+
+    t = pq.read_table(wb_run / "keypoints.parquet")
+    persons = t["persons"].to_pylist()
+    persons[0] = (persons[0] or 0) + 1
+    other = t.set_column(t.schema.get_field_index("persons"), t.schema.field("persons"),
+                         pa.array(persons, pa.int32()))
+    pq.write_table(other, tmp_path / "other.parquet")
+    proc = run_cli(["diff", wb_run / "keypoints.parquet", tmp_path / "other.parquet"])
+    assert proc.returncode == 1, proc.stderr
+    assert "persons differs in 1 frame(s)" in proc.stdout and "status" not in proc.stdout, proc.stdout
+
+
+def test_the_pose_install_hint_names_the_pins_of_this_python(monkeypatch):
+    """On 3.13 constraints.txt does not resolve (mediapipe, numpy < 2): the hint names
+    constraints-py313.txt there, constraints.txt below."""
+    from extract.outputs.export import pose_install_hint
+
+    assert "-c constraints.txt " in pose_install_hint()
+    monkeypatch.setattr(sys, "version_info", (3, 13, 1, "final", 0))
+    assert "-c constraints-py313.txt " in pose_install_hint()
 
 
 def test_holistic_only_exports_refuse_a_wholebody_run(wb_run, tmp_path):
@@ -414,7 +439,7 @@ def test_each_library_is_imported_only_where_its_estimator_runs(models):
     code = """
 import sys, numpy as np
 from extract.keypoints.estimator import open_estimator
-from extract.keypoints.wholebody import record
+from extract.families.wholebody.runner import record
 est = open_estimator({"estimator": "wholebody", **record(sys.argv[1], sys.argv[2])})
 est.process(np.zeros((64, 48, 3), np.uint8))
 import jobs.schedule.worker, jobs.cli
@@ -488,7 +513,7 @@ def test_a_fixed_batch_model_runs_one_frame_per_call_with_the_same_output(models
 
 def test_models_batch_equals_one_frame_at_a_time_for_both_detector_layouts(models, batch_models):
     """In process, on varied frames and odd batch sizes: the batch path is the single path."""
-    from extract.keypoints.wholebody import WholebodyModels
+    from extract.families.wholebody.runner import WholebodyModels
 
     rng = np.random.default_rng(5)
     frames = [rng.integers(0, 255, (210, 260, 3), np.uint8) for _ in range(23)]
@@ -514,7 +539,7 @@ def test_device_cuda_is_refused_without_the_cuda_provider(models, tmp_path):
 
 def test_device_cuda_without_a_gpu_names_the_visible_ones(monkeypatch):
     """With the CUDA provider but no GPU to pin workers to, the refusal says which are visible."""
-    import extract.keypoints.wholebody as wb
+    import extract.families.wholebody.runner as wb
     from jobs.run.options import RunRequest
     from jobs.rundir.folder import RunError
     from jobs.runner import _refuse_device
@@ -529,7 +554,7 @@ def test_device_cuda_without_a_gpu_names_the_visible_ones(monkeypatch):
 def test_auto_is_cpu_unless_the_cuda_provider_and_a_gpu_are_both_there(monkeypatch):
     """--device auto: CUDA on device 0 of the worker's own CUDA_VISIBLE_DEVICES where onnxruntime
     has it and the worker was given a GPU; the CPU otherwise (this machine: no CUDA provider)."""
-    import extract.keypoints.wholebody as wb
+    import extract.families.wholebody.runner as wb
 
     cuda = [("CUDAExecutionProvider", {"device_id": 0}), "CPUExecutionProvider"]
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "3")

@@ -20,8 +20,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from extract.inspect.rows import ReportError, open_keypoints, part_arrays
-from extract.keypoints.estimator import WHOLEBODY
-from extract.keypoints.schema import PARTS, WORLD_PARTS
+from extract.keypoints.estimator import declaration_of_columns
 from extract.outputs.tensors import iter_videos
 
 SHOWN = 8  # names listed when the video sets differ
@@ -48,10 +47,11 @@ class VideoDiff:
     only_a: int = 0
     only_b: int = 0
     status: int = 0
+    counts: dict[str, int] = field(default_factory=dict)  # count column -> frames it differs in
     parts: dict[str, PartDiff] = field(default_factory=dict)
 
     def differs(self, tolerance: float) -> bool:
-        return bool(self.only_a or self.only_b or self.status or any(
+        return bool(self.only_a or self.only_b or self.status or any(self.counts.values()) or any(
             p.only_one or p.max_abs > tolerance for p in self.parts.values()))
 
     def line(self, tolerance: float) -> str:
@@ -60,6 +60,7 @@ class VideoDiff:
             bits.append(f"frames only in A: {self.only_a}, only in B: {self.only_b}")
         if self.status:
             bits.append(f"status differs in {self.status} frame(s)")
+        bits += [f"{c} differs in {n} frame(s)" for c, n in self.counts.items() if n]
         for part, d in self.parts.items():
             if d.only_one or d.max_abs > tolerance:
                 what = [f"found in one run only in {d.only_one} frame(s)"] if d.only_one else []
@@ -115,17 +116,18 @@ def names(side: str, x: list[str]) -> str:
     return f"{len(x)} only in {side}" + (f": {', '.join(x[:SHOWN])}{more}" if x else "")
 
 
-def compare_video(split: str, video: str, ta: pa.Table, tb: pa.Table) -> VideoDiff:
-    """Differences between one video's rows in A and in B, aligned on frame number."""
+def compare_video(split: str, video: str, ta: pa.Table, tb: pa.Table,
+                  counts: tuple[str, ...] = ()) -> VideoDiff:
+    """Differences between one video's rows in A and in B, aligned on frame number; `counts`: the
+    per-frame count columns compared, each named on its own (a whole-body file's `persons`)."""
     fa, fb = ta["frame"].to_numpy(), tb["frame"].to_numpy()
     common, ia, ib = np.intersect1d(fa, fb, assume_unique=True, return_indices=True)
     d = VideoDiff(split, video, len(fa) - len(common), len(fb) - len(common))
     ta, tb = ta.take(pa.array(ia)), tb.take(pa.array(ib))
     d.status = int(np.sum(ta["status"].to_numpy(zero_copy_only=False)
                           != tb["status"].to_numpy(zero_copy_only=False)))
-    if "persons" in ta.column_names:  # a whole-body frame whose person count differs
-        d.status += int(np.sum(ta["persons"].to_numpy(zero_copy_only=False)
-                               != tb["persons"].to_numpy(zero_copy_only=False)))
+    d.counts = {c: sum(x != y for x, y in zip(ta[c].to_pylist(), tb[c].to_pylist(), strict=True))
+                for c in counts}
     arr_a, arr_b = part_arrays(ta), part_arrays(tb)
     for part in [p for p in arr_a if p in arr_b]:
         a, b = arr_a[part].reshape(len(common), -1), arr_b[part].reshape(len(common), -1)
@@ -150,22 +152,23 @@ def diff_files(a: Path, b: Path, tolerance: float = 0.0,
     both = set(open_keypoints(a).schema_arrow.names) & set(open_keypoints(b).schema_arrow.names)
     common, only_a, only_b = shared_videos(a, b)
     out = DiffSummary(only_a=only_a, only_b=only_b)
-    if WHOLEBODY in both:  # two whole-body files: their 133 points, and the person counts
-        cols = ["frame", "status", WHOLEBODY, "persons"]
-    elif both & {WHOLEBODY}.union(PARTS) != set(PARTS):
-        out.estimators = ("made by different estimators (one holds Holistic's columns, the other "
-                          "whole-body keypoints): no values compared")
+    fa = declaration_of_columns(open_keypoints(a).schema_arrow.names)
+    fb = declaration_of_columns(open_keypoints(b).schema_arrow.names)
+    if fa is None or fb is None or fa.name != fb.name:
+        what = [f.title or f.name if f else "no family's columns" for f in (fa, fb)]
+        out.estimators = (f"made by different estimators (A holds {what[0]}, B {what[1]}): no "
+                          "values compared")
         report(f"{a} and {b} were {out.estimators}")
         return out
-    else:
-        cols = ["frame", "status", *PARTS, *(p for p in WORLD_PARTS if p in both)]
+    counts = fa.counts  # per-frame count columns, each compared and named on its own
+    cols = ["frame", "status", *(p for p in fa.parts if p in both), *counts]
     if only_a or only_b:
         report(f"videos in one run only: {names('A', only_a)}; {names('B', only_b)}")
     pairs = zip(_shared(a, cols, common), _shared(b, cols, common), strict=True)
     for (sa, va, ta), (sb, vb, tb) in pairs:
         if (sa, va) != (sb, vb):
             raise ReportError(f"the files changed while being compared ({sa}/{va} vs {sb}/{vb})")
-        d = compare_video(sa, va, ta, tb)
+        d = compare_video(sa, va, ta, tb, counts)
         out.videos += 1
         out.frames += max(ta.num_rows, tb.num_rows)
         out.max_abs = max([out.max_abs, *(p.max_abs for p in d.parts.values())])

@@ -73,16 +73,21 @@ def _draw_part(img: np.ndarray, part: str, vals: np.ndarray, scale: int) -> None
             cv2.circle(img, (int(x), int(y)), thick + 1, COLOURS[part], -1, cv2.LINE_AA)
 
 
-def _legend(width: int, found: dict[str, bool], scale: int) -> np.ndarray:
+def _legend(width: int, found: dict[str, bool], scale: int,
+            colours: dict[str, tuple[int, int, int]] | None = None) -> np.ndarray:
+    """The band under a frame naming each part (`found`'s keys, in order; Holistic's four by
+    default colours), struck through where it was not found."""
+    colours = colours or COLOURS
     band = np.full((BAND * scale, width, 3), 25, np.uint8)
-    slot = width // len(PARTS)
+    slot = width // max(len(PARTS), len(found))
     size = 0.32 * width / 210  # four labels fit a 210-pixel PHOENIX frame
-    for i, part in enumerate(PARTS):
+    for i, part in enumerate(found):
         x0, y = i * slot + 3, int(BAND * scale * 0.7)
-        colour = COLOURS[part] if found[part] else MISSING
-        cv2.putText(band, LABELS[part], (x0, y), FONT, size, colour, 1, cv2.LINE_AA)
+        colour = colours[part] if found[part] else MISSING
+        name = LABELS.get(part, part)
+        cv2.putText(band, name, (x0, y), FONT, size, colour, 1, cv2.LINE_AA)
         if not found[part]:  # struck through: not found in this frame
-            (tw, th), _ = cv2.getTextSize(LABELS[part], FONT, size, 1)
+            (tw, th), _ = cv2.getTextSize(name, FONT, size, 1)
             cv2.line(band, (x0 - 1, y - th // 2), (x0 + tw + 1, y - th // 2), (230, 60, 60),
                      max(1, scale), cv2.LINE_AA)
     return band

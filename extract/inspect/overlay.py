@@ -17,10 +17,10 @@ import cv2
 import numpy as np
 import pyarrow as pa
 
+from extract.inspect.declared import drawn_declared_frames
 from extract.inspect.draw import draw_frame, load_frame
 from extract.inspect.rows import ReportError, part_arrays
-from extract.inspect.wholebody import drawn_wholebody_frames
-from extract.keypoints.estimator import WHOLEBODY
+from extract.keypoints.estimator import declaration_of_columns, family
 
 SUFFIXES = (".mp4", ".gif", ".png")
 SHEET_COLUMNS = 10
@@ -38,8 +38,13 @@ def drawn_frames(rows: pa.Table, frames_root: Path | None, scale: int,
                  seen: list[int] | None = None) -> Iterator[np.ndarray]:
     """Each row's frame with its keypoints drawn (RGB); seen gets 1 per frame found on disk."""
     width, height = video_size(rows)
-    if WHOLEBODY in rows.column_names:
-        yield from drawn_wholebody_frames(rows, frames_root, width, height, scale, seen)
+    found = declaration_of_columns(rows.column_names)
+    own = getattr(family(found.name), "drawn_frames", None) if found else None
+    if own is not None:  # a family that draws its own points
+        yield from own(rows, frames_root, width, height, scale, seen)
+        return
+    if found is not None and found.colours:  # drawn from its declaration
+        yield from drawn_declared_frames(found, rows, frames_root, width, height, scale, seen)
         return
     arrays = part_arrays(rows)
     images, frames = rows["image"].to_pylist(), rows["frame"].to_pylist()

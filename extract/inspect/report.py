@@ -33,7 +33,7 @@ from extract.inspect.quality import (
     status_counts,
 )
 from extract.inspect.rows import open_keypoints, video_rows
-from extract.keypoints.estimator import WHOLEBODY
+from extract.keypoints.estimator import declaration_of_columns, family
 from extract.keypoints.schema import PARTS
 
 RATES = [f"{p}_rate" for p in PARTS]
@@ -277,10 +277,10 @@ def write_report(inp: ReportInput, out_dir: Path, thr: Thresholds | None = None,
     """Write out_dir/videos.parquet and out_dir/index.html; returns what the command prints."""
     from extract.inspect.page import render_page
 
-    if WHOLEBODY in pq.read_schema(inp.keypoints).names:
-        from extract.inspect.wholebody import write_wholebody_report
-
-        return write_wholebody_report(inp.keypoints, inp.title, out_dir)
+    found = declaration_of_columns(pq.read_schema(inp.keypoints).names)
+    own = getattr(family(found.name), "write_report", None) if found else None
+    if own is not None:  # a family with a report of its own
+        return own(inp.keypoints, inp.title, out_dir)
     thr = thr or Thresholds()
     out_dir = Path(out_dir)
     res = scan(inp, thr)

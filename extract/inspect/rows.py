@@ -19,8 +19,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from extract.keypoints.estimator import WHOLEBODY, WHOLEBODY_POINTS
-from extract.keypoints.schema import OPTIONAL_COLUMNS, PARTS, SCHEMA, WORLD_PARTS, leading
+from extract.keypoints.estimator import declaration_of_columns
+from extract.keypoints.schema import OPTIONAL_COLUMNS, SCHEMA, leading
 
 
 class ReportError(Exception):
@@ -35,9 +35,8 @@ def open_keypoints(path: Path) -> pq.ParquetFile:
         raise ReportError(f"{path} does not exist") from None
     except (OSError, pa.ArrowException) as e:
         raise ReportError(f"{path}: not a readable Parquet file ({e})") from None
-    if WHOLEBODY in pf.schema_arrow.names:  # a whole-body file: its own columns
-        return pf
-    missing = [n for n in SCHEMA.names
+    found = declaration_of_columns(pf.schema_arrow.names)  # the family whose columns these are
+    missing = [n for n in (found.schema if found else SCHEMA).names
                if n not in pf.schema_arrow.names and n not in OPTIONAL_COLUMNS]
     if missing:
         raise ReportError(f"{path}: not a keypoints file (no column {', '.join(missing)})")
@@ -144,9 +143,8 @@ def scatter(present: np.ndarray, vals: np.ndarray) -> np.ndarray:
 
 
 def part_arrays(table: pa.Table) -> dict[str, np.ndarray]:
-    """part -> float32 [rows, points, values], NaN where the part was not found (pose_world too
-    when the table has that column)."""
-    if WHOLEBODY in table.column_names:
-        return {WHOLEBODY: scatter(*present_values(table.column(WHOLEBODY), WHOLEBODY_POINTS, 3))}
-    parts = PARTS | {p: nc for p, nc in WORLD_PARTS.items() if p in table.column_names}
+    """column -> float32 [rows, points, values], NaN where the column's list is absent: the landmark
+    columns of the family whose table this is (optional ones where the table has them)."""
+    found = declaration_of_columns(table.column_names)
+    parts = {p: nc for p, nc in (found.parts if found else {}).items() if p in table.column_names}
     return {p: scatter(*present_values(table.column(p), k, c)) for p, (k, c) in parts.items()}

@@ -1,53 +1,39 @@
-"""What an estimator is: the one seam between the job and whatever turns frames into keypoints.
+"""What a keypoint family is, and the registry of families: the one seam between the job and
+whatever turns frames into keypoints.
 
-An estimator *declares* what it writes (a `Declaration`: its landmark columns with points and
-values per point, any per-frame count columns, hence the keypoint table's schema) and *runs* a
-video's frames (`Estimator`: start_video, process one RGB frame, close). The job, the schema, the
-merge and the outputs read the declaration; only the module of an estimator imports its library
-(mediapipe in holistic.py, onnxruntime in wholebody.py), so each is imported only where it runs.
+A family *declares* what it writes and what every output needs to know of it (a `Declaration`: its
+landmark columns with point names and value channels, units, which points make the body, face and
+hands, the presence rule, per-frame count columns, the exports it supports) and *runs* a video's
+frames (`Estimator`: start_video, process one RGB frame, close). Each family is one package,
+extract/families/NAME/, which this registry imports only when a run, a file or a clip names it
+(importlib, so no room below extract/families/ imports a family). The job, the schema, the merge
+and the outputs read the declaration and call the family's hooks, never a family's name.
 
-Estimators, by name (`--estimator`):
-- holistic: MediaPipe's legacy Holistic (the default; every value as before this seam existed).
-- wholebody: COCO-WholeBody 133 points from the user's ONNX detector and pose model (rtmlib's
-  YOLOX + RTMPose), column `wholebody` (133 x (x, y, score), pixels) and `persons`.
-
-Settings travel as one plain dict (recorded in run.json and each part's footer): a Holistic run's
-is its options dict exactly as before (no `estimator` key); another estimator's carries
-`estimator: NAME`. A third estimator is one module, a branch in `declaration` and `open_estimator`,
-and its tests.
+A family's package gives: `declaration(settings)`, `open_estimator(settings, num_threads)`,
+`file_record(settings, recorded)` (what keypoints.parquet's metadata says of it), and may give
+`write_tensors`, `tensor_writer`, `write_report`, `drawn_frames`, `pose_of_clip`, `EXPORTS`
+(export format -> writer). Settings travel as one plain dict (recorded in run.json and each
+part's footer): the default family's is its options dict exactly as before (no `estimator` key);
+another family's carries `estimator: NAME`. A new family is one package and its name below.
 """
 
 from __future__ import annotations
 
+import importlib
 from dataclasses import dataclass, field
+from types import ModuleType
 from typing import Any, Protocol
 
 import numpy as np
 import pyarrow as pa
 
-from extract.keypoints.schema import BASE_FIELDS, SCHEMA, layout, parquet_write_options
+from extract.keypoints.schema import OPTIONAL_COLUMNS, SCHEMA
 
-HOLISTIC = "holistic"
-WHOLEBODY = "wholebody"
-ESTIMATORS = (HOLISTIC, WHOLEBODY)
-WHOLEBODY_POINTS = 133
-# COCO-WholeBody's point order (what rtmlib's models and pose-format's header use).
-WHOLEBODY_PARTS: dict[str, tuple[int, int]] = {
-    "body": (0, 17), "feet": (17, 23), "face": (23, 91), "left_hand": (91, 112),
-    "right_hand": (112, 133),
-}
-_BODY = ("nose", "left_eye", "right_eye", "left_ear", "right_ear", "left_shoulder", "right_shoulder",
-         "left_elbow", "right_elbow", "left_wrist", "right_wrist", "left_hip", "right_hip",
-         "left_knee", "right_knee", "left_ankle", "right_ankle")
-_FEET = ("left_big_toe", "left_small_toe", "left_heel", "right_big_toe", "right_small_toe",
-         "right_heel")
-# The 133 names in point order, as pose-format's COCO-WholeBody header spells them (hands: the
-# part says the side; 21 points each, wrist first, in MediaPipe's hand order).
-WHOLEBODY_NAMES: tuple[str, ...] = (
-    _BODY + _FEET + tuple(f"face-{i}" for i in range(68)) + tuple(f"hand_{i}" for i in range(21)) * 2)
-# A whole-body point counts as found (tensor mask, report presence) at or above this score:
-# rtmlib's own drawing and Wholebody.format_result keep points from 0.3.
-SCORE_THRESHOLD = 0.3
+# The registry: family name -> its package (extract/families/NAME/). The first is the default (a
+# settings dict without `estimator`). Tests may add a family of their own (register).
+FAMILIES: dict[str, str] = {"holistic": "extract.families.holistic",
+                            "wholebody": "extract.families.wholebody"}
+DEFAULT_FAMILY = next(iter(FAMILIES))
 
 
 class ModelFileError(Exception):
@@ -57,18 +43,58 @@ class ModelFileError(Exception):
 
 @dataclass(frozen=True)
 class Declaration:
-    """What an estimator writes into keypoints.parquet (besides the per-frame columns all share)."""
+    """What a family writes into keypoints.parquet (besides the per-frame columns all share) and
+    what every output needs to know of it."""
 
     name: str
     parts: dict[str, tuple[int, int]]  # landmark column -> (points, values per point)
     counts: tuple[str, ...] = ()  # int32 per-frame columns (wholebody: persons)
     values: tuple[str, ...] = ()  # a point's values when every part has the same (x, y, score)
     schema: pa.Schema = field(default=SCHEMA, compare=False)
+    title: str = ""  # how messages name its points ("COCO-WholeBody 133 points")
+    # where a point counts as found: None, wherever its column's list exists (a detector that
+    # returns whole parts); a number, where the point's last value (its score) is at least that
+    score_threshold: float | None = None
+    # regions the report, show and extract_keypoints name: region -> (column, first, end point)
+    regions: dict[str, tuple[str, int, int]] = field(default_factory=dict, compare=False)
+    # what `show` draws: region -> limbs (point pairs, in the region's column) and its colour (RGB;
+    # drawn in this order, the last on top); a family with colours is drawn from its declaration
+    # (inspect/declared.py), else by inspect/draw.py (Holistic's parts)
+    skeleton: dict[str, tuple[tuple[int, int], ...]] = field(default_factory=dict, compare=False)
+    colours: dict[str, tuple[int, int, int]] = field(default_factory=dict, compare=False)
+    legend: dict[str, str] = field(default_factory=dict, compare=False)  # region -> legend label
+    exports: tuple[str, ...] = ()  # `export --format` values it supports
+    error_status: str = ""  # a frame's status when the estimator fails on it (default NAME_error)
+    units: str = ""  # the values' units and origin, as points.json and the docs say them
+    presence_note: str = ""  # where the score threshold comes from (points.json's mask words)
+    # the points' names over all landmark columns in order, and the named parts of that order
+    # (default: each column one part); read by points.json and the report
+    names: tuple[str, ...] = field(default=(), compare=False)
+    subparts: dict[str, tuple[int, int]] = field(default_factory=dict, compare=False)
+    # True: tensor sets come from presets, --points and normalisation (outputs/tensors.py);
+    # False: one set of every declared point (outputs/declared.py)
+    tensor_presets: bool = False
+    batches: bool = False  # takes --batch-size and --device (frames in batches, CPU or CUDA)
+    # the .pose header: "pose-format-holistic" (pose-format's own Holistic components), else one
+    # component per named part made from this declaration (outputs/declared.py), unless the
+    # family's package writes its own (write_pose_files, pose_of_clip)
+    pose_header: str = ""
+
+    def point_parts(self) -> dict[str, tuple[int, int]]:
+        """Named ranges of the point order (first, end)."""
+        if self.subparts:
+            return dict(self.subparts)
+        out, at = {}, 0
+        for part, (n, _) in self.parts.items():
+            out[part], at = (at, at + n), at + n
+        return out
+
+    def point_name(self, i: int) -> str:
+        return self.names[i] if i < len(self.names) else str(i)
 
     def write_options(self) -> dict[str, Any]:
-        """How parts and keypoints.parquet are encoded (see schema.parquet_write_options)."""
-        if self.name == HOLISTIC:
-            return parquet_write_options()
+        """How parts and keypoints.parquet are encoded: zstd, page checksums, dictionaries only
+        for the string columns, BYTE_STREAM_SPLIT for the landmark floats (schema.py says why)."""
         return {
             "compression": "zstd",
             "write_page_checksum": True,
@@ -77,37 +103,81 @@ class Declaration:
             "use_byte_stream_split": [f"{p}.list.element" for p in self.parts],
         }
 
+    def refuse_export(self, fmt: str, where: object) -> str | None:
+        """Why `export --format fmt` cannot take this family's run (None: it can): the one
+        wording of every such refusal, naming the families that do support it."""
+        if fmt in self.exports:
+            return None
+        others = [d for d in (family(n).declaration(None) for n in names()) if fmt in d.exports]
+        made = " or ".join(f"{d.title} (--estimator {d.name})" for d in others) or "no family here"
+        return (f"--format {fmt} is made from {made}; {where} is a {self.name} run ({self.title}). "
+                f"Its exports: {', '.join(self.exports) or 'none'}.")
 
-WHOLEBODY_SCHEMA = pa.schema(
-    [*BASE_FIELDS, pa.field(WHOLEBODY, pa.list_(pa.float32())),
-     # boxes the detector kept on the frame (the signer is the largest): 0 on a frame it found
-     # nobody on (the pose model then ran on the whole frame), null where no frame was read
-     pa.field("persons", pa.int32())])
+
+ENTRY_POINTS = "phoenix_keypoints.families"  # installed packages may add families: name = module
+
+
+def register(name: str, module: str) -> None:
+    """Add a family (a package with the hooks above) to this process's registry."""
+    FAMILIES[name] = module
+
+
+_scanned: list[bool] = []  # the installed packages' families were read (once a process)
+
+
+def names(rescan: bool = False) -> tuple[str, ...]:
+    """Every family this process knows: the registry's, then those installed packages declare
+    (entry points of group ENTRY_POINTS, read once a process, or again with `rescan`; a name
+    already known keeps its module). Per-video readers call this: the scan is not repeated."""
+    if rescan or not _scanned:
+        from importlib.metadata import entry_points
+
+        for ep in entry_points(group=ENTRY_POINTS):
+            FAMILIES.setdefault(ep.name, ep.value)
+        _scanned.append(True)
+    return tuple(FAMILIES)
+
+
+def family(name: str) -> ModuleType:
+    """A family's package, imported on first use."""
+    if name not in FAMILIES and name not in names(rescan=True):
+        raise ValueError(f"unknown estimator {name!r}; this version knows {', '.join(FAMILIES)}")
+    return importlib.import_module(FAMILIES[name])
 
 
 def estimator_name(settings: dict[str, Any] | None) -> str:
-    """The estimator a settings dict is for (a dict without the key is Holistic's options)."""
-    return str((settings or {}).get("estimator", HOLISTIC))
+    """The family a settings dict is for (a dict without the key is the default family's)."""
+    return str((settings or {}).get("estimator", DEFAULT_FAMILY))
 
 
 def declaration(settings: dict[str, Any] | None) -> Declaration:
-    """The declaration of the estimator these settings run."""
-    name = estimator_name(settings)
-    if name == WHOLEBODY:
-        return Declaration(WHOLEBODY, {WHOLEBODY: (WHOLEBODY_POINTS, 3)}, ("persons",),
-                           ("x", "y", "score"), WHOLEBODY_SCHEMA)
-    if name != HOLISTIC:
-        raise ValueError(f"unknown estimator {name!r}; this version knows {', '.join(ESTIMATORS)}")
-    return Declaration(HOLISTIC, layout(bool((settings or {}).get("refine_face_landmarks"))))
+    """The declaration of the family these settings run."""
+    return family(estimator_name(settings)).declaration(settings)
 
 
 def declaration_of_schema(schema: pa.Schema) -> Declaration | None:
-    """The declaration whose table a file's schema is, or None (Holistic's earlier ones too)."""
-    from extract.keypoints.schema import is_earlier_schema
+    """The declaration whose table a file's schema is, or None (a family's earlier ones too)."""
+    for name in names():
+        found = family(name).declaration_of_schema(schema)
+        if found is not None:
+            return found
+    return None
 
-    if schema.equals(WHOLEBODY_SCHEMA):
-        return declaration({"estimator": WHOLEBODY})
-    return declaration(None) if is_earlier_schema(schema) else None
+
+def _default_declaration(name: str, cache: dict[str, Declaration] = {}) -> Declaration:  # noqa: B006
+    """A family's declaration for default settings, made once a process (read per video)."""
+    if name not in cache:
+        cache[name] = family(name).declaration(None)
+    return cache[name]
+
+
+def declaration_of_columns(columns: list[str]) -> Declaration | None:
+    """The family whose landmark columns these are (a table read for show, report or diff)."""
+    for name in names():
+        d = _default_declaration(name)
+        if set(d.parts) - set(OPTIONAL_COLUMNS) <= set(columns):
+            return d
+    return None
 
 
 class Estimator(Protocol):
@@ -151,50 +221,6 @@ def runtime(batch_size: int | None = None, device: str | None = None) -> dict[st
     return {"batch_size": batch_size or DEFAULT_BATCH, "device": device or "auto"}
 
 
-class WholebodyEstimator:
-    """rtmlib's YOLOX + RTMPose on the signer: no state between frames, so videos are independent
-    without a reset, and frames can go through the models in batches."""
-
-    def __init__(self, settings: dict[str, Any]) -> None:
-        from extract.keypoints.wholebody import WholebodyModels
-
-        run = runtime() | settings.get(RUNTIME, {})
-        self.settings = {k: v for k, v in settings.items() if k != RUNTIME}
-        self.declaration = declaration(self.settings)
-        self.batch_size = int(run["batch_size"])
-        self._models = WholebodyModels(settings["detector"]["path"], settings["pose_model"]["path"],
-                                       run["device"])
-        self.providers = self._models.providers()
-
-    def start_video(self) -> None:
-        pass
-
-    def process(self, rgb: np.ndarray) -> dict[str, Any]:
-        return self.process_batch([rgb])[0]
-
-    def process_batch(self, rgbs: list[np.ndarray]) -> list[dict[str, Any]]:
-        """Each frame's result, as `process` gives it alone (a frame whose model outputs are
-        nonsense: its status and note, no keypoints)."""
-        return [r.as_result() if not isinstance(r, tuple) else {WHOLEBODY: r[0], "persons": r[1]}
-                for r in self._models.batch(rgbs)]
-
-    def blame(self, status: str) -> str:
-        """The model file a frame status says is at fault (KeepsFailing's message)."""
-        det, pose = self.settings["detector"]["path"], self.settings["pose_model"]["path"]
-        if status == "bad_detector_output":
-            return f"--detector {det}"
-        if status == "bad_pose_output":
-            return f"--pose-model {pose}"
-        return f"--detector {det} or --pose-model {pose}"
-
-    def close(self) -> None:
-        self._models = None
-
-
 def open_estimator(settings: dict[str, Any], num_threads: int | None = 1) -> Estimator:
     """The estimator these settings name, built in this process (models loaded, graph started)."""
-    if estimator_name(settings) == WHOLEBODY:
-        return WholebodyEstimator(settings)
-    from extract.keypoints.holistic import Extractor, HolisticOptions
-
-    return Extractor(HolisticOptions.from_dict(settings), num_threads)
+    return family(estimator_name(settings)).open_estimator(settings, num_threads)

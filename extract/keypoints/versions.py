@@ -16,8 +16,6 @@ from importlib.metadata import PackageNotFoundError, version
 TOOL = "phoenix-keypoints"
 OPENCV = "opencv-contrib-python"
 DECODER = "av"  # key of the video decoder's version: PyAV with its FFmpeg (extract.sources.video)
-# each estimator's own library (its name, the distribution that provides it)
-LIBRARY = {"holistic": ("mediapipe",), "wholebody": ("onnxruntime", "onnxruntime-gpu")}
 NOT_INSTALLED = "not installed"
 
 
@@ -31,30 +29,42 @@ def installed(*dists: str) -> str:
     return NOT_INSTALLED
 
 
-def _library(dists: tuple[str, ...]) -> str:
-    """An estimator library's version as its module says (onnxruntime and onnxruntime-gpu provide
-    the same module; whichever was installed last is the one imported)."""
-    if dists[0] == "onnxruntime":
-        from extract.keypoints.wholebody import onnxruntime_version
+def _library_of(estimator: str) -> tuple[str, ...]:
+    """The distributions of a family's own library (its `LIBRARY`: the first is the key recorded,
+    the others provide the same module), () for a family that declares none."""
+    from extract.keypoints.estimator import family
 
-        try:
-            return onnxruntime_version()
-        except ImportError:
-            return NOT_INSTALLED
-    return installed(*dists)
+    try:
+        return tuple(getattr(family(estimator), "LIBRARY", ()))
+    except ValueError:  # a family this install does not know: nothing of its own to record
+        return ()
+
+
+def _library(estimator: str, dists: tuple[str, ...]) -> str:
+    """A family library's version as its module says where the family tells it (onnxruntime and
+    onnxruntime-gpu provide the same module; whichever was installed last is the one imported)."""
+    from extract.keypoints.estimator import family
+
+    said = getattr(family(estimator), "library_version", None)
+    if said is None:
+        return installed(*dists)
+    try:
+        return said()
+    except ImportError:
+        return NOT_INSTALLED
 
 
 def value_keys(estimator: str, videos: bool = False) -> tuple[str, ...]:
     """The version keys an estimator's values depend on (`videos`: frames decoded from video files)."""
-    library = LIBRARY.get(estimator, ())[:1]
+    library = _library_of(estimator)[:1]
     return (TOOL, *library, OPENCV, "numpy", *((DECODER,) if videos else ()))
 
 
 def value_versions(estimator: str, decoder: str = "") -> dict[str, str]:
     """This process's versions of what the estimator's values depend on; `decoder`: the video
     decoder's version (extract.sources.video.decoder_version) where frames come from videos."""
-    dists = LIBRARY.get(estimator, ())
-    out = {TOOL: installed(TOOL), **({dists[0]: _library(dists)} if dists else {}),
+    dists = _library_of(estimator)
+    out = {TOOL: installed(TOOL), **({dists[0]: _library(estimator, dists)} if dists else {}),
            OPENCV: installed(OPENCV), "numpy": installed("numpy")}
     if decoder:
         out[DECODER] = decoder

@@ -277,9 +277,8 @@ class _Rows:
 
 
 def _error_status(extractor: Estimator) -> str:
-    """A frame the estimator raised on: Holistic's status keeps its old name."""
-    name = extractor.declaration.name
-    return "mediapipe_error" if name == "holistic" else f"{name}_error"
+    """A frame the estimator raised on: the family's own status, else NAME_error."""
+    return extractor.declaration.error_status or f"{extractor.declaration.name}_error"
 
 
 def _place(found: dict, i: int, values: dict[str, np.ndarray], present: dict[str, np.ndarray],

@@ -1,6 +1,7 @@
 """What a merged run becomes for training and for existing code: tensor sets and their loader,
-normalisation and gap filling, and the exports (pkl dict, .pose, Kaggle islr, the older pipeline's
-pkl and npz).
+normalisation and gap filling, the one set of every declared point of a family without presets
+(declared.py, and the .pose header made from a declaration), and the exports (pkl dict, .pose,
+Kaggle islr). A family's own outputs live in its package (extract/families/).
 
 May import: extract.keypoints, extract.sources.
 """

@@ -18,7 +18,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from extract.keypoints.estimator import Declaration
 from extract.keypoints.schema import FACE_POINTS_REFINED, PARTS, layout, list_width
+from extract.outputs.declared import video_tensor
 from extract.outputs.loader import SplitData
 from extract.outputs.tensors import TensorsError, iter_videos, part_blocks
 
@@ -92,12 +94,11 @@ HOLISTIC_COMPONENTS = {"pose": "POSE_LANDMARKS", "face": "FACE_LANDMARKS",
                        "pose_world": "POSE_WORLD_LANDMARKS"}
 
 
-def pose_extra_hint() -> str:
-    """How to install the pose extra on this Python. constraints.txt pins mediapipe 0.10.21, which
-    has no wheel for 3.13, so it does not resolve there: 3.13 is given its own file."""
+def pose_install_hint() -> str:
+    """How to install the pose extra on this Python: constraints.txt pins mediapipe and numpy < 2,
+    which do not resolve on 3.13; constraints-py313.txt is that Python's set."""
     pins = "constraints-py313.txt" if sys.version_info >= (3, 13) else "constraints.txt"
-    return (f"pip install -c {pins} 'phoenix-keypoints[pose]' (in a checkout: pip install -c {pins} "
-            "-e '.[pose]')")
+    return f"the pose export needs pose-format: pip install -c {pins} -e '.[pose]'"
 
 
 def _pose_format():
@@ -108,7 +109,7 @@ def _pose_format():
         from pose_format.utils.holistic import holistic_components
     except ImportError:
         if importlib.util.find_spec("pose_format") is None:
-            raise TensorsError(f"the pose export needs pose-format: {pose_extra_hint()}") from None
+            raise TensorsError(pose_install_hint()) from None
         # pose-format builds its holistic header from mediapipe's own tables, at import
         here = f"Python {sys.version_info.major}.{sys.version_info.minor}"
         raise TensorsError(f"the pose export needs mediapipe (pose-format's holistic header imports "
@@ -245,3 +246,43 @@ def write_file(dest: Path, write: Callable[[BinaryIO], Any]) -> None:
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
+
+
+# --- the .pose header of a family without pose-format header of its own ---------------------
+def declared_pose(decl: Declaration, vals: np.ndarray, present: np.ndarray, width: int,
+                  height: int, fps: float) -> Any:
+    """A pose-format Pose of one video's [T, points, channels] values, its header made from the
+    declaration: one component per named part (its point names, XYC), x and y as the family
+    stores them, confidence = the score (1 where a family has none), 0 where `present` is False."""
+    try:
+        from pose_format import Pose
+        from pose_format.numpy.pose_body import NumPyPoseBody
+        from pose_format.pose_header import PoseHeader, PoseHeaderComponent, PoseHeaderDimensions
+    except ImportError:
+        raise TensorsError(pose_install_hint()) from None
+    components = [PoseHeaderComponent(part, [decl.point_name(i) for i in range(lo, hi)], [],
+                                       [(255, 255, 255)], "XYC")
+                  for part, (lo, hi) in decl.point_parts().items()]
+    header = PoseHeader(version=0.2, dimensions=PoseHeaderDimensions(width, height, 0),
+                        components=components)
+    found = present if present.ndim == 2 else np.repeat(present[:, None], vals.shape[1], axis=1)
+    score = vals[..., -1] if decl.score_threshold is not None else np.ones(vals.shape[:2])
+    conf = np.where(found, score, 0).astype(np.float32)[:, None]
+    data = np.ascontiguousarray(np.where(found[..., None], vals[..., :2], 0)[:, None],
+                                dtype=np.float32)
+    return Pose(header, NumPyPoseBody(fps=fps, data=data, confidence=conf))
+
+
+def write_declared_pose_files(keypoints: Path, out_dir: Path, decl: Declaration, fps: float,
+                              root: Path | None = None) -> int:
+    """One `<out_dir>/<split>/<video>.pose` per video (declared_pose), each at its source's rate."""
+    have = pq.ParquetFile(keypoints).schema_arrow.names
+    columns = ["width", "height", *[c for c in ("image", "time_s") if c in have], *decl.parts]
+    n = 0
+    for split, video, table in iter_videos(keypoints, columns):
+        width, height = video_size(table)
+        vals, found = video_tensor(table, decl, scored=False)  # confidence: the score itself
+        pose = declared_pose(decl, vals, found, width, height, video_fps(table, root, fps))
+        write_file(Path(out_dir) / split / f"{video}.pose", pose.write)
+        n += 1
+    return n

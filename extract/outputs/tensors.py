@@ -441,13 +441,6 @@ def write_tensors(
     """
     keypoints = Path(keypoints)
     spec = spec or TensorSpec()
-    if (read_file_metadata(keypoints) or {}).get("estimator", "holistic") != "holistic":
-        from extract.outputs.wholebody import write_wholebody_tensors
-
-        if not spec.is_default:
-            raise TensorsError(f"{keypoints} holds whole-body keypoints: their tensor set is the "
-                               "default one (tensors/); presets and normalisation are Holistic's.")
-        return write_wholebody_tensors(keypoints, out_dir, corpus, batch_size)
     if spec.coords == "world" and "pose_world" not in pq.read_schema(keypoints).names:
         raise TensorsError(f"{keypoints} was made before pose_world was recorded: --coords world "
                            "needs a run made by this version (run again into a new --out).")

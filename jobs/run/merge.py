@@ -26,8 +26,8 @@ import pyarrow.parquet as pq
 from extract.keypoints.estimator import Declaration, declaration
 from extract.keypoints.filemeta import file_metadata
 from extract.keypoints.schema import OPTIONAL_COLUMNS
+from extract.outputs.declared import DeclaredTensorWriter
 from extract.outputs.tensors import TensorSetWriter, video_runs
-from extract.outputs.wholebody import WholebodyTensorWriter
 from jobs.run.outputs import corpus_from_plan
 from jobs.rundir.folder import JobFailed, RunDir, fsync_dir
 from jobs.rundir.parts import reject
@@ -192,9 +192,10 @@ class Merger:
                 capacity[split] = capacity.get(split, 0) + n
         self.keypoints = KeypointsWriter(rd, versions)
         options = rd.load().options
-        if options.estimator == "wholebody":
-            self.tensors: TensorSetWriter = WholebodyTensorWriter(
-                rd.tensors_dir, capacity, corpus=corpus_from_plan(plan))
+        decl = declaration(options.settings())
+        if not decl.tensor_presets:  # a family without presets: the one set of all its points
+            self.tensors: TensorSetWriter = DeclaredTensorWriter(
+                rd.tensors_dir, capacity, decl, corpus=corpus_from_plan(plan))
         else:
             refined = bool(options.holistic.get("refine_face_landmarks"))
             self.tensors = TensorSetWriter(rd.tensors_dir, capacity, corpus=corpus_from_plan(plan),

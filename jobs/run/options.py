@@ -6,9 +6,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from extract.corpora.base import SPLITS
-from extract.keypoints.estimator import RUNTIME, runtime
+from extract.families.holistic.runner import HolisticOptions
+from extract.keypoints.estimator import DEFAULT_FAMILY, RUNTIME, runtime
 from extract.keypoints.frames import MAX_PIXELS, MAX_SCANS
-from extract.keypoints.holistic import HolisticOptions
 from jobs.run.identity import input_conflict
 from jobs.rundir.runinfo import PlanOptions, RunInfo
 
@@ -47,9 +47,14 @@ class RunOptions:
         base = HolisticOptions.from_dict(have or {}).as_dict()
         return base | {k: v for k, v in asked.items() if v is not None}
 
+    def family_asked(self) -> str | None:
+        """The family asked: --estimator, or the one the model flags imply (--detector,
+        --pose-model: the whole-body family's), or None."""
+        return self.estimator or ("wholebody" if self.wholebody else None)
+
     def resolved(self) -> PlanOptions:
         """The options of a new run: what was asked, defaults for the rest."""
-        estimator = self.estimator or ("wholebody" if self.wholebody else "holistic")
+        estimator = self.family_asked() or DEFAULT_FAMILY
         return PlanOptions(
             splits=list(self.splits or SPLITS),
             videos=list(self.videos) if self.videos else None,
@@ -78,7 +83,7 @@ class RunOptions:
 
     def _estimator_conflicts(self, have: PlanOptions) -> list[str]:
         """The estimator asked against the run's, by name and by each model file's sha256."""
-        asked = self.estimator or ("wholebody" if self.wholebody else have.estimator)
+        asked = self.family_asked() or have.estimator
         if asked != have.estimator:
             return [f"estimator ({have.estimator} when planned, {asked} asked)"]
         diffs = []

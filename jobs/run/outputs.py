@@ -7,14 +7,17 @@ corpus fields in plan.parquet, the tensors/ folder, and run.json's record of the
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from extract.keypoints.estimator import Declaration, declaration, family
+from extract.outputs.declared import write_family_tensors
 from extract.outputs.loader import load_meta, load_split
-from extract.outputs.tensors import TensorsError, TensorSpec, refined_face, tag_dir, write_tensors
+from extract.outputs.tensors import TensorsError, TensorSpec, refined_face, tag_dir
 from jobs import messages
 from jobs.run.identity import corpus_spelling
 from jobs.rundir.folder import JobFailed, RunDir, RunError
@@ -65,7 +68,7 @@ def write_set(rd: RunDir, spec: TensorSpec) -> dict[str, Any]:
     keypoints = _need_keypoints(rd)
     spec = spec.for_run(refined_face(keypoints))  # its tag and points in the run's numbering
     t0 = time.monotonic()
-    frames = write_tensors(keypoints, rd.tensors_dir, corpus_from_plan(rd.load_plan()), spec)
+    frames = write_family_tensors(keypoints, rd.tensors_dir, corpus_from_plan(rd.load_plan()), spec)
     meta = load_meta(rd.path, spec.tag)
     info = {"time": time.time(), "seconds": round(time.monotonic() - t0, 3),
             "dir": str(tag_dir(rd.tensors_dir, spec.tag).relative_to(rd.path)),
@@ -123,7 +126,7 @@ def split_seconds(info: RunInfo) -> dict[str, float]:
 
 def export_legacy_pkl(rd: RunDir, to: Path, dataset_path: str | None = None) -> dict[str, dict]:
     """The older script's pkl (../shared/docs/legacy-format.md) from keypoints.parquet."""
-    from extract.outputs.legacy import write_legacy_pkl
+    from extract.families.holistic.legacy import write_legacy_pkl
 
     info = rd.load()
     return write_legacy_pkl(_need_keypoints(rd), to, legacy_dataset_info(info, rd, dataset_path),
@@ -143,7 +146,7 @@ def pkl_record(to: Path, info: RunInfo, source_path: str) -> dict[str, Any]:
 
 def export_legacy_npz(rd: RunDir, to: Path, dataset_path: str | None = None) -> dict[str, int]:
     """`<split>_keypoints.npz` as the older pipeline's prepare_model_input makes them."""
-    from extract.outputs.legacy import write_legacy_npz
+    from extract.families.holistic.legacy import write_legacy_npz
 
     info = rd.load()
     return write_legacy_npz(_need_keypoints(rd), to,
@@ -164,21 +167,32 @@ def export_pose(rd: RunDir, to: Path, fps: float | None = None) -> int:
     from extract.outputs.export import PHOENIX_FPS
 
     info = rd.load()
-    if info.options.estimator == "wholebody":
-        from extract.outputs.wholebody import write_pose_files
-    else:
+    decl, keypoints = declaration(info.options.settings()), _need_keypoints(rd)
+    fps, root = fps or PHOENIX_FPS, Path(info.dataset.root)
+    own = getattr(family(decl.name), "write_pose_files", None)
+    if own is not None:  # a family with a header of its own (pose-format's COCO-WholeBody)
+        return own(keypoints, to, fps, root)
+    if decl.pose_header == "pose-format-holistic":
         from extract.outputs.export import write_pose_files
-    return write_pose_files(_need_keypoints(rd), to, fps or PHOENIX_FPS, Path(info.dataset.root))
+
+        return write_pose_files(keypoints, to, fps, root)
+    from extract.outputs.export import write_declared_pose_files
+
+    return write_declared_pose_files(keypoints, to, decl, fps, root)
 
 
-def holistic_only(rd: RunDir, what: str) -> None:
-    """Refuse what exists only for Holistic's points on a run of another estimator."""
-    estimator = rd.load().options.estimator
-    if estimator != "holistic":
-        raise RunError(f"{what} is made from MediaPipe Holistic's points; {rd.path} is a "
-                       f"{estimator} run (COCO-WholeBody 133 points). Its outputs: keypoints.parquet, "
-                       "tensors/ ([frames, 133, 3] and a score mask) and --format pose "
-                       "(docs/wholebody.md).")
+def run_declaration(rd: RunDir) -> Declaration:
+    return declaration(rd.load().options.settings())
+
+
+def presets_apply(rd: RunDir) -> None:
+    """Refuse `tensors` on a run whose family has a tensor set of its own (the one the run wrote)."""
+    decl = run_declaration(rd)
+    if not decl.tensor_presets:
+        raise RunError(f"`tensors` (its presets, --points, normalisation) is made for families "
+                       f"without a tensor set of their own; {rd.path} is a {decl.name} run "
+                       f"({decl.title}): its tensor set is tensors/, which the run writes. Its "
+                       f"exports: {', '.join(decl.exports)}.")
 
 
 def export_islr(rd: RunDir, to: Path) -> int:
@@ -199,7 +213,7 @@ def export_islr(rd: RunDir, to: Path) -> int:
 
 def write_set_command(rd: RunDir, spec: TensorSpec) -> int:
     """`tensors`: one more tensor set of a finished run (under the run's lock)."""
-    holistic_only(rd, "`tensors` (its presets, --points, normalisation)")
+    presets_apply(rd)
     with locked(rd):
         try:
             info = write_set(rd, spec)
@@ -215,41 +229,31 @@ def write_set_command(rd: RunDir, spec: TensorSpec) -> int:
     return 0
 
 
-WHOLEBODY_FORMATS = ("twostream-pkl", "unisign-pkl")
-
-
-def export_wholebody(rd: RunDir, fmt: str, to: Path, tag: str = "", flat: bool = False) -> int:
-    """The layouts that whole-body models' loaders read (docs/tensors.md): TwoStream-SLR's one pkl,
-    Uni-Sign's pkl per video; refused on a Holistic run, whose points are not COCO-WholeBody's."""
-    from extract.outputs.wholebody import write_twostream_pkl, write_unisign_pkls
-
-    estimator = rd.load().options.estimator
-    if estimator != "wholebody":
-        raise RunError(f"--format {fmt} holds COCO-WholeBody's 133 points; {rd.path} is a {estimator} "
-                       "run. Make a whole-body run (--estimator wholebody, docs/wholebody.md).")
+def export_own(rd: RunDir, fmt: str, to: Path, tag: str, write: Callable[..., str],
+               flat: bool = False) -> int:
+    """An export a family writes itself (its `EXPORTS`): the layouts its models' loaders read."""
     if tag:
-        raise RunError(f"--tag applies to --format pkl: --format {fmt} holds all 133 points, read "
+        raise RunError(f"--tag applies to --format pkl: --format {fmt} holds all points, read "
                        "from keypoints.parquet.")
-    keypoints = _need_keypoints(rd)
-    if fmt == "twostream-pkl":
-        if to.is_dir():
-            raise RunError(f"--to {to} is a folder; --format twostream-pkl writes one .pkl file.")
-        messages.result(f"{fmt}: {to} ({write_twostream_pkl(keypoints, to)} videos)")
-    else:
-        messages.result(f"{fmt}: {to}/ ({write_unisign_pkls(keypoints, to, flat)} videos)")
+    options = {"flat": True} if flat else {}  # only a per-video export takes it
+    messages.result(write(_need_keypoints(rd), to, **options))
     return 0
 
 
 def export_command(rd: RunDir, fmt: str, to: Path, tag: str = "", fps: float | None = None,
                    flat: bool = False) -> int:
-    """`export`: the keypoints as a pkl dict (of a tensor set), .pose files, or the older
-    pipeline's pkl / npz."""
-    if flat and fmt != "unisign-pkl":
-        raise RunError(f"--flat applies to --format unisign-pkl, not --format {fmt}.")
-    if fmt in WHOLEBODY_FORMATS:
-        return export_wholebody(rd, fmt, to, tag, flat)
-    if fmt != "pose":
-        holistic_only(rd, f"--format {fmt}")
+    """`export`: the keypoints as a pkl dict (of a tensor set), .pose files, the older pipeline's
+    pkl / npz, or a family's own layouts; refused where the run's family does not list `fmt`."""
+    decl = run_declaration(rd)
+    why = decl.refuse_export(fmt, rd.path)
+    if why:
+        raise RunError(why)
+    own = getattr(family(decl.name), "EXPORTS", {}).get(fmt)
+    if own is not None:
+        return export_own(rd, fmt, to, tag, own, flat)
+    if flat:
+        raise RunError(f"--flat applies to an export that writes a file per video into split "
+                       f"folders (its family's own, such as --format unisign-pkl), not --format {fmt}.")
     if fmt.startswith("legacy") and tag:
         raise RunError("--tag applies to --format pkl: the legacy formats always hold their 143 "
                        "points, read from keypoints.parquet.")

@@ -25,7 +25,7 @@ import pyarrow as pa
 from extract.corpora import discover, input_key, no_frames_message
 from extract.corpora.base import Dataset, DatasetError
 from extract.corpora.phoenix import FRAMES_DIR
-from extract.keypoints.holistic import HolisticOptions, check_model
+from extract.keypoints.estimator import family
 from extract.keypoints.versions import value_versions
 from extract.sources import links
 from jobs import faults, messages
@@ -118,11 +118,10 @@ def _resume(rd: RunDir, opts: RunOptions, num_shards: int | None, workers: int =
         raise RunError(f"{rd.path} holds a run with other {', '.join(diffs)}. Use another --out, or "
                        "start afresh with the options you want: "
                        f"{messages.fresh(rd.path, input_arg(info, opts.dataset))}.")
-    if info.options.estimator != "holistic":
-        from extract.keypoints.wholebody import check_record
-
-        check_record(opts.settings(info))
-        info = follow_models(rd, info, opts.wholebody)
+    check = getattr(family(info.options.estimator), "check_recorded", None)
+    if check is not None:  # e.g. model files still the ones the run recorded
+        check(opts.settings(info))
+    info = follow_models(rd, info, opts.wholebody)
     return follow_corpus(rd, info, check_corpus(info, rd.load_plan()), workers, frozen)
 
 
@@ -298,11 +297,9 @@ def load_or_plan(rd: RunDir, opts: RunOptions, workers: int, fresh: bool = False
 
 def check_estimator(options: PlanOptions) -> None:
     """Refuse, before planning, an estimator that cannot run here as asked."""
-    if options.estimator == "holistic":
-        check_model(HolisticOptions.from_dict(options.holistic))
-    elif options.wholebody is None:
-        raise RunError("--estimator wholebody needs --detector DET.onnx and --pose-model POSE.onnx "
-                       "(docs/wholebody.md says where rtmlib's published ones are).")
+    check = getattr(family(options.estimator), "check_settings", None)
+    if check is not None:
+        check(options.settings())
 
 
 FROZEN = ("--frozen: the stored plan is kept, so the outputs describe the corpus as it was planned "

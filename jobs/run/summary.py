@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from extract.keypoints.estimator import DEFAULT_FAMILY, family
 from jobs import messages
 from jobs.rundir.folder import RunDir
 from jobs.rundir.runinfo import DatasetInfo, MergeInfo, RunInfo
@@ -66,7 +67,8 @@ def input_anomalies(info: RunInfo) -> list[str]:
     return out
 
 
-def idle_cores(workers: int, cpus: int, typed: str = "", estimator: str = "holistic") -> str | None:
+def idle_cores(workers: int, cpus: int, typed: str = "", estimator: str = DEFAULT_FAMILY
+               ) -> str | None:
     """The warning for fewer workers than usable cores (None when every core has a worker); it
     names the flags the user typed (`typed`), not others, and what runs on the CPU (`estimator`)."""
     if workers >= cpus:
@@ -74,7 +76,7 @@ def idle_cores(workers: int, cpus: int, typed: str = "", estimator: str = "holis
     per_gpu = next((f for f in ("--num_workers_per_gpu", "--workers-per-gpu") if f in typed), "")
     fix = f"{per_gpu} {-(-cpus // max(1, workers))}" if per_gpu else f"--workers {cpus}"
     asked = f"{typed} asks for {workers}" if typed else f"{workers} worker slot(s) here"
-    what = "MediaPipe" if estimator == "holistic" else f"The {estimator} estimator (onnxruntime)"
+    what = getattr(family(estimator), "ENGINE", f"The {estimator} estimator")
     return (f"{workers} worker(s) for {cpus} usable CPU core(s): {cpus - workers} core(s) will idle "
             f"({asked}). {what} runs on the CPU here (GPUs only pin workers), one worker per "
             f"core: ask for {fix}" + (f", or leave out {typed}" if typed else ""))

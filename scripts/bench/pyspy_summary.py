@@ -19,7 +19,8 @@ from pathlib import Path
 
 CATEGORIES = [
     ("import (mediapipe, cv2, pyarrow)", ("_find_and_load",)),
-    ("graph build / close", ("new_holistic", "Extractor.close", "close (extract/keypoints/holistic.py")),
+    ("graph build / close",
+     ("new_holistic", "Extractor.close", "close (extract/families/holistic/runner.py")),
     ("tracking reset between videos", ("start_video",)),
     ("PNG read + decode + RGB", ("read_frame",)),
     ("landmarks -> numpy", ("landmarks_to_arrays",)),

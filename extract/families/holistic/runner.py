@@ -25,7 +25,8 @@ from typing import Any
 
 import numpy as np
 
-from extract.keypoints.estimator import HOLISTIC, Declaration
+from extract.families.holistic.declaration import declaration
+from extract.keypoints.estimator import ModelFileError
 from extract.keypoints.schema import layout
 
 LAYOUT = layout()
@@ -35,8 +36,9 @@ _POSE_MODELS = {0: "pose_landmark_lite.tflite", 1: "pose_landmark_full.tflite",
 _GRAPH = "mediapipe/modules/holistic_landmark/holistic_landmark_cpu.binarypb"
 
 
-class ModelError(Exception):
-    """The requested Holistic options cannot run offline here; the message says what to do."""
+class ModelError(ModelFileError):
+    """The requested Holistic options cannot run offline here; the message says what to do (a
+    refusal like any family's model that cannot be used: exit 2)."""
 
 
 @dataclass(frozen=True)
@@ -246,7 +248,7 @@ class Extractor:
         self.options = options
         self.layout = options.layout
         self.settings = options.as_dict()  # the Estimator seam (extract/keypoints/estimator.py)
-        self.declaration = Declaration(HOLISTIC, self.layout)
+        self.declaration = declaration(self.settings)
         self._graph = new_holistic(options, num_threads)
         self._dirty = False
 

@@ -36,8 +36,9 @@ from typing import Any
 import cv2
 import numpy as np
 
+from extract.families.wholebody.declaration import DECLARATION, WHOLEBODY
 from extract.keypoints.environ import telemetry_off
-from extract.keypoints.estimator import ModelFileError
+from extract.keypoints.estimator import RUNTIME, ModelFileError, runtime
 from extract.keypoints.onnx_files import (
     check_model_file,
     external_problems,
@@ -454,3 +455,40 @@ class WholebodyModels:
             out[i] = (row.reshape(-1), len(found[i]))
         return out
 
+
+class WholebodyEstimator:
+    """rtmlib's YOLOX + RTMPose on the signer: no state between frames, so videos are independent
+    without a reset, and frames can go through the models in batches."""
+
+    def __init__(self, settings: dict[str, Any]) -> None:
+        run = runtime() | settings.get(RUNTIME, {})
+        self.settings = {k: v for k, v in settings.items() if k != RUNTIME}
+        self.declaration = DECLARATION
+        self.batch_size = int(run["batch_size"])
+        self._models = WholebodyModels(settings["detector"]["path"], settings["pose_model"]["path"],
+                                       run["device"])
+        self.providers = self._models.providers()
+
+    def start_video(self) -> None:
+        pass
+
+    def process(self, rgb: np.ndarray) -> dict[str, Any]:
+        return self.process_batch([rgb])[0]
+
+    def process_batch(self, rgbs: list[np.ndarray]) -> list[dict[str, Any]]:
+        """Each frame's result, as `process` gives it alone (a frame whose model outputs are
+        nonsense: its status and note, no keypoints)."""
+        return [r.as_result() if not isinstance(r, tuple) else {WHOLEBODY: r[0], "persons": r[1]}
+                for r in self._models.batch(rgbs)]
+
+    def blame(self, status: str) -> str:
+        """The model file a frame status says is at fault (KeepsFailing's message)."""
+        det, pose = self.settings["detector"]["path"], self.settings["pose_model"]["path"]
+        if status == "bad_detector_output":
+            return f"--detector {det}"
+        if status == "bad_pose_output":
+            return f"--pose-model {pose}"
+        return f"--detector {det} or --pose-model {pose}"
+
+    def close(self) -> None:
+        self._models = None

@@ -1,0 +1,170 @@
+"""The whole-body family: COCO-WholeBody 133 points from the user's ONNX detector and pose model
+(rtmlib's YOLOX + RTMPose), one column `wholebody` (133 x (x, y, score), pixels) and `persons`.
+
+This package is everything the tool knows of the family: its declaration and hooks here, its
+runner (runner.py: the models), its outputs (outputs.py: tensors, .pose, TwoStream-SLR and
+Uni-Sign pkls) and its report and drawing (report.py). The registry
+(extract.keypoints.estimator) imports it only when a run, file or clip names it.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from extract.families.wholebody.declaration import (
+    DECLARATION,
+    WHOLEBODY,
+    WHOLEBODY_PARTS,
+    WHOLEBODY_SCHEMA,
+    file_record,
+)
+from extract.keypoints.estimator import Declaration, Estimator
+
+__all__ = ["file_record"]
+
+def declaration(settings: dict[str, Any] | None = None) -> Declaration:
+    return DECLARATION
+
+
+def declaration_of_schema(schema: pa.Schema) -> Declaration | None:
+    return DECLARATION if schema.equals(WHOLEBODY_SCHEMA) else None
+
+
+def open_estimator(settings: dict[str, Any], num_threads: int | None = 1) -> Estimator:
+    from extract.families.wholebody.runner import WholebodyEstimator
+
+    return WholebodyEstimator(settings)
+
+
+def clip_settings(options: dict[str, Any]) -> dict[str, Any]:
+    """extract_keypoints' options (detector=, pose_model= paths) as a run records them; the model
+    files are checked as `run` checks them."""
+    missing = [k for k in ("detector", "pose_model") if options.get(k) is None]
+    if missing:
+        raise TypeError(f"estimator 'wholebody' needs {' and '.join(f'{k}=PATH.onnx' for k in missing)}"
+                        " (docs/wholebody.md says where rtmlib's published models are)")
+    from extract.families.wholebody.runner import record
+
+    return {"estimator": WHOLEBODY, **record(Path(options["detector"]), Path(options["pose_model"]))}
+
+
+def clip_options() -> tuple[str, ...]:
+    """The options extract_keypoints takes for this family: the two model files."""
+    return ("detector", "pose_model")
+
+
+def clip_parts(parts: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """A clip's arrays with the named parts as slices of the 133 points (extract_keypoints)."""
+    return parts | {name: parts[WHOLEBODY][:, a:b] for name, (a, b) in WHOLEBODY_PARTS.items()}
+
+
+def pose_of_clip(parts: dict[str, np.ndarray], width: int, height: int, fps: float) -> Any:
+    """Keypoints.to_pose(): the .pose `export --format pose` writes for the same frames."""
+    from extract.families.wholebody.outputs import pose_of_values
+
+    values = parts[WHOLEBODY]
+    return pose_of_values(np.nan_to_num(values), ~np.isnan(values).all(axis=(1, 2)), width, height,
+                          fps)
+
+
+def write_report(keypoints: Path, title: str, out_dir: Path) -> dict[str, Any]:
+    from extract.families.wholebody.report import write_wholebody_report
+
+    return write_wholebody_report(keypoints, title, out_dir)
+
+
+def write_pose_files(keypoints: Path, out_dir: Path, fps: float, root: Path | None) -> int:
+    from extract.families.wholebody.outputs import write_pose_files
+
+    return write_pose_files(keypoints, out_dir, fps, root)
+
+
+def _twostream(keypoints: Path, to: Path, flat: bool = False) -> str:
+    from extract.families.wholebody.outputs import write_twostream_pkl
+    from extract.outputs.tensors import TensorsError
+
+    if flat:
+        raise TensorsError("--flat applies to --format unisign-pkl (a file per video); "
+                           "--format twostream-pkl writes one .pkl file.")
+    if to.is_dir():
+        raise TensorsError(f"--to {to} is a folder; --format twostream-pkl writes one .pkl file.")
+    return f"twostream-pkl: {to} ({write_twostream_pkl(keypoints, to)} videos)"
+
+
+def _unisign(keypoints: Path, to: Path, flat: bool = False) -> str:
+    from extract.families.wholebody.outputs import write_unisign_pkls
+
+    return f"unisign-pkl: {to}/ ({write_unisign_pkls(keypoints, to, flat)} videos)"
+
+
+# the exports this family writes itself (export --format), each giving the line it prints
+EXPORTS = {"twostream-pkl": _twostream, "unisign-pkl": _unisign}
+
+
+# --- what the job asks of a family before and after it runs -------------------------------------
+# the library its values depend on (either distribution provides the module), recorded in each part
+LIBRARY = ("onnxruntime", "onnxruntime-gpu")
+
+
+def library_version() -> str:
+    """onnxruntime's version as the imported module says (onnxruntime-gpu installed over it wins)."""
+    from extract.families.wholebody.runner import onnxruntime_version
+
+    return onnxruntime_version()
+
+
+ENGINE = "The wholebody estimator (onnxruntime)"  # what runs on the CPU (the idle-cores warning)
+
+
+def check_settings(settings: dict[str, Any]) -> None:
+    """Refuse, before planning, a run without its two model files."""
+    from extract.keypoints.estimator import ModelFileError
+
+    if "detector" not in settings or "pose_model" not in settings:
+        raise ModelFileError("--estimator wholebody needs --detector DET.onnx and --pose-model "
+                             "POSE.onnx (docs/wholebody.md says where rtmlib's published ones are).")
+
+
+def check_recorded(settings: dict[str, Any]) -> None:
+    """On resume: the model files are still the ones the run recorded."""
+    from extract.families.wholebody.runner import check_record
+
+    check_record(settings)
+
+
+def model_problems(settings: dict[str, Any]) -> list[str]:
+    """verify: each recorded model file changed or gone, as 'FLAG PATH: why'."""
+    from extract.families.wholebody.runner import model_problems as problems
+
+    return problems(settings)
+
+
+def status_line(settings: dict[str, Any]) -> str:
+    """status: the estimator and its two model files."""
+    files = ", ".join(f"--{k.replace('_', '-')} {Path(settings[k]['path']).name}"
+                      for k in ("detector", "pose_model") if k in settings)
+    return f"estimator: {WHOLEBODY}" + (f" ({files})" if files else "")
+
+
+def runs_on(settings: dict[str, Any], batch_size: int | None, device: str | None,
+            gpu: bool) -> str:
+    """The run's device and batches as its workers will decide them (--device auto: CUDA where
+    onnxruntime has it and the worker a GPU), and each model's batch axis."""
+    from extract.families.wholebody.runner import batch_axes, cuda_provider
+    from extract.keypoints.estimator import runtime
+
+    run = runtime(batch_size, device)
+    gpu = run["device"] != "cpu" and cuda_provider() and gpu
+    where = "CUDA, device 0 of each worker's GPU" if gpu else "the CPU"
+    axes = batch_axes(settings["detector"]["path"], settings["pose_model"]["path"])
+    return f", on {where} (--device {run['device']}); batches of {run['batch_size']} frames: {axes}"
+
+
+def cuda_provider() -> bool:
+    from extract.families.wholebody.runner import cuda_provider as has_cuda
+
+    return has_cuda()

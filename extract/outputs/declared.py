@@ -1,0 +1,174 @@
+"""The tensor set of a family without presets: every point of its declaration, `[frames, points,
+channels]` and a mask, streamed video by video like Holistic's preset sets (tensors.py).
+
+What the set holds is read from the declaration alone: its landmark columns in order (one point
+axis), its value channels, its units, its point names, and its presence rule for the mask (a point
+is True where its column's list exists and, for a family with a score threshold, its last value is
+at least that). Rows of frames that were not read are zeros and False; the values are
+keypoints.parquet's as they are: the mask only says which to trust.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from extract.keypoints.estimator import Declaration, declaration
+from extract.keypoints.filemeta import read_file_metadata
+from extract.keypoints.schema import column_block
+from extract.outputs.tensors import (
+    POINTS_JSON,
+    TENSORS_FORMAT,
+    NpyWriter,
+    TensorsError,
+    TensorSetWriter,
+    TensorSpec,
+    _install,
+    iter_videos,
+    split_index,
+    tag_dir,
+    write_tensors,
+)
+
+
+def video_tensor(table: pa.Table, decl: Declaration, scored: bool = True
+                 ) -> tuple[np.ndarray, np.ndarray]:
+    """One video's rows -> ([T, points, channels] float32; [T, points] where the point is found:
+    its column's list exists and (scored) its score is at least the declared threshold)."""
+    vals, masks = [], []
+    for part, (n, c) in decl.parts.items():
+        block, present = column_block(table.column(part), n * c)
+        block = block.reshape(-1, n, c)
+        found = np.repeat(present[:, None], n, axis=1)
+        if scored and decl.score_threshold is not None:
+            found &= block[:, :, -1] >= decl.score_threshold
+        vals.append(block)
+        masks.append(found)
+    if len(vals) == 1:
+        return vals[0], masks[0]
+    return np.concatenate(vals, axis=1), np.concatenate(masks, axis=1)
+
+
+def describe_points(decl: Declaration) -> list[dict[str, Any]]:
+    """points.json's entry per point: index, part, index in the part, name."""
+    out: list[dict[str, Any]] = []
+    for part, (lo, hi) in decl.point_parts().items():
+        for i in range(lo, hi):
+            out.append({"k": i, "index": i, "part": part, "part_index": i - lo,
+                        "name": f"{part}.{decl.point_name(i)}"})
+    return out
+
+
+def num_points(decl: Declaration) -> int:
+    return sum(n for n, _ in decl.parts.values())
+
+
+class DeclaredTensorWriter(TensorSetWriter):
+    """The default set of a family without presets (tensors/ itself), the same files as Holistic's."""
+
+    def __init__(self, out_dir: Path, capacity: Mapping[str, int], decl: Declaration,
+                 corpus: Mapping[str, Mapping[str, str]] | None = None) -> None:
+        super().__init__(out_dir, capacity, None, corpus)
+        self.decl = decl
+
+    @property
+    def columns(self) -> list[str]:
+        return list(self.decl.parts)
+
+    def add_video(self, split: str, video: str, table: pa.Table) -> None:
+        if split not in self.arrays:
+            rows, k = self.capacity.get(split, 0), num_points(self.decl)
+            self.arrays[split] = NpyWriter(self.tmp / f"{split}.npy", np.dtype(np.float32),
+                                           (rows, k, len(self.decl.values)))
+            self.masks[split] = NpyWriter(self.tmp / f"{split}.mask.npy", np.dtype(np.bool_),
+                                          (rows, k))
+            self.videos[split] = []
+        vals, mask = video_tensor(table, self.decl)
+        self.arrays[split].append(vals)
+        self.masks[split].append(mask)
+        self.videos[split].append((video, len(vals), None))
+
+    def close(self, source: Path, exact: bool = True) -> dict[str, int]:
+        frames = {}
+        for split in self.arrays:
+            self.arrays[split].close(exact)
+            self.masks[split].close(exact)
+            idx, _ = self._index(split)
+            frames[split] = self.arrays[split].rows
+            pq.write_table(idx, self.tmp / f"{split}.index.parquet")
+        meta = points_meta(self.decl, frames, {s: len(v) for s, v in self.videos.items()}, source)
+        (self.tmp / POINTS_JSON).write_text(json.dumps(meta, indent=2) + "\n")
+        _install(self.tmp, tag_dir(self.out_dir, ""), is_root=True)
+        return frames
+
+
+def mask_rule(decl: Declaration) -> str:
+    """points.json's words for the mask, from the declaration's presence rule."""
+    why = f" ({decl.presence_note})" if decl.presence_note else ""
+    rule = ("True where the point's column was found" if decl.score_threshold is None else
+            f"True where the point's score is at least {decl.score_threshold}{why}")
+    return f"{rule}; frames not read are zeros and False"
+
+
+def points_meta(decl: Declaration, frames: Mapping[str, int], videos: Mapping[str, int],
+                keypoints: Path) -> dict[str, Any]:
+    """The set's points.json: what each point is and how the values were made."""
+    st = keypoints.stat()
+    k = num_points(decl)
+    return {
+        "format": TENSORS_FORMAT,
+        "tag": "",
+        "estimator": decl.name,
+        "preset": f"{decl.name}-{k}",
+        "normalize": "none", "fill": "zero", "max_gap": None, "dtype": "float32", "coords": "image",
+        "num_points": k,
+        "indices": list(range(k)),
+        "points": describe_points(decl),
+        "channels": list(decl.values),
+        "units": decl.units,
+        "mask": mask_rule(decl),
+        "score_threshold": decl.score_threshold,
+        "files": {"array": "<split>.npy", "mask": "<split>.mask.npy", "index": "<split>.index.parquet"},
+        "splits": {s: {"frames": int(frames[s]), "videos": int(videos[s])} for s in frames},
+        "not_normalized": [],
+        "source": {"file": keypoints.name, "bytes": st.st_size,
+                   "rows": pq.ParquetFile(keypoints).metadata.num_rows},
+    }
+
+
+def write_declared_tensors(keypoints: Path, out_dir: Path, decl: Declaration,
+                           corpus: Mapping[str, Mapping[str, str]] | None = None,
+                           batch_size: int = 4096) -> dict[str, int]:
+    """The default set of such a family's keypoints.parquet (a lost tensors/ written again)."""
+    index = split_index(keypoints)
+    capacity = {s: int(np.sum(t["length"].to_numpy())) if t.num_rows else 0 for s, t in index.items()}
+    writer = DeclaredTensorWriter(out_dir, capacity, decl, corpus)
+    try:
+        for split, video, table in iter_videos(keypoints, writer.columns, batch_size):
+            writer.add_video(split, video, table)
+        return writer.close(keypoints)
+    except BaseException:
+        writer.discard()
+        raise
+
+
+def write_family_tensors(keypoints: Path, out_dir: Path,
+                         corpus: Mapping[str, Mapping[str, str]] | None = None,
+                         spec: TensorSpec | None = None, batch_size: int = 4096) -> dict[str, int]:
+    """A tensor set of keypoints.parquet as its family declares them: presets, --points and
+    normalisation (tensors.write_tensors) for a family that has them, else its one set of every
+    point, refused with another spec."""
+    decl = declaration(read_file_metadata(keypoints))
+    if decl.tensor_presets:
+        return write_tensors(keypoints, out_dir, corpus, spec, batch_size)
+    if spec is not None and not spec.is_default:
+        raise TensorsError(f"{keypoints} holds {decl.title or decl.name}: their tensor set is "
+                           "the default one (tensors/); presets and normalisation are made for "
+                           "another family's points.")
+    return write_declared_tensors(keypoints, out_dir, decl, corpus, batch_size)

@@ -1,0 +1,100 @@
+"""A third keypoint family, written in the tests only (issue 38): the proof that a family is one
+module. Nothing outside this file knows it; tests/test_families.py makes it known the way an
+installed package would (an entry point of group `phoenix_keypoints.families`).
+
+Its runner computes points from pixels: each quarter of the frame gives one point, the centre of
+its brightness (x, y in pixels of the frame) and a score (its mean brightness / 255); `bright`
+counts the quarters scoring at least 0.5. `show` draws it from its declaration (regions,
+skeleton, colours); its own report is deliberately small.
+"""
+
+from __future__ import annotations
+
+import html
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from extract.keypoints.estimator import Declaration
+from extract.keypoints.schema import BASE_FIELDS
+
+NAME = "toy"
+SCHEMA = pa.schema([*BASE_FIELDS, pa.field(NAME, pa.list_(pa.float32())),
+                    pa.field("bright", pa.int32())])
+DECLARATION = Declaration(
+    NAME, {NAME: (4, 3)}, ("bright",), ("x", "y", "score"), SCHEMA, title="toy quarter points",
+    score_threshold=0.5, regions={"top": (NAME, 0, 2), "bottom": (NAME, 2, 4)},
+    exports=("pose",), units="x, y: pixels of the frame (origin top left); score: brightness",
+    names=("top_left", "top_right", "bottom_left", "bottom_right"),
+    subparts={"top": (0, 2), "bottom": (2, 4)}, skeleton={"top": ((0, 1),), "bottom": ((2, 3),)},
+    colours={"top": (255, 210, 0), "bottom": (40, 230, 40)})
+
+
+def declaration(settings: dict[str, Any] | None = None) -> Declaration:
+    return DECLARATION
+
+
+def declaration_of_schema(schema: pa.Schema) -> Declaration | None:
+    return DECLARATION if schema.equals(SCHEMA) else None
+
+
+class ToyEstimator:
+    declaration = DECLARATION
+
+    def __init__(self) -> None:
+        self.settings = {"estimator": NAME}
+
+    def start_video(self) -> None:
+        pass
+
+    def process(self, rgb: np.ndarray) -> dict[str, Any]:
+        grey = rgb.astype(np.float64).mean(axis=2)
+        h, w = grey.shape
+        points = []
+        for y0, y1 in ((0, h // 2), (h // 2, h)):
+            for x0, x1 in ((0, w // 2), (w // 2, w)):
+                q = grey[y0:y1, x0:x1]
+                ys, xs = np.mgrid[y0:y1, x0:x1]
+                total = q.sum() or 1.0
+                points.append(((xs * q).sum() / total, (ys * q).sum() / total, q.mean() / 255))
+        values = np.array(points, np.float32)
+        return {NAME: values.reshape(-1), "bright": int((values[:, 2] >= 0.5).sum())}
+
+    def close(self) -> None:
+        pass
+
+
+def open_estimator(settings: dict[str, Any], num_threads: int | None = 1) -> ToyEstimator:
+    return ToyEstimator()
+
+
+def file_record(settings: dict[str, Any] | None, recorded: dict[str, Any]) -> dict[str, Any]:
+    return {"estimator": NAME, "layout": {NAME: {"points": 4, "values": ["x", "y", "score"]}}}
+
+
+def clip_options() -> tuple[str, ...]:
+    return ()
+
+
+def clip_settings(options: dict[str, Any]) -> dict[str, Any]:
+    return {"estimator": NAME}
+
+
+def clip_parts(parts: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    return parts
+
+
+def write_report(keypoints: Path, title: str, out_dir: Path) -> dict[str, Any]:
+    """Frames and mean score per video: videos.parquet and a one-table page."""
+    t = pq.read_table(keypoints, columns=["split", "video", NAME]).to_pandas()
+    t["score"] = [np.mean(v[2::3]) if v is not None else np.nan for v in t[NAME]]
+    videos = t.groupby(["split", "video"], as_index=False).agg(frames=(NAME, "size"),
+                                                               score=("score", "mean"))
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    videos.to_parquet(out_dir / "videos.parquet")
+    (out_dir / "index.html").write_text(f"<h1>{html.escape(title)}</h1>" + videos.to_html())
+    return {"videos": len(videos), "frames": int(videos["frames"].sum()), "flagged": 0}
