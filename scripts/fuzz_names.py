@@ -87,6 +87,9 @@ def _summary(results: list[dict], args: argparse.Namespace, wall: float, cpu: fl
         "command": f"scripts/fuzz_names.py --seeds {args.seeds} --first-seed {args.first_seed}"
                    + (f" --minutes {args.minutes:g}" if args.minutes else ""),
         "python": platform.python_version(), "machine": platform.machine(),
+        # a worker started with `python -c` lists (and imports from) the current folder unless
+        # PYTHONSAFEPATH=1 (Python 3.11+); the tool sets it for its workers (issue 37 item 1)
+        "PYTHONSAFEPATH": os.environ.get("PYTHONSAFEPATH", ""),
         "examples": len(results), "broken": len(broken),
         "exits": dict(sorted(collections.Counter(str(r["exit"]) for r in results).items())),
         "pairs": len({(r["kind"], r["position"]) for r in results}),
