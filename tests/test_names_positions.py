@@ -219,3 +219,18 @@ def test_manifest_values_are_read_as_written(tmp_path: Path):
     proc = plan(["--manifest", listed / "list.csv", "--out", tmp_path / "out2"], code=2)
     assert "list.csv:2: name 'blank ' begins or ends with a blank" in proc.stderr, proc.stderr
     assert sha256(listed / " a.mp4") != sha256(listed / "a.mp4")
+
+
+def test_point_numbers_are_ascii_digits_too(tmp_path: Path, wholebody_options: list[str]):
+    """`--points face:1²` and `--points ٣`: refused, saying what an item may be (before: a
+    traceback for `1²`, which str.isdigit() accepts and int() refuses; `٣` was read as 3)."""
+    folder = tmp_path / "take"
+    shutil.copytree(PHX_FRAMES / "train" / "signer_demo-1", folder)
+    out = tmp_path / "out"
+    assert run_cli(["run", "--dataset", folder, "--out", out, "--workers-per-gpu", "1",
+                    *wholebody_options]).returncode == 0
+    for item, said in (("face:1\u00b2", "'1\u00b2' is not N or N-M"),
+                       ("\u0663", "use N, N-M, PART or PART:N-M")):
+        proc = run_cli(["tensors", "--out", out, "--points", item])
+        assert_no_traceback(proc)
+        assert proc.returncode == 2 and said in proc.stderr, proc.stderr
