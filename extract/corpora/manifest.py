@@ -8,8 +8,8 @@ PNG/JPEG frames, or a glob of frame files such as
 `text` (or `translation`), `gloss` and `signer` (or `speaker`) reach the tensors' index, the pkl
 export and the report like PHOENIX's; the rest is carried as one JSON object (the plan's `extra`).
 
-Values are read as written (a blank or a backslash may belong to a file's name; a name or split with a
-blank around it is refused), and a path is a glob only when nothing has that very name.
+Values are read as written (a blank or a backslash may belong to a file's name; a name or split
+with a blank around it is refused), and a path is a glob only when nothing has that very name.
 
 A row whose path leaves the manifest's folder (absolute, `..`) or points at nothing keeps its
 place with that problem, reported at the end; a file that cannot be parsed, a missing column, a bad
