@@ -6,7 +6,9 @@ Callers compose the text (they know the facts); this module decides where and ho
 
 from __future__ import annotations
 
+import re
 import sys
+import unicodedata
 
 from tqdm import tqdm
 
@@ -31,18 +33,30 @@ def quote(path: object) -> str:
     return shlex.quote(str(path))
 
 
-# control characters but newline and tab: a name a corpus holds may carry ESC or CR, which a
-# terminal would obey (clear the screen, overwrite the line); shown as \xNN instead
-_CONTROLS = {c: f"\\x{c:02x}" for c in (*range(0x20), 0x7F, *range(0x80, 0xA0)) if c not in (9, 10)}
+# What a terminal would obey or hide rather than show: control characters but newline and tab
+# (ESC, CR: clear the screen, overwrite the line), format characters (U+202E turns the rest of the
+# line right to left, U+200B is invisible), line and paragraph separators, unassigned code points
+# and lone surrogates. A name a corpus holds may carry any of them; they are shown as escapes.
+_HIDDEN = frozenset(("Cc", "Cf", "Zl", "Zp", "Cs", "Cn"))
+_NOT_PLAIN = re.compile(r"[^\x20-\x7e\n\t]")
+
+
+def _escaped(match: re.Match[str]) -> str:
+    c = match.group()
+    if unicodedata.category(c) not in _HIDDEN:
+        return c
+    code = ord(c)
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}"
 
 
 def terminal(text: str) -> str:
-    """Text as it is safe to print: control characters as \\xNN and bytes of a name that are no
-    UTF-8 as \\udcNN (as run.json writes them), so a name can neither steer the terminal nor
-    stop the message with an encoding error."""
-    if text.isprintable():
+    """Text as it is safe to print: control, format (bidi, zero-width) and separator characters
+    as \\xNN or \\uNNNN, and bytes of a name that are no UTF-8 as \\udcNN (as run.json writes
+    them), so a name can neither steer nor hide in the terminal, nor stop the message with an
+    encoding error."""
+    if text.isascii() and text.isprintable():
         return text
-    return text.encode("utf-8", "backslashreplace").decode("utf-8").translate(_CONTROLS)
+    return _NOT_PLAIN.sub(_escaped, text)
 
 
 def result(text: str) -> None:

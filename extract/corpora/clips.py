@@ -19,8 +19,9 @@ import os
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
-from extract.corpora.base import SPLITS, Dataset
+from extract.corpora.base import SPLITS, Dataset, DatasetError
 from extract.corpora.entries import IMAGE_NAMES, Listing, build, is_video
+from extract.sources.base import is_utf8, shown
 
 SPLIT = "all"
 LAYOUTS = ("video-file", "frame-folder", "frame-folders")
@@ -41,8 +42,15 @@ def _has_frames(folder: Path) -> bool:
 
 
 def frame_folders(root: Path) -> list[str]:
-    """The visible subfolders of root that hold frames directly, by name."""
+    """The visible subfolders of root that hold frames directly, by name (any bytes)."""
     return [e.name for e in _entries(root) if e.is_dir() and _has_frames(Path(e.path))]
+
+
+def _not_utf8(root: Path, what: str) -> str:
+    """Why a one-video input cannot be read: its name would be the video's in every output."""
+    return (f"--dataset {shown(str(root))}: the {what}'s name is not UTF-8, and it would name the "
+            "video in every output (Parquet and JSON hold text): rename it, or copy it under a "
+            "UTF-8 name.")
 
 
 def layout_of(root: Path) -> str | None:
@@ -68,10 +76,15 @@ class Clips:
              limit_videos: int | None = None, max_per_split: int | None = None) -> Dataset:
         layout = layout_of(root)
         real = Path(os.path.realpath(root))
-        if layout == "frame-folders":
+        odd: list[str] = []
+        if layout == "frame-folders":  # a subfolder that no output could name is skipped, named
             top, names = real, frame_folders(real)
+            odd = [shown(n) for n in names if not is_utf8(n)]
+            names = [n for n in names if is_utf8(n)]
             listings = [Listing(SPLIT, n, n, source=str(real / n)) for n in names]
         else:  # one clip, or one folder of frames: one video, read from the folder it lies in
+            if not is_utf8(real.name):
+                raise DatasetError(_not_utf8(root, "file" if layout == "video-file" else "folder"))
             top, names = real.parent, [real.name]
             name = real.stem if layout == "video-file" else real.name
             listings = [Listing(SPLIT, name, real.name, source=str(real))]
@@ -80,6 +93,7 @@ class Clips:
                    max_per_split=max_per_split,
                    hint=f"Expected PNG/JPEG frames in {real} or in its subfolders, or a video file.")
         ds.entry = "" if layout == "frame-folders" else real.name  # the input is root/entry
+        ds.unlisted = [f"{n} (its name is not UTF-8: rename it to read it)" for n in odd]
         return ds
 
 

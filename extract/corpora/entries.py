@@ -41,6 +41,7 @@ class Listing:
     gloss: str = ""
     translation: str = ""
     extra: str = ""  # other columns, one JSON object
+    glob: bool = False  # `path` may be a glob (a manifest's): names found on disk are literal
 
 
 def spelled(root: Path, path: str) -> str:
@@ -66,6 +67,12 @@ def _outside(path: str) -> bool:
     return path.startswith("/") or bool(re.match(r"^[A-Za-z]:", path)) or ".." in p.parts
 
 
+def is_glob(root: Path, path: str) -> bool:
+    """Whether a listed path is a glob: its name holds `*`, `?` or `[` and nothing on disk has
+    that very name (`clip[1].mp4` that exists is that file)."""
+    return any(c in PurePosixPath(path).name for c in "*?[") and not os.path.lexists(root / path)
+
+
 def is_video(path: str) -> bool:
     return path.lower().endswith(VIDEO_SUFFIXES)
 
@@ -89,7 +96,7 @@ def to_video(root: Path, e: Listing) -> Video:
     if _outside(path):
         return Video(e.split, e.name, path, (), problem=f"path {path!r} leaves the dataset's folder "
                      "(absolute or '..'): paths are relative to it", **meta)
-    if any(c in PurePosixPath(path).name for c in "*?["):  # a glob of frame files
+    if e.glob and is_glob(root, path):  # a glob of frame files
         folder = str(PurePosixPath(path).parent)
         if any(c in folder for c in "*?[") and not (root / folder).is_dir():
             return Video(e.split, e.name, path, (), problem=f"path {path!r}: a glob picks frame "

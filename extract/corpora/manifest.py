@@ -8,6 +8,9 @@ PNG/JPEG frames, or a glob of frame files such as
 `text` (or `translation`), `gloss` and `signer` (or `speaker`) reach the tensors' index, the pkl
 export and the report like PHOENIX's; the rest is carried as one JSON object (the plan's `extra`).
 
+Values are read as written (a blank or a backslash may belong to a file's name; a name or split
+with a blank around it is refused), and a path is a glob only when nothing has that very name.
+
 A row whose path leaves the manifest's folder (absolute, `..`) or points at nothing keeps its
 place with that problem, reported at the end; a file that cannot be parsed, a missing column, a bad
 number or a name used twice is refused with its file and line.
@@ -20,9 +23,10 @@ import io
 import json
 import os
 from collections.abc import Iterable, Sequence
+from dataclasses import replace
 from pathlib import Path
 
-from extract.corpora.base import MAX_LINE, SPLITS, Dataset, DatasetError, read_corpus_text
+from extract.corpora.base import MAX_LINE, SPLITS, Dataset, DatasetError, Video, read_corpus_text
 from extract.corpora.entries import Listing, build
 
 LAYOUT = "manifest"
@@ -52,8 +56,8 @@ def _records(path: Path, text: str) -> Iterable[tuple[int, dict]]:
     if missing:
         raise DatasetError(f"{path}:1: header lacks column(s) {', '.join(missing)}; a manifest needs "
                            f"{', '.join(REQUIRED)} (optional start, end or start_s, end_s, then any).")
-    for row in reader:
-        yield reader.line_num, {k: (v or "").strip() for k, v in row.items() if k is not None}
+    for row in reader:  # values as written: a blank or `\` may belong to a file's name
+        yield reader.line_num, {k: v or "" for k, v in row.items() if k is not None}
 
 
 def _number(row: dict, key: str, where: str, kind: type) -> int | float | None:
@@ -74,12 +78,16 @@ def _listing(row: dict, where: str) -> Listing:
     for c in ("name", "split"):
         if "/" in row[c] or "\0" in row[c] or row[c] in (".", ".."):
             raise DatasetError(f"{where}: {c} {row[c]!r} is not a plain name (no '/').")
+        if row[c] != row[c].strip():
+            raise DatasetError(f"{where}: {c} {row[c]!r} begins or ends with a blank; values are "
+                               "read as written: remove the blank (a csv has none after commas).")
     meta = {v: row.get(k, "") for k, v in _ALIASES.items() if row.get(k)}
     extra = {k: v for k, v in row.items() if k not in (*REQUIRED, *_RANGE, *_ALIASES) and v != ""}
-    return Listing(row["split"], row["name"], row["path"].replace("\\", "/"), where,
+    return Listing(row["split"], row["name"], row["path"], where,
                    _number(row, "start", where, int), _number(row, "end", where, int),
                    _number(row, "start_s", where, float), _number(row, "end_s", where, float),
-                   extra=json.dumps(extra, ensure_ascii=False, sort_keys=True) if extra else "", **meta)
+                   extra=json.dumps(extra, ensure_ascii=False, sort_keys=True) if extra else "",
+                   glob=True, **meta)
 
 
 def _listings(path: Path, text: str) -> list[Listing]:
@@ -124,7 +132,19 @@ class Manifest:
         ds = build(path.parent, LAYOUT, listings, sha, splits, videos,
                    limit_videos, hint=f"Paths in {path} are relative to {path.parent}.")
         ds.manifest = path.name
+        ds.videos = [_respelled(path.parent, v) for v in ds.videos]
         return ds
+
+
+def _respelled(root: Path, v: Video) -> Video:
+    """A video not found at its path as written, with what lies at the path trimmed of blanks and
+    with `\\` as `/` (a manifest written by hand, or on Windows): paths are never rewritten, since
+    both are legal in a file's name; the problem says which spelling to write instead."""
+    other = v.folder.strip().replace("\\", "/")
+    if not v.problem or other == v.folder or not other or not os.path.lexists(root / other):
+        return v
+    return replace(v, problem=f"{v.problem}; {other!r} exists: a manifest's paths are read as "
+                   "written (blanks and '\\' included), write that instead")
 
 
 CORPUS = Manifest()

@@ -182,14 +182,19 @@ def point_name(index: int, refined: bool = False) -> str:
     return f"{part}.{HAND_NAMES[i]}"
 
 
-_ITEM = re.compile(r"^(?:(?P<part>[a-z_]+)(?::(?P<range>.+))?|(?P<glob>\d+(?:-\d+)?))$")
+_ITEM = re.compile(r"^(?:(?P<part>[a-z_]+)(?::(?P<range>.+))?|(?P<glob>[0-9]+(?:-[0-9]+)?))$")
+
+
+def _number(text: str) -> bool:
+    """ASCII digits only: str.isdigit() also takes `²` and `٣`, which int() refuses or reads."""
+    return text.isascii() and text.isdigit()
 
 
 def _span(text: str, limit: int, where: str, refined_limit: int | None = None) -> list[int]:
     """refined_limit: the bound on a refined run, for the message when an unrefined one is asked
     for more (the iris)."""
     a, _, b = text.partition("-")
-    if not a.isdigit() or (b and not b.isdigit()):
+    if not _number(a) or (b and not _number(b)):
         raise PointsError(f"{where}: '{text}' is not N or N-M")
     lo, hi = int(a), int(b) if b else int(a)
     if lo > hi or hi >= limit:

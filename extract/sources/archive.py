@@ -77,7 +77,7 @@ from extract.sources.archive_index import (  # noqa: F401 (the index's names, us
     unreadable_archive,
     zip_name,
 )
-from extract.sources.base import Frame, Mismatch, Ref, image_ref, parse_image
+from extract.sources.base import Frame, Mismatch, Ref, image_ref, parse_image, shown
 from extract.sources.files import FileView as _MemberView
 from extract.sources.files import decoder_path, open_corpus_file
 
@@ -506,7 +506,7 @@ class ArchiveSource:
                 yield Frame(None, STATUS_MISSING, f"the archive {root} is gone", image_ref(rel))
             return
         archive, prefix = found
-        tag = archive.name
+        tag = shown(archive.name)  # a name that is no UTF-8 as run.json writes it: a row holds text
         try:
             index = open_index(archive)
         except ArchiveError as e:

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from extract.keypoints.frames import irregular
+from extract.sources.base import is_utf8
 
 AV_OPTIONS = {"protocol_whitelist": "none"}  # no demuxer may open a URL or another file
 
@@ -65,7 +66,12 @@ def open_corpus_file(path: Path | str) -> BinaryIO:
 def decoder_path(path: Path | str, end: int = 0) -> str | BinaryIO:
     """For a library that opens by name (rapidgzip): the absolute path of a regular file (an
     absolute name is never a URL), NotRegular when it is none; with `end`, the file's first `end`
-    bytes as a file object instead (a gzip stream with bytes after it, see gzip_end)."""
+    bytes as a file object instead (a gzip stream with bytes after it, see gzip_end); the same for
+    a path whose bytes are no UTF-8, which the library would refuse to encode."""
+    whole = os.path.abspath(path)
+    if not end and not is_utf8(whole):  # a name the library cannot take (it wants UTF-8): the file
+        with open_corpus_file(path) as f:
+            end = os.fstat(f.fileno()).st_size
     if end:
         f = open_corpus_file(path)
 
@@ -75,7 +81,7 @@ def decoder_path(path: Path | str, end: int = 0) -> str | BinaryIO:
 
         return io.BufferedReader(FileView(read_at, end, f.close), 1 << 20)
     with open_corpus_file(path):
-        return os.path.abspath(path)
+        return whole
 
 
 class FileView(io.RawIOBase):

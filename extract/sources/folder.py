@@ -32,8 +32,9 @@ _DIGITS = re.compile(r"([0-9]+)")
 
 
 def frame_sort_key(name: str) -> tuple:
-    """Natural order: images0002 before images0010; 2014's fn000009-0 before fn000010-0."""
-    return tuple(int(t) if t.isdigit() else t for t in _DIGITS.split(name))
+    """Natural order: images0002 before images0010; 2014's fn000009-0 before fn000010-0. Numbers
+    are runs of ASCII digits only (the odd pieces of the split): `²` or `٣` is text, never an int."""
+    return tuple(int(t) if k % 2 else t for k, t in enumerate(_DIGITS.split(name)))
 
 
 def scandir(folder: Path):

@@ -127,11 +127,24 @@ class ModelFile:
         return out | ({"external_data": self.external_data} if self.external_data else {})
 
 
+def _not_utf8(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False
+
+
 def _session(path: Path, flag: str, device: str = "cpu") -> Any:
     """One session, one thread (a worker owns one core), on --device; refused with what to do."""
     import onnxruntime as ort
 
     check_model_file(path, flag)  # before onnxruntime opens anything, whatever its version
+    if not str(path).isascii() and _not_utf8(str(path)):  # onnxruntime takes a path as UTF-8 text
+        shown = str(path).encode("utf-8", "backslashreplace").decode()
+        raise ModelFileError(f"{flag} {shown}: its path is not UTF-8, which onnxruntime cannot "
+                             "open: rename the file or its folder, or pass a link to it named "
+                             "in UTF-8.")
     so = ort.SessionOptions()
     so.intra_op_num_threads = 1
     so.inter_op_num_threads = 1
