@@ -153,7 +153,9 @@ def _progress(n: int, wanted: bool | None, real_stderr: int | None
     out = sys.stderr
     if real_stderr is not None and _is_fd2(out):
         out = os.fdopen(os.dup(real_stderr), "w")
-    bar = tqdm(total=n, unit="frame", desc="extract_keypoints", file=out, leave=False,
+    # leave: the finished bar stays (its last state drawn at close; a bar cleared at close may
+    # never have drawn its last frames, tqdm draws at most every 0.1 s)
+    bar = tqdm(total=n, unit="frame", desc="extract_keypoints", file=out, leave=True,
                disable=None if wanted is None else False)
     try:
         yield lambda: bar.update()

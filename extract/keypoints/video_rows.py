@@ -112,7 +112,7 @@ def _count(extractor: Estimator, status: str, note: str | None) -> None:
         raise KeepsFailing(
             f"each of the first {STREAK} frames the {name} estimator ran came back `{status}` "
             f"({note}): {blame(status) if blame else 'the estimator'} is at fault, not the "
-            "frames; the run stops here rather than give every frame that status", name != "holistic")
+            "frames; the run stops here rather than give every frame that status", blame is not None)
 
 
 def _exactly(frames: Iterable[Frame], n: int, image: str) -> Iterator[Frame]:
