@@ -3,16 +3,19 @@
 models, whole-body). Helpers are in helpers.py.
 
 Under pytest-xdist (`./scripts/test.sh` runs `-n`), the session fixtures that build files are made
-once for all workers (`_once`), and `pytest_collection_modifyitems` keeps together on one worker
-the tests that share a costly module fixture or a machine-wide service (docs/development.md)."""
+once for all workers (`_once`), and `--dist loadgroup` (GroupScheduling) keeps together on one
+worker the tests that share a costly module fixture or a machine-wide service, longest first
+(docs/development.md)."""
 
 from __future__ import annotations
 
 import fcntl
+import json
 import os
 import shutil
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 from helpers import SHARED_INDEX, SHARED_SAMPLE, assert_no_traceback, build_wheel, run_cli
@@ -41,21 +44,53 @@ def _group(item: pytest.Item) -> str | None:
     return None
 
 
+def _shared_temp(config: pytest.Config) -> Path:
+    """The session's temp folder all xdist workers see: the controller's basetemp, which is the
+    parent of each worker's."""
+    base = config._tmp_path_factory.getbasetemp()  # type: ignore[attr-defined]
+    return base.parent if "PYTEST_XDIST_WORKER" in os.environ else base
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Under xdist: mark each item's group, and put the groups and tests marked slow first (in
-    the same order on every worker), so the longest units start early instead of ending the run
-    alone on one worker."""
-    if "PYTEST_XDIST_WORKER" not in os.environ:  # the workers collect; a plain run keeps its order
+    """Under xdist, on each worker (all collect the same): put the groups and the tests marked
+    slow first, so the longest units start early instead of ending the run alone on one worker,
+    and write each test's group for the controller's scheduler (GroupScheduling)."""
+    if "PYTEST_XDIST_WORKER" not in os.environ:  # a plain run keeps its order
         return
     units: dict[str, list[pytest.Item]] = {}
     for item in items:
-        group = _group(item)
-        if group:
-            item.add_marker(pytest.mark.xdist_group(group))
-        units.setdefault(group or item.nodeid, []).append(item)
-    slow_first = sorted(units.values(), key=lambda unit: not any(
-        i.get_closest_marker("slow") for i in unit))
-    items[:] = [item for unit in slow_first for item in unit]
+        units.setdefault(_group(item) or item.nodeid, []).append(item)
+    slow_first = sorted(units.items(), key=lambda unit: not any(
+        i.get_closest_marker("slow") for i in unit[1]))
+    items[:] = [item for _, unit in slow_first for item in unit]
+    groups = {item.nodeid: name for name, unit in units.items() for item in unit}
+    path = _shared_temp(config) / "xdist-groups.json"
+    tmp = path.with_name(f"{path.name}.{os.getpid()}")
+    tmp.write_text(json.dumps(groups))
+    tmp.replace(path)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """`--dist loadgroup` by this suite's groups (`_group`), read from the file the workers wrote
+    at collection. xdist's own loadgroup reads `xdist_group` marks into node ids, which pytest 9
+    no longer lets it change: it would spread every test."""
+    if config.getoption("dist") != "loadgroup":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class GroupScheduling(LoadScopeScheduling):
+        """LoadScopeScheduling whose scope is the test's group (its own node id where none)."""
+
+        groups: dict[str, str] | None = None
+
+        def _split_scope(self, nodeid: str) -> str:
+            if self.groups is None:  # called once the workers' collections are in
+                self.groups = json.loads((_shared_temp(config) / "xdist-groups.json").read_text())
+            return self.groups.get(nodeid, nodeid)
+
+    config.option.loadscopereorder = False  # the workers' order (slow first), not the group sizes
+    return GroupScheduling(config, log)
 
 
 def _once(factory: pytest.TempPathFactory, name: str, make: Callable[[Path], Path]) -> Path:
