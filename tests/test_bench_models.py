@@ -98,3 +98,45 @@ def test_models_run_through_the_wholebody_estimator(small_models: dict, sample_r
     t = pq.read_table(tmp_path / "run" / "keypoints.parquet", columns=["wholebody"])
     assert t.num_rows == 82
     assert {len(v) for v in t["wholebody"].to_pylist() if v is not None} == {133 * 3}
+
+
+@pytest.mark.slow
+def test_gpu_benchmark_dry_run_on_the_cpu(tmp_path: Path):
+    """scripts/bench/gpu.py's whole path with --device cpu, tiny: rtmlib loops and the job at two
+    batch sizes measured, each recorded with the providers its sessions ran on (the check that
+    refuses a figure from the wrong device), the JSON written where asked."""
+    result = tmp_path / "gpu.json"
+    proc = subprocess.run([sys.executable, BENCH / "gpu.py", "--device", "cpu", "--dry-run",
+                           "--workers", "2", "--batch", "1,8", "--json", result],
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    res = json.loads(result.read_text())
+    assert res["device"] == "cpu" and res["dry_run"] and set(res["pair"]) == {"yolox-tiny", "rtmw-m"}
+    rows = res["measurements"]
+    assert [(r["what"], r["workers_per_gpu"], r["batch_size"]) for r in rows] == [
+        ("rtmlib", 2, None), ("run", 2, 1), ("run", 2, 8)]
+    assert all(r["fps"] > 0 and r["frames"] == res["workload"]["frames"] for r in rows)
+    assert [r["providers"] for r in rows[1:]] == [["CPUExecutionProvider"]] * 2
+    assert all(p[0] == "CPUExecutionProvider" for loop in rows[0]["loops"]
+               for p in loop["providers"].values())
+
+
+def test_gpu_benchmark_refuses_a_figure_from_the_wrong_device(clean_wholebody_run: Path,
+                                                             tmp_path: Path):
+    """onnxruntime falls back to the CPU with a warning only: a run.json whose workers ran on the
+    CPU is refused for --device cuda (and one that records no runtime for any device), and
+    without a GPU `gpu.py` stops before measuring anything, writing no JSON."""
+    from gpu import check_runtime, gpus
+
+    info = json.loads((clean_wholebody_run / "run.json").read_text())
+    assert check_runtime(info, "cpu")
+    with pytest.raises(SystemExit, match="CUDAExecutionProvider is not what ran"):
+        check_runtime(info, "cuda")
+    with pytest.raises(SystemExit, match="cannot tell where the frames ran"):
+        check_runtime({**info, "extraction": {**info["extraction"], "runtime": {}}}, "cpu")
+    if gpus():
+        pytest.skip("a GPU is here: the refusal without one cannot be shown")
+    proc = subprocess.run([sys.executable, BENCH / "gpu.py", "--dry-run", "--json",
+                           tmp_path / "gpu.json"], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 1 and "--device cuda:" in proc.stderr, proc.stderr
+    assert "Traceback" not in proc.stderr and not (tmp_path / "gpu.json").exists()

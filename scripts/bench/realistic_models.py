@@ -149,6 +149,7 @@ def write(name: str, out: Path, scale: float = 1.0, batch: int | str = "batch") 
     makers: dict[str, Callable] = ({"": pose_simcc} if spec.kind == "pose" else
                                    {"": detector_end2end, "-raw": detector_raw})
     files = {}
+    out.mkdir(parents=True, exist_ok=True)
     for tail, make in makers.items():
         path = out / f"{name}{tail}.onnx"
         make(path, hw=spec.hw, batch=batch)
