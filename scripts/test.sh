@@ -5,4 +5,9 @@ set -euo pipefail
 export PHOENIX_EXTRAS="${PHOENIX_EXTRAS:-dev,pose,ray}"
 source "$(dirname "$0")/setup.sh"
 ruff check .
-python -m pytest "$@"
+# In parallel processes (pytest-xdist): most tests wait on the tool's own processes (runs, kills,
+# a cluster), so two per core, at most 8; PHOENIX_TEST_WORKERS overrides, `-n 0` after it turns it
+# off. loadgroup keeps together the tests tests/conftest.py groups (a shared costly fixture, the
+# SLURM cluster, Ray). The 20 slowest tests are listed at the end of every run.
+workers="${PHOENIX_TEST_WORKERS:-$(( $(nproc) * 2 < 8 ? $(nproc) * 2 : 8 ))}"
+python -m pytest -n "$workers" --dist loadgroup --durations=20 "$@"

@@ -201,9 +201,10 @@ def rtmlib_reference() -> Any:
     return importlib.import_module("rtmlib")
 
 
-def rtmlib_wholebody(models: dict[str, Path], detector: str = "detector") -> Any:
+def rtmlib_wholebody(models: dict[str, Path], detector: str = "detector", device: str = "cpu") -> Any:
     """rtmlib's YOLOX + RTMPose on the given files, input sizes read from the files as the tool
-    does (rtmlib's YOLOX takes (height, width), its RTMPose (width, height))."""
+    does (rtmlib's YOLOX takes (height, width), its RTMPose (width, height)); device "cuda" for
+    scripts/bench/gpu.py."""
     import onnx
 
     rtm = rtmlib_reference()
@@ -213,10 +214,10 @@ def rtmlib_wholebody(models: dict[str, Path], detector: str = "detector") -> Any
         return dims[2].dim_value, dims[3].dim_value
 
     det = rtm.YOLOX(str(models[detector]), model_input_size=hw(models[detector]),
-                    backend="onnxruntime", device="cpu")
+                    backend="onnxruntime", device=device)
     ph, pw = hw(models["pose"])
     pose = rtm.RTMPose(str(models["pose"]), model_input_size=(pw, ph), backend="onnxruntime",
-                       device="cpu")
+                       device=device)
     return det, pose
 
 
