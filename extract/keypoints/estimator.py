@@ -20,6 +20,8 @@ another family's carries `estimator: NAME`. A new family is one package and its 
 from __future__ import annotations
 
 import importlib
+import os
+import sys
 from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Any, Protocol
@@ -130,12 +132,21 @@ def names(rescan: bool = False) -> tuple[str, ...]:
     (entry points of group ENTRY_POINTS, read once a process, or again with `rescan`; a name
     already known keeps its module). Per-video readers call this: the scan is not repeated."""
     if rescan or not _scanned:
-        from importlib.metadata import entry_points
-
-        for ep in entry_points(group=ENTRY_POINTS):
-            FAMILIES.setdefault(ep.name, ep.value)
+        for name, module in _installed_families():
+            FAMILIES.setdefault(name, module)
         _scanned.append(True)
     return tuple(FAMILIES)
+
+
+def _installed_families() -> list[tuple[str, str]]:
+    """(name, module) of each family an installed package declares. Only absolute entries of
+    sys.path are searched: a relative one (an editable install's path hook, a '' from `python -c`)
+    would be read in the current folder, which is often the corpus, whose files are data."""
+    from importlib.metadata import distributions
+
+    where = [p for p in sys.path if os.path.isabs(p)]
+    return [(ep.name, ep.value) for dist in distributions(path=where)
+            for ep in dist.entry_points if ep.group == ENTRY_POINTS]
 
 
 def family(name: str) -> ModuleType:
