@@ -15,7 +15,7 @@ the job's own work weighs far more here than beside a real RTMW); the frames the
     .venv/bin/python scripts/bench/wholebody.py                    # 3 cycles, 20,700 frames: ~6 min
     .venv/bin/python scripts/bench/wholebody.py --copies 10 --repeat 1 --json ''   # a quick look
     # the realistic-cost models (scripts/bench/realistic_models.py), three batch sizes, >= 2,000 frames
-    .venv/bin/python scripts/bench/wholebody.py --models light --copies 15 --batch-size 1,8,32 \
+    .venv/bin/python scripts/bench/wholebody.py --model-set light --copies 15 --batch-size 1,8,32 \
         --json wholebody-light.json
 """
 
