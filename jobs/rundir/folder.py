@@ -90,17 +90,24 @@ def first_missing(path: Path) -> Path | None:
     return top
 
 
+def remove_worker_logs(rd: RunDir) -> None:
+    """The worker logs of a run refused before it planned anything (workers start while the
+    coordinator plans), and logs/ when nothing else is in it: a folder the user made keeps only
+    what was theirs."""
+    logs = rd.path / "logs"
+    for p in logs.glob("*worker-*.log") if logs.is_dir() else []:
+        p.unlink(missing_ok=True)
+    with suppress(OSError):  # something else is in it now: leave it
+        logs.rmdir()
+
+
 def remove_new_folder(rd: RunDir, made: Path) -> None:
     """Remove a run folder this process made (`made`: the outermost folder it created) but planned
     nothing in, as a refused or stopped `run` must: its lock files and worker logs, then the
     folders, unless something else is in them now."""
     for p in rd.path.glob(".*.lock"):
         p.unlink(missing_ok=True)
-    logs = rd.path / "logs"
-    for p in logs.glob("*worker-*.log") if logs.is_dir() else []:
-        p.unlink(missing_ok=True)
-    with suppress(OSError):  # something else is in them now: leave it
-        logs.rmdir()
+    remove_worker_logs(rd)
     folder = rd.path.absolute()
     while True:
         try:

@@ -13,7 +13,7 @@ import fcntl
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from jobs.rundir.folder import RunDir, RunError, first_missing, remove_new_folder
+from jobs.rundir.folder import RunDir, RunError, first_missing, remove_new_folder, remove_worker_logs
 
 
 @contextmanager
@@ -47,4 +47,6 @@ def run_folder(rd: RunDir, lock: str = "run", shared: bool = False,
     except BaseException:  # refused (dataset, model, folder), stopped or failed before a plan
         if made is not None and not rd.exists():
             remove_new_folder(rd, made)
+        elif not rd.exists():  # the user's own folder, nothing planned in it: only theirs stays
+            remove_worker_logs(rd)
         raise

@@ -203,7 +203,9 @@ class LocalBackend:
         takes them most of a second, which the merge need not wait for.
         """
         procs = list(self._procs.values()) + self._leaving
-        busy = any(p.busy and p.proc.is_alive() for p in procs)
+        # a worker stopped mid-start-up (a run refused while they import) is reaped here too: it
+        # dies at once, and the refusal's clean-up must not race its log file being created
+        busy = any((p.busy or not p.ready) and p.proc.is_alive() for p in procs)
         self._procs.clear()
         self._leaving = []
         for p in procs:
