@@ -26,16 +26,16 @@ from typing import Any
 
 import numpy as np
 
-from extract.keypoints.estimator import (
+from phoenix_keypoints.extract.keypoints.estimator import (
     DEFAULT_FAMILY,
     Estimator,
     family,
     names,
     open_estimator,
 )
-from extract.keypoints.frames import MAX_PIXELS, STATUS_OK, Frame, read_frame
-from extract.keypoints.video_rows import Block, extract_video
-from extract.outputs.export import PHOENIX_FPS, rate_of_times
+from phoenix_keypoints.extract.keypoints.frames import MAX_PIXELS, STATUS_OK, Frame, read_frame
+from phoenix_keypoints.extract.keypoints.video_rows import Block, extract_video
+from phoenix_keypoints.extract.outputs.export import PHOENIX_FPS, rate_of_times
 
 Source = str | os.PathLike | Sequence[str | os.PathLike] | np.ndarray
 
@@ -74,10 +74,10 @@ class Keypoints:
             return own(self.parts, width, height, self.fps)
         decl = fam.declaration(None)
         if decl.pose_header == "pose-format-holistic":
-            from extract.outputs.export import pose_of_blocks
+            from phoenix_keypoints.extract.outputs.export import pose_of_blocks
 
             return pose_of_blocks(self.parts, width, height, self.fps)
-        from extract.outputs.export import declared_pose
+        from phoenix_keypoints.extract.outputs.export import declared_pose
 
         vals = np.concatenate([self.parts[p] for p in decl.parts], axis=1)
         return declared_pose(decl, np.nan_to_num(vals), ~np.isnan(vals).all(axis=2), width,
@@ -226,10 +226,10 @@ def _list_frames(paths: list[Path], max_pixels: int) -> Iterator[Frame]:
 
 def _path_frames(path: Path, max_pixels: int) -> tuple[Iterable[Frame], int, float | None]:
     """A video file or a folder of frames, found and read as a run finds and reads them."""
-    from extract import sources
-    from extract.corpora.entries import Listing, to_video
-    from extract.sources.base import Ref
-    from extract.sources.video import stream_fps
+    from phoenix_keypoints.extract import sources
+    from phoenix_keypoints.extract.corpora.entries import Listing, to_video
+    from phoenix_keypoints.extract.sources.base import Ref
+    from phoenix_keypoints.extract.sources.video import stream_fps
 
     if not path.exists():
         raise FileNotFoundError(f"{path}: no such file or folder")

@@ -6,7 +6,8 @@ ship inside installed packages (matplotlib, scikit-image), animated by small det
 moves so MediaPipe's video-mode tracking sees motion. One video shows no person at all, so the
 null-keypoint path gets exercised. The same bytes are written on every call.
 
-Usage: ``build_sample(out_dir)`` or ``python -m extract.sample OUT_DIR`` (prints the root).
+Usage: ``build_sample(out_dir)`` or ``python -m phoenix_keypoints.extract.sample OUT_DIR`` (prints
+the root).
 """
 
 from __future__ import annotations
@@ -171,7 +172,7 @@ scikit-image"; the licence notes above are from the docstrings in skimage/data/_
 
 
 def main(argv: list[str] | None = None) -> None:
-    """CLI: ``python -m extract.sample OUT_DIR`` builds the sample and prints its root."""
+    """CLI: ``python -m phoenix_keypoints.extract.sample OUT_DIR``: builds it, prints its root."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("out_dir", type=pathlib.Path)
     args = parser.parse_args(argv)

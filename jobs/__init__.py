@@ -6,20 +6,5 @@ line), runner.py (`run`, `merge`), status.py, verify.py and inspect.py (run-fold
 `report`, `show`, `diff`), api.py (`run_job`: `run` from Python). tests/test_codebase.py checks
 the rules.
 
-The public face for Python (docs/python.md): `from jobs import run_job`.
+The public face for Python (docs/python.md): `from phoenix_keypoints import run_job`.
 """
-
-from __future__ import annotations
-
-from importlib import import_module
-from typing import Any
-
-PUBLIC = {"run_job": "jobs.api", "RunResult": "jobs.api", "RunRefused": "jobs.api"}
-__all__ = list(PUBLIC)
-
-
-def __getattr__(name: str) -> Any:
-    """Imported when first asked for: spawned workers and `import jobs.cli` stay cheap."""
-    if name in PUBLIC:
-        return getattr(import_module(PUBLIC[name]), name)
-    raise AttributeError(f"module 'jobs' has no attribute {name!r}")

@@ -57,9 +57,9 @@ def run_job(dataset: str | Path | None = None, out: str | Path | None = None,
     """Run a whole job as `phoenix-keypoints run --dataset ... --out ... --workers N` does (any other
     `run` option as a keyword: limit_videos=5, videos=["a", "b"], refine_face_landmarks=True) and
     say what happened. Raises RunRefused where `run` would refuse the input (exit 2)."""
-    from jobs import messages
-    from jobs.cli import _refusals, _run, build_parser
-    from jobs.rundir.folder import JobFailed, RunDir
+    from phoenix_keypoints.jobs import messages
+    from phoenix_keypoints.jobs.cli import _refusals, _run, build_parser
+    from phoenix_keypoints.jobs.rundir.folder import JobFailed, RunDir
 
     argv = ["run", *_argv({"dataset": dataset, "out": out, "workers": workers, **options})]
     err = io.StringIO()

@@ -3,8 +3,9 @@ show, diff, sample.
 
 Every expected problem (bad dataset, foreign run folder, missing model, interrupted run) ends in a
 one-paragraph message and an exit status, never a traceback. Only the standard library is imported
-at module level, so `phoenix-keypoints --help` and `from jobs import run_job` (jobs/api.py) stay
-cheap; spawned workers never import it (jobs/schedule/local.py starts them without a main module).
+at module level, so `phoenix-keypoints --help` and `from phoenix_keypoints import run_job`
+(jobs/api.py) stay cheap; spawned workers never import it (jobs/schedule/local.py starts them
+without a main module).
 """
 
 from __future__ import annotations
@@ -15,11 +16,11 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from jobs import messages
+from phoenix_keypoints.jobs import messages
 
 if TYPE_CHECKING:
-    from jobs.run.options import RunOptions
-    from jobs.rundir.folder import RunDir
+    from phoenix_keypoints.jobs.run.options import RunOptions
+    from phoenix_keypoints.jobs.rundir.folder import RunDir
 
 
 def _csv(value: str) -> tuple[str, ...]:
@@ -69,7 +70,7 @@ _WORKER_COUNT = _at_most(MAX_WORKERS, "each worker is a process holding its own 
 
 def _batch_size(value: str) -> int:
     """--batch-size: bounded by the memory a batch takes (extract/keypoints/estimator.py)."""
-    from extract.keypoints.estimator import batch_refused
+    from phoenix_keypoints.extract.keypoints.estimator import batch_refused
 
     n = _whole(value)
     if why := batch_refused(n):
@@ -96,8 +97,8 @@ def _non_negative(value: str) -> int:
 
 def _plan_args(p: argparse.ArgumentParser) -> None:
     """What the plan is made of: used when a run folder is planned, checked when it is resumed."""
-    from extract.corpora.base import SPLITS
-    from extract.keypoints.estimator import names
+    from phoenix_keypoints.extract.corpora.base import SPLITS
+    from phoenix_keypoints.extract.keypoints.estimator import names
 
     p.add_argument("--manifest", type=Path, metavar="FILE",
                    help="a csv/tsv/jsonl listing the videos (name, split, path, ...), instead of "
@@ -236,9 +237,9 @@ def _add_slurm(sub: argparse._SubParsersAction) -> None:
 
 
 def _add_tensors(sub: argparse._SubParsersAction) -> None:
-    from extract.keypoints.points import DEFAULT_PRESET, FULL_PRESETS, PRESETS
-    from extract.outputs.normalize import FILL_MODES, NORMALIZE_MODES
-    from extract.outputs.tensors import COORDS, DTYPES
+    from phoenix_keypoints.extract.keypoints.points import DEFAULT_PRESET, FULL_PRESETS, PRESETS
+    from phoenix_keypoints.extract.outputs.normalize import FILL_MODES, NORMALIZE_MODES
+    from phoenix_keypoints.extract.outputs.tensors import COORDS, DTYPES
 
     t = sub.add_parser("tensors", help="write a tensor set (points, normalisation, gap filling)")
     t.add_argument("--out", type=Path, required=True, help="a run folder with keypoints.parquet")
@@ -261,7 +262,7 @@ def _add_tensors(sub: argparse._SubParsersAction) -> None:
 
 def _add_small(sub: argparse._SubParsersAction) -> None:
     """The commands with a handful of options: status, merge, export, sample."""
-    from extract.keypoints.estimator import family, names
+    from phoenix_keypoints.extract.keypoints.estimator import family, names
     s = sub.add_parser("status", help="progress of a run folder (safe beside a live run)")
     s.add_argument("--out", type=Path, required=True)
     s.set_defaults(handler=_status)
@@ -324,20 +325,20 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _models_args(p: argparse.ArgumentParser) -> None:
-    from jobs.models import add_run_args
+    from phoenix_keypoints.jobs.models import add_run_args
 
     add_run_args(p)
 
 
 def _add_models(sub: argparse._SubParsersAction) -> None:
-    from jobs.models import add_parser
+    from phoenix_keypoints.jobs.models import add_parser
 
     add_parser(sub)
 
 
 def _inspect_parsers(sub: argparse._SubParsersAction) -> None:
     """report, show, diff: look at what a run extracted."""
-    from extract.inspect.quality import Thresholds
+    from phoenix_keypoints.extract.inspect.quality import Thresholds
 
     rp = sub.add_parser("report", help="quality report: RUN/report/index.html + videos.parquet")
     rp.add_argument("--out", type=Path, required=True, help="a merged run folder")
@@ -368,13 +369,13 @@ def _inspect_parsers(sub: argparse._SubParsersAction) -> None:
 
 
 def _rd(path: Path) -> RunDir:
-    from jobs.rundir.folder import RunDir
+    from phoenix_keypoints.jobs.rundir.folder import RunDir
 
     return RunDir(path)
 
 
 def _options(args: argparse.Namespace) -> RunOptions:
-    from jobs.run.options import RunOptions
+    from phoenix_keypoints.jobs.run.options import RunOptions
 
     splits = tuple(s for group in args.splits for s in group) if args.splits else None
     dataset = args.dataset
@@ -392,14 +393,14 @@ def _options(args: argparse.Namespace) -> RunOptions:
 
 def _models(args: argparse.Namespace) -> dict | None:
     """--detector and --pose-model, checked and recorded (sha256, size, input size), or None."""
-    from jobs.rundir.folder import RunError
+    from phoenix_keypoints.jobs.rundir.folder import RunError
 
     det, pose = getattr(args, "detector", None), getattr(args, "pose_model", None)
     if getattr(args, "models", None) is not None:
         if det is not None or pose is not None or args.estimator == "holistic":
             raise RunError("--models NAME names a whole-body detector and pose model: give it with "
                            "--estimator wholebody, without --detector and --pose-model.")
-        from jobs.models import recorded
+        from phoenix_keypoints.jobs.models import recorded
 
         return recorded(args.models, args.models_dir)
     if det is None and pose is None:
@@ -409,25 +410,25 @@ def _models(args: argparse.Namespace) -> dict | None:
     if det is None or pose is None:
         raise RunError("--estimator wholebody needs both --detector DET.onnx and --pose-model "
                        "POSE.onnx (docs/wholebody.md says where rtmlib's published ones are).")
-    from extract.families.wholebody.runner import record
+    from phoenix_keypoints.extract.families.wholebody.runner import record
 
     return record(det, pose)
 
 
 def _run(args: argparse.Namespace) -> int:
-    from jobs.run.options import RunRequest
-    from jobs.rundir.folder import RunError
-    from jobs.runner import run
+    from phoenix_keypoints.jobs.run.options import RunRequest
+    from phoenix_keypoints.jobs.rundir.folder import RunError
+    from phoenix_keypoints.jobs.runner import run
 
     if args.backend == "ray":
-        from jobs.schedule.ray_backend import require_ray
+        from phoenix_keypoints.jobs.schedule.ray_backend import require_ray
 
         require_ray()
     elif args.address:
         raise RunError("--address is for --backend ray.")
     pkl, out = args.output_path, args.out
     if pkl is not None:
-        from extract.keypoints.estimator import declaration
+        from phoenix_keypoints.extract.keypoints.estimator import declaration
 
         why = args.estimator and declaration({"estimator": args.estimator}).refuse_export(
             "legacy-pkl", "this")
@@ -455,7 +456,7 @@ _WORKER_FLAGS = ("--workers", "--workers-per-gpu", "--num_workers_per_gpu", "--n
 
 def _workers(args: argparse.Namespace) -> tuple[int | None, int | None]:
     """(GPUs, workers per GPU) for --workers N: N CPU workers, or N spread over --num-gpus G."""
-    from jobs.rundir.folder import RunError
+    from phoenix_keypoints.jobs.rundir.folder import RunError
 
     if args.workers is None:
         if (args.num_gpus or 1) * (args.workers_per_gpu or 1) > MAX_WORKERS:
@@ -485,8 +486,8 @@ def typed_flags(argv: list[str], flags: tuple[str, ...]) -> str:
 
 
 def _slurm(args: argparse.Namespace) -> int:
-    from jobs.cluster.slurm import SlurmOptions, plan_for_array, slurm_command
-    from jobs.rundir.folder import RunError
+    from phoenix_keypoints.jobs.cluster.slurm import SlurmOptions, plan_for_array, slurm_command
+    from phoenix_keypoints.jobs.rundir.folder import RunError
 
     cpus = args.cpus_per_task
     if args.workers is not None:
@@ -503,9 +504,9 @@ def _slurm(args: argparse.Namespace) -> int:
 
 
 def _tensors(args: argparse.Namespace) -> int:
-    from extract.keypoints.points import DEFAULT_PRESET, PointSet
-    from extract.outputs.tensors import TensorSpec
-    from jobs.run.outputs import write_set_command
+    from phoenix_keypoints.extract.keypoints.points import DEFAULT_PRESET, PointSet
+    from phoenix_keypoints.extract.outputs.tensors import TensorSpec
+    from phoenix_keypoints.jobs.run.outputs import write_set_command
 
     # Read as a refined run's numbering (the widest) to catch typos now; write_tensors reads the
     # choice again in the run's own numbering and refuses iris points an unrefined run lacks.
@@ -517,26 +518,26 @@ def _tensors(args: argparse.Namespace) -> int:
 
 
 def _export(args: argparse.Namespace) -> int:
-    from jobs.run.outputs import export_command
+    from phoenix_keypoints.jobs.run.outputs import export_command
 
     return export_command(_rd(args.out), args.format, args.to, args.tag, args.fps, args.flat)
 
 
 def _status(args: argparse.Namespace) -> int:
-    from jobs.status import render
+    from phoenix_keypoints.jobs.status import render
 
     messages.result(render(_rd(args.out)))
     return 0
 
 
 def _verify(args: argparse.Namespace) -> int:
-    from jobs.verify import verify_command
+    from phoenix_keypoints.jobs.verify import verify_command
 
     return verify_command(_rd(args.out), args.content)
 
 
 def _merge(args: argparse.Namespace) -> int:
-    from jobs.runner import merge_command
+    from phoenix_keypoints.jobs.runner import merge_command
 
     return merge_command(_rd(args.out), args.allow_partial)
 
@@ -544,9 +545,9 @@ def _merge(args: argparse.Namespace) -> int:
 def _report(args: argparse.Namespace) -> int:
     from dataclasses import fields
 
-    from extract.inspect.quality import Thresholds
-    from extract.inspect.report import write_report
-    from jobs.inspect import report_dir, report_input
+    from phoenix_keypoints.extract.inspect.quality import Thresholds
+    from phoenix_keypoints.extract.inspect.report import write_report
+    from phoenix_keypoints.jobs.inspect import report_dir, report_input
 
     thr = Thresholds(**{f.name: getattr(args, f.name) for f in fields(Thresholds)})
     inp = report_input(args.out)
@@ -560,8 +561,8 @@ def _report(args: argparse.Namespace) -> int:
 
 
 def _show(args: argparse.Namespace) -> int:
-    from extract.inspect.overlay import write_overlay
-    from jobs.inspect import show_input
+    from phoenix_keypoints.extract.inspect.overlay import write_overlay
+    from phoenix_keypoints.jobs.inspect import show_input
 
     rows, root, note = show_input(args.out, args.video)
     n, found = write_overlay(rows, root, args.to, args.fps, args.scale)
@@ -573,8 +574,8 @@ def _show(args: argparse.Namespace) -> int:
 
 
 def _diff(args: argparse.Namespace) -> int:
-    from extract.inspect.compare import diff_files, summary_line
-    from jobs.inspect import keypoints_of
+    from phoenix_keypoints.extract.inspect.compare import diff_files, summary_line
+    from phoenix_keypoints.jobs.inspect import keypoints_of
 
     summary = diff_files(keypoints_of(args.run_a), keypoints_of(args.run_b), args.tolerance)
     messages.result(summary_line(summary, args.tolerance))
@@ -582,7 +583,7 @@ def _diff(args: argparse.Namespace) -> int:
 
 
 def _sample(args: argparse.Namespace) -> int:
-    from extract.sample import build_sample
+    from phoenix_keypoints.extract.sample import build_sample
 
     messages.result(str(build_sample(args.out)))
     return 0
@@ -598,18 +599,18 @@ def _on_sigterm(signum: int, frame: object) -> None:
 
 def _refusals() -> tuple[type[Exception], ...]:
     """The errors that mean refused input (exit 2): each says what, where and what to do."""
-    from extract.corpora.base import DatasetError
-    from extract.inspect.rows import ReportError
-    from extract.keypoints.estimator import ModelFileError
-    from extract.keypoints.points import PointsError
-    from extract.outputs.tensors import TensorsError
-    from jobs.rundir.folder import RunError
+    from phoenix_keypoints.extract.corpora.base import DatasetError
+    from phoenix_keypoints.extract.inspect.rows import ReportError
+    from phoenix_keypoints.extract.keypoints.estimator import ModelFileError
+    from phoenix_keypoints.extract.keypoints.points import PointsError
+    from phoenix_keypoints.extract.outputs.tensors import TensorsError
+    from phoenix_keypoints.jobs.rundir.folder import RunError
 
     return DatasetError, RunError, ModelFileError, TensorsError, PointsError, ReportError
 
 
 def main(argv: list[str] | None = None) -> int:
-    from extract.keypoints.environ import clean_os_environ
+    from phoenix_keypoints.extract.keypoints.environ import clean_os_environ
 
     clean_os_environ()  # before anything loads onnxruntime or starts a child (docs/how-it-works.md)
     argv = sys.argv[1:] if argv is None else [str(a) for a in argv]
@@ -617,7 +618,7 @@ def main(argv: list[str] | None = None) -> int:
     args.argv = argv
     signal.signal(signal.SIGTERM, _on_sigterm)  # so temp files are removed on the way out
     refused = _refusals()
-    from jobs.rundir.folder import JobFailed
+    from phoenix_keypoints.jobs.rundir.folder import JobFailed
 
     try:
         return args.handler(args)

@@ -12,8 +12,8 @@ from pathlib import Path
 import pandas as pd
 import pyarrow as pa
 
-from extract.sources.archive_index import split_root
-from jobs.rundir.folder import RunDir, RunError
+from phoenix_keypoints.extract.sources.archive_index import split_root
+from phoenix_keypoints.jobs.rundir.folder import RunDir, RunError
 
 REPORT_DIR = "report"
 
@@ -52,7 +52,7 @@ def plan_videos(rd: RunDir, problems: dict[str, str]) -> pd.DataFrame:
 
 def report_input(out: Path):  # -> extract.inspect.report.ReportInput (imported lazily: matplotlib etc.)
     """What `report --out RUN` reads, gathered from the run folder."""
-    from extract.inspect.report import ReportInput
+    from phoenix_keypoints.extract.inspect.report import ReportInput
 
     rd = RunDir(out)
     root, problems, failed = _facts(rd)
@@ -68,7 +68,7 @@ def report_dir(out: Path) -> Path:
 
 def show_input(out: Path, video: str) -> tuple[pa.Table, Path | None, str]:
     """One video's rows, the dataset root (None when gone) and a note when it is gone."""
-    from extract.inspect.rows import video_rows
+    from phoenix_keypoints.extract.inspect.rows import video_rows
 
     rd = RunDir(out)
     root, problems, failed = _facts(rd)

@@ -41,8 +41,8 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import IO, Any
 
-from jobs import messages
-from jobs.rundir.folder import JobFailed, RunError
+from phoenix_keypoints.jobs import messages
+from phoenix_keypoints.jobs.rundir.folder import JobFailed, RunError
 
 BASE_URL = "https://download.openmmlab.com/mmpose/v1/projects/"  # rtmlib 0.0.16's host
 DIR_ENV = "PHOENIX_KEYPOINTS_MODELS_DIR"  # the cache folder (or --models-dir)
@@ -206,7 +206,7 @@ def resolve(name: str, folder: Path | None) -> tuple[Path, Path]:
 def recorded(name: str, folder: Path | None) -> dict[str, Any]:
     """A fetched mode's models as a run records them, each still the pinned bytes (a file copied
     into the cache by hand, or changed since, is refused here rather than recorded)."""
-    from extract.families.wholebody.runner import record
+    from phoenix_keypoints.extract.families.wholebody.runner import record
 
     paths = resolve(name, folder)
     for path, f in zip(paths, mode(name), strict=True):  # checked before onnxruntime reads it

@@ -10,28 +10,28 @@ from __future__ import annotations
 import contextlib
 from pathlib import Path
 
-from extract.corpora.base import DatasetError
-from extract.keypoints.estimator import DEFAULT_FAMILY, ModelFileError, family, names
-from extract.outputs.declared import write_family_tensors
-from extract.sources.archive_index import ArchiveError
-from jobs import messages
-from jobs.cluster.shard_run import run_shard
-from jobs.run import summary
-from jobs.run.extraction import extract, make_backend
-from jobs.run.finish import finish
-from jobs.run.merge import BackgroundMerge, CorruptPart
-from jobs.run.options import RunRequest
-from jobs.run.outputs import corpus_from_plan, outputs_state
-from jobs.run.prepare import FROZEN, check_corpus, follow_corpus, load_or_plan
-from jobs.run.resume import scan_parts
-from jobs.run.todo import Work, work_left
-from jobs.rundir.folder import RunDir, RunError
-from jobs.rundir.locks import locked, run_folder
-from jobs.rundir.runinfo import RunInfo
-from jobs.rundir.shards import resolve_shard
-from jobs.schedule.devices import usable_cpus, visible_gpus
-from jobs.schedule.scheduler import Backend
-from jobs.verify import merged_frames_changed
+from phoenix_keypoints.extract.corpora.base import DatasetError
+from phoenix_keypoints.extract.keypoints.estimator import DEFAULT_FAMILY, ModelFileError, family, names
+from phoenix_keypoints.extract.outputs.declared import write_family_tensors
+from phoenix_keypoints.extract.sources.archive_index import ArchiveError
+from phoenix_keypoints.jobs import messages
+from phoenix_keypoints.jobs.cluster.shard_run import run_shard
+from phoenix_keypoints.jobs.run import summary
+from phoenix_keypoints.jobs.run.extraction import extract, make_backend
+from phoenix_keypoints.jobs.run.finish import finish
+from phoenix_keypoints.jobs.run.merge import BackgroundMerge, CorruptPart
+from phoenix_keypoints.jobs.run.options import RunRequest
+from phoenix_keypoints.jobs.run.outputs import corpus_from_plan, outputs_state
+from phoenix_keypoints.jobs.run.prepare import FROZEN, check_corpus, follow_corpus, load_or_plan
+from phoenix_keypoints.jobs.run.resume import scan_parts
+from phoenix_keypoints.jobs.run.todo import Work, work_left
+from phoenix_keypoints.jobs.rundir.folder import RunDir, RunError
+from phoenix_keypoints.jobs.rundir.locks import locked, run_folder
+from phoenix_keypoints.jobs.rundir.runinfo import RunInfo
+from phoenix_keypoints.jobs.rundir.shards import resolve_shard
+from phoenix_keypoints.jobs.schedule.devices import usable_cpus, visible_gpus
+from phoenix_keypoints.jobs.schedule.scheduler import Backend
+from phoenix_keypoints.jobs.verify import merged_frames_changed
 
 MERGE_TRIES = 3  # a part found corrupt while merging is redone, then merged again
 
@@ -101,8 +101,8 @@ def _export_pkl(rd: RunDir, req: RunRequest, locked_here: bool = True) -> None:
     wrote from its current merge for the same dataset spelling (then nothing is rewritten)."""
     if req.pkl is None:
         return
-    from jobs.run.identity import corpus_spelling
-    from jobs.run.outputs import export_legacy_pkl, legacy_pkl_line, pkl_record
+    from phoenix_keypoints.jobs.run.identity import corpus_spelling
+    from phoenix_keypoints.jobs.run.outputs import export_legacy_pkl, legacy_pkl_line, pkl_record
 
     info = rd.load()
     given = str(req.options.dataset) if req.options.dataset is not None else None

@@ -12,18 +12,18 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
-from extract.corpora.base import DatasetError
-from extract.sources.archive_index import ArchiveError
-from jobs.messages import listing
-from jobs.run import summary
-from jobs.run.finish import made_with
-from jobs.run.prepare import check_corpus
-from jobs.run.resume import PartsState, scan_parts
-from jobs.rundir import heartbeat
-from jobs.rundir.folder import RunDir
-from jobs.rundir.heartbeat import Heartbeat
-from jobs.rundir.runinfo import RunInfo
-from jobs.rundir.shards import array_expr, live_shards, shard_state
+from phoenix_keypoints.extract.corpora.base import DatasetError
+from phoenix_keypoints.extract.sources.archive_index import ArchiveError
+from phoenix_keypoints.jobs.messages import listing
+from phoenix_keypoints.jobs.run import summary
+from phoenix_keypoints.jobs.run.finish import made_with
+from phoenix_keypoints.jobs.run.prepare import check_corpus
+from phoenix_keypoints.jobs.run.resume import PartsState, scan_parts
+from phoenix_keypoints.jobs.rundir import heartbeat
+from phoenix_keypoints.jobs.rundir.folder import RunDir
+from phoenix_keypoints.jobs.rundir.heartbeat import Heartbeat
+from phoenix_keypoints.jobs.rundir.runinfo import RunInfo
+from phoenix_keypoints.jobs.rundir.shards import array_expr, live_shards, shard_state
 
 
 def _duration(seconds: float) -> str:
@@ -138,7 +138,7 @@ def _corpus_lines(rd: RunDir, info: RunInfo) -> list[str]:
 def _estimator_lines(info: RunInfo) -> list[str]:
     """Which family makes this run's keypoints, where it is not the default (unsaid as before):
     the family's own line (a whole-body run names its two model files), else its name."""
-    from extract.keypoints.estimator import DEFAULT_FAMILY, family
+    from phoenix_keypoints.extract.keypoints.estimator import DEFAULT_FAMILY, family
 
     if info.options.estimator == DEFAULT_FAMILY:
         return []

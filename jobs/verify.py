@@ -18,17 +18,17 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from extract.corpora.base import DatasetError
-from extract.sources.archive_index import split_root
-from extract.sources.provenance import DEFAULT_THREADS
-from jobs import messages
-from jobs.run.changes import PlanDiff
-from jobs.run.finish import made_with, mixed_line
-from jobs.run.prepare import check_corpus
-from jobs.run.resume import scan_parts
-from jobs.rundir.folder import JobFailed, RunDir, RunError
-from jobs.rundir.runinfo import RunInfo
-from jobs.rundir.stale import Stale, columns, stale_parts, stale_rows
+from phoenix_keypoints.extract.corpora.base import DatasetError
+from phoenix_keypoints.extract.sources.archive_index import split_root
+from phoenix_keypoints.extract.sources.provenance import DEFAULT_THREADS
+from phoenix_keypoints.jobs import messages
+from phoenix_keypoints.jobs.run.changes import PlanDiff
+from phoenix_keypoints.jobs.run.finish import made_with, mixed_line
+from phoenix_keypoints.jobs.run.prepare import check_corpus
+from phoenix_keypoints.jobs.run.resume import scan_parts
+from phoenix_keypoints.jobs.rundir.folder import JobFailed, RunDir, RunError
+from phoenix_keypoints.jobs.rundir.runinfo import RunInfo
+from phoenix_keypoints.jobs.rundir.stale import Stale, columns, stale_parts, stale_rows
 
 BATCH_ROWS = 65_536  # rows of keypoints.parquet per batch: a few MB of provenance columns
 
@@ -171,7 +171,7 @@ def _mixed_versions(rd: RunDir, info: RunInfo) -> bool:
 def _models_changed(info: RunInfo) -> bool:
     """A whole-body run's model files against the sha256 and size it recorded; each one changed or
     gone is a line on stdout ("-", "-", its path, why) and named on stderr."""
-    from extract.keypoints.estimator import family
+    from phoenix_keypoints.extract.keypoints.estimator import family
 
     check = getattr(family(info.options.estimator), "model_problems", None)
     if check is None:  # a family without model files of the user's

@@ -8,8 +8,8 @@ set -euo pipefail
 source "$(dirname "$0")/setup.sh"
 phoenix-keypoints sample --out sample >/dev/null
 estimator=()
-if ! python -c 'import sys; from extract.families.holistic.runner import holistic_available as h; sys.exit(h() is not None)'; then
-  if python -c 'import sys; from jobs.models import resolve; resolve("balanced", None)' 2>/dev/null; then
+if ! python -c 'import sys; from phoenix_keypoints.extract.families.holistic.runner import holistic_available as h; sys.exit(h() is not None)'; then
+  if python -c 'import sys; from phoenix_keypoints.jobs.models import resolve; resolve("balanced", None)' 2>/dev/null; then
     echo "no Holistic in this Python: whole-body estimator, rtmlib's balanced models (fetched)"
     estimator=(--estimator wholebody --models balanced)
   elif python -c 'import onnx' 2>/dev/null; then

@@ -32,10 +32,10 @@ sys.path.insert(0, str(REPO))
 
 import pyarrow.parquet as pq  # noqa: E402
 
-from extract.corpora import discover  # noqa: E402
-from extract.corpora.base import SPLITS  # noqa: E402
-from extract.corpora.phoenix import FRAMES_DIR  # noqa: E402
-from extract.sample import build_sample  # noqa: E402
+from phoenix_keypoints.extract.corpora import discover  # noqa: E402
+from phoenix_keypoints.extract.corpora.base import SPLITS  # noqa: E402
+from phoenix_keypoints.extract.corpora.phoenix import FRAMES_DIR  # noqa: E402
+from phoenix_keypoints.extract.sample import build_sample  # noqa: E402
 
 CSV_HEADER = "name|video|start|end|speaker|orth|translation"
 
@@ -78,8 +78,8 @@ def env(faults: str = "") -> dict[str, str]:
 
 
 def start(args: list[str], log, faults: str = "") -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "jobs.cli", *map(str, args)], env=env(faults),
-                            cwd=REPO, stdout=log, stderr=log, start_new_session=True)
+    return subprocess.Popen([sys.executable, "-m", "phoenix_keypoints", *map(str, args)],
+                            env=env(faults), cwd=REPO, stdout=log, stderr=log, start_new_session=True)
 
 
 def busy_worker_pids(run_dir: Path, coordinator: int) -> list[int]:

@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 from helpers import SHARED_INDEX, SHARED_SAMPLE, assert_no_traceback, build_wheel, run_cli
 
-from extract.sample import build_sample
+from phoenix_keypoints.extract.sample import build_sample
 
 # Module fixtures that only write a few small files or skip: tests using them may spread over
 # workers. Any other module fixture (a run, a packed corpus) keeps its module's tests together.

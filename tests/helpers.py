@@ -41,7 +41,7 @@ def run_cli(args: list[str], env: dict[str, str] | None = None, timeout: float =
             cwd: Path | None = None) -> subprocess.CompletedProcess:
     """`phoenix-keypoints ARGS` in a subprocess, output captured as text."""
     return subprocess.run(
-        [sys.executable, "-m", "jobs.cli", *map(str, args)], env=cli_env(env), cwd=cwd or REPO,
+        [sys.executable, "-m", "phoenix_keypoints", *map(str, args)], env=cli_env(env), cwd=cwd or REPO,
         capture_output=True, text=True, timeout=timeout,
     )
 
@@ -54,7 +54,7 @@ def run_with_file_size_limit(args: list, limit: int) -> subprocess.CompletedProc
     def limit_files() -> None:
         resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
 
-    return subprocess.run([sys.executable, "-m", "jobs.cli", *map(str, args)], env=cli_env(),
+    return subprocess.run([sys.executable, "-m", "phoenix_keypoints", *map(str, args)], env=cli_env(),
                           cwd=REPO, capture_output=True, text=True, timeout=300,
                           preexec_fn=limit_files)
 
@@ -63,7 +63,7 @@ def popen_cli(args: list[str], env: dict[str, str] | None = None,
               cwd: Path | None = None) -> subprocess.Popen:
     """Start `phoenix-keypoints ARGS` in its own process group (so a test can signal all of it)."""
     return subprocess.Popen(
-        [sys.executable, "-m", "jobs.cli", *map(str, args)], env=cli_env(env), cwd=cwd or REPO,
+        [sys.executable, "-m", "phoenix_keypoints", *map(str, args)], env=cli_env(env), cwd=cwd or REPO,
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
     )
 
@@ -204,9 +204,9 @@ def build_2014_layout(t_root: Path, dest: Path) -> Path:
     import csv
     import shutil
 
-    from extract.corpora import discover
-    from extract.corpora.base import SPLITS
-    from extract.corpora.phoenix import FRAMES_DIR
+    from phoenix_keypoints.extract.corpora import discover
+    from phoenix_keypoints.extract.corpora.base import SPLITS
+    from phoenix_keypoints.extract.corpora.phoenix import FRAMES_DIR
 
     ds = discover(t_root)
     manual = dest / "annotations" / "manual"
@@ -254,8 +254,8 @@ def direct_holistic(root: Path, images: list[str], **options: Any) -> list[dict]
     import cv2
     import mediapipe as mp
 
-    from extract.families.holistic.runner import landmarks_to_arrays
-    from extract.keypoints.schema import layout
+    from phoenix_keypoints.extract.families.holistic.runner import landmarks_to_arrays
+    from phoenix_keypoints.extract.keypoints.schema import layout
 
     parts = layout(options.get("refine_face_landmarks", False))
     out = []

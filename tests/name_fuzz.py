@@ -340,7 +340,7 @@ HIDDEN = frozenset(("Cc", "Cf", "Zl", "Zp", "Cs", "Cn"))
 # the command as a user runs it, from the dataset's folder: the installed script, whose sys.path
 # holds no current folder (`python -m` would put it first, and list it at every import)
 _SCRIPT = Path(sys.executable).with_name("phoenix-keypoints")
-ENTRY = [str(_SCRIPT)] if _SCRIPT.is_file() else [sys.executable, "-P", "-m", "jobs.cli"]
+ENTRY = [str(_SCRIPT)] if _SCRIPT.is_file() else [sys.executable, "-P", "-m", "phoenix_keypoints"]
 BAR = re.compile(r"\r(?=frames: )")  # the progress bar's own carriage returns
 
 
@@ -377,7 +377,7 @@ def run(m: Material, ex: Example, timeout: float = 120) -> Outcome:
 
 def key(row: dict) -> tuple[str, str]:
     """A frame by the bytes it came from: the file's sha256, and its index inside a video file."""
-    from extract.sources.base import parse_image
+    from phoenix_keypoints.extract.sources.base import parse_image
 
     ref = parse_image(row["image"])
     return (row["file_sha256"] or "", ref.detail if ref.fragment == "frame" else "")

@@ -35,10 +35,10 @@ from helpers import (
     wait_for,
 )
 
-from extract.corpora import discover
-from extract.corpora.base import DatasetError
-from extract.sources import archive, get
-from extract.sources.base import Ref
+from phoenix_keypoints.extract.corpora import discover
+from phoenix_keypoints.extract.corpora.base import DatasetError
+from phoenix_keypoints.extract.sources import archive, get
+from phoenix_keypoints.extract.sources.base import Ref
 
 TOP = "PHOENIX-2014-T-release-v3"
 RUN_ARGS = ["--chunk-frames", "60"]  # as the shared_run fixture

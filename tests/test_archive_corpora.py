@@ -23,9 +23,9 @@ from helpers import (
     run_cli,
 )
 
-from extract.corpora import discover
-from extract.sources import archive, get
-from extract.sources.base import Ref
+from phoenix_keypoints.extract.corpora import discover
+from phoenix_keypoints.extract.sources import archive, get
+from phoenix_keypoints.extract.sources.base import Ref
 
 SAME = ["split", "video", "frame", "time_s", *KEYPOINT_COLUMNS[1:], "note", "width", "height",
         "file_size", "file_sha256"]

@@ -38,10 +38,10 @@ from helpers import (
     wait_for,
 )
 
-from extract.corpora import discover
-from jobs.run.changes import diff_plans
-from jobs.run.plan import extend_plan, make_plan
-from jobs.schedule.chunks import merge_order
+from phoenix_keypoints.extract.corpora import discover
+from phoenix_keypoints.jobs.run.changes import diff_plans
+from phoenix_keypoints.jobs.run.plan import extend_plan, make_plan
+from phoenix_keypoints.jobs.schedule.chunks import merge_order
 
 ARGS = ["--chunk-frames", "30", "--workers-per-gpu", "2"]
 FRAMES = "features/fullFrame-210x260px"

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from jobs.cluster import claims as claims_mod
-from jobs.cluster.claims import ClaimQueue, FileClaims, chunk_key
+from phoenix_keypoints.jobs.cluster import claims as claims_mod
+from phoenix_keypoints.jobs.cluster.claims import ClaimQueue, FileClaims, chunk_key
 
 CHUNKS = list(range(300))
 
@@ -103,15 +103,15 @@ def test_small_local_try_uses_every_worker_it_starts(shared_index: Path, slots: 
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts" / "bench"))
     from fabricate import index_dataset
 
-    from extract.corpora.base import Dataset
-    from jobs.run.options import RunOptions
-    from jobs.run.plan import handout_order
-    from jobs.run.prepare import new_run
-    from jobs.schedule.chunks import Chunks
-    from jobs.schedule.progress import Progress
-    from jobs.schedule.scheduler import Scheduler, run
-    from jobs.schedule.simulation import FakeBackend, SimClock
-    from jobs.schedule.workqueue import ChunkQueue
+    from phoenix_keypoints.extract.corpora.base import Dataset
+    from phoenix_keypoints.jobs.run.options import RunOptions
+    from phoenix_keypoints.jobs.run.plan import handout_order
+    from phoenix_keypoints.jobs.run.prepare import new_run
+    from phoenix_keypoints.jobs.schedule.chunks import Chunks
+    from phoenix_keypoints.jobs.schedule.progress import Progress
+    from phoenix_keypoints.jobs.schedule.scheduler import Scheduler, run
+    from phoenix_keypoints.jobs.schedule.simulation import FakeBackend, SimClock
+    from phoenix_keypoints.jobs.schedule.workqueue import ChunkQueue
 
     full = index_dataset(shared_index)
     first2 = [v for s in ("dev", "test", "train") for v in [x for x in full.videos if x.split == s][:2]]

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from helpers import assert_no_traceback, popen_cli, progress, run_cli, wait_for
 
-from jobs.schedule.devices import visible_gpus, worker_slots
+from phoenix_keypoints.jobs.schedule.devices import visible_gpus, worker_slots
 
 
 def _environ(pid: int) -> dict[str, str]:

@@ -21,6 +21,12 @@ MAX_LINES = 60
 PACKAGES = ("extract", "jobs")
 LEAVES = ("jobs.messages", "jobs.faults")  # import nothing of this project; anyone may import them
 LOOSE_LIMIT = {"extract": 4, "jobs": 12}  # modules beside the rooms (not counting __init__.py)
+TOP = "phoenix_keypoints"  # the import name: extract/ and jobs/ are its subpackages (pyproject)
+
+
+def _short(module: str) -> str:
+    """`phoenix_keypoints.extract.x` -> `extract.x`: the rooms are named by their folders."""
+    return module.removeprefix(TOP + ".")
 
 
 def _name(path: Path) -> str:
@@ -50,10 +56,11 @@ def imports(path: Path) -> list[str]:
     out = []
     for node in ast.walk(ast.parse(path.read_text())):
         if isinstance(node, ast.Import):
-            out += [a.name for a in node.names]
+            out += [_short(a.name) for a in node.names]
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            out += [f"{node.module}.{a.name}" for a in node.names] \
-                if node.module in PACKAGES else [node.module]
+            module = _short(node.module)
+            out += [f"{module}.{a.name}" for a in node.names] \
+                if module in PACKAGES else [module]
     return [m for m in out if m.split(".")[0] in PACKAGES]
 
 
@@ -194,11 +201,47 @@ def test_no_module_level_import_circle() -> None:
 
 def imports_of(node: ast.AST) -> list[str]:
     if isinstance(node, ast.Import):
-        return [a.name for a in node.names if a.name.split(".")[0] in PACKAGES]
-    if isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] in PACKAGES:
-        return [f"{node.module}.{a.name}" for a in node.names] if node.module in PACKAGES \
-            else [node.module]
+        return [_short(a.name) for a in node.names if _short(a.name).split(".")[0] in PACKAGES]
+    module = _short(node.module or "") if isinstance(node, ast.ImportFrom) else ""
+    if module.split(".")[0] in PACKAGES:
+        return [f"{module}.{a.name}" for a in node.names] if module in PACKAGES else [module]
     return []
+
+
+def _project_files() -> list[Path]:
+    """Every Python file of the project but this one (which names the rooms by their folders)."""
+    return [p for d in (*PACKAGES, TOP, "tests", "scripts") for p in sorted((REPO / d).rglob("*.py"))
+            if "__pycache__" not in p.parts and p != Path(__file__).resolve()]
+
+
+def test_the_tools_modules_reach_each_other_by_its_own_import_name() -> None:
+    """Issue 40: a researcher's `extract.py` or `jobs.py` beside a notebook must not stand in for
+    the tool's modules, so nothing imports `extract` or `jobs` as a top-level name (nor names one
+    in a string that importlib or `python -m` would resolve): always `phoenix_keypoints.`..."""
+    offenders = []
+    for path in _project_files():
+        text = path.read_text()
+        for node in ast.walk(ast.parse(text)):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
+                [node.module or ""] if isinstance(node, ast.ImportFrom) and node.level == 0 else []
+            offenders += [f"{path.relative_to(REPO)}:{node.lineno} imports {n}" for n in names
+                          if n.split(".")[0] in PACKAGES]
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and \
+                    re.fullmatch(r"(extract|jobs)(\.[a-z_]+)+(:\w+)?", node.value):
+                offenders.append(f"{path.relative_to(REPO)}:{node.lineno} names {node.value!r}")
+    assert not offenders, "\n".join(offenders)
+
+
+def test_pyproject_lists_every_package_by_its_installed_name() -> None:
+    """The wheel installs extract/ and jobs/ inside phoenix_keypoints (package-dir), so setuptools
+    cannot find the packages by itself: a folder with an __init__.py missing from pyproject's list
+    would be left out of the wheel."""
+    tomllib = pytest.importorskip("tomllib")  # 3.11+
+
+    listed = set(tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
+    on_disk = {TOP} | {f"{TOP}.{_name(init)}" for package in PACKAGES
+                       for init in (REPO / package).rglob("__init__.py")}
+    assert listed == on_disk, (sorted(on_disk - listed), sorted(listed - on_disk))
 
 
 @pytest.mark.parametrize("package", PACKAGES)
@@ -224,14 +267,16 @@ def test_the_public_names_the_docs_show_import() -> None:
     shown = set()
     for doc in [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]:
         text = doc.read_text()
-        for module, names in re.findall(r"^\s*from ((?:extract|jobs)[\w.]*) import ([\w, ]+)", text,
-                                        re.M):
+        for module, names in re.findall(r"^\s*from (phoenix_keypoints[\w.]*) import ([\w, ]+)",
+                                        text, re.M):
             shown |= {(module, n.strip()) for n in names.split(",") if n.strip()}
-        for dotted in re.findall(r"`(extract(?:\.\w+)+)(?:\(|`)", text):
+        for dotted in re.findall(r"`((?:phoenix_keypoints\.)?extract(?:\.\w+)+)(?:\(|`)", text):
+            if dotted.endswith(".py"):  # a file's name (a user's own extract.py), not a module
+                continue
             module, _, name = dotted.rpartition(".")
-            shown.add((module, name))
-    assert ("extract", "load_split") in shown, "the docs show the public face"
-    assert {("extract", "extract_keypoints"), ("jobs", "run_job")} <= shown, "docs/python.md"
+            shown.add((module if module.startswith(TOP) else f"{TOP}.{module}", name))
+    assert (TOP, "load_split") in shown, "the docs show the public face"
+    assert {(TOP, "extract_keypoints"), (TOP, "run_job")} <= shown, "docs/python.md"
     import importlib
 
     missing = []

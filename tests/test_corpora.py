@@ -23,8 +23,8 @@ from helpers import (
     video_rows,
 )
 
-from extract.corpora import discover
-from extract.corpora.base import DatasetError
+from phoenix_keypoints.extract.corpora import discover
+from phoenix_keypoints.extract.corpora.base import DatasetError
 
 
 @pytest.fixture(scope="module", autouse=True)

@@ -105,7 +105,7 @@ def test_run_job_after_cv2_dirtied_the_environment(sample_root: Path, wholebody_
         import cv2
         before = os.environ["LD_LIBRARY_PATH"]
         assert before.endswith(":"), before
-        from jobs import run_job
+        from phoenix_keypoints import run_job
         result = run_job(".", {str(tmp_path / "run")!r}, workers=2, estimator="wholebody",
                          detector={detector!r}, pose_model={pose!r})
         assert result.complete, result
@@ -122,7 +122,7 @@ def test_clean_environment_drops_every_entry_that_is_a_relative_folder() -> None
     """The rules, one variable each: empty and relative entries out (glibc also splits
     LD_LIBRARY_PATH at `;`), bare preload names kept (looked up on the cleaned path), a search path
     left with nothing unset rather than empty, the rest of the environment untouched."""
-    from extract.keypoints.environ import clean_environment
+    from phoenix_keypoints.extract.keypoints.environ import clean_environment
 
     env = clean_environment({
         "LD_LIBRARY_PATH": "/opt/cv2/../../lib64::lib;/usr/lib;./x:",
@@ -147,8 +147,8 @@ def test_clean_environment_drops_every_entry_that_is_a_relative_folder() -> None
 def test_slurm_scripts_start_in_the_run_folder_with_telemetry_off(tmp_path: Path) -> None:
     """sbatch runs a script in the folder it was called from, with the caller's environment: the
     scripts move to the run folder and set what every process of the tool needs, whoever submits."""
-    from jobs.cluster.slurm import SlurmOptions, render_array, render_merge
-    from jobs.rundir.folder import RunDir
+    from phoenix_keypoints.jobs.cluster.slurm import SlurmOptions, render_array, render_merge
+    from phoenix_keypoints.jobs.rundir.folder import RunDir
 
     rd = RunDir(tmp_path / "run a")
     for text in (render_array(rd, 4, [0, 1], SlurmOptions()), render_merge(rd, SlurmOptions())):
@@ -217,13 +217,13 @@ def test_onnxruntime_imported_first_is_said(tmp_path: Path) -> None:
     """Code that imported onnxruntime before the tool could turn its telemetry off is told how to;
     imported the other way round, the variable is there before onnxruntime loads, and no warning."""
     code = ("import warnings, os; warnings.simplefilter('error'); import onnxruntime; "
-            "from extract.families.wholebody import runner")
+            "from phoenix_keypoints.extract.families.wholebody import runner")
     late = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=careful_env(),
                           capture_output=True, text=True, timeout=120)
     assert late.returncode == 1 and "RuntimeWarning" in late.stderr
     assert "set ORT_DISABLE_TELEMETRY=1 before importing onnxruntime" in late.stderr
     first = ("import warnings, os; warnings.simplefilter('error'); "
-             "from extract.families.wholebody import runner; import onnxruntime; "
+             "from phoenix_keypoints.extract.families.wholebody import runner; import onnxruntime; "
              "assert os.environ['ORT_DISABLE_TELEMETRY'] == '1'")
     ok = subprocess.run([sys.executable, "-c", first], cwd=tmp_path, env=careful_env(),
                         capture_output=True, text=True, timeout=120)
@@ -242,7 +242,7 @@ def test_extract_keypoints_in_a_notebook_stays_on_this_machine(sample_root: Path
     script = tmp_path / "notebook.py"
     script.write_text(textwrap.dedent(f"""\
         import time
-        from extract import extract_keypoints
+        from phoenix_keypoints import extract_keypoints
         k = extract_keypoints({str(frames)!r}, estimator="wholebody",
                               detector={wholebody_options[3]!r}, pose_model={wholebody_options[5]!r})
         assert len(k.status) == 16, k

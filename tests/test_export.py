@@ -11,7 +11,7 @@ import pyarrow.parquet as pq
 import pytest
 from helpers import assert_no_traceback, run_cli
 
-from extract.outputs.loader import load_split
+from phoenix_keypoints.extract.outputs.loader import load_split
 
 
 def rows_by_video(run: Path) -> dict[str, dict[str, list]]:
@@ -80,7 +80,7 @@ def check_pose_export(run: Path, out: Path) -> None:
     would fill them."""
     from pose_format import Pose
 
-    from extract.outputs.export import HOLISTIC_COMPONENTS, file_layout
+    from phoenix_keypoints.extract.outputs.export import HOLISTIC_COMPONENTS, file_layout
 
     rows = rows_by_video(run)
     parts = file_layout(run / "keypoints.parquet")

@@ -23,7 +23,7 @@ import pytest
 import toy_family
 from helpers import REPO, assert_no_traceback, run_cli
 
-from extract.keypoints.estimator import FAMILIES, family
+from phoenix_keypoints.extract.keypoints.estimator import FAMILIES, family
 
 # Modules of jobs/ that still name a family: the command line's and run.json's own words for the
 # two built-in families (the --detector/--pose-model flags and Holistic's options, run.json's
@@ -39,9 +39,9 @@ def family_names() -> dict[str, set[str]]:
     """family -> what names it: its name, its package, the constants its declaration defines."""
     out = {}
     for name, module in FAMILIES.items():
-        if not module.startswith("extract.families."):
+        if not module.startswith("phoenix_keypoints.extract.families."):
             continue
-        decl = REPO / (module.replace(".", "/")) / "declaration.py"
+        decl = REPO / module.removeprefix("phoenix_keypoints.").replace(".", "/") / "declaration.py"
         consts = {t.id for n in ast.parse(decl.read_text()).body if isinstance(n, ast.Assign)
                   for t in n.targets if isinstance(t, ast.Name) and t.id.isupper()}
         out[name] = {name, module} | {c for c in consts if name.upper() in c}
@@ -119,8 +119,8 @@ def video_values(run: Path) -> tuple[str, np.ndarray]:
 
 
 def test_the_toy_family_runs_merges_and_writes_its_tensors(toy_run: Path, sample_root: Path) -> None:
-    from extract.keypoints.filemeta import read_file_metadata
-    from extract.keypoints.frames import read_frame
+    from phoenix_keypoints.extract.keypoints.filemeta import read_file_metadata
+    from phoenix_keypoints.extract.keypoints.frames import read_frame
 
     t = pq.read_table(toy_run / "keypoints.parquet")
     assert t.schema.equals(toy_family.SCHEMA) and t.num_rows > 0
@@ -181,7 +181,7 @@ def test_the_pose_export_and_extract_keypoints(toy_run: Path, sample_root: Path,
     pytest.importorskip("pose_format")
     from pose_format import Pose
 
-    from extract import extract_keypoints
+    from phoenix_keypoints import extract_keypoints
 
     ok(["export", "--out", toy_run, "--format", "pose", "--to", tmp_path / "poses"], toy_env)
     video, values = video_values(toy_run)

@@ -43,10 +43,10 @@ from helpers import (
     wait_for,
 )
 
-from jobs.run.finish import finish
-from jobs.run.merge import BackgroundMerge, CorruptPart
-from jobs.rundir.folder import RunDir
-from jobs.rundir.parts import read_part_info
+from phoenix_keypoints.jobs.run.finish import finish
+from phoenix_keypoints.jobs.run.merge import BackgroundMerge, CorruptPart
+from phoenix_keypoints.jobs.rundir.folder import RunDir
+from phoenix_keypoints.jobs.rundir.parts import read_part_info
 
 SLOW = {"PHOENIX_KEYPOINTS_FAULTS": "frame-delay=0.1"}  # chunks last seconds: kills land mid-chunk
 

@@ -19,7 +19,6 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 from helpers import (
-    REPO,
     assert_no_traceback,
     busy_workers,
     cli_env,
@@ -31,11 +30,11 @@ from helpers import (
 from kinds import clip
 from tiny_onnx import tiny_models
 
-from extract import extract_keypoints
-from extract.families.wholebody.declaration import WHOLEBODY, WHOLEBODY_PARTS
-from extract.keypoints.estimator import declaration
-from extract.keypoints.schema import layout
-from extract.outputs.tensors import part_blocks
+from phoenix_keypoints import extract_keypoints
+from phoenix_keypoints.extract.families.wholebody.declaration import WHOLEBODY, WHOLEBODY_PARTS
+from phoenix_keypoints.extract.keypoints.estimator import declaration
+from phoenix_keypoints.extract.keypoints.schema import layout
+from phoenix_keypoints.extract.outputs.tensors import part_blocks
 
 VIDEO = "cameraman-1"  # 16 frames of the embedded sample's dev split
 FIRST = 6  # frames taken where a test needs only a few
@@ -172,7 +171,7 @@ def test_extract_keypoints_wholebody_equals_the_run(sample_root: Path, tmp_path:
     """estimator="wholebody" (was refused) on a folder and a video: the run's 133 points exactly,
     run_job(estimator="wholebody", ...) and `run --estimator wholebody` making the reference runs,
     and the named parts as the COCO-WholeBody slices of those points."""
-    from jobs import RunRefused, run_job
+    from phoenix_keypoints import RunRefused, run_job
 
     models = tiny_models(tmp_path / "models")
     wb = {"estimator": "wholebody", "detector": models["detector"], "pose_model": models["pose"]}
@@ -225,7 +224,7 @@ def test_extract_keypoints_wholebody_to_pose_is_the_export(sample_root: Path, tm
 def job_script(sample_root: Path, out: Path) -> str:
     """A user's script, without an `if __name__ == "__main__":` guard."""
     return textwrap.dedent(f"""\
-        from jobs import run_job
+        from phoenix_keypoints import run_job
         print("SCRIPT BODY RAN")
         result = run_job(dataset={str(sample_root)!r}, out={str(out)!r}, workers=2,
                          videos=[{VIDEO!r}])
@@ -253,7 +252,7 @@ def test_the_command_line_from_a_script_without_a_main_guard(sample_root: Path, 
     """The issue's own observation, with the call 75f384c had (jobs.cli.main): its workers re-ran
     the script and the run failed with "workers die while starting"."""
     (tmp_path / "job.py").write_text(textwrap.dedent(f"""\
-        from jobs.cli import main
+        from phoenix_keypoints.jobs.cli import main
         print("SCRIPT BODY RAN")
         code = main(["run", "--dataset", {str(sample_root)!r}, "--out", {str(tmp_path / 'run')!r},
                      "--videos", {VIDEO!r}])
@@ -287,7 +286,7 @@ def test_a_worker_dying_while_starting_is_reported_with_its_cause(sample_root: P
 
 
 def test_run_job_refuses_with_an_exception(tmp_path: Path) -> None:
-    from jobs import RunRefused, run_job
+    from phoenix_keypoints import RunRefused, run_job
 
     with pytest.raises(RunRefused, match="does not exist"):
         run_job(dataset=tmp_path / "nothing", out=tmp_path / "run")
@@ -297,19 +296,27 @@ def test_run_job_refuses_with_an_exception(tmp_path: Path) -> None:
 
 
 def test_the_python_face_in_a_notebook(sample_root: Path, clean_run: Path, tmp_path: Path) -> None:
-    """A real Jupyter kernel (ipykernel, this .venv's Python) runs both calls of docs/python.md."""
+    """A real Jupyter kernel (ipykernel, this .venv's Python) runs both calls of docs/python.md,
+    with the researcher's own `extract.py` and `jobs.py` beside the notebook (issue 40: common
+    names, first on the kernel's sys.path): the tool's modules never reach for them, and the
+    notebook's own `import extract` still gets the user's file."""
     nbformat = pytest.importorskip("nbformat")
     from nbclient import NotebookClient
 
+    for name in ("extract", "jobs"):  # what a researcher's helper files might hold
+        (tmp_path / f"{name}.py").write_text(
+            f"MINE = {name!r}\n"
+            "def __getattr__(name):\n"
+            f"    raise RuntimeError('the tool reached the user' + \"'s {name}.py for \" + name)\n")
     few = [str(p) for p in sorted(frames_of(sample_root).glob("images*.png"))[:FIRST]]
     cells = [f"import sys; assert sys.executable == {sys.executable!r}, sys.executable",
-             f"import sys; sys.path.insert(0, {str(REPO)!r})",
-             f"from extract import extract_keypoints\n"
+             "from phoenix_keypoints import extract_keypoints\n"
              f"kp = extract_keypoints({str(frames_of(sample_root))!r})\nprint(len(kp), kp.fps)",
              f"kp = extract_keypoints({few!r}, progress=True)\nprint('ASKED', len(kp))",
-             f"from jobs import run_job\n"
+             "from phoenix_keypoints import run_job\n"
              f"r = run_job(dataset={str(sample_root)!r}, out={str(tmp_path / 'run')!r}, workers=2, "
-             f"videos=[{VIDEO!r}])\nprint('RESULT', r.complete)"]
+             f"videos=[{VIDEO!r}])\nprint('RESULT', r.complete)",
+             "import extract, jobs\nprint('USERS', extract.MINE, jobs.MINE)"]
     nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c) for c in cells])
     where = {"metadata": {"path": str(tmp_path)}}
     # ipykernel copies fd 2 into the cell's output, except under pytest (PYTEST_CURRENT_TEST): the
@@ -317,13 +324,13 @@ def test_the_python_face_in_a_notebook(sample_root: Path, clean_run: Path, tmp_p
     kernel_env = {k: v for k, v in os.environ.items() if k != "PYTEST_CURRENT_TEST"}
     NotebookClient(nb, timeout=300, kernel_name="python3", resources=where).execute(env=kernel_env)
     text = "".join(o.get("text", "") for c in nb.cells for o in c.get("outputs", []))
-    assert "16 25.0" in text and "RESULT True" in text, text
+    assert "16 25.0" in text and "RESULT True" in text and "USERS extract jobs" in text, text
     # MediaPipe's log lines (glog, absl, TFLite on fd 2) stay out of every cell's output; without
     # ipywidgets tqdm.auto shows no bar (and no warning about it) unless progress=True asks
     assert not re.search(r"^[IWEF]\d{4} |TensorFlow Lite|absl::|feedback", text, re.M), text
-    cell = "".join(o.get("text", "") for o in nb.cells[2].get("outputs", []))
+    cell = "".join(o.get("text", "") for o in nb.cells[1].get("outputs", []))
     assert "extract_keypoints:" not in cell and "IProgress" not in cell, cell
-    asked = "".join(o.get("text", "") for o in nb.cells[3].get("outputs", []))
+    asked = "".join(o.get("text", "") for o in nb.cells[2].get("outputs", []))
     assert f"{FIRST}/{FIRST}" in asked and "ASKED 6" in asked, asked
     np.testing.assert_array_equal(run_parts(tmp_path / "run", VIDEO)["face"],
                                   run_parts(clean_run, VIDEO)["face"])
@@ -356,7 +363,7 @@ def test_extract_keypoints_shows_progress_on_a_terminal_and_no_mediapipe_logs(sa
     """A long call shows a bar of frames on a terminal (tqdm.auto's choice), none when stderr is a
     pipe or progress=False; MediaPipe's ~8 log lines a Holistic call reach neither."""
     few = [str(p) for p in sorted(frames_of(sample_root).glob("images*.png"))[:FIRST]]
-    call = (f"from extract import extract_keypoints\nkp = extract_keypoints({few!r}{{}})\n"
+    call = (f"from phoenix_keypoints import extract_keypoints\nkp = extract_keypoints({few!r}{{}})\n"
             "print('N', len(kp))")
     noise = re.compile(r"^[IWEF]\d{4} |TensorFlow Lite|absl::|feedback", re.M)
     shown = on_a_terminal(call.format(""), tmp_path)

@@ -12,8 +12,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from extract.keypoints.filemeta import read_file_metadata
-from extract.keypoints.schema import as_fixed_size
+from phoenix_keypoints.extract.keypoints.filemeta import read_file_metadata
+from phoenix_keypoints.extract.keypoints.schema import as_fixed_size
 
 
 def _round_trip(table: pa.Table) -> pa.Table:

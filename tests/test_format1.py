@@ -11,8 +11,12 @@ import pyarrow.parquet as pq
 import pytest
 from helpers import assert_no_traceback, run_cli
 
-from extract.keypoints.schema import EARLIEST_SCHEMA, OPTIONAL_COLUMNS, parquet_write_options
-from jobs.rundir.parts import META_KEY
+from phoenix_keypoints.extract.keypoints.schema import (
+    EARLIEST_SCHEMA,
+    OPTIONAL_COLUMNS,
+    parquet_write_options,
+)
+from phoenix_keypoints.jobs.rundir.parts import META_KEY
 
 OLD_HOLISTIC_KEYS = ("model_complexity", "smooth_landmarks", "min_detection_confidence",
                      "min_tracking_confidence")

@@ -25,11 +25,11 @@ from helpers import (
     video_rows,
 )
 
-from extract.corpora import discover
-from extract.corpora.base import DatasetError
-from extract.corpora.phoenix import LAYOUT_2014, LAYOUT_T, list_frames
-from extract.keypoints.schema import PARTS
-from jobs.run.plan import make_plan
+from phoenix_keypoints.extract.corpora import discover
+from phoenix_keypoints.extract.corpora.base import DatasetError
+from phoenix_keypoints.extract.corpora.phoenix import LAYOUT_2014, LAYOUT_T, list_frames
+from phoenix_keypoints.extract.keypoints.schema import PARTS
+from phoenix_keypoints.jobs.run.plan import make_plan
 
 FRAMES = "features/fullFrame-210x260px"
 MANUAL = "annotations/manual"

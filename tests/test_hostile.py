@@ -27,7 +27,7 @@ import pytest
 from helpers import PHX_FRAMES, SHARED_SAMPLE, VIDEOS, assert_no_traceback, build_csl, run_cli
 from kinds import clip, phoenix_t, videos
 
-from extract.corpora import discover
+from phoenix_keypoints.extract.corpora import discover
 
 SIGNER = "features/fullFrame-210x260px/train/signer_demo-1"
 OPTIONS = ["--workers-per-gpu", "1"]

@@ -12,8 +12,8 @@ import pyarrow.parquet as pq
 import pytest
 from helpers import RUN_ARGS, assert_no_traceback, build_2014_layout, read_keypoints, run_cli
 
-from extract.corpora import discover
-from extract.corpora.phoenix import LAYOUT_2014
+from phoenix_keypoints.extract.corpora import discover
+from phoenix_keypoints.extract.corpora.phoenix import LAYOUT_2014
 
 
 @pytest.fixture(scope="module")

@@ -21,7 +21,7 @@ import pytest
 from helpers import LEGACY_FACE_68 as FACE_68
 from helpers import assert_no_traceback, run_cli
 
-from extract.outputs.loader import load_split
+from phoenix_keypoints.extract.outputs.loader import load_split
 
 pytestmark = pytest.mark.slow
 
@@ -172,7 +172,7 @@ def test_default_options_give_no_idle_warning(shared_sample: Path, tmp_path: Pat
     assert proc.returncode == 0, proc.stderr
     assert "workers:" in proc.stderr and "will idle" not in proc.stderr
     # the rule itself, whatever this machine's cores: 1 worker on 2 cores warns, 2 on 2 do not
-    from jobs.run.summary import idle_cores
+    from phoenix_keypoints.jobs.run.summary import idle_cores
 
     older = "--num_gpus 1 --num_workers_per_gpu 1"
     assert "1 core(s) will idle" in idle_cores(1, 2, older)

@@ -27,7 +27,7 @@ from tiny_onnx import (
     with_hidden_external,
 )
 
-from extract.keypoints.estimator import ModelFileError
+from phoenix_keypoints.extract.keypoints.estimator import ModelFileError
 
 
 @pytest.fixture(scope="module")
@@ -132,8 +132,7 @@ def test_external_data_is_part_of_the_model_record_verify_and_resume(models, one
 @pytest.mark.parametrize("swap", ["pose-as-detector", "detector-as-pose"])
 def test_a_model_passed_as_the_other_is_refused_naming_what_it_is(models, one_video, swap,
                                                                   tmp_path):
-    from extract import extract_keypoints
-    from jobs import RunRefused, run_job
+    from phoenix_keypoints import RunRefused, extract_keypoints, run_job
 
     if swap == "pose-as-detector":
         det, pose, flag, what = models["pose"], models["pose"], "--detector", "a SimCC pose model"
@@ -238,7 +237,7 @@ def test_a_model_answering_nonsense_on_every_frame_stops_the_run(models, one_vid
 # --- failures when run ----------------------------------------------------------------------------
 def test_a_model_failing_when_run_exits_2_naming_the_file_not_the_frames(models, one_video,
                                                                          tmp_path):
-    from extract import extract_keypoints
+    from phoenix_keypoints import extract_keypoints
 
     everywhere = failing(models["detector"], tmp_path / "fails.onnx", "dets")
     out = tmp_path / "run"
@@ -253,7 +252,7 @@ def test_a_model_failing_when_run_exits_2_naming_the_file_not_the_frames(models,
     assert "MediaPipe" not in err and "died" not in err, err
     assert not (out / "keypoints.parquet").exists()
     frames = np.full((2, 64, 48, 3), 255, np.uint8)
-    from extract.keypoints.onnx_outputs import ModelRunError
+    from phoenix_keypoints.extract.keypoints.onnx_outputs import ModelRunError
 
     with pytest.raises(ModelRunError, match="fails-on-frames.onnx"):
         extract_keypoints(frames, estimator="wholebody", detector=on_frames,

@@ -196,7 +196,7 @@ def test_links_to_devices_and_proc_are_named_and_never_opened(tmp_path: Path):
 
 
 def test_a_frame_that_links_to_proc_is_not_read(tmp_path: Path):
-    from extract.keypoints.frames import read_file
+    from phoenix_keypoints.extract.keypoints.frames import read_file
 
     (tmp_path / "images0001.png").symlink_to("/proc/self/mem")
     assert read_file(tmp_path / "images0001.png")[2:] == (

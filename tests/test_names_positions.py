@@ -16,7 +16,7 @@ from helpers import PHX_FRAMES, VIDEOS, assert_no_traceback, run_cli, sha256
 from kinds import clip, frame_folders, pack, phoenix_t
 from test_names import plan, planned
 
-from jobs.messages import terminal
+from phoenix_keypoints.jobs.messages import terminal
 
 
 @pytest.fixture(scope="module", autouse=True)

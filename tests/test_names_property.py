@@ -29,7 +29,7 @@ from hypothesis import strategies as st
 from kinds import clip, phoenix_t
 from test_names import Listener
 
-from jobs import cli
+from phoenix_keypoints.jobs import cli
 
 EXAMPLES = 25
 PIECES = [b":", b",", b"|", b"%", b"#", b"-", b"\x1b[2J", b"\r", b"\n", b"\t", b"\x7f", b"\xff",

@@ -25,12 +25,12 @@ from helpers import (
     wait_for,
 )
 
-from extract.families.holistic.runner import Extractor, HolisticOptions
-from extract.keypoints.filemeta import file_metadata, read_file_metadata
-from extract.keypoints.frames import read_frame
-from extract.keypoints.points import LEGACY_FACE
-from extract.keypoints.schema import layout
-from jobs.rundir.parts import META_KEY
+from phoenix_keypoints.extract.families.holistic.runner import Extractor, HolisticOptions
+from phoenix_keypoints.extract.keypoints.filemeta import file_metadata, read_file_metadata
+from phoenix_keypoints.extract.keypoints.frames import read_frame
+from phoenix_keypoints.extract.keypoints.points import LEGACY_FACE
+from phoenix_keypoints.extract.keypoints.schema import layout
+from phoenix_keypoints.jobs.rundir.parts import META_KEY
 
 REFINE_STATIC = ["--refine-face-landmarks", "--static-image-mode"]
 # The videos of the shared sample one Extractor sees in turn (a reset between each): the signer's

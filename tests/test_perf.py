@@ -12,15 +12,15 @@ import pyarrow.parquet as pq
 import pytest
 from mediapipe.framework.formats import landmark_pb2
 
-from extract.corpora import discover
-from extract.families.holistic.runner import (
+from phoenix_keypoints.extract.corpora import discover
+from phoenix_keypoints.extract.families.holistic.runner import (
     Extractor,
     HolisticOptions,
     _points_from_attributes,
     _points_from_bytes,
 )
-from extract.keypoints.frames import read_frame
-from extract.keypoints.schema import PARTS
+from phoenix_keypoints.extract.keypoints.frames import read_frame
+from phoenix_keypoints.extract.keypoints.schema import PARTS
 
 
 def _compare_parts(root: Path) -> dict[str, int]:

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from extract.corpora import discover
-from extract.corpora.base import SPLITS, Dataset, Video
-from jobs.run.plan import balanced_cuts, make_plan
+from phoenix_keypoints.extract.corpora import discover
+from phoenix_keypoints.extract.corpora.base import SPLITS, Dataset, Video
+from phoenix_keypoints.jobs.run.plan import balanced_cuts, make_plan
 
 
 def test_cuts_are_contiguous_balanced_and_whole():
@@ -76,7 +76,7 @@ def test_limit_and_select(shared_sample: Path):
 @pytest.mark.parametrize("n", [9, 10, 11, 100])
 def test_frames_sort_numerically(tmp_path: Path, n: int):
     """Unpadded numbers, where plain string order would put images10 before images2."""
-    from extract.corpora.phoenix import list_frames
+    from phoenix_keypoints.extract.corpora.phoenix import list_frames
 
     for i in range(1, n + 1):
         (tmp_path / f"images{i}.png").write_bytes(b"")

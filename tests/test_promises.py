@@ -41,8 +41,8 @@ from helpers import (
 from kinds import KINDS, Kind
 from tiny_onnx import tiny_models
 
-from extract.corpora import CORPORA
-from extract.sources import SOURCES
+from phoenix_keypoints.extract.corpora import CORPORA
+from phoenix_keypoints.extract.sources import SOURCES
 
 pytestmark = pytest.mark.slow
 # One worker takes the chunks in order, so the kill lands between the two videos' chunks.

@@ -14,9 +14,9 @@ import pyarrow as pa
 import pytest
 from helpers import copy_dataset, pad_png, read_keypoints
 
-from extract.keypoints.frames import read_file, read_frame
-from extract.keypoints.schema import PROVENANCE_COLUMNS, SCHEMA
-from extract.sources.provenance import Mismatch, changed_frames, stat_frames
+from phoenix_keypoints.extract.keypoints.frames import read_file, read_frame
+from phoenix_keypoints.extract.keypoints.schema import PROVENANCE_COLUMNS, SCHEMA
+from phoenix_keypoints.extract.sources.provenance import Mismatch, changed_frames, stat_frames
 
 
 def _recorded(run: Path) -> pa.Table:

@@ -218,7 +218,8 @@ def test_wholebody_run_on_python_313_equals_python_311(tool313: Path, shared_sam
     models = tiny_models(tmp_path / "models")
     import sys
 
-    ref = wholebody_run([sys.executable, "-m", "jobs.cli"], shared_sample, models, tmp_path / "py311")
+    ref = wholebody_run([sys.executable, "-m", "phoenix_keypoints"], shared_sample, models,
+                        tmp_path / "py311")
     got = wholebody_run([str(tool313)], shared_sample, models, tmp_path / "py313")
     kp_got, kp_ref = (pq.read_table(r / "keypoints.parquet") for r in (got, ref))
     assert kp_ref.num_rows == 143 and set(kp_ref["status"].to_pylist()) == {"ok"}

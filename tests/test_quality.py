@@ -5,8 +5,15 @@ from __future__ import annotations
 
 import numpy as np
 
-from extract.inspect.quality import Thresholds, block_figures, flags, jitters, longest_gaps, swap_frames
-from extract.inspect.report import strip_indices
+from phoenix_keypoints.extract.inspect.quality import (
+    Thresholds,
+    block_figures,
+    flags,
+    jitters,
+    longest_gaps,
+    swap_frames,
+)
+from phoenix_keypoints.extract.inspect.report import strip_indices
 
 
 def test_longest_gaps_stop_at_video_boundaries() -> None:

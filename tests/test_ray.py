@@ -108,7 +108,7 @@ class _Cluster:
 
 
 def test_actor_resources_follow_gpus_and_workers() -> None:
-    from jobs.schedule.ray_backend import actor_options
+    from phoenix_keypoints.jobs.schedule.ray_backend import actor_options
 
     def opts(num_gpus, workers_per_gpu, **res):
         return actor_options(_Cluster(**res), num_gpus, workers_per_gpu)

@@ -17,7 +17,7 @@ import pyarrow.parquet as pq
 import pytest
 from helpers import REPO, assert_no_traceback, run_cli
 
-from extract.keypoints.schema import PARTS, parquet_write_options
+from phoenix_keypoints.extract.keypoints.schema import PARTS, parquet_write_options
 
 FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
          "--disable-background-networking", "--disable-component-update", "--disable-sync"]

@@ -9,7 +9,7 @@ import pathlib
 import cv2
 import numpy as np
 
-from extract.sample import build_sample
+from phoenix_keypoints.extract.sample import build_sample
 
 HEADER = ["name", "video", "start", "end", "speaker", "orth", "translation"]
 

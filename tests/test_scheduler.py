@@ -11,13 +11,13 @@ from pathlib import Path
 
 import pytest
 
-from jobs.rundir.heartbeat import Heartbeat
-from jobs.schedule.events import ChunkTask, VideoRef
-from jobs.schedule.progress import Progress
-from jobs.schedule.retries import FailurePolicy, FailVideo, Fatal, Retry
-from jobs.schedule.scheduler import Outcome, Scheduler, run
-from jobs.schedule.simulation import FakeBackend, Faults, SimClock
-from jobs.schedule.workqueue import ChunkQueue
+from phoenix_keypoints.jobs.rundir.heartbeat import Heartbeat
+from phoenix_keypoints.jobs.schedule.events import ChunkTask, VideoRef
+from phoenix_keypoints.jobs.schedule.progress import Progress
+from phoenix_keypoints.jobs.schedule.retries import FailurePolicy, FailVideo, Fatal, Retry
+from phoenix_keypoints.jobs.schedule.scheduler import Outcome, Scheduler, run
+from phoenix_keypoints.jobs.schedule.simulation import FakeBackend, Faults, SimClock
+from phoenix_keypoints.jobs.schedule.workqueue import ChunkQueue
 
 # 4 chunks of 2-3 videos, 10-40 frames each
 CHUNKS = {c: [VideoRef("train", f"v{c}-{i}", f"f/v{c}-{i}", tuple(f"images{j}.png"

@@ -38,9 +38,9 @@ from helpers import (
     wait_for,
 )
 
-from jobs.cluster.slurm import SlurmOptions, render_array, sbatch, worker_args
-from jobs.rundir.folder import RunError
-from jobs.rundir.shards import array_expr, resolve_shard, shard_state
+from phoenix_keypoints.jobs.cluster.slurm import SlurmOptions, render_array, sbatch, worker_args
+from phoenix_keypoints.jobs.rundir.folder import RunError
+from phoenix_keypoints.jobs.rundir.shards import array_expr, resolve_shard, shard_state
 
 CLUSTER = REPO / "scripts" / "slurm-cluster.sh"
 CLUSTER_DIR = Path(os.environ.get("PHOENIX_SLURM_DIR", "/tmp/phoenix-keypoints-slurm"))
@@ -87,7 +87,7 @@ def test_shard_index_from_slurm_env_and_refusals(monkeypatch: pytest.MonkeyPatch
 
 
 def test_script_uses_the_allocation(tmp_path: Path) -> None:
-    from jobs.rundir.folder import RunDir
+    from phoenix_keypoints.jobs.rundir.folder import RunDir
 
     so = SlurmOptions(max_parallel=2, time="02:00:00", cpus_per_task=8, gpus_per_task=2,
                       partition="gpu", account="lab", sbatch_args=["--qos=long"])
@@ -104,8 +104,8 @@ def test_script_uses_the_allocation(tmp_path: Path) -> None:
 def test_scripts_ask_for_memory(tmp_path: Path) -> None:
     """Every sbatch script sets --mem (issue 34: clusters with a small default killed the jobs):
     a shard's from the measured per-worker peak x its workers with margin, or --mem as given."""
-    from jobs.cluster.slurm import render_merge
-    from jobs.rundir.folder import RunDir
+    from phoenix_keypoints.jobs.cluster.slurm import render_merge
+    from phoenix_keypoints.jobs.rundir.folder import RunDir
 
     rd = RunDir(tmp_path / "run")
     assert "#SBATCH --mem=15G" in render_array(rd, 4, [0], SlurmOptions(cpus_per_task=16)).splitlines()
@@ -366,7 +366,7 @@ def test_real_tasks_load_nothing_from_the_folder_sbatch_ran_in(slurm_env: dict[s
     marker = tmp_path / "MARKER"
     plant_library(corpus, marker)
     out = tmp_path / "run"
-    proc = subprocess.run([sys.executable, "-m", "jobs.cli", "slurm", "--dataset", ".", "--out",
+    proc = subprocess.run([sys.executable, "-m", "phoenix_keypoints", "slurm", "--dataset", ".", "--out",
                            str(out), "--num-shards", "2", "--chunk-frames", "20", "--cpus-per-task",
                            "1", "--time", "0:10:00", "--submit", *wholebody_options],
                           env=careful_env(slurm_env), cwd=corpus, capture_output=True, text=True,

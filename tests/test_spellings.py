@@ -18,8 +18,8 @@ import pytest
 from helpers import SHARED_SAMPLE, VIDEOS, assert_no_traceback, run_cli
 from kinds import manifest, pack, phoenix_t
 
-from extract.families.holistic.legacy import _image_path
-from extract.sources import load_image
+from phoenix_keypoints.extract.families.holistic.legacy import _image_path
+from phoenix_keypoints.extract.sources import load_image
 
 pytestmark = pytest.mark.slow
 OPTIONS = ["--workers-per-gpu", "1"]
@@ -114,7 +114,7 @@ def test_refusals_name_the_runs_own_kind(layout: str, placeholder: str, tmp_path
 # --- names that hold the characters the image string is made of -------------------------------------
 @pytest.mark.parametrize("text", ["a#b.tar.gz", "x%23y", "s p=a#ce", "naïve#frame=1"])
 def test_image_refs_survive_any_name(text: str):
-    from extract.sources.base import image_ref, parse_image
+    from phoenix_keypoints.extract.sources.base import image_ref, parse_image
 
     for ref in (image_ref(f"dir/{text}/f.png"), image_ref(f"{text}.mp4", "frame", "12"),
                 image_ref(f"{text}/f.png", "archive", text)):

@@ -16,7 +16,7 @@ import pyarrow.parquet as pq
 import pytest
 from helpers import LEGACY_FACE_68, assert_no_traceback, run_cli
 
-from extract.keypoints.points import (
+from phoenix_keypoints.extract.keypoints.points import (
     FACE_CONTOUR_EDGES,
     FACE_CONTOURS,
     HAND_EDGES,
@@ -27,8 +27,8 @@ from extract.keypoints.points import (
     PointSet,
     parse_points,
 )
-from extract.outputs.loader import list_tags, load_split
-from extract.outputs.tensors import TensorSpec, iter_videos, write_tensors
+from phoenix_keypoints.extract.outputs.loader import list_tags, load_split
+from phoenix_keypoints.extract.outputs.tensors import TensorSpec, iter_videos, write_tensors
 
 SIZES = {"pose": 33, "face": 468, "left_hand": 21, "right_hand": 21}
 STARTS = {"pose": 0, "face": 33, "left_hand": 501, "right_hand": 522}

@@ -53,7 +53,7 @@ def other_opencv(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def run_with(python: Path, args: list) -> subprocess.CompletedProcess:
     """`phoenix-keypoints ARGS` run by another Python (this tree on its path)."""
-    return subprocess.run([str(python), "-m", "jobs.cli", *map(str, args)], env=cli_env(),
+    return subprocess.run([str(python), "-m", "phoenix_keypoints", *map(str, args)], env=cli_env(),
                           capture_output=True, text=True, timeout=300)
 
 

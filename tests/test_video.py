@@ -30,8 +30,8 @@ from helpers import (
     wait_for,
 )
 
-from extract.families.holistic.runner import landmarks_to_arrays
-from extract.keypoints.schema import PARTS
+from phoenix_keypoints.extract.families.holistic.runner import landmarks_to_arrays
+from phoenix_keypoints.extract.keypoints.schema import PARTS
 
 VIDEOS = SHARED_DATA / "video-sample"
 CLIPS = {"mp4demo": ("train", "signer_demo.mp4"), "webmdemo": ("test", "signer_demo.webm")}
@@ -204,8 +204,8 @@ def test_display_rotation_is_applied(tmp_path: Path):
     """signer_demo.mp4 remuxed (same packets) with a 90-degree display rotation: the frames come
     out turned as FFmpeg's autorotate turns them (counterclockwise, np.rot90 k=1), and equal to
     pose-format's own reader where that is installed."""
-    from extract import sources
-    from extract.sources.base import Ref
+    from phoenix_keypoints.extract import sources
+    from phoenix_keypoints.extract.sources.base import Ref
 
     src, dest = VIDEOS / "signer_demo.mp4", rotated_copy(tmp_path / "rot90.mp4")
     upright = pyav_frames(src)
@@ -226,8 +226,8 @@ def test_the_rotation_recipes_of_the_docs_give_what_they_say(tmp_path: Path,
     them as stored), and the remuxed copy gives the tool the frames as stored."""
     import cv2
 
-    from extract import sources
-    from extract.sources.base import Ref
+    from phoenix_keypoints.extract import sources
+    from phoenix_keypoints.extract.sources.base import Ref
 
     def tool(name: str, n: int) -> list[np.ndarray]:  # BGR, as the whole-body models get them
         got = list(sources.get("video").frames(tmp_path, Ref("video", name, (), 0, n)))
@@ -259,8 +259,8 @@ def test_variable_frame_rate_times_kept(tmp_path: Path):
     and a range in seconds takes the frames whose times fall in it."""
     from fractions import Fraction
 
-    from extract import sources
-    from extract.sources.base import Ref
+    from phoenix_keypoints.extract import sources
+    from phoenix_keypoints.extract.sources.base import Ref
 
     ms = [0, 40, 80, 200, 240, 400, 433, 1000]
     frames = [rgb for rgb, _ in pyav_frames(VIDEOS / "signer_demo.webm")[:len(ms)]]
@@ -288,7 +288,7 @@ def test_variable_frame_rate_times_kept(tmp_path: Path):
 def test_recorded_frames_read_back_for_drawing(video_tree: Path):
     """report and show draw on a row's frame found by its `image`: for a video, that frame of the
     file, in any order asked (a jump back decodes from the start again); past the end, None."""
-    from extract.sources import load_image
+    from phoenix_keypoints.extract.sources import load_image
 
     frames = pyav_frames(video_tree / "train" / "mp4demo.mp4")
     for i in (0, 5, 6, 30, 2, 57):

@@ -15,8 +15,8 @@ import numpy as np
 import pytest
 from helpers import SHARED_DATA, assert_no_traceback, read_keypoints, run_cli, video_rows
 
-from extract import sources
-from extract.sources.base import Ref
+from phoenix_keypoints.extract import sources
+from phoenix_keypoints.extract.sources.base import Ref
 
 VIDEOS = SHARED_DATA / "video-sample"
 

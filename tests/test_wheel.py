@@ -20,10 +20,11 @@ pytestmark = pytest.mark.slow
 def shipped_files() -> list[str]:
     """Every file of the two packages that the tool reads at run time (code and templates)."""
     out = []
-    for package in ("extract", "jobs"):
+    for package in ("phoenix_keypoints", "extract", "jobs"):
         for p in sorted((REPO / package).rglob("*")):
             if p.is_file() and "__pycache__" not in p.parts and p.suffix in (".py", ".j2"):
-                out.append(p.relative_to(REPO).as_posix())
+                inside = p.relative_to(REPO).as_posix()  # extract/, jobs/ go inside the package
+                out.append(inside if package == "phoenix_keypoints" else f"phoenix_keypoints/{inside}")
     return out
 
 
@@ -40,9 +41,12 @@ def test_the_installed_wheel_runs_every_step(wheel: Path, tmp_path: Path):
 
     work = tmp_path / "elsewhere"
     work.mkdir()
-    where = sh([venv / "bin/python", "-c",
-                "import extract, jobs; print(extract.__file__, jobs.__file__)"], work, env)
+    where = sh([venv / "bin/python", "-c", "import phoenix_keypoints.extract as e, "
+                "phoenix_keypoints.jobs as j; print(e.__file__, j.__file__)"], work, env)
     assert str(REPO) not in where and str(venv) in where, where
+    # the tool installs one top-level name: extract/ and jobs/ live inside it
+    top = {n.split("/")[0] for n in inside if not n.split("/")[0].endswith((".dist-info", ".data"))}
+    assert top == {"phoenix_keypoints"}, top
     tool = venv / "bin" / "phoenix-keypoints"
     dataset = sh([tool, "sample", "--out", "S"], work, env).strip().splitlines()[-1]
     sh([tool, "run", "--dataset", dataset, "--out", "R"], work, env)

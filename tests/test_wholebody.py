@@ -74,7 +74,7 @@ def refused(proc: subprocess.CompletedProcess, *words: str) -> str:
 def test_models_equal_rtmlib_on_every_frame_of_the_shared_sample(models, detector):
     """YOLOX with NMS inside [1, N, 5] and the raw grid layout: the same boxes, persons, and
     keypoints as rtmlib on 143 real frames; the frames give different keypoints and counts."""
-    from extract.families.wholebody.runner import WholebodyModels
+    from phoenix_keypoints.extract.families.wholebody.runner import WholebodyModels
 
     det, pose = rtmlib_wholebody(models, detector)
     ours = WholebodyModels(models[detector], models["pose"])
@@ -158,7 +158,7 @@ def wb_run(models, tmp_path_factory) -> Path:
 def test_records_estimator_models_and_point_order(wb_run, models):
     import onnxruntime
 
-    from extract.keypoints.filemeta import read_file_metadata
+    from phoenix_keypoints.extract.keypoints.filemeta import read_file_metadata
 
     info = json.loads((wb_run / "run.json").read_text())["options"]
     assert info["estimator"] == "wholebody"
@@ -226,7 +226,7 @@ def test_diff_names_the_persons_column_not_the_status(wb_run, tmp_path):
 def test_the_pose_install_hint_names_the_pins_of_this_python(monkeypatch):
     """On 3.13 constraints.txt does not resolve (mediapipe, numpy < 2): the hint names
     constraints-py313.txt there, constraints.txt below."""
-    from extract.outputs.export import pose_install_hint
+    from phoenix_keypoints.extract.outputs.export import pose_install_hint
 
     assert "-c constraints.txt " in pose_install_hint()
     monkeypatch.setattr(sys, "version_info", (3, 13, 1, "final", 0))
@@ -438,21 +438,22 @@ def test_each_library_is_imported_only_where_its_estimator_runs(models):
     (a later issue makes mediapipe optional where it cannot be installed)."""
     code = """
 import sys, numpy as np
-from extract.keypoints.estimator import open_estimator
-from extract.families.wholebody.runner import record
+from phoenix_keypoints.extract.keypoints.estimator import open_estimator
+from phoenix_keypoints.extract.families.wholebody.runner import record
 est = open_estimator({"estimator": "wholebody", **record(sys.argv[1], sys.argv[2])})
 est.process(np.zeros((64, 48, 3), np.uint8))
-import jobs.schedule.worker, jobs.cli
+import phoenix_keypoints.jobs.schedule.worker, phoenix_keypoints.jobs.cli
 assert "mediapipe" not in sys.modules, "mediapipe imported by a whole-body worker"
 """
     subprocess.run([sys.executable, "-c", code, models["detector"], models["pose"]], check=True,
                    cwd=REPO)
     code = """
 import sys, numpy as np
-from extract.keypoints.estimator import open_estimator
+from phoenix_keypoints.extract.keypoints.estimator import open_estimator
 est = open_estimator({})
 est.process(np.zeros((64, 48, 3), np.uint8))
-import jobs.schedule.worker, jobs.run.merge, jobs.cli
+import phoenix_keypoints.jobs.schedule.worker, phoenix_keypoints.jobs.run.merge
+import phoenix_keypoints.jobs.cli
 assert "onnxruntime" not in sys.modules, "onnxruntime imported by a Holistic worker"
 """
     subprocess.run([sys.executable, "-c", code], check=True, cwd=REPO)
@@ -513,7 +514,7 @@ def test_a_fixed_batch_model_runs_one_frame_per_call_with_the_same_output(models
 
 def test_models_batch_equals_one_frame_at_a_time_for_both_detector_layouts(models, batch_models):
     """In process, on varied frames and odd batch sizes: the batch path is the single path."""
-    from extract.families.wholebody.runner import WholebodyModels
+    from phoenix_keypoints.extract.families.wholebody.runner import WholebodyModels
 
     rng = np.random.default_rng(5)
     frames = [rng.integers(0, 255, (210, 260, 3), np.uint8) for _ in range(23)]
@@ -539,10 +540,10 @@ def test_device_cuda_is_refused_without_the_cuda_provider(models, tmp_path):
 
 def test_device_cuda_without_a_gpu_names_the_visible_ones(monkeypatch):
     """With the CUDA provider but no GPU to pin workers to, the refusal says which are visible."""
-    import extract.families.wholebody.runner as wb
-    from jobs.run.options import RunRequest
-    from jobs.rundir.folder import RunError
-    from jobs.runner import _refuse_device
+    import phoenix_keypoints.extract.families.wholebody.runner as wb
+    from phoenix_keypoints.jobs.run.options import RunRequest
+    from phoenix_keypoints.jobs.rundir.folder import RunError
+    from phoenix_keypoints.jobs.runner import _refuse_device
 
     monkeypatch.setattr(wb, "cuda_provider", lambda: True)
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
@@ -554,7 +555,7 @@ def test_device_cuda_without_a_gpu_names_the_visible_ones(monkeypatch):
 def test_auto_is_cpu_unless_the_cuda_provider_and_a_gpu_are_both_there(monkeypatch):
     """--device auto: CUDA on device 0 of the worker's own CUDA_VISIBLE_DEVICES where onnxruntime
     has it and the worker was given a GPU; the CPU otherwise (this machine: no CUDA provider)."""
-    import extract.families.wholebody.runner as wb
+    import phoenix_keypoints.extract.families.wholebody.runner as wb
 
     cuda = [("CUDAExecutionProvider", {"device_id": 0}), "CPUExecutionProvider"]
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "3")
@@ -572,7 +573,7 @@ def test_auto_is_cpu_unless_the_cuda_provider_and_a_gpu_are_both_there(monkeypat
 
 def test_slurm_passes_batch_size_and_device_to_each_shard():
     """A shard's `run` gets the --batch-size and --device given to `slurm` (nothing when not)."""
-    from jobs.cluster.slurm import SlurmOptions, worker_args
+    from phoenix_keypoints.jobs.cluster.slurm import SlurmOptions, worker_args
 
     assert worker_args(SlurmOptions()) == []
     assert worker_args(SlurmOptions(cpus_per_task=8, gpus_per_task=2, batch_size=16,
@@ -599,7 +600,7 @@ def test_prefetch_keeps_order_bounds_reading_ahead_and_passes_errors_on():
     import itertools
     import time
 
-    from extract.keypoints.video_rows import prefetched
+    from phoenix_keypoints.extract.keypoints.video_rows import prefetched
 
     read = []
 

@@ -18,8 +18,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from extract.keypoints.estimator import Declaration
-from extract.keypoints.schema import BASE_FIELDS
+from phoenix_keypoints.extract.keypoints.estimator import Declaration
+from phoenix_keypoints.extract.keypoints.schema import BASE_FIELDS
 
 NAME = "toy"
 SCHEMA = pa.schema([*BASE_FIELDS, pa.field(NAME, pa.list_(pa.float32())),

@@ -17,19 +17,20 @@ from pathlib import Path
 
 import numpy as np
 
-from extract.corpora.base import SPLITS, Corpus, Dataset, DatasetError
-from extract.corpora.base import no_frames_message as _generic_message
-from extract.sources import archive, links
-from extract.sources.archive import ArchivePath
+from phoenix_keypoints.extract.corpora.base import SPLITS, Corpus, Dataset, DatasetError
+from phoenix_keypoints.extract.corpora.base import no_frames_message as _generic_message
+from phoenix_keypoints.extract.sources import archive, links
+from phoenix_keypoints.extract.sources.archive import ArchivePath
 
 # name -> module holding CORPUS, in detection order (the most specific layouts first)
 CORPORA: dict[str, str] = {
-    "phoenix": "extract.corpora.phoenix",
-    "csl-daily": "extract.corpora.csl_daily",
-    "how2sign": "extract.corpora.how2sign",
-    "manifest": "extract.corpora.manifest",
-    "videos": "extract.corpora.videos",
-    "clips": "extract.corpora.clips",  # one clip, a folder of frames, a folder of frame folders
+    "phoenix": "phoenix_keypoints.extract.corpora.phoenix",
+    "csl-daily": "phoenix_keypoints.extract.corpora.csl_daily",
+    "how2sign": "phoenix_keypoints.extract.corpora.how2sign",
+    "manifest": "phoenix_keypoints.extract.corpora.manifest",
+    "videos": "phoenix_keypoints.extract.corpora.videos",
+    # one clip, a folder of frames, a folder of frame folders
+    "clips": "phoenix_keypoints.extract.corpora.clips",
 }
 
 EXPECTED = ("a PHOENIX-2014-T or PHOENIX-2014 tree (annotations/manual/PHOENIX-2014-T.train.corpus.csv "
@@ -49,8 +50,8 @@ def detect(root: Path) -> Corpus:
         c = corpus(name)
         if c.detect(root):
             return c
-    from extract.corpora.clips import almost
-    from extract.corpora.phoenix import inner_hint
+    from phoenix_keypoints.extract.corpora.clips import almost
+    from phoenix_keypoints.extract.corpora.phoenix import inner_hint
 
     if why := archive.unreadable_archive(root):
         raise DatasetError(why)
@@ -120,7 +121,9 @@ def _folders(top: ArchivePath, depth: int) -> list[ArchivePath]:
 def _single_folder(top: ArchivePath) -> ArchivePath:
     """The folder the archive's files are packed under (`zip -r clips.zip clips/` holds one top
     folder, clips/): its first level below then names the splits, as in the folder."""
-    from extract.corpora.entries import split_of  # (entries imports the sources, which import us)
+    from phoenix_keypoints.extract.corpora.entries import (
+        split_of,  # (entries imports the sources, which import us)
+    )
 
     while len(entries := [e for e in top.scandir() if e.name != "__MACOSX"]) == 1 \
             and entries[0].is_dir() and split_of(entries[0].name) is None:

@@ -24,9 +24,9 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import BinaryIO, Protocol
 
-from extract.sources.archive import member_of, reader
-from extract.sources.base import nfc  # noqa: F401 (the readers' one normalisation)
-from extract.sources.files import open_corpus_file
+from phoenix_keypoints.extract.sources.archive import member_of, reader
+from phoenix_keypoints.extract.sources.base import nfc  # noqa: F401 (the readers' one normalisation)
+from phoenix_keypoints.extract.sources.files import open_corpus_file
 
 SPLITS: tuple[str, ...] = ("train", "dev", "test")
 

@@ -19,9 +19,9 @@ import os
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
-from extract.corpora.base import SPLITS, Dataset, DatasetError
-from extract.corpora.entries import IMAGE_NAMES, Listing, build, is_video
-from extract.sources.base import is_utf8, shown
+from phoenix_keypoints.extract.corpora.base import SPLITS, Dataset, DatasetError
+from phoenix_keypoints.extract.corpora.entries import IMAGE_NAMES, Listing, build, is_video
+from phoenix_keypoints.extract.sources.base import is_utf8, shown
 
 SPLIT = "all"
 LAYOUTS = ("video-file", "frame-folder", "frame-folders")

@@ -22,9 +22,9 @@ from pathlib import Path
 
 import numpy as np
 
-from extract.corpora import safe_pickle
-from extract.corpora.base import SPLITS, Dataset, DatasetError, read_corpus_text
-from extract.corpora.entries import Listing, build
+from phoenix_keypoints.extract.corpora import safe_pickle
+from phoenix_keypoints.extract.corpora.base import SPLITS, Dataset, DatasetError, read_corpus_text
+from phoenix_keypoints.extract.corpora.entries import Listing, build
 
 LAYOUT = "csl-daily"
 FRAMES = "sentence/frames_512x512"

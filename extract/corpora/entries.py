@@ -14,10 +14,17 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
-from extract.corpora.base import SPLITS, Dataset, DatasetError, Video, select, unique_names
-from extract.sources.files import not_regular
-from extract.sources.folder import FolderSource
-from extract.sources.video import VIDEO_SUFFIXES, VideoSource
+from phoenix_keypoints.extract.corpora.base import (
+    SPLITS,
+    Dataset,
+    DatasetError,
+    Video,
+    select,
+    unique_names,
+)
+from phoenix_keypoints.extract.sources.files import not_regular
+from phoenix_keypoints.extract.sources.folder import FolderSource
+from phoenix_keypoints.extract.sources.video import VIDEO_SUFFIXES, VideoSource
 
 # Frame files of a folder given without a pattern: any visible PNG or JPEG.
 IMAGE_NAMES = re.compile(r"[^.].*\.(png|jpe?g)", re.IGNORECASE | re.DOTALL)

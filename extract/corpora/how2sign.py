@@ -19,10 +19,10 @@ import json
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
-from extract.corpora.base import SPLITS, Dataset, DatasetError, read_corpus_text
-from extract.corpora.entries import Listing, build, split_of
-from extract.sources import links
-from extract.sources.folder import scandir, walk
+from phoenix_keypoints.extract.corpora.base import SPLITS, Dataset, DatasetError, read_corpus_text
+from phoenix_keypoints.extract.corpora.entries import Listing, build, split_of
+from phoenix_keypoints.extract.sources import links
+from phoenix_keypoints.extract.sources.folder import scandir, walk
 
 LAYOUT = "how2sign"
 RELEASE_SPLITS = ("train", "val", "test")

@@ -26,8 +26,15 @@ from collections.abc import Iterable, Sequence
 from dataclasses import replace
 from pathlib import Path
 
-from extract.corpora.base import MAX_LINE, SPLITS, Dataset, DatasetError, Video, read_corpus_text
-from extract.corpora.entries import Listing, build
+from phoenix_keypoints.extract.corpora.base import (
+    MAX_LINE,
+    SPLITS,
+    Dataset,
+    DatasetError,
+    Video,
+    read_corpus_text,
+)
+from phoenix_keypoints.extract.corpora.entries import Listing, build
 
 LAYOUT = "manifest"
 SUFFIXES = (".csv", ".tsv", ".jsonl")

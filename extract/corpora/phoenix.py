@@ -32,8 +32,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
-from extract.corpora.base import SHOWN as _SHOWN
-from extract.corpora.base import (
+from phoenix_keypoints.extract.corpora.base import SHOWN as _SHOWN
+from phoenix_keypoints.extract.corpora.base import (
     SPLITS,
     Dataset,
     DatasetError,
@@ -48,10 +48,10 @@ from extract.corpora.base import (
     select,
     unique_names,
 )
-from extract.sources import links
-from extract.sources.base import shown
-from extract.sources.folder import IGNORED_FOLDER, FolderSource, NameIndex, scandir
-from extract.sources.folder import list_frames as _list_frames
+from phoenix_keypoints.extract.sources import links
+from phoenix_keypoints.extract.sources.base import shown
+from phoenix_keypoints.extract.sources.folder import IGNORED_FOLDER, FolderSource, NameIndex, scandir
+from phoenix_keypoints.extract.sources.folder import list_frames as _list_frames
 
 FRAMES_DIR = "features/fullFrame-210x260px"
 

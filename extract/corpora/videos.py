@@ -13,9 +13,9 @@ import hashlib
 from collections.abc import Iterable, Sequence
 from pathlib import Path, PurePosixPath
 
-from extract.corpora.base import SPLITS, Dataset, DatasetError
-from extract.corpora.entries import Listing, build, is_video, split_of
-from extract.sources.folder import walk
+from phoenix_keypoints.extract.corpora.base import SPLITS, Dataset, DatasetError
+from phoenix_keypoints.extract.corpora.entries import Listing, build, is_video, split_of
+from phoenix_keypoints.extract.sources.folder import walk
 
 LAYOUT = "videos"
 UNSPLIT = "all"

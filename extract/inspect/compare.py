@@ -19,9 +19,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from extract.inspect.rows import ReportError, open_keypoints, part_arrays
-from extract.keypoints.estimator import declaration_of_columns
-from extract.outputs.tensors import iter_videos
+from phoenix_keypoints.extract.inspect.rows import ReportError, open_keypoints, part_arrays
+from phoenix_keypoints.extract.keypoints.estimator import declaration_of_columns
+from phoenix_keypoints.extract.outputs.tensors import iter_videos
 
 SHOWN = 8  # names listed when the video sets differ
 

@@ -16,9 +16,9 @@ import cv2
 import numpy as np
 import pyarrow as pa
 
-from extract.inspect.draw import _canvas, _label, _legend, load_frame
-from extract.inspect.rows import part_arrays
-from extract.keypoints.estimator import Declaration
+from phoenix_keypoints.extract.inspect.draw import _canvas, _label, _legend, load_frame
+from phoenix_keypoints.extract.inspect.rows import part_arrays
+from phoenix_keypoints.extract.keypoints.estimator import Declaration
 
 
 def kept(decl: Declaration, values: np.ndarray) -> np.ndarray:

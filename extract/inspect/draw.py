@@ -14,9 +14,9 @@ from pathlib import Path
 import cv2
 import numpy as np
 
-from extract.keypoints.points import FACE_CONTOUR_EDGES, HAND_EDGES, POSE_EDGES
-from extract.keypoints.schema import PARTS
-from extract.sources import load_image
+from phoenix_keypoints.extract.keypoints.points import FACE_CONTOUR_EDGES, HAND_EDGES, POSE_EDGES
+from phoenix_keypoints.extract.keypoints.schema import PARTS
+from phoenix_keypoints.extract.sources import load_image
 
 # RGB; chosen to stay apart from each other and from PHOENIX's grey-blue background.
 COLOURS: dict[str, tuple[int, int, int]] = {

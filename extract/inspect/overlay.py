@@ -17,10 +17,10 @@ import cv2
 import numpy as np
 import pyarrow as pa
 
-from extract.inspect.declared import drawn_declared_frames
-from extract.inspect.draw import draw_frame, load_frame
-from extract.inspect.rows import ReportError, part_arrays
-from extract.keypoints.estimator import declaration_of_columns, family
+from phoenix_keypoints.extract.inspect.declared import drawn_declared_frames
+from phoenix_keypoints.extract.inspect.draw import draw_frame, load_frame
+from phoenix_keypoints.extract.inspect.rows import ReportError, part_arrays
+from phoenix_keypoints.extract.keypoints.estimator import declaration_of_columns, family
 
 SUFFIXES = (".mp4", ".gif", ".png")
 SHEET_COLUMNS = 10

@@ -14,9 +14,9 @@ import pandas as pd
 from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
-from extract.inspect.draw import COLOURS
-from extract.inspect.quality import BIT
-from extract.keypoints.schema import PARTS
+from phoenix_keypoints.extract.inspect.draw import COLOURS
+from phoenix_keypoints.extract.inspect.quality import BIT
+from phoenix_keypoints.extract.keypoints.schema import PARTS
 
 RATES = [f"{p}_rate" for p in PARTS]
 NAMES = {"pose": "pose", "face": "face", "left_hand": "left hand", "right_hand": "right hand"}

@@ -21,9 +21,9 @@ from pathlib import Path
 import numpy as np
 import pyarrow.parquet as pq
 
-from extract.inspect.rows import ReportError
-from extract.keypoints.schema import OFFSETS
-from extract.outputs.tensors import POINTS_JSON
+from phoenix_keypoints.extract.inspect.rows import ReportError
+from phoenix_keypoints.extract.keypoints.schema import OFFSETS
+from phoenix_keypoints.extract.outputs.tensors import POINTS_JSON
 
 
 class FaceMask:

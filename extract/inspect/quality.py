@@ -29,10 +29,10 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from extract.inspect.presence import FaceMask
-from extract.inspect.rows import iter_tables, present_values
-from extract.keypoints.frames import STATUS_OK
-from extract.keypoints.schema import PARTS
+from phoenix_keypoints.extract.inspect.presence import FaceMask
+from phoenix_keypoints.extract.inspect.rows import iter_tables, present_values
+from phoenix_keypoints.extract.keypoints.frames import STATUS_OK
+from phoenix_keypoints.extract.keypoints.schema import PARTS
 
 HEAD_SHOULDERS = np.arange(13)  # pose points checked for being far outside the frame
 SHOULDERS = (11, 12)

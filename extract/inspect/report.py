@@ -22,8 +22,8 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from extract.inspect.presence import FaceMask
-from extract.inspect.quality import (
+from phoenix_keypoints.extract.inspect.presence import FaceMask
+from phoenix_keypoints.extract.inspect.quality import (
     BIT,
     FIGURES,
     Thresholds,
@@ -32,9 +32,9 @@ from extract.inspect.quality import (
     iter_video_blocks,
     status_counts,
 )
-from extract.inspect.rows import open_keypoints, video_rows
-from extract.keypoints.estimator import declaration_of_columns, family
-from extract.keypoints.schema import PARTS
+from phoenix_keypoints.extract.inspect.rows import open_keypoints, video_rows
+from phoenix_keypoints.extract.keypoints.estimator import declaration_of_columns, family
+from phoenix_keypoints.extract.keypoints.schema import PARTS
 
 RATES = [f"{p}_rate" for p in PARTS]
 STRIP_FRAMES = 6
@@ -161,10 +161,10 @@ def strip_indices(timeline: np.ndarray, k: int = STRIP_FRAMES) -> list[int]:
 def frame_strips(inp: ReportInput, shown: list[str],
                  timelines: dict[str, np.ndarray]) -> dict[str, str]:
     """video -> JPEG data URI of a few of its frames with the skeleton drawn."""
-    from extract.inspect.draw import draw_frame, load_frame
-    from extract.inspect.overlay import contact_sheet, video_size
-    from extract.inspect.plots import data_uri
-    from extract.inspect.rows import part_arrays
+    from phoenix_keypoints.extract.inspect.draw import draw_frame, load_frame
+    from phoenix_keypoints.extract.inspect.overlay import contact_sheet, video_size
+    from phoenix_keypoints.extract.inspect.plots import data_uri
+    from phoenix_keypoints.extract.inspect.rows import part_arrays
 
     if not shown or inp.frames_root is None:
         return {}
@@ -214,7 +214,7 @@ def _replace(path: Path, data: bytes) -> None:
 
 def _cells(row: dict[str, Any], thr: Thresholds) -> dict[str, Any]:
     """One video as the page shows it: names, reasons, and (text, above threshold) per figure."""
-    from extract.inspect.page import num, pct
+    from phoenix_keypoints.extract.inspect.page import num, pct
 
     n = row["frames"]
     limits = {"pose_rate": thr.min_pose_rate, "face_rate": thr.min_face_rate,
@@ -236,7 +236,7 @@ def page_context(inp: ReportInput, thr: Thresholds, videos: pd.DataFrame, flagge
                  groups: tuple[pd.DataFrame, pd.DataFrame], shown: list[str], strips: dict[str, str],
                  res: Scan) -> dict[str, Any]:
     """Everything the template shows, as plain values."""
-    from extract.inspect.plots import coverage_plot, rates_plot, timeline_plot
+    from phoenix_keypoints.extract.inspect.plots import coverage_plot, rates_plot, timeline_plot
 
     by_split, by_signer = groups
     lost = videos[videos["kind"] != "ok"]
@@ -275,7 +275,7 @@ def _group_rows(table: pd.DataFrame) -> list[dict[str, Any]]:
 def write_report(inp: ReportInput, out_dir: Path, thr: Thresholds | None = None,
                  cards: int = 24) -> dict[str, Any]:
     """Write out_dir/videos.parquet and out_dir/index.html; returns what the command prints."""
-    from extract.inspect.page import render_page
+    from phoenix_keypoints.extract.inspect.page import render_page
 
     found = declaration_of_columns(pq.read_schema(inp.keypoints).names)
     own = getattr(family(found.name), "write_report", None) if found else None

@@ -19,8 +19,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from extract.keypoints.estimator import declaration_of_columns
-from extract.keypoints.schema import OPTIONAL_COLUMNS, SCHEMA, leading
+from phoenix_keypoints.extract.keypoints.estimator import declaration_of_columns
+from phoenix_keypoints.extract.keypoints.schema import OPTIONAL_COLUMNS, SCHEMA, leading
 
 
 class ReportError(Exception):

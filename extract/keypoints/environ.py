@@ -8,7 +8,7 @@ as the current folder, so a `libpthread.so.0` in the corpus would run in every w
 after it. An empty or relative entry of any search path below is the current folder (or a folder
 under it) for whoever reads it; only absolute entries are kept. Children also get:
 - `PYTHONSAFEPATH=1`: a spawned interpreter (`python -c ...`, as multiprocessing starts its
-  workers and resource tracker; `python -m jobs.cli` in an sbatch script) would otherwise import
+  workers and resource tracker; `python -m phoenix_keypoints` in an sbatch script) would otherwise import
   from the current folder first, so a `multiprocessing.py` there would run. Python 3.11+ reads it;
   3.10 has no such switch.
 - `ORT_DISABLE_TELEMETRY=1`: onnxruntime (1.32 at least) sends usage events to Microsoft about 10 s

@@ -29,12 +29,12 @@ from typing import Any, Protocol
 import numpy as np
 import pyarrow as pa
 
-from extract.keypoints.schema import OPTIONAL_COLUMNS, SCHEMA
+from phoenix_keypoints.extract.keypoints.schema import OPTIONAL_COLUMNS, SCHEMA
 
 # The registry: family name -> its package (extract/families/NAME/). The first is the default (a
 # settings dict without `estimator`). Tests may add a family of their own (register).
-FAMILIES: dict[str, str] = {"holistic": "extract.families.holistic",
-                            "wholebody": "extract.families.wholebody"}
+FAMILIES: dict[str, str] = {"holistic": "phoenix_keypoints.extract.families.holistic",
+                            "wholebody": "phoenix_keypoints.extract.families.wholebody"}
 DEFAULT_FAMILY = next(iter(FAMILIES))
 
 

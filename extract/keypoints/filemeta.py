@@ -16,7 +16,7 @@ from typing import Any
 
 import pyarrow.parquet as pq
 
-from extract.keypoints.estimator import estimator_name, family
+from phoenix_keypoints.extract.keypoints.estimator import estimator_name, family
 
 FILE_KEY = b"phoenix_keypoints.file"
 # 1: landmark lists of PARTS, no file metadata. 2: + pose_world, a 478-point face when refined,

@@ -24,8 +24,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from extract.keypoints.estimator import ModelFileError
-from extract.keypoints.frames import irregular
+from phoenix_keypoints.extract.keypoints.estimator import ModelFileError
+from phoenix_keypoints.extract.keypoints.frames import irregular
 
 _EXTERNAL = 1  # TensorProto.DataLocation.EXTERNAL
 _MAX_DEPTH = 64  # nested subgraphs deeper than any exported model: refused, not recursed into

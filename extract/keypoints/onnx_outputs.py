@@ -27,7 +27,7 @@ from typing import Any, TypeVar
 
 import numpy as np
 
-from extract.keypoints.estimator import ModelFileError
+from phoenix_keypoints.extract.keypoints.estimator import ModelFileError
 
 STATUS_BAD_DETECTOR = "bad_detector_output"
 STATUS_BAD_POSE = "bad_pose_output"

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from extract.keypoints.schema import FACE_POINTS_REFINED, PARTS
+from phoenix_keypoints.extract.keypoints.schema import FACE_POINTS_REFINED, PARTS
 
 # MediaPipe's landmark enums (mediapipe.python.solutions.pose.PoseLandmark / hands.HandLandmark),
 # spelled out so naming points does not import mediapipe; a test checks they still agree.

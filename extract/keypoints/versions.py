@@ -32,7 +32,7 @@ def installed(*dists: str) -> str:
 def _library_of(estimator: str) -> tuple[str, ...]:
     """The distributions of a family's own library (its `LIBRARY`: the first is the key recorded,
     the others provide the same module), () for a family that declares none."""
-    from extract.keypoints.estimator import family
+    from phoenix_keypoints.extract.keypoints.estimator import family
 
     try:
         return tuple(getattr(family(estimator), "LIBRARY", ()))
@@ -43,7 +43,7 @@ def _library_of(estimator: str) -> tuple[str, ...]:
 def _library(estimator: str, dists: tuple[str, ...]) -> str:
     """A family library's version as its module says where the family tells it (onnxruntime and
     onnxruntime-gpu provide the same module; whichever was installed last is the one imported)."""
-    from extract.keypoints.estimator import family
+    from phoenix_keypoints.extract.keypoints.estimator import family
 
     said = getattr(family(estimator), "library_version", None)
     if said is None:

@@ -17,9 +17,9 @@ from dataclasses import dataclass, field
 import numpy as np
 import pyarrow as pa
 
-from extract.keypoints.estimator import Declaration, Estimator, declaration
-from extract.keypoints.frames import Frame
-from extract.keypoints.schema import part_column
+from phoenix_keypoints.extract.keypoints.estimator import Declaration, Estimator, declaration
+from phoenix_keypoints.extract.keypoints.frames import Frame
+from phoenix_keypoints.extract.keypoints.schema import part_column
 
 
 @dataclass

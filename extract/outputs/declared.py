@@ -19,10 +19,10 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from extract.keypoints.estimator import Declaration, declaration
-from extract.keypoints.filemeta import read_file_metadata
-from extract.keypoints.schema import column_block
-from extract.outputs.tensors import (
+from phoenix_keypoints.extract.keypoints.estimator import Declaration, declaration
+from phoenix_keypoints.extract.keypoints.filemeta import read_file_metadata
+from phoenix_keypoints.extract.keypoints.schema import column_block
+from phoenix_keypoints.extract.outputs.tensors import (
     POINTS_JSON,
     TENSORS_FORMAT,
     NpyWriter,

@@ -18,11 +18,11 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from extract.keypoints.estimator import Declaration
-from extract.keypoints.schema import FACE_POINTS_REFINED, PARTS, layout, list_width
-from extract.outputs.declared import video_tensor
-from extract.outputs.loader import SplitData
-from extract.outputs.tensors import TensorsError, iter_videos, part_blocks
+from phoenix_keypoints.extract.keypoints.estimator import Declaration
+from phoenix_keypoints.extract.keypoints.schema import FACE_POINTS_REFINED, PARTS, layout, list_width
+from phoenix_keypoints.extract.outputs.declared import video_tensor
+from phoenix_keypoints.extract.outputs.loader import SplitData
+from phoenix_keypoints.extract.outputs.tensors import TensorsError, iter_videos, part_blocks
 
 PHOENIX_FPS = 25
 PHOENIX_SIZE = (210, 260)
@@ -190,8 +190,8 @@ def video_fps(table: pa.Table, root: Path | None, default: float) -> float:
     """A video's rate for its .pose header: a video file's stream rate (as pose-format's
     videos_to_poses reads it), else the rate of its rows' times, else `default` (frame folders
     have no rate of their own: --fps, PHOENIX's 25 by default)."""
-    from extract.sources.base import parse_image
-    from extract.sources.video import FRAGMENT, stream_fps
+    from phoenix_keypoints.extract.sources.base import parse_image
+    from phoenix_keypoints.extract.sources.video import FRAGMENT, stream_fps
 
     ref = parse_image(table["image"][0].as_py() or "") \
         if table.num_rows and "image" in table.column_names else None

@@ -17,9 +17,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from extract.keypoints.schema import PARTS
-from extract.outputs.export import write_file
-from extract.outputs.tensors import iter_videos, part_blocks
+from phoenix_keypoints.extract.keypoints.schema import PARTS
+from phoenix_keypoints.extract.outputs.export import write_file
+from phoenix_keypoints.extract.outputs.tensors import iter_videos, part_blocks
 
 ORDER = ("face", "left_hand", "pose", "right_hand")  # the competition's row order within a frame
 POINTS_PER_FRAME = sum(PARTS[p][0] for p in ORDER)  # 543

@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 import pyarrow.parquet as pq
 
-from extract.outputs.tensors import POINTS_JSON, TensorsError, tag_dir
+from phoenix_keypoints.extract.outputs.tensors import POINTS_JSON, TensorsError, tag_dir
 
 
 def tensors_root(run_dir: Path) -> Path:

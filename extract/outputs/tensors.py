@@ -28,9 +28,15 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from extract.keypoints.filemeta import read_file_metadata
-from extract.keypoints.points import FULL_PRESETS, SHOULDERS, PointSet, num_points, point_layout
-from extract.keypoints.schema import (
+from phoenix_keypoints.extract.keypoints.filemeta import read_file_metadata
+from phoenix_keypoints.extract.keypoints.points import (
+    FULL_PRESETS,
+    SHOULDERS,
+    PointSet,
+    num_points,
+    point_layout,
+)
+from phoenix_keypoints.extract.keypoints.schema import (
     FACE_POINTS_REFINED,
     OFFSETS,
     PARTS,
@@ -38,7 +44,7 @@ from extract.keypoints.schema import (
     column_block,
     layout,
 )
-from extract.outputs.normalize import (
+from phoenix_keypoints.extract.outputs.normalize import (
     FILL_MODES,
     NORMALIZE_MODES,
     ShoulderFrame,

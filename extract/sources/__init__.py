@@ -14,13 +14,13 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
-from extract.sources.base import FrameSource, Mismatch, parse_image
+from phoenix_keypoints.extract.sources.base import FrameSource, Mismatch, parse_image
 
 # kind -> "module:class"; modules are imported when first used (a decoder only where it is needed)
 SOURCES: dict[str, str] = {
-    "folder": "extract.sources.folder:FolderSource",
-    "archive": "extract.sources.archive:ArchiveSource",
-    "video": "extract.sources.video:VideoSource",
+    "folder": "phoenix_keypoints.extract.sources.folder:FolderSource",
+    "archive": "phoenix_keypoints.extract.sources.archive:ArchiveSource",
+    "video": "phoenix_keypoints.extract.sources.video:VideoSource",
 }
 
 

@@ -41,7 +41,7 @@ from typing import BinaryIO
 import numpy as np
 import pyarrow as pa
 
-from extract.keypoints.frames import (
+from phoenix_keypoints.extract.keypoints.frames import (
     STATUS_MISSING,
     STATUS_NOT_A_FILE,
     STATUS_TOO_LARGE,
@@ -50,7 +50,7 @@ from extract.keypoints.frames import (
     frame_bytes,
     too_many_bytes,
 )
-from extract.sources.archive_index import (  # noqa: F401 (the index's names, used from here too)
+from phoenix_keypoints.extract.sources.archive_index import (  # noqa: F401 (the index's names, used from here too)
     _INDEXES,
     _MEMBERS_SCHEMA,
     FORMATS,
@@ -77,9 +77,9 @@ from extract.sources.archive_index import (  # noqa: F401 (the index's names, us
     unreadable_archive,
     zip_name,
 )
-from extract.sources.base import Frame, Mismatch, Ref, image_ref, parse_image, shown
-from extract.sources.files import FileView as _MemberView
-from extract.sources.files import decoder_path, open_corpus_file
+from phoenix_keypoints.extract.sources.base import Frame, Mismatch, Ref, image_ref, parse_image, shown
+from phoenix_keypoints.extract.sources.files import FileView as _MemberView
+from phoenix_keypoints.extract.sources.files import decoder_path, open_corpus_file
 
 FRAGMENT = "archive"
 

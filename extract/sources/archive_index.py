@@ -34,8 +34,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from extract.sources.base import is_utf8, shown
-from extract.sources.files import decoder_path, gzip_end
+from phoenix_keypoints.extract.sources.base import is_utf8, shown
+from phoenix_keypoints.extract.sources.files import decoder_path, gzip_end
 
 FORMATS = {".tar.gz": "tar.gz", ".tgz": "tar.gz", ".tar": "tar", ".zip": "zip"}
 INDEX_VERSION = 6  # 2: members sorted by folder, with `folder` and `pos`; 3: names outside the

@@ -48,7 +48,7 @@ from typing import NamedTuple, Protocol
 import numpy as np
 import pyarrow as pa
 
-from extract.keypoints.frames import MAX_PIXELS, MAX_SCANS, Frame  # noqa: F401 (a source yields Frames)
+from phoenix_keypoints.extract.keypoints.frames import MAX_PIXELS, MAX_SCANS, Frame  # noqa: F401 (a source yields Frames)
 
 
 def nfc(name: str) -> str:

@@ -24,8 +24,8 @@ import zlib
 from pathlib import Path
 from typing import BinaryIO
 
-from extract.keypoints.frames import irregular
-from extract.sources.base import is_utf8
+from phoenix_keypoints.extract.keypoints.frames import irregular
+from phoenix_keypoints.extract.sources.base import is_utf8
 
 AV_OPTIONS = {"protocol_whitelist": "none"}  # no demuxer may open a URL or another file
 

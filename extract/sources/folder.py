@@ -19,9 +19,19 @@ from typing import NamedTuple
 import numpy as np
 import pyarrow as pa
 
-from extract.keypoints.frames import STATUS_OK, read_frame
-from extract.sources import links
-from extract.sources.base import Frame, Mismatch, Ref, Scan, image_ref, is_utf8, nfc, parse_image, shown
+from phoenix_keypoints.extract.keypoints.frames import STATUS_OK, read_frame
+from phoenix_keypoints.extract.sources import links
+from phoenix_keypoints.extract.sources.base import (
+    Frame,
+    Mismatch,
+    Ref,
+    Scan,
+    image_ref,
+    is_utf8,
+    nfc,
+    parse_image,
+    shown,
+)
 
 IGNORED_HIDDEN = "hidden file"
 IGNORED_FOLDER = "folder"
@@ -213,6 +223,6 @@ class FolderSource:
         return rgb if status == STATUS_OK else None
 
     def stale(self, root: Path, recorded: pa.Table, content: bool, threads: int) -> list[Mismatch]:
-        from extract.sources.provenance import changed_frames
+        from phoenix_keypoints.extract.sources.provenance import changed_frames
 
         return changed_frames(root, recorded, content=content, threads=threads)

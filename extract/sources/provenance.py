@@ -22,9 +22,9 @@ from typing import NamedTuple
 import numpy as np
 import pyarrow as pa
 
-from extract.keypoints.frames import read_file
-from extract.keypoints.schema import PROVENANCE_COLUMNS
-from extract.sources.base import Mismatch, parse_image
+from phoenix_keypoints.extract.keypoints.frames import read_file
+from phoenix_keypoints.extract.keypoints.schema import PROVENANCE_COLUMNS
+from phoenix_keypoints.extract.sources.base import Mismatch, parse_image
 
 # What stat_frames found behind each path.
 KIND_FILE, KIND_MISSING, KIND_NOT_A_FILE, KIND_ERROR = 0, 1, 2, 3

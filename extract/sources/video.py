@@ -33,11 +33,11 @@ from typing import BinaryIO, NamedTuple
 import numpy as np
 import pyarrow as pa
 
-from extract.keypoints.frames import MAX_PIXELS, STATUS_TOO_LARGE, too_large
-from extract.sources.archive import open_file, stat_file
-from extract.sources.base import Frame, Mismatch, Ref, Scan, image_ref, parse_image
-from extract.sources.boxes import IndexTooLarge, check_index
-from extract.sources.files import AV_OPTIONS, NotRegular
+from phoenix_keypoints.extract.keypoints.frames import MAX_PIXELS, STATUS_TOO_LARGE, too_large
+from phoenix_keypoints.extract.sources.archive import open_file, stat_file
+from phoenix_keypoints.extract.sources.base import Frame, Mismatch, Ref, Scan, image_ref, parse_image
+from phoenix_keypoints.extract.sources.boxes import IndexTooLarge, check_index
+from phoenix_keypoints.extract.sources.files import AV_OPTIONS, NotRegular
 
 STATUS_NOT_DECODED = "not_decoded"
 VIDEO_SUFFIXES = (".mp4", ".m4v", ".mov", ".mkv", ".webm", ".avi", ".mpg", ".mpeg", ".ogv", ".flv")

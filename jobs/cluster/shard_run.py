@@ -9,24 +9,24 @@ from __future__ import annotations
 
 import time
 
-from jobs import messages
-from jobs.cluster.claims import MERGER, ClaimQueue, FileClaims
-from jobs.run import summary
-from jobs.run.extraction import extract, make_backend
-from jobs.run.finish import finish
-from jobs.run.merge import BackgroundMerge, CorruptPart
-from jobs.run.options import RunRequest
-from jobs.run.outputs import outputs_state
-from jobs.run.plan import plan_record
-from jobs.run.prepare import plan_shared
-from jobs.run.resume import scan_parts
-from jobs.run.todo import work_left
-from jobs.rundir.folder import RunDir, RunError
-from jobs.rundir.locks import locked, run_folder
-from jobs.rundir.parts import KeptPart, check_part
-from jobs.rundir.runinfo import RunInfo
-from jobs.schedule.devices import worker_slots
-from jobs.schedule.scheduler import Outcome
+from phoenix_keypoints.jobs import messages
+from phoenix_keypoints.jobs.cluster.claims import MERGER, ClaimQueue, FileClaims
+from phoenix_keypoints.jobs.run import summary
+from phoenix_keypoints.jobs.run.extraction import extract, make_backend
+from phoenix_keypoints.jobs.run.finish import finish
+from phoenix_keypoints.jobs.run.merge import BackgroundMerge, CorruptPart
+from phoenix_keypoints.jobs.run.options import RunRequest
+from phoenix_keypoints.jobs.run.outputs import outputs_state
+from phoenix_keypoints.jobs.run.plan import plan_record
+from phoenix_keypoints.jobs.run.prepare import plan_shared
+from phoenix_keypoints.jobs.run.resume import scan_parts
+from phoenix_keypoints.jobs.run.todo import work_left
+from phoenix_keypoints.jobs.rundir.folder import RunDir, RunError
+from phoenix_keypoints.jobs.rundir.locks import locked, run_folder
+from phoenix_keypoints.jobs.rundir.parts import KeptPart, check_part
+from phoenix_keypoints.jobs.rundir.runinfo import RunInfo
+from phoenix_keypoints.jobs.schedule.devices import worker_slots
+from phoenix_keypoints.jobs.schedule.scheduler import Outcome
 
 
 def _shard_extract(rd: RunDir, req: RunRequest, info: RunInfo, shard: int,

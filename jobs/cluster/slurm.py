@@ -21,16 +21,16 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from extract.keypoints.environ import FORCED, clean_environment
-from jobs import messages
-from jobs.run.options import RunOptions
-from jobs.run.prepare import FROZEN, load_or_plan
-from jobs.run.resume import scan_parts
-from jobs.rundir.folder import RunDir, RunError
-from jobs.rundir.locks import run_folder
-from jobs.rundir.runinfo import RunInfo
-from jobs.rundir.shards import array_expr, live_shards, shard_state
-from jobs.schedule.devices import worker_slots
+from phoenix_keypoints.extract.keypoints.environ import FORCED, clean_environment
+from phoenix_keypoints.jobs import messages
+from phoenix_keypoints.jobs.run.options import RunOptions
+from phoenix_keypoints.jobs.run.prepare import FROZEN, load_or_plan
+from phoenix_keypoints.jobs.run.resume import scan_parts
+from phoenix_keypoints.jobs.rundir.folder import RunDir, RunError
+from phoenix_keypoints.jobs.rundir.locks import run_folder
+from phoenix_keypoints.jobs.rundir.runinfo import RunInfo
+from phoenix_keypoints.jobs.rundir.shards import array_expr, live_shards, shard_state
+from phoenix_keypoints.jobs.schedule.devices import worker_slots
 
 
 @dataclass
@@ -137,7 +137,7 @@ def render_array(rd: RunDir, num_shards: int, shards: list[int], so: SlurmOption
     if so.gpus_per_task:
         directives.append(f"--gpus-per-task={so.gpus_per_task}")
     directives += _common(rd, so)
-    cmd = [_python(), "-m", "jobs.cli", "run", "--out", out, "--num-shards", str(num_shards),
+    cmd = [_python(), "-m", "phoenix_keypoints", "run", "--out", out, "--num-shards", str(num_shards),
            "--shard-index", '"$SLURM_ARRAY_TASK_ID"', *worker_args(so)]
     return "\n".join([
         "#!/bin/bash",
@@ -169,7 +169,7 @@ def render_merge(rd: RunDir, so: SlurmOptions) -> str:
         *(f"#SBATCH {d}" for d in directives),
         "set -euo pipefail",
         _ENVIRONMENT,
-        f"exec {_python()} -m jobs.cli merge --out {shlex.quote(str(path))}",
+        f"exec {_python()} -m phoenix_keypoints merge --out {shlex.quote(str(path))}",
         "",
     ])
 

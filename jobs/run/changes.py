@@ -16,8 +16,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from jobs.messages import listing
-from jobs.rundir.parts import Key
+from phoenix_keypoints.jobs.messages import listing
+from phoenix_keypoints.jobs.rundir.parts import Key
 
 SHOWN = 3  # names shown per kind of change
 # What decides a video's rows, besides its frame names: where its frames are, and whether it has any.

@@ -11,15 +11,15 @@ from collections.abc import Callable
 
 import pyarrow as pa
 
-from jobs.run.todo import Work
-from jobs.rundir.folder import RunDir
-from jobs.rundir.runinfo import ExtractionInfo, RunInfo
-from jobs.schedule.chunks import Chunks
-from jobs.schedule.devices import worker_slots
-from jobs.schedule.local import LocalBackend
-from jobs.schedule.progress import Progress
-from jobs.schedule.scheduler import Backend, Outcome, Scheduler, run
-from jobs.schedule.workqueue import ChunkQueue, WorkQueue
+from phoenix_keypoints.jobs.run.todo import Work
+from phoenix_keypoints.jobs.rundir.folder import RunDir
+from phoenix_keypoints.jobs.rundir.runinfo import ExtractionInfo, RunInfo
+from phoenix_keypoints.jobs.schedule.chunks import Chunks
+from phoenix_keypoints.jobs.schedule.devices import worker_slots
+from phoenix_keypoints.jobs.schedule.local import LocalBackend
+from phoenix_keypoints.jobs.schedule.progress import Progress
+from phoenix_keypoints.jobs.schedule.scheduler import Backend, Outcome, Scheduler, run
+from phoenix_keypoints.jobs.schedule.workqueue import ChunkQueue, WorkQueue
 
 
 def make_backend(rd: RunDir, settings: dict, kind: str, num_gpus: int | None,
@@ -28,7 +28,7 @@ def make_backend(rd: RunDir, settings: dict, kind: str, num_gpus: int | None,
     """Local worker processes (pinned per worker_slots), or actors on Ray."""
     prefix = f"shard-{shard}-" if shard is not None else ""
     if kind == "ray":
-        from jobs.schedule.ray_backend import RayBackend
+        from phoenix_keypoints.jobs.schedule.ray_backend import RayBackend
 
         return RayBackend(rd.path, settings, num_gpus, workers_per_gpu, address, prefix)
     return LocalBackend(rd.path, worker_slots(num_gpus, workers_per_gpu), settings, prefix)

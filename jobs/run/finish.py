@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import time
 
-from extract.keypoints.versions import combined
-from jobs import messages
-from jobs.run.merge import BackgroundMerge
-from jobs.run.resume import PartsState, scan_parts
-from jobs.rundir.folder import JobFailed, RunDir, RunError
-from jobs.rundir.runinfo import MergeInfo, RunInfo
-from jobs.rundir.shards import array_expr, live_shards, shard_state
+from phoenix_keypoints.extract.keypoints.versions import combined
+from phoenix_keypoints.jobs import messages
+from phoenix_keypoints.jobs.run.merge import BackgroundMerge
+from phoenix_keypoints.jobs.run.resume import PartsState, scan_parts
+from phoenix_keypoints.jobs.rundir.folder import JobFailed, RunDir, RunError
+from phoenix_keypoints.jobs.rundir.runinfo import MergeInfo, RunInfo
+from phoenix_keypoints.jobs.rundir.shards import array_expr, live_shards, shard_state
 
 
 def _missing_bits(rd: RunDir, info: RunInfo, state: PartsState) -> tuple[list[str], list[str]]:

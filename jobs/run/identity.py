@@ -12,12 +12,12 @@ import os
 from dataclasses import replace
 from pathlib import Path
 
-from extract.corpora import discover, input_key, placeholder, same_input, spelled_root
-from extract.corpora.base import DatasetError
-from jobs import messages
-from jobs.messages import ANY_INPUT, quote
-from jobs.rundir.folder import RunDir
-from jobs.rundir.runinfo import RunInfo
+from phoenix_keypoints.extract.corpora import discover, input_key, placeholder, same_input, spelled_root
+from phoenix_keypoints.extract.corpora.base import DatasetError
+from phoenix_keypoints.jobs import messages
+from phoenix_keypoints.jobs.messages import ANY_INPUT, quote
+from phoenix_keypoints.jobs.rundir.folder import RunDir
+from phoenix_keypoints.jobs.rundir.runinfo import RunInfo
 
 
 def given_path(info: RunInfo) -> Path:

@@ -23,16 +23,16 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from extract.keypoints.estimator import Declaration, declaration
-from extract.keypoints.filemeta import file_metadata
-from extract.keypoints.schema import OPTIONAL_COLUMNS
-from extract.outputs.declared import DeclaredTensorWriter
-from extract.outputs.tensors import TensorSetWriter, video_runs
-from jobs.run.outputs import corpus_from_plan
-from jobs.rundir.folder import JobFailed, RunDir, fsync_dir
-from jobs.rundir.parts import reject
-from jobs.rundir.runinfo import RunInfo
-from jobs.schedule.chunks import merge_order
+from phoenix_keypoints.extract.keypoints.estimator import Declaration, declaration
+from phoenix_keypoints.extract.keypoints.filemeta import file_metadata
+from phoenix_keypoints.extract.keypoints.schema import OPTIONAL_COLUMNS
+from phoenix_keypoints.extract.outputs.declared import DeclaredTensorWriter
+from phoenix_keypoints.extract.outputs.tensors import TensorSetWriter, video_runs
+from phoenix_keypoints.jobs.run.outputs import corpus_from_plan
+from phoenix_keypoints.jobs.rundir.folder import JobFailed, RunDir, fsync_dir
+from phoenix_keypoints.jobs.rundir.parts import reject
+from phoenix_keypoints.jobs.rundir.runinfo import RunInfo
+from phoenix_keypoints.jobs.schedule.chunks import merge_order
 
 ROW_GROUP_ROWS = 2048
 

@@ -5,12 +5,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from extract.corpora.base import SPLITS
-from extract.families.holistic.runner import HolisticOptions
-from extract.keypoints.estimator import DEFAULT_FAMILY, RUNTIME, runtime
-from extract.keypoints.frames import MAX_PIXELS, MAX_SCANS
-from jobs.run.identity import input_conflict
-from jobs.rundir.runinfo import PlanOptions, RunInfo
+from phoenix_keypoints.extract.corpora.base import SPLITS
+from phoenix_keypoints.extract.families.holistic.runner import HolisticOptions
+from phoenix_keypoints.extract.keypoints.estimator import DEFAULT_FAMILY, RUNTIME, runtime
+from phoenix_keypoints.extract.keypoints.frames import MAX_PIXELS, MAX_SCANS
+from phoenix_keypoints.jobs.run.identity import input_conflict
+from phoenix_keypoints.jobs.rundir.runinfo import PlanOptions, RunInfo
 
 
 @dataclass

@@ -14,15 +14,15 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from extract.keypoints.estimator import Declaration, declaration, family
-from extract.outputs.declared import write_family_tensors
-from extract.outputs.loader import load_meta, load_split
-from extract.outputs.tensors import TensorsError, TensorSpec, refined_face, tag_dir
-from jobs import messages
-from jobs.run.identity import corpus_spelling
-from jobs.rundir.folder import JobFailed, RunDir, RunError
-from jobs.rundir.locks import locked
-from jobs.rundir.runinfo import RunInfo
+from phoenix_keypoints.extract.keypoints.estimator import Declaration, declaration, family
+from phoenix_keypoints.extract.outputs.declared import write_family_tensors
+from phoenix_keypoints.extract.outputs.loader import load_meta, load_split
+from phoenix_keypoints.extract.outputs.tensors import TensorsError, TensorSpec, refined_face, tag_dir
+from phoenix_keypoints.jobs import messages
+from phoenix_keypoints.jobs.run.identity import corpus_spelling
+from phoenix_keypoints.jobs.rundir.folder import JobFailed, RunDir, RunError
+from phoenix_keypoints.jobs.rundir.locks import locked
+from phoenix_keypoints.jobs.rundir.runinfo import RunInfo
 
 
 def corpus_from_plan(plan: pa.Table) -> dict[str, dict[str, str]]:
@@ -80,7 +80,7 @@ def write_set(rd: RunDir, spec: TensorSpec) -> dict[str, Any]:
 
 def export_pkl(rd: RunDir, to: Path, tag: str = "") -> int:
     """The pkl export of tensor set `tag` (default: the holistic-543 set `run` writes)."""
-    from extract.outputs.export import write_pkl
+    from phoenix_keypoints.extract.outputs.export import write_pkl
 
     rd.load()
     meta = load_meta(rd.path, tag)
@@ -89,7 +89,7 @@ def export_pkl(rd: RunDir, to: Path, tag: str = "") -> int:
 
 def legacy_dataset_info(info: RunInfo, rd: RunDir, dataset_path: str | None = None) -> dict[str, Any]:
     """The legacy pkl's dataset_info: source_path is the dataset path as the user gave it."""
-    from extract.corpora.phoenix import LAYOUT_2014, LAYOUT_T
+    from phoenix_keypoints.extract.corpora.phoenix import LAYOUT_2014, LAYOUT_T
 
     h = info.options.holistic
     workers = info.extraction.workers if info.extraction else info.plan.workers
@@ -126,7 +126,7 @@ def split_seconds(info: RunInfo) -> dict[str, float]:
 
 def export_legacy_pkl(rd: RunDir, to: Path, dataset_path: str | None = None) -> dict[str, dict]:
     """The older script's pkl (../shared/docs/legacy-format.md) from keypoints.parquet."""
-    from extract.families.holistic.legacy import write_legacy_pkl
+    from phoenix_keypoints.extract.families.holistic.legacy import write_legacy_pkl
 
     info = rd.load()
     return write_legacy_pkl(_need_keypoints(rd), to, legacy_dataset_info(info, rd, dataset_path),
@@ -146,7 +146,7 @@ def pkl_record(to: Path, info: RunInfo, source_path: str) -> dict[str, Any]:
 
 def export_legacy_npz(rd: RunDir, to: Path, dataset_path: str | None = None) -> dict[str, int]:
     """`<split>_keypoints.npz` as the older pipeline's prepare_model_input makes them."""
-    from extract.families.holistic.legacy import write_legacy_npz
+    from phoenix_keypoints.extract.families.holistic.legacy import write_legacy_npz
 
     info = rd.load()
     return write_legacy_npz(_need_keypoints(rd), to,
@@ -164,7 +164,7 @@ def export_pose(rd: RunDir, to: Path, fps: float | None = None) -> int:
     """One .pose file per video (pose-format's holistic layout, or its COCO-WholeBody one for a
     whole-body run) from keypoints.parquet, each at its source's rate (a video file's stream), frame
     folders at `fps` (PHOENIX's 25 by default)."""
-    from extract.outputs.export import PHOENIX_FPS
+    from phoenix_keypoints.extract.outputs.export import PHOENIX_FPS
 
     info = rd.load()
     decl, keypoints = declaration(info.options.settings()), _need_keypoints(rd)
@@ -173,10 +173,10 @@ def export_pose(rd: RunDir, to: Path, fps: float | None = None) -> int:
     if own is not None:  # a family with a header of its own (pose-format's COCO-WholeBody)
         return own(keypoints, to, fps, root)
     if decl.pose_header == "pose-format-holistic":
-        from extract.outputs.export import write_pose_files
+        from phoenix_keypoints.extract.outputs.export import write_pose_files
 
         return write_pose_files(keypoints, to, fps, root)
-    from extract.outputs.export import write_declared_pose_files
+    from phoenix_keypoints.extract.outputs.export import write_declared_pose_files
 
     return write_declared_pose_files(keypoints, to, decl, fps, root)
 
@@ -197,9 +197,9 @@ def presets_apply(rd: RunDir) -> None:
 
 def export_islr(rd: RunDir, to: Path) -> int:
     """One Kaggle isolated-sign parquet per video; says what that layout leaves out."""
-    from extract.keypoints.schema import PARTS
-    from extract.outputs.export import file_layout
-    from extract.outputs.islr import write_islr_files
+    from phoenix_keypoints.extract.keypoints.schema import PARTS
+    from phoenix_keypoints.extract.outputs.export import file_layout
+    from phoenix_keypoints.extract.outputs.islr import write_islr_files
 
     rd.load()
     keypoints = _need_keypoints(rd)

@@ -23,8 +23,8 @@ from dataclasses import dataclass, field
 
 import pyarrow as pa
 
-from extract.corpora.base import Dataset
-from jobs.rundir.parts import KeptPart, Key
+from phoenix_keypoints.extract.corpora.base import Dataset
+from phoenix_keypoints.jobs.rundir.parts import KeptPart, Key
 
 MAX_CHUNK_FRAMES = 1000
 GUIDED_SHARE = 2  # each chunk takes remaining / (GUIDED_SHARE x workers) frames

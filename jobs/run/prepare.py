@@ -22,17 +22,17 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from extract.corpora import discover, input_key, no_frames_message
-from extract.corpora.base import Dataset, DatasetError
-from extract.corpora.phoenix import FRAMES_DIR
-from extract.keypoints.estimator import family
-from extract.keypoints.versions import value_versions
-from extract.sources import links
-from jobs import faults, messages
-from jobs.run.changes import PlanDiff, diff_plans
-from jobs.run.identity import follow_move, given_path, input_arg
-from jobs.run.options import RunOptions
-from jobs.run.plan import (
+from phoenix_keypoints.extract.corpora import discover, input_key, no_frames_message
+from phoenix_keypoints.extract.corpora.base import Dataset, DatasetError
+from phoenix_keypoints.extract.corpora.phoenix import FRAMES_DIR
+from phoenix_keypoints.extract.keypoints.estimator import family
+from phoenix_keypoints.extract.keypoints.versions import value_versions
+from phoenix_keypoints.extract.sources import links
+from phoenix_keypoints.jobs import faults, messages
+from phoenix_keypoints.jobs.run.changes import PlanDiff, diff_plans
+from phoenix_keypoints.jobs.run.identity import follow_move, given_path, input_arg
+from phoenix_keypoints.jobs.run.options import RunOptions
+from phoenix_keypoints.jobs.run.plan import (
     Extension,
     PlanRecord,
     cuts_digest,
@@ -41,10 +41,17 @@ from jobs.run.plan import (
     plan_record,
     with_record,
 )
-from jobs.rundir.folder import RunDir, RunError, versions
-from jobs.rundir.locks import locked
-from jobs.rundir.parts import read_part_info, reject
-from jobs.rundir.runinfo import DatasetInfo, PlanChange, PlanInfo, PlanOptions, RunInfo, fingerprint
+from phoenix_keypoints.jobs.rundir.folder import RunDir, RunError, versions
+from phoenix_keypoints.jobs.rundir.locks import locked
+from phoenix_keypoints.jobs.rundir.parts import read_part_info, reject
+from phoenix_keypoints.jobs.rundir.runinfo import (
+    DatasetInfo,
+    PlanChange,
+    PlanInfo,
+    PlanOptions,
+    RunInfo,
+    fingerprint,
+)
 
 _OUR_FILES = ("run.json", "plan.parquet", "progress.json", "keypoints.parquet")
 _OUR_DIRS = ("parts", "tensors", "claims", "archive")
@@ -92,7 +99,7 @@ def _decoder(ds: Dataset) -> str:
     """The decoder and its version, when any video file is decoded (it decides the pixels)."""
     if not any(v.source == "video" for v in ds.videos):
         return ""
-    from extract.sources.video import decoder_version
+    from phoenix_keypoints.extract.sources.video import decoder_version
 
     return decoder_version()
 

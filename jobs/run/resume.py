@@ -15,12 +15,12 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from jobs.run.plan import plan_record
-from jobs.rundir.folder import RunDir
-from jobs.rundir.parts import PartInfo, check_part, reject
-from jobs.rundir.runinfo import RunInfo
-from jobs.rundir.stale import describe, stale_parts
-from jobs.schedule.chunks import plan_chunks
+from phoenix_keypoints.jobs.run.plan import plan_record
+from phoenix_keypoints.jobs.rundir.folder import RunDir
+from phoenix_keypoints.jobs.rundir.parts import PartInfo, check_part, reject
+from phoenix_keypoints.jobs.rundir.runinfo import RunInfo
+from phoenix_keypoints.jobs.rundir.stale import describe, stale_parts
+from phoenix_keypoints.jobs.schedule.chunks import plan_chunks
 
 WORST = 10  # videos named as those with the most frames not ok
 

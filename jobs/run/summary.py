@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from extract.keypoints.estimator import DEFAULT_FAMILY, family
-from jobs import messages
-from jobs.rundir.folder import RunDir
-from jobs.rundir.runinfo import DatasetInfo, MergeInfo, RunInfo
-from jobs.schedule.scheduler import Outcome
+from phoenix_keypoints.extract.keypoints.estimator import DEFAULT_FAMILY, family
+from phoenix_keypoints.jobs import messages
+from phoenix_keypoints.jobs.rundir.folder import RunDir
+from phoenix_keypoints.jobs.rundir.runinfo import DatasetInfo, MergeInfo, RunInfo
+from phoenix_keypoints.jobs.schedule.scheduler import Outcome
 
 
 def _counts(counts: dict[str, int]) -> str:

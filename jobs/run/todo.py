@@ -7,14 +7,14 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 
-from extract.keypoints.versions import DECODER, differences, pins, value_versions
-from jobs import messages
-from jobs.run.identity import input_arg
-from jobs.run.plan import handout_order
-from jobs.run.resume import PartsState, scan_parts
-from jobs.rundir.folder import RunDir, RunError
-from jobs.rundir.parts import remove_stale_temps
-from jobs.rundir.runinfo import RunInfo
+from phoenix_keypoints.extract.keypoints.versions import DECODER, differences, pins, value_versions
+from phoenix_keypoints.jobs import messages
+from phoenix_keypoints.jobs.run.identity import input_arg
+from phoenix_keypoints.jobs.run.plan import handout_order
+from phoenix_keypoints.jobs.run.resume import PartsState, scan_parts
+from phoenix_keypoints.jobs.rundir.folder import RunDir, RunError
+from phoenix_keypoints.jobs.rundir.parts import remove_stale_temps
+from phoenix_keypoints.jobs.rundir.runinfo import RunInfo
 
 
 @dataclass
@@ -58,7 +58,7 @@ def versions_here(info: RunInfo) -> dict[str, str]:
     """This process's versions of what the run's values depend on (its workers run this Python)."""
     decoder = ""
     if info.dataset.decoder:
-        from extract.sources.video import decoder_version
+        from phoenix_keypoints.extract.sources.video import decoder_version
 
         decoder = decoder_version()
     return value_versions(info.options.estimator, decoder)

@@ -21,8 +21,8 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from jobs import messages
-from jobs.rundir.runinfo import RUN_FORMAT, RunInfo, RunInfoError
+from phoenix_keypoints.jobs import messages
+from phoenix_keypoints.jobs.rundir.runinfo import RUN_FORMAT, RunInfo, RunInfoError
 
 
 class RunError(Exception):
@@ -178,7 +178,7 @@ class RunDir:
 
     def use_archive_index(self, write: bool = True, build: bool = True, lazy: bool = False) -> None:
         """This process finds (and keeps) archive indexes in this run folder (lazy: a worker)."""
-        from extract.sources.archive_index import set_index_dir
+        from phoenix_keypoints.extract.sources.archive_index import set_index_dir
 
         set_index_dir(self.archive_dir, write, build, lazy)
 

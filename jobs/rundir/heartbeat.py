@@ -14,7 +14,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from jobs.rundir.folder import write_json
+from phoenix_keypoints.jobs.rundir.folder import write_json
 
 INTERVAL_S = 2.0
 STALE_AFTER_S = 30.0  # another host's coordinator is presumed dead after this long without a beat

@@ -13,7 +13,13 @@ import fcntl
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from jobs.rundir.folder import RunDir, RunError, first_missing, remove_new_folder, remove_worker_logs
+from phoenix_keypoints.jobs.rundir.folder import (
+    RunDir,
+    RunError,
+    first_missing,
+    remove_new_folder,
+    remove_worker_logs,
+)
 
 
 @contextmanager

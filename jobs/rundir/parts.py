@@ -23,9 +23,9 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from extract.keypoints.estimator import declaration_of_schema
-from jobs import faults
-from jobs.rundir.folder import RunDir, fsync_dir
+from phoenix_keypoints.extract.keypoints.estimator import declaration_of_schema
+from phoenix_keypoints.jobs import faults
+from phoenix_keypoints.jobs.rundir.folder import RunDir, fsync_dir
 
 META_KEY = b"phoenix_keypoints"
 TEMP_GLOB = ".chunk-*.tmp"

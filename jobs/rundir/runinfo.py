@@ -48,14 +48,14 @@ class PlanOptions:
     @property
     def pixel_limit(self) -> int:
         """--max-pixels as the run uses it (the default for a run planned before the option)."""
-        from extract.keypoints.frames import MAX_PIXELS
+        from phoenix_keypoints.extract.keypoints.frames import MAX_PIXELS
 
         return self.max_pixels or MAX_PIXELS
 
     @property
     def scan_limit(self) -> int:
         """--max-scans as the run uses it (the default for a run planned before the option)."""
-        from extract.keypoints.frames import MAX_SCANS
+        from phoenix_keypoints.extract.keypoints.frames import MAX_SCANS
 
         return self.max_scans or MAX_SCANS
 
@@ -180,7 +180,7 @@ class RunInfo:
         """The versions run.json records of what the run's values depend on
         (extract.keypoints.versions). A run.json written before `versions` held them all has
         onnxruntime in the model record and the video decoder in the dataset record."""
-        from extract.keypoints.versions import DECODER, value_keys
+        from phoenix_keypoints.extract.keypoints.versions import DECODER, value_keys
 
         have = dict(self.versions)
         if self.options.wholebody and "onnxruntime" in self.options.wholebody:

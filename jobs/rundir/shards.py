@@ -13,7 +13,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from jobs.rundir.folder import RunError
+from phoenix_keypoints.jobs.rundir.folder import RunError
 
 ARRAY_ENV = "SLURM_ARRAY_TASK_ID"
 
@@ -46,7 +46,7 @@ def shard_state(claims_dir: Path, work_left: bool, num_shards: int,
 
 def live_shards(progress_files: Iterable[Path]) -> set[int]:
     """Shards whose coordinator runs now, from their heartbeats (progress-shard-I.json)."""
-    from jobs.rundir import heartbeat
+    from phoenix_keypoints.jobs.rundir import heartbeat
 
     return {int(p.stem.rsplit("-", 1)[1]) for p in progress_files
             if heartbeat.is_live(heartbeat.read(p))}

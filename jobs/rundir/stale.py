@@ -16,9 +16,9 @@ from typing import NamedTuple
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from extract.keypoints.schema import PROVENANCE_COLUMNS
-from extract.sources import changed_rows
-from extract.sources.provenance import DEFAULT_THREADS
+from phoenix_keypoints.extract.keypoints.schema import PROVENANCE_COLUMNS
+from phoenix_keypoints.extract.sources import changed_rows
+from phoenix_keypoints.extract.sources.provenance import DEFAULT_THREADS
 
 SHOWN = 3  # frames named in a part's .why; the rest are counted
 

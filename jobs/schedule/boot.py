@@ -28,6 +28,6 @@ def to_log() -> None:
 
 if __name__ == "__mp_main__":
     to_log()
-    from jobs import faults
+    from phoenix_keypoints.jobs import faults
 
     faults.worker_starting()

@@ -7,8 +7,8 @@ from collections.abc import Iterator
 import numpy as np
 import pyarrow as pa
 
-from extract.keypoints.frames import MAX_PIXELS, MAX_SCANS
-from jobs.schedule.events import ChunkTask, VideoRef
+from phoenix_keypoints.extract.keypoints.frames import MAX_PIXELS, MAX_SCANS
+from phoenix_keypoints.jobs.schedule.events import ChunkTask, VideoRef
 
 
 class Chunks:

@@ -7,7 +7,7 @@ import shutil
 import subprocess
 from dataclasses import dataclass
 
-from extract.keypoints.environ import clean_environment
+from phoenix_keypoints.extract.keypoints.environ import clean_environment
 
 
 def usable_cpus() -> list[int]:

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from extract.keypoints.frames import MAX_PIXELS, MAX_SCANS
-from extract.sources.base import Ref
+from phoenix_keypoints.extract.keypoints.frames import MAX_PIXELS, MAX_SCANS
+from phoenix_keypoints.extract.sources.base import Ref
 
 
 @dataclass(frozen=True)

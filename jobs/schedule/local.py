@@ -23,11 +23,19 @@ from multiprocessing.connection import Connection, wait
 from pathlib import Path
 from typing import Any
 
-from extract.keypoints.environ import spawning
-from jobs.schedule.boot import LOG_ENV
-from jobs.schedule.devices import Slot
-from jobs.schedule.events import ChunkTask, Committed, Died, Event, Ready, Refused, WriteFailed
-from jobs.schedule.worker import WorkerError, worker_main
+from phoenix_keypoints.extract.keypoints.environ import spawning
+from phoenix_keypoints.jobs.schedule.boot import LOG_ENV
+from phoenix_keypoints.jobs.schedule.devices import Slot
+from phoenix_keypoints.jobs.schedule.events import (
+    ChunkTask,
+    Committed,
+    Died,
+    Event,
+    Ready,
+    Refused,
+    WriteFailed,
+)
+from phoenix_keypoints.jobs.schedule.worker import WorkerError, worker_main
 
 
 def exit_reason(exitcode: int | None) -> str:
@@ -66,7 +74,7 @@ def _own_main(log: Path) -> Iterator[None]:
     stands for jobs.schedule.boot: the child runs that first, which sends its output to `log`
     before anything else can fail (the environment names the log to it)."""
     stand_in = types.ModuleType("__main__")
-    stand_in.__spec__ = importlib.machinery.ModuleSpec("jobs.schedule.boot", None)
+    stand_in.__spec__ = importlib.machinery.ModuleSpec("phoenix_keypoints.jobs.schedule.boot", None)
     with _MAIN_LOCK:
         main = sys.modules.get("__main__")
         sys.modules["__main__"] = stand_in

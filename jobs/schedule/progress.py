@@ -10,8 +10,8 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from jobs.rundir import heartbeat
-from jobs.rundir.heartbeat import Heartbeat, WorkerBeat
+from phoenix_keypoints.jobs.rundir import heartbeat
+from phoenix_keypoints.jobs.rundir.heartbeat import Heartbeat, WorkerBeat
 
 
 class Progress:

@@ -16,12 +16,12 @@ from contextlib import suppress
 from pathlib import Path
 from typing import Any
 
-from extract.keypoints.environ import FORCED, spawning
-from jobs import messages
-from jobs.rundir.folder import RunError
-from jobs.schedule.devices import usable_cpus, visible_gpus
-from jobs.schedule.events import ChunkTask, Died, Event, FramesDone
-from jobs.schedule.worker import ChunkWorker, log_to_file
+from phoenix_keypoints.extract.keypoints.environ import FORCED, spawning
+from phoenix_keypoints.jobs import messages
+from phoenix_keypoints.jobs.rundir.folder import RunError
+from phoenix_keypoints.jobs.schedule.devices import usable_cpus, visible_gpus
+from phoenix_keypoints.jobs.schedule.events import ChunkTask, Died, Event, FramesDone
+from phoenix_keypoints.jobs.schedule.worker import ChunkWorker, log_to_file
 
 INSTALL_HINT = "pip install 'phoenix-keypoints[ray]'"
 

@@ -16,9 +16,9 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from jobs import messages
-from jobs.rundir.heartbeat import WorkerBeat
-from jobs.schedule.events import (
+from phoenix_keypoints.jobs import messages
+from phoenix_keypoints.jobs.rundir.heartbeat import WorkerBeat
+from phoenix_keypoints.jobs.schedule.events import (
     ChunkTask,
     Committed,
     Died,
@@ -30,9 +30,9 @@ from jobs.schedule.events import (
     WriteFailed,
     Writing,
 )
-from jobs.schedule.progress import Progress
-from jobs.schedule.retries import FailurePolicy, FailVideo, Fatal, Verdict
-from jobs.schedule.workqueue import WorkQueue
+from phoenix_keypoints.jobs.schedule.progress import Progress
+from phoenix_keypoints.jobs.schedule.retries import FailurePolicy, FailVideo, Fatal, Verdict
+from phoenix_keypoints.jobs.schedule.workqueue import WorkQueue
 
 WAIT_S = 0.5
 STOP_GRACE_S = 30.0

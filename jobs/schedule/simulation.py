@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from jobs.schedule.events import (
+from phoenix_keypoints.jobs.schedule.events import (
     ChunkTask,
     Committed,
     Died,

@@ -28,14 +28,14 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from extract import sources
-from extract.keypoints.estimator import ModelFileError, estimator_name, open_estimator
-from extract.keypoints.versions import DECODER, value_versions
-from extract.keypoints.video_rows import Block, KeepsFailing, extract_video
-from jobs import faults
-from jobs.rundir.folder import RunDir
-from jobs.rundir.parts import PartInfo, write_part
-from jobs.schedule.events import (
+from phoenix_keypoints.extract import sources
+from phoenix_keypoints.extract.keypoints.estimator import ModelFileError, estimator_name, open_estimator
+from phoenix_keypoints.extract.keypoints.versions import DECODER, value_versions
+from phoenix_keypoints.extract.keypoints.video_rows import Block, KeepsFailing, extract_video
+from phoenix_keypoints.jobs import faults
+from phoenix_keypoints.jobs.rundir.folder import RunDir
+from phoenix_keypoints.jobs.rundir.parts import PartInfo, write_part
+from phoenix_keypoints.jobs.schedule.events import (
     ChunkTask,
     Committed,
     Event,
@@ -144,7 +144,7 @@ class ChunkWorker:
         video files."""
         if not any(v.source == "video" for v in videos):
             return self.versions
-        from extract.sources.video import decoder_version
+        from phoenix_keypoints.extract.sources.video import decoder_version
 
         return {**self.versions, DECODER: decoder_version()}
 

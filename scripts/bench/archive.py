@@ -61,7 +61,8 @@ def _cpu() -> float:
 
 def timed_run(dataset: Path, out: Path) -> dict:
     shutil.rmtree(out, ignore_errors=True)
-    cmd = [sys.executable, "-m", "jobs.cli", "run", "--dataset", str(dataset), "--out", str(out)]
+    cmd = [sys.executable, "-m", "phoenix_keypoints", "run", "--dataset", str(dataset),
+           "--out", str(out)]
     peaks: dict[int, float] = {}
     stop = threading.Event()
     cpu0 = _cpu()
@@ -116,7 +117,7 @@ def hwm(key="VmHWM"):  # this process's own peak (ru_maxrss keeps the parent's a
 _BUILD = _HWM + """
 import json, time
 from pathlib import Path
-from extract.sources import archive
+from phoenix_keypoints.extract.sources import archive
 
 def full_windows():  # the same seek points in rapidgzip's indexed_gzip format (32 KiB windows)
     import io, rapidgzip
@@ -145,7 +146,7 @@ print(json.dumps({{"seconds": round(t, 2), "members": ix.members.num_rows, "byte
 _READ = _HWM + """
 import json, time
 from pathlib import Path
-from extract.sources import archive
+from phoenix_keypoints.extract.sources import archive
 base = hwm("VmRSS")
 t0 = time.perf_counter()
 archive.set_index_dir(Path({folder!r}), write=False, build=False)
@@ -208,8 +209,8 @@ def fabricate(dest: Path) -> dict:
 _DISCOVER = _HWM + """
 import json, time
 from pathlib import Path
-from extract.sources import archive
-from extract.corpora import discover
+from phoenix_keypoints.extract.sources import archive
+from phoenix_keypoints.extract.corpora import discover
 archive.set_index_dir(Path({folder!r}), write=False, build=False)
 t0 = time.perf_counter()
 ds = discover(Path({path!r}))
@@ -235,7 +236,7 @@ _WORKER_INDEX = _HWM + """
 import json, time
 from pathlib import Path
 import pyarrow as pa
-from extract.sources import archive
+from phoenix_keypoints.extract.sources import archive
 wanted = json.loads(Path({wanted!r}).read_text())
 r0 = hwm("VmRSS")
 t0 = time.perf_counter()
@@ -259,7 +260,7 @@ def worker_index_memory(work: Path) -> dict:
     import numpy as np
     import pyarrow as pa
 
-    from extract.sources import archive
+    from phoenix_keypoints.extract.sources import archive
 
     names = [f"{TOP}/annotations/manual/{c.name}" for c in sorted(SHARED_INDEX.glob("*.corpus.csv"))]
     for split in ("dev", "test", "train"):
@@ -289,7 +290,7 @@ def worker_index_memory(work: Path) -> dict:
 _ZIP_WORKER = _HWM + """
 import json, time, zipfile
 from pathlib import Path
-from extract.sources import archive
+from phoenix_keypoints.extract.sources import archive
 wanted = json.loads(Path({wanted!r}).read_text())
 r0 = hwm("VmRSS")
 t0 = time.perf_counter()
@@ -312,7 +313,7 @@ def zip_worker_cost(work: Path, names: list[str]) -> dict:
     through zipfile (central directory parsed) against the tool's reader (the run's index)."""
     import zipfile
 
-    from extract.sources import archive
+    from phoenix_keypoints.extract.sources import archive
 
     dest = work / "names.zip"
     t0 = time.monotonic()

@@ -30,14 +30,14 @@ import sys
 import time
 from pathlib import Path
 
-from extract.corpora import discover
-from extract.corpora.phoenix import FRAMES_DIR
-from jobs.run.changes import diff_plans
-from jobs.run.options import RunOptions
-from jobs.run.plan import make_plan
-from jobs.run.prepare import check_corpus, follow_corpus, new_run
-from jobs.run.resume import scan_parts
-from jobs.rundir.folder import RunDir
+from phoenix_keypoints.extract.corpora import discover
+from phoenix_keypoints.extract.corpora.phoenix import FRAMES_DIR
+from phoenix_keypoints.jobs.run.changes import diff_plans
+from phoenix_keypoints.jobs.run.options import RunOptions
+from phoenix_keypoints.jobs.run.plan import make_plan
+from phoenix_keypoints.jobs.run.prepare import check_corpus, follow_corpus, new_run
+from phoenix_keypoints.jobs.run.resume import scan_parts
+from phoenix_keypoints.jobs.rundir.folder import RunDir
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import loadavg, machine, save_json, scale_parser, table  # noqa: E402

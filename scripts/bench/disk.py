@@ -30,7 +30,7 @@ def size(path: Path) -> int:
 
 
 def cli(*args: object) -> None:
-    subprocess.run([sys.executable, "-m", "jobs.cli", *map(str, args)], check=True,
+    subprocess.run([sys.executable, "-m", "phoenix_keypoints", *map(str, args)], check=True,
                    stdout=subprocess.DEVNULL)
 
 

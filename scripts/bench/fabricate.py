@@ -23,13 +23,13 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
-from extract.corpora.base import SPLITS, Dataset, Video
-from extract.corpora.phoenix import FRAMES_DIR
-from extract.keypoints.schema import SCHEMA, layout, part_column
-from jobs.run.options import RunOptions
-from jobs.run.prepare import new_run
-from jobs.rundir.folder import RunDir
-from jobs.rundir.parts import PartInfo, write_part
+from phoenix_keypoints.extract.corpora.base import SPLITS, Dataset, Video
+from phoenix_keypoints.extract.corpora.phoenix import FRAMES_DIR
+from phoenix_keypoints.extract.keypoints.schema import SCHEMA, layout, part_column
+from phoenix_keypoints.jobs.run.options import RunOptions
+from phoenix_keypoints.jobs.run.prepare import new_run
+from phoenix_keypoints.jobs.rundir.folder import RunDir
+from phoenix_keypoints.jobs.rundir.parts import PartInfo, write_part
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import SHARED_INDEX  # noqa: E402

@@ -120,7 +120,7 @@ def loop_child(root: Path, gpu: str, share: str, models: str, device: str, resul
     import cv2
     from tiny_onnx import rtmlib_signer, rtmlib_wholebody
 
-    from extract.corpora import discover
+    from phoenix_keypoints.extract.corpora import discover
 
     det, pose = rtmlib_wholebody({k: Path(v) for k, v in json.loads(models).items()}, device=device)
     providers = {"detector": det.session.get_providers(), "pose": pose.session.get_providers()}

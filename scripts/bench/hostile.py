@@ -44,7 +44,7 @@ from common import REPO, machine, measure, save_json, table  # noqa: E402
 
 LOAD = """import sys, time
 from pathlib import Path
-from extract.corpora.csl_daily import load_labels
+from phoenix_keypoints.extract.corpora.csl_daily import load_labels
 t = time.perf_counter()
 try:
     load_labels(Path(sys.argv[1]))
@@ -92,7 +92,7 @@ def pixel_rows(work: Path) -> list[dict]:
         root = phoenix_t(work / f"t{len(out)}")
         if bomb:
             (root / SIGNER / "images0002.png").write_bytes(png_bomb())
-        cmd = [sys.executable, "-m", "jobs.cli", "run", "--dataset", str(root), "--out",
+        cmd = [sys.executable, "-m", "phoenix_keypoints", "run", "--dataset", str(root), "--out",
                str(work / f"r{len(out)}"), *extra]
         m = measure(cmd, tree=True)
         out.append({"input": name, "command": "phoenix-keypoints run --dataset D --out R "
@@ -331,7 +331,7 @@ def case_rows(group: str, work: Path, pick: set[int] | None = None) -> list[dict
         size = sum(p.stat().st_size for p in made.parent.rglob("*") if p.is_file()) \
             if made.is_file() else sum(p.stat().st_size for p in made.rglob("*") if p.is_file())
         flag = "--manifest" if made.suffix == ".csv" else "--dataset"
-        m = measure([sys.executable, "-m", "jobs.cli", "run", flag, str(made), "--out",
+        m = measure([sys.executable, "-m", "phoenix_keypoints", "run", flag, str(made), "--out",
                      str(work / f"r{k}"), *extra], tree=True, codes=(0, 1, 2))
         said = [line for line in m["output"] if line.startswith(("error", "warning: 1 of",
                                                                "warning: the", "warning: 299000",

@@ -24,7 +24,7 @@ sys.path[:0] = [str(Path(__file__).resolve().parent), str(Path(__file__).resolve
 from common import machine, save_json  # noqa: E402
 from tiny_onnx import failing, poisoned, renamed, tiny_models, with_external_data  # noqa: E402
 
-from extract.sample import build_sample  # noqa: E402
+from phoenix_keypoints.extract.sample import build_sample  # noqa: E402
 
 
 def frames(tmp: Path) -> Path:
@@ -65,7 +65,7 @@ def cases(tmp: Path) -> dict[str, tuple[Path, Path]]:
 
 def measure(one: Path, out: Path, det: Path, pose: Path) -> dict:
     t0 = time.monotonic()
-    p = subprocess.run(["/usr/bin/time", "-f", "%M", sys.executable, "-m", "jobs.cli", "run",
+    p = subprocess.run(["/usr/bin/time", "-f", "%M", sys.executable, "-m", "phoenix_keypoints", "run",
                         "--dataset", str(one), "--out", str(out), "--estimator", "wholebody",
                         "--detector", str(det), "--pose-model", str(pose), "--workers", "1"],
                        capture_output=True, text=True, timeout=600)

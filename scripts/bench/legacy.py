@@ -36,7 +36,7 @@ def rss_mib(pid: int) -> float | None:
 
 def measure(run: Path, fmt: str, to: Path) -> dict:
     """One export in a subprocess: wall s, CPU s, peak RSS MiB, the RSS timeline, output size."""
-    cmd = [sys.executable, "-m", "jobs.cli", "export", "--out", str(run), "--format", fmt,
+    cmd = [sys.executable, "-m", "phoenix_keypoints", "export", "--out", str(run), "--format", fmt,
            "--to", str(to)]
     t0 = time.monotonic()
     proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE)

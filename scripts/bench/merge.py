@@ -34,7 +34,7 @@ def du_mib(path: Path) -> float:
 
 def time_merge(run_dir: Path) -> dict:
     """Run `phoenix-keypoints merge --out run_dir` as a user would; wall time and memory."""
-    res = measure([sys.executable, "-m", "jobs.cli", "merge", "--out", str(run_dir)])
+    res = measure([sys.executable, "-m", "phoenix_keypoints", "merge", "--out", str(run_dir)])
     kp = run_dir / "keypoints.parquet"
     return {
         **res,

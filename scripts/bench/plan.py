@@ -24,12 +24,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import SHARED_INDEX, loadavg, machine, save_json, table  # noqa: E402
 from fabricate import index_dataset  # noqa: E402
 
-from extract.corpora import discover  # noqa: E402
-from extract.corpora.base import SPLITS  # noqa: E402
-from jobs.run.options import RunOptions  # noqa: E402
-from jobs.run.plan import make_plan  # noqa: E402
-from jobs.run.prepare import load_or_plan  # noqa: E402
-from jobs.rundir.folder import RunDir  # noqa: E402
+from phoenix_keypoints.extract.corpora import discover  # noqa: E402
+from phoenix_keypoints.extract.corpora.base import SPLITS  # noqa: E402
+from phoenix_keypoints.jobs.run.options import RunOptions  # noqa: E402
+from phoenix_keypoints.jobs.run.plan import make_plan  # noqa: E402
+from phoenix_keypoints.jobs.run.prepare import load_or_plan  # noqa: E402
+from phoenix_keypoints.jobs.rundir.folder import RunDir  # noqa: E402
 
 
 def build_tree(root: Path, fraction: float) -> tuple[int, int]:

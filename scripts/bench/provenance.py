@@ -26,9 +26,9 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from extract.corpora import discover
-from extract.keypoints.frames import decode_frame, read_file, read_frame
-from extract.sources.provenance import changed_frames
+from phoenix_keypoints.extract.corpora import discover
+from phoenix_keypoints.extract.keypoints.frames import decode_frame, read_file, read_frame
+from phoenix_keypoints.extract.sources.provenance import changed_frames
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import SHARED_SAMPLE, loadavg, machine, save_json, table  # noqa: E402

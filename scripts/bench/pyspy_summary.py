@@ -7,7 +7,7 @@ where a worker's wall time goes: imports, graph construction, decode, MediaPipe,
 Arrow, part writing, waiting for work.
 
     py-spy record --idle --subprocesses -r 50 --format raw -o prof.raw -- \\
-        .venv/bin/python -m jobs.cli run --dataset ROOT --out RUN --workers-per-gpu 1
+        .venv/bin/python -m phoenix_keypoints run --dataset ROOT --out RUN --workers-per-gpu 1
     .venv/bin/python scripts/bench/pyspy_summary.py prof.raw
 """
 

@@ -37,7 +37,7 @@ def ensure_run(run: Path, fraction: float) -> dict:
     print(f"fabricating {fraction:g} of the release in {run} ...", file=sys.stderr)
     fab = fabricate(run, fraction)
     print("merging ...", file=sys.stderr)
-    subprocess.run([sys.executable, "-m", "jobs.cli", "merge", "--out", str(run)], cwd=REPO,
+    subprocess.run([sys.executable, "-m", "phoenix_keypoints", "merge", "--out", str(run)], cwd=REPO,
                    check=True, stdout=subprocess.DEVNULL)
     shutil.rmtree(run / "parts", ignore_errors=True)
     os.sync()
@@ -46,7 +46,7 @@ def ensure_run(run: Path, fraction: float) -> dict:
 
 def time_report(run: Path) -> dict:
     """One `phoenix-keypoints report --out run` as a user runs it."""
-    res = measure([sys.executable, "-m", "jobs.cli", "report", "--out", str(run)], every_s=0.1,
+    res = measure([sys.executable, "-m", "phoenix_keypoints", "report", "--out", str(run)], every_s=0.1,
                   tree=True)
     out = run / "report"
     return {**res, "page_mib": round((out / "index.html").stat().st_size / 2**20, 2),

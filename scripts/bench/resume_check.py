@@ -24,12 +24,12 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from extract.keypoints.schema import PARTS, SCHEMA, WORLD_PARTS
-from jobs.run.options import RunOptions
-from jobs.run.prepare import new_run
-from jobs.run.resume import scan_parts
-from jobs.rundir.folder import RunDir
-from jobs.rundir.parts import PartInfo, write_part
+from phoenix_keypoints.extract.keypoints.schema import PARTS, SCHEMA, WORLD_PARTS
+from phoenix_keypoints.jobs.run.options import RunOptions
+from phoenix_keypoints.jobs.run.prepare import new_run
+from phoenix_keypoints.jobs.run.resume import scan_parts
+from phoenix_keypoints.jobs.rundir.folder import RunDir
+from phoenix_keypoints.jobs.rundir.parts import PartInfo, write_part
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import (  # noqa: E402

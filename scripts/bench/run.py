@@ -55,7 +55,7 @@ def bare_child(root: Path, cpu: int, share: str, result: Path) -> None:
     import cv2
     import mediapipe as mp
 
-    from extract.corpora import discover
+    from phoenix_keypoints.extract.corpora import discover
 
     index, count = (int(x) for x in share.split("/"))
     videos = [[str(root / v.folder / f) for f in v.files] for v in discover(root).videos]
@@ -122,10 +122,10 @@ def timed(cmds: list[list[str]], log: Path) -> dict:
 
 
 def phoenix_keypoints() -> list:
-    """The README's command: the console script, or `python -m jobs.cli` where none is installed
+    """The README's command: the console script, or `python -m phoenix_keypoints` where none is installed
     (a machine given only this checkout and its wheels)."""
     path = Path(sys.executable).parent / "phoenix-keypoints"
-    return [path] if path.exists() else [sys.executable, "-m", "jobs.cli"]
+    return [path] if path.exists() else [sys.executable, "-m", "phoenix_keypoints"]
 
 
 def tool(name: str) -> Path:
@@ -234,7 +234,7 @@ def compare_keypoints(size: str, wl: dict, work: Path) -> dict:
     """The first video: ours (the last run's keypoints.parquet), pose-format's .pose, a fresh graph."""
     from posevideos import compare
 
-    from extract.corpora import discover
+    from phoenix_keypoints.extract.corpora import discover
 
     root = Path(wl["root"])
     video = discover(root).videos[0].name

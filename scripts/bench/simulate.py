@@ -30,14 +30,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import SHARED_INDEX  # noqa: E402
 from fabricate import index_dataset  # noqa: E402
 
-from jobs.cluster.claims import RESCAN_S, ClaimQueue  # noqa: E402
-from jobs.run.options import RunOptions  # noqa: E402
-from jobs.run.plan import handout_order  # noqa: E402
-from jobs.run.prepare import new_run  # noqa: E402
-from jobs.schedule.chunks import Chunks  # noqa: E402
-from jobs.schedule.progress import Progress  # noqa: E402
-from jobs.schedule.scheduler import Scheduler  # noqa: E402
-from jobs.schedule.simulation import FakeBackend, MemoryClaims, SimClock  # noqa: E402
+from phoenix_keypoints.jobs.cluster.claims import RESCAN_S, ClaimQueue  # noqa: E402
+from phoenix_keypoints.jobs.run.options import RunOptions  # noqa: E402
+from phoenix_keypoints.jobs.run.plan import handout_order  # noqa: E402
+from phoenix_keypoints.jobs.run.prepare import new_run  # noqa: E402
+from phoenix_keypoints.jobs.schedule.chunks import Chunks  # noqa: E402
+from phoenix_keypoints.jobs.schedule.progress import Progress  # noqa: E402
+from phoenix_keypoints.jobs.schedule.scheduler import Scheduler  # noqa: E402
+from phoenix_keypoints.jobs.schedule.simulation import FakeBackend, MemoryClaims, SimClock  # noqa: E402
 
 # The merging shard's pace, parts -> keypoints.parquet + tensors in one pass: measured with
 # scripts/bench/merge.py on a 16-core server node (docs/results/device-h100.json: 23,137 frames/s);

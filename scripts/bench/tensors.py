@@ -31,13 +31,13 @@ CASES = {
 CHILD = """
 import json, resource, sys, time
 from pathlib import Path
-from extract.keypoints.points import PointSet
-from extract.outputs.tensors import TensorSpec, write_tensors
+from phoenix_keypoints.extract.keypoints.points import PointSet
+from phoenix_keypoints.extract.outputs.tensors import TensorSpec, write_tensors
 kp, out, case = Path(sys.argv[1]), Path(sys.argv[2]), sys.argv[3]
 t0 = time.monotonic()
 if case == "pkl":
-    from extract.outputs.export import write_pkl
-    from extract.outputs.loader import load_split
+    from phoenix_keypoints.extract.outputs.export import write_pkl
+    from phoenix_keypoints.extract.outputs.loader import load_split
     meta = json.loads((out / "points.json").read_text())
     write_pkl((load_split(out.parent, s, mmap=False) for s in meta["splits"]), out.parent / "k.pkl")
 else:

@@ -49,7 +49,7 @@ def bare_child(root: Path, cpu: int, share: str, models: str, result: Path) -> N
     import onnxruntime as ort
     from tiny_onnx import rtmlib_signer, rtmlib_wholebody
 
-    from extract.corpora import discover
+    from phoenix_keypoints.extract.corpora import discover
 
     paths = {k: Path(v) for k, v in json.loads(models).items()}
     det, pose = rtmlib_wholebody(paths)

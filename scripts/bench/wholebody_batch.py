@@ -81,7 +81,7 @@ def main() -> int:
     from tiny_onnx import RTMLIB_VERSION
     from workload import build_workload
 
-    from extract.keypoints.estimator import DEFAULT_BATCH
+    from phoenix_keypoints.extract.keypoints.estimator import DEFAULT_BATCH
 
     n = len(os.sched_getaffinity(0))
     variants: dict[str, tuple[str, ...] | None] = {"default": (), "batch1": ("--batch-size", "1"),

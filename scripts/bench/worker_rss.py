@@ -40,12 +40,12 @@ def extract_frames(args: argparse.Namespace, wl: dict) -> tuple[int, list[dict],
     """One ChunkWorker over the workload's chunks, again and again, RSS sampled every N frames."""
     import cv2
 
-    from jobs.run.options import RunOptions
-    from jobs.run.prepare import load_or_plan
-    from jobs.rundir.folder import RunDir
-    from jobs.schedule.chunks import Chunks
-    from jobs.schedule.events import Event, FramesDone
-    from jobs.schedule.worker import ChunkWorker
+    from phoenix_keypoints.jobs.run.options import RunOptions
+    from phoenix_keypoints.jobs.run.prepare import load_or_plan
+    from phoenix_keypoints.jobs.rundir.folder import RunDir
+    from phoenix_keypoints.jobs.schedule.chunks import Chunks
+    from phoenix_keypoints.jobs.schedule.events import Event, FramesDone
+    from phoenix_keypoints.jobs.schedule.worker import ChunkWorker
 
     cv2.setNumThreads(1)
     rd = RunDir(args.work / "run")

@@ -13,9 +13,9 @@ from pathlib import Path
 
 from common import SHARED_SAMPLE
 
-from extract.corpora import discover
-from extract.corpora.phoenix import FRAMES_DIR
-from extract.sample import build_sample
+from phoenix_keypoints.extract.corpora import discover
+from phoenix_keypoints.extract.corpora.phoenix import FRAMES_DIR
+from phoenix_keypoints.extract.sample import build_sample
 
 HEADER = "name|video|start|end|speaker|orth|translation"
 

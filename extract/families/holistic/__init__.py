@@ -11,13 +11,13 @@ from typing import Any
 
 import numpy as np
 
-from extract.families.holistic.declaration import (
+from phoenix_keypoints.extract.families.holistic.declaration import (
     HOLISTIC,
     declaration,
     declaration_of_schema,
     layout_record,
 )
-from extract.keypoints.estimator import Estimator
+from phoenix_keypoints.extract.keypoints.estimator import Estimator
 
 __all__ = ["HOLISTIC", "declaration", "declaration_of_schema"]
 
@@ -25,20 +25,20 @@ LIBRARY = ("mediapipe",)  # the library its values depend on, recorded in each p
 
 
 def open_estimator(settings: dict[str, Any], num_threads: int | None = 1) -> Estimator:
-    from extract.families.holistic.runner import Extractor, HolisticOptions
+    from phoenix_keypoints.extract.families.holistic.runner import Extractor, HolisticOptions
 
     return Extractor(HolisticOptions.from_dict(settings), num_threads)
 
 
 def clip_options() -> tuple[str, ...]:
     """The options extract_keypoints takes for this family (Holistic's, as `run` takes them)."""
-    from extract.families.holistic.runner import HolisticOptions
+    from phoenix_keypoints.extract.families.holistic.runner import HolisticOptions
 
     return tuple(f.name for f in fields(HolisticOptions))
 
 
 def clip_settings(options: dict[str, Any]) -> dict[str, Any]:
-    from extract.families.holistic.runner import HolisticOptions
+    from phoenix_keypoints.extract.families.holistic.runner import HolisticOptions
 
     return HolisticOptions(**options).as_dict()
 
@@ -49,7 +49,7 @@ def clip_parts(parts: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
 
 def file_record(settings: dict[str, Any] | None, recorded: dict[str, Any]) -> dict[str, Any]:
     """What keypoints.parquet's metadata says of a Holistic file: the record it has always had."""
-    from extract.families.holistic.runner import HolisticOptions
+    from phoenix_keypoints.extract.families.holistic.runner import HolisticOptions
 
     options = HolisticOptions.from_dict(recorded).as_dict()  # every option, old run.json too
     return {"holistic": options,
@@ -62,13 +62,13 @@ ENGINE = "MediaPipe"  # what runs on the CPU (the idle-cores warning)
 
 def unavailable() -> str | None:
     """Why this family cannot run in this Python (None: it can): mediapipe, found unimported."""
-    from extract.families.holistic.runner import holistic_available
+    from phoenix_keypoints.extract.families.holistic.runner import holistic_available
 
     return holistic_available()
 
 
 def check_settings(settings: dict[str, Any]) -> None:
     """Refuse, before planning, options that cannot run here (the pose model file)."""
-    from extract.families.holistic.runner import HolisticOptions, check_model
+    from phoenix_keypoints.extract.families.holistic.runner import HolisticOptions, check_model
 
     check_model(HolisticOptions.from_dict(settings))

@@ -8,9 +8,15 @@ from typing import Any
 
 import pyarrow as pa
 
-from extract.keypoints.estimator import Declaration
-from extract.keypoints.points import FACE_CONTOUR_EDGES, HAND_EDGES, HAND_NAMES, POSE_EDGES, POSE_NAMES
-from extract.keypoints.schema import FACE_POINTS_REFINED, is_earlier_schema, layout
+from phoenix_keypoints.extract.keypoints.estimator import Declaration
+from phoenix_keypoints.extract.keypoints.points import (
+    FACE_CONTOUR_EDGES,
+    HAND_EDGES,
+    HAND_NAMES,
+    POSE_EDGES,
+    POSE_NAMES,
+)
+from phoenix_keypoints.extract.keypoints.schema import FACE_POINTS_REFINED, is_earlier_schema, layout
 
 HOLISTIC = "holistic"
 VALUES = {3: ["x", "y", "z"], 4: ["x", "y", "z", "visibility"]}

@@ -24,10 +24,16 @@ from typing import Any
 import numpy as np
 import pyarrow.parquet as pq
 
-from extract.keypoints.points import LEGACY_FACE, PointSet
-from extract.outputs.tensors import NpyWriter, TensorsError, TensorSpec, iter_videos, video_tensor
-from extract.sources import source_of_image
-from extract.sources.base import parse_image
+from phoenix_keypoints.extract.keypoints.points import LEGACY_FACE, PointSet
+from phoenix_keypoints.extract.outputs.tensors import (
+    NpyWriter,
+    TensorsError,
+    TensorSpec,
+    iter_videos,
+    video_tensor,
+)
+from phoenix_keypoints.extract.sources import source_of_image
+from phoenix_keypoints.extract.sources.base import parse_image
 
 SPLITS = ("train", "dev", "test")  # the pkl always has all three, in this order
 # (name, first point, points) of the legacy-143 layout, the frame dict's parts in their order

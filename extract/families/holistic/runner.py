@@ -25,9 +25,9 @@ from typing import Any
 
 import numpy as np
 
-from extract.families.holistic.declaration import declaration
-from extract.keypoints.estimator import ModelFileError
-from extract.keypoints.schema import layout
+from phoenix_keypoints.extract.families.holistic.declaration import declaration
+from phoenix_keypoints.extract.keypoints.estimator import ModelFileError
+from phoenix_keypoints.extract.keypoints.schema import layout
 
 LAYOUT = layout()
 

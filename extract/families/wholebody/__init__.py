@@ -15,14 +15,14 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from extract.families.wholebody.declaration import (
+from phoenix_keypoints.extract.families.wholebody.declaration import (
     DECLARATION,
     WHOLEBODY,
     WHOLEBODY_PARTS,
     WHOLEBODY_SCHEMA,
     file_record,
 )
-from extract.keypoints.estimator import Declaration, Estimator
+from phoenix_keypoints.extract.keypoints.estimator import Declaration, Estimator
 
 __all__ = ["file_record"]
 
@@ -35,7 +35,7 @@ def declaration_of_schema(schema: pa.Schema) -> Declaration | None:
 
 
 def open_estimator(settings: dict[str, Any], num_threads: int | None = 1) -> Estimator:
-    from extract.families.wholebody.runner import WholebodyEstimator
+    from phoenix_keypoints.extract.families.wholebody.runner import WholebodyEstimator
 
     return WholebodyEstimator(settings)
 
@@ -47,7 +47,7 @@ def clip_settings(options: dict[str, Any]) -> dict[str, Any]:
     if missing:
         raise TypeError(f"estimator 'wholebody' needs {' and '.join(f'{k}=PATH.onnx' for k in missing)}"
                         " (docs/wholebody.md says where rtmlib's published models are)")
-    from extract.families.wholebody.runner import record
+    from phoenix_keypoints.extract.families.wholebody.runner import record
 
     return {"estimator": WHOLEBODY, **record(Path(options["detector"]), Path(options["pose_model"]))}
 
@@ -64,7 +64,7 @@ def clip_parts(parts: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
 
 def pose_of_clip(parts: dict[str, np.ndarray], width: int, height: int, fps: float) -> Any:
     """Keypoints.to_pose(): the .pose `export --format pose` writes for the same frames."""
-    from extract.families.wholebody.outputs import pose_of_values
+    from phoenix_keypoints.extract.families.wholebody.outputs import pose_of_values
 
     values = parts[WHOLEBODY]
     return pose_of_values(np.nan_to_num(values), ~np.isnan(values).all(axis=(1, 2)), width, height,
@@ -72,20 +72,20 @@ def pose_of_clip(parts: dict[str, np.ndarray], width: int, height: int, fps: flo
 
 
 def write_report(keypoints: Path, title: str, out_dir: Path) -> dict[str, Any]:
-    from extract.families.wholebody.report import write_wholebody_report
+    from phoenix_keypoints.extract.families.wholebody.report import write_wholebody_report
 
     return write_wholebody_report(keypoints, title, out_dir)
 
 
 def write_pose_files(keypoints: Path, out_dir: Path, fps: float, root: Path | None) -> int:
-    from extract.families.wholebody.outputs import write_pose_files
+    from phoenix_keypoints.extract.families.wholebody.outputs import write_pose_files
 
     return write_pose_files(keypoints, out_dir, fps, root)
 
 
 def _twostream(keypoints: Path, to: Path, flat: bool = False) -> str:
-    from extract.families.wholebody.outputs import write_twostream_pkl
-    from extract.outputs.tensors import TensorsError
+    from phoenix_keypoints.extract.families.wholebody.outputs import write_twostream_pkl
+    from phoenix_keypoints.extract.outputs.tensors import TensorsError
 
     if flat:
         raise TensorsError("--flat applies to --format unisign-pkl (a file per video); "
@@ -96,7 +96,7 @@ def _twostream(keypoints: Path, to: Path, flat: bool = False) -> str:
 
 
 def _unisign(keypoints: Path, to: Path, flat: bool = False) -> str:
-    from extract.families.wholebody.outputs import write_unisign_pkls
+    from phoenix_keypoints.extract.families.wholebody.outputs import write_unisign_pkls
 
     return f"unisign-pkl: {to}/ ({write_unisign_pkls(keypoints, to, flat)} videos)"
 
@@ -112,7 +112,7 @@ LIBRARY = ("onnxruntime", "onnxruntime-gpu")
 
 def library_version() -> str:
     """onnxruntime's version as the imported module says (onnxruntime-gpu installed over it wins)."""
-    from extract.families.wholebody.runner import onnxruntime_version
+    from phoenix_keypoints.extract.families.wholebody.runner import onnxruntime_version
 
     return onnxruntime_version()
 
@@ -122,7 +122,7 @@ ENGINE = "The wholebody estimator (onnxruntime)"  # what runs on the CPU (the id
 
 def check_settings(settings: dict[str, Any]) -> None:
     """Refuse, before planning, a run without its two model files."""
-    from extract.keypoints.estimator import ModelFileError
+    from phoenix_keypoints.extract.keypoints.estimator import ModelFileError
 
     if "detector" not in settings or "pose_model" not in settings:
         raise ModelFileError("--estimator wholebody needs --detector DET.onnx and --pose-model "
@@ -131,14 +131,14 @@ def check_settings(settings: dict[str, Any]) -> None:
 
 def check_recorded(settings: dict[str, Any]) -> None:
     """On resume: the model files are still the ones the run recorded."""
-    from extract.families.wholebody.runner import check_record
+    from phoenix_keypoints.extract.families.wholebody.runner import check_record
 
     check_record(settings)
 
 
 def model_problems(settings: dict[str, Any]) -> list[str]:
     """verify: each recorded model file changed or gone, as 'FLAG PATH: why'."""
-    from extract.families.wholebody.runner import model_problems as problems
+    from phoenix_keypoints.extract.families.wholebody.runner import model_problems as problems
 
     return problems(settings)
 
@@ -154,8 +154,8 @@ def runs_on(settings: dict[str, Any], batch_size: int | None, device: str | None
             gpu: bool) -> str:
     """The run's device and batches as its workers will decide them (--device auto: CUDA where
     onnxruntime has it and the worker a GPU), and each model's batch axis."""
-    from extract.families.wholebody.runner import batch_axes, cuda_provider
-    from extract.keypoints.estimator import runtime
+    from phoenix_keypoints.extract.families.wholebody.runner import batch_axes, cuda_provider
+    from phoenix_keypoints.extract.keypoints.estimator import runtime
 
     run = runtime(batch_size, device)
     gpu = run["device"] != "cpu" and cuda_provider() and gpu
@@ -165,6 +165,6 @@ def runs_on(settings: dict[str, Any], batch_size: int | None, device: str | None
 
 
 def cuda_provider() -> bool:
-    from extract.families.wholebody.runner import cuda_provider as has_cuda
+    from phoenix_keypoints.extract.families.wholebody.runner import cuda_provider as has_cuda
 
     return has_cuda()

@@ -8,8 +8,8 @@ from typing import Any
 
 import pyarrow as pa
 
-from extract.keypoints.estimator import Declaration
-from extract.keypoints.schema import BASE_FIELDS
+from phoenix_keypoints.extract.keypoints.estimator import Declaration
+from phoenix_keypoints.extract.keypoints.schema import BASE_FIELDS
 
 WHOLEBODY = "wholebody"
 WHOLEBODY_POINTS = 133

@@ -16,21 +16,21 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from extract.families.wholebody.declaration import (
+from phoenix_keypoints.extract.families.wholebody.declaration import (
     DECLARATION,
     WHOLEBODY,
     WHOLEBODY_POINTS,
 )
-from extract.keypoints.schema import column_block
-from extract.outputs.declared import video_tensor as declared_tensor
-from extract.outputs.export import (
+from phoenix_keypoints.extract.keypoints.schema import column_block
+from phoenix_keypoints.extract.outputs.declared import video_tensor as declared_tensor
+from phoenix_keypoints.extract.outputs.export import (
     PHOENIX_FPS,
     pose_install_hint,
     video_fps,
     video_size,
     write_file,
 )
-from extract.outputs.tensors import (
+from phoenix_keypoints.extract.outputs.tensors import (
     TensorsError,
     iter_videos,
 )

@@ -18,9 +18,13 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from extract.families.wholebody.declaration import DECLARATION, SCORE_THRESHOLD, WHOLEBODY
-from extract.inspect.declared import found as declared_found
-from extract.inspect.rows import iter_tables, part_arrays
+from phoenix_keypoints.extract.families.wholebody.declaration import (
+    DECLARATION,
+    SCORE_THRESHOLD,
+    WHOLEBODY,
+)
+from phoenix_keypoints.extract.inspect.declared import found as declared_found
+from phoenix_keypoints.extract.inspect.rows import iter_tables, part_arrays
 
 
 def found(values: np.ndarray) -> dict[str, np.ndarray]:

@@ -36,17 +36,17 @@ from typing import Any
 import cv2
 import numpy as np
 
-from extract.families.wholebody.declaration import DECLARATION, WHOLEBODY
-from extract.keypoints.environ import telemetry_off
-from extract.keypoints.estimator import RUNTIME, ModelFileError, runtime
-from extract.keypoints.onnx_files import (
+from phoenix_keypoints.extract.families.wholebody.declaration import DECLARATION, WHOLEBODY
+from phoenix_keypoints.extract.keypoints.environ import telemetry_off
+from phoenix_keypoints.extract.keypoints.estimator import RUNTIME, ModelFileError, runtime
+from phoenix_keypoints.extract.keypoints.onnx_files import (
     check_model_file,
     external_problems,
     external_record,
     model_problem,
     sha256_of,
 )
-from extract.keypoints.onnx_outputs import (
+from phoenix_keypoints.extract.keypoints.onnx_outputs import (
     STATUS_BAD_DETECTOR,
     STATUS_BAD_POSE,
     BadOutput,
