@@ -123,6 +123,9 @@ def _plan_args(p: argparse.ArgumentParser) -> None:
                    help="wholebody: a YOLOX person detector (.onnx, with or without NMS inside)")
     p.add_argument("--pose-model", type=Path, metavar="POSE.onnx",
                    help="wholebody: an RTMPose / RTMW / DWPose COCO-WholeBody SimCC model (.onnx)")
+    p.add_argument("--det-every", type=_positive, metavar="K",
+                   help="wholebody: detect every K frames of a video, following each person in "
+                        "between as rtmlib's PoseTracker(det_frequency=K) (default 1: every frame)")
     _models_args(p)
     p.add_argument("--model-complexity", type=int, choices=(0, 1, 2),
                    help="Holistic pose model (default 1, the only one mediapipe 0.10.21 ships)")
@@ -392,6 +395,16 @@ def _options(args: argparse.Namespace) -> RunOptions:
 
 
 def _models(args: argparse.Namespace) -> dict | None:
+    """The whole-body record: its model files and --det-every K where given, or None."""
+    from phoenix_keypoints.jobs.rundir.folder import RunError
+
+    record, every = _model_files(args), getattr(args, "det_every", None)
+    if every is not None and args.estimator == "holistic":
+        raise RunError("--det-every is for --estimator wholebody.")
+    return record if every is None else (record or {}) | {"det_every": every}
+
+
+def _model_files(args: argparse.Namespace) -> dict | None:
     """--detector and --pose-model, checked and recorded (sha256, size, input size), or None."""
     from phoenix_keypoints.jobs.rundir.folder import RunError
 

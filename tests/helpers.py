@@ -9,6 +9,7 @@ import json
 import os
 import pickle
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -108,6 +109,15 @@ def wait_for(pred: Callable[[], Any], timeout: float, what: str,
         time.sleep(interval)
     raise AssertionError(f"timed out waiting for: {what}")
 
+
+def killed_after_a_chunk(args: list, out: Path) -> None:
+    """`run --out OUT ARGS` (frames slowed) SIGKILLed, whole group, once a chunk is committed and
+    before the end."""
+    proc = popen_cli(["run", "--out", out, *args], env={"PHOENIX_KEYPOINTS_FAULTS": "frame-delay=0.05"})
+    wait_for(lambda: any((out / "parts").glob("chunk-*.parquet")), 120, "a chunk committed", proc)
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.communicate(timeout=30)
+    assert not (out / "keypoints.parquet").exists(), "killed after the end: nothing was interrupted"
 
 def progress(run_dir: Path) -> dict[str, Any]:
     try:

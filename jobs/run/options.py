@@ -66,7 +66,7 @@ class RunOptions:
             max_scans=self.max_scans or MAX_SCANS,
             follow_links=self.follow_links is not False,
             estimator=estimator,
-            wholebody=self.wholebody if estimator == "wholebody" else None,
+            wholebody=_recorded(self.wholebody) if estimator == "wholebody" else None,
         )
 
     def settings(self, info: RunInfo | None) -> dict:
@@ -78,7 +78,7 @@ class RunOptions:
             return HolisticOptions.from_dict(info.options.holistic).as_dict()
         settings = info.options.settings()
         if self.wholebody and info.options.estimator == (self.estimator or "wholebody"):
-            settings |= self.wholebody
+            settings |= _recorded(self.wholebody)
         return settings
 
     def _estimator_conflicts(self, have: PlanOptions) -> list[str]:
@@ -93,6 +93,9 @@ class RunOptions:
                 diffs.append(f"--{key.replace('_', '-')} ({theirs['path']} with sha256 "
                              f"{theirs['sha256'][:12]} when planned, {mine['path']} with "
                              f"{mine['sha256'][:12]} asked{_external_note(mine, theirs)})")
+        every, had = (self.wholebody or {}).get("det_every"), (have.wholebody or {}).get("det_every", 1)
+        if every is not None and every != had:
+            diffs.append(f"--det-every ({had} when planned, {every} asked)")
         return diffs
 
     def conflicts(self, info: RunInfo, num_shards: int | None = None) -> list[str]:
@@ -121,6 +124,12 @@ class RunOptions:
         if num_shards is not None and num_shards != info.num_shards:
             diffs.append(f"num_shards (fixed at {info.num_shards} when planned)")
         return diffs
+
+
+def _recorded(asked: dict | None) -> dict | None:
+    """The whole-body record as run.json keeps it: --det-every 1 (the default) is not written, so
+    it makes the run it makes without it, byte for byte."""
+    return asked and {k: v for k, v in asked.items() if (k, v) != ("det_every", 1)}
 
 
 def _model_bytes(record: dict) -> tuple:
