@@ -179,11 +179,14 @@ def pose_simcc(path: Path, hw: tuple[int, int] = POSE_HW, points: int = POINTS,
 
 
 def pose_steady(path: Path, hw: tuple[int, int] = POSE_HW, points: int = POINTS,
-                seed: int = 4, batch: int | str = 1) -> Path:
-    """A SimCC model whose points sit near fixed places of the crop (a bump per point between 15%
-    and 85% of each axis) and move a few bins with the pixels: a person's next box
-    (rtmlib's pose_to_bbox) stays near its box, so rtmlib's tracking follows it from frame to
-    frame, as with a real model on a real signer (pose_simcc's points jump across the crop)."""
+                seed: int = 4, batch: int | str = 1, span: tuple[float, float] = (0.15, 0.85)
+                ) -> Path:
+    """A SimCC model whose points sit near fixed places of the crop (a bump per point within
+    `span` of each axis) and move a few bins with the pixels: a person's next box (rtmlib's
+    pose_to_bbox) stays near its box, so rtmlib's tracking follows it from frame to frame, as with
+    a real model on a real signer (pose_simcc's points jump across the crop). With span (0.18,
+    0.82) the next box is the box's size (0.64 x the crop's 1.25 x pose_to_bbox's 1.25), as a real
+    signer's; the default's boxes grow a little each frame."""
     _, TensorProto, helper, _ = _helpers()
     rng = np.random.default_rng(seed)
     nodes: list = []
@@ -191,7 +194,7 @@ def pose_steady(path: Path, hw: tuple[int, int] = POSE_HW, points: int = POINTS,
     feat = _features(nodes, inits, hw, "f", 1.0, 0.0)
     outputs = []
     for axis, bins in (("x", 2 * hw[1]), ("y", 2 * hw[0])):
-        at = rng.uniform(0.15, 0.85, points) * bins
+        at = rng.uniform(*span, points) * bins
         bump = np.exp(-0.5 * ((np.arange(bins)[None] - at[:, None]) / 4.0) ** 2)
         profile = _const(inits, f"bump_{axis}", (0.9 * bump)[None].astype(np.float32))
         z = _dense(nodes, inits, feat, rng, points * bins, 0.02, 0.0, f"z{axis}")
