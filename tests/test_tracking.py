@@ -212,3 +212,34 @@ def test_extract_keypoints_takes_det_every(models, corpus):
     with pytest.raises(ValueError, match="det_every=0"):
         extract_keypoints(video, "wholebody", detector=models["detector"],
                           pose_model=models["pose"], det_every=0)
+
+
+def test_frames_the_detector_fails_on_leave_the_tracker_as_rtmlib_leaves_it(models, corpus,
+                                                                            tmp_path):
+    """A detector answering NaN boxes on the brighter frames of a video: a frame it detects on
+    gets `bad_detector_output` and leaves the tracker as PoseTracker leaves itself when its
+    detector fails (no state change, so the next frame detects); every other row equals rtmlib's,
+    in batches of 8 as one frame at a time."""
+    from tiny_onnx import poisoned
+
+    bad = poisoned(models["detector"], tmp_path / "nan-boxes.onnx", "dets",
+                   np.array([np.nan] * 4 + [0], np.float32), above=100)
+    runs = {}
+    for batch in ("8", "1"):
+        runs[batch] = tmp_path / f"b{batch}"
+        ok(run_cli(["run", "--dataset", corpus, "--videos", "mixed", "--out", runs[batch],
+                    "--estimator", "wholebody", "--detector", bad, "--pose-model", models["pose"],
+                    "--det-every", "5", "--batch-size", batch, "--workers", "1"]), batch)
+    assert_same_output(runs["1"], runs["8"])
+    rows = run_rows(runs["8"])["mixed"]
+    ref, seen = rtmlib_tracked({**models, "bad": bad}, "bad", 5,
+                               decoded(corpus / "test" / "mixed.mp4"))
+    assert seen["failed"] and seen["kept_boxes"] and seen["detected"] > seen["failed"], seen
+    for i, (row, want) in enumerate(zip(rows, ref, strict=True)):
+        if want is None:
+            assert row["status"] == "bad_detector_output" and row["wholebody"] is None, (i, row)
+            continue
+        assert row["status"] == "ok" and row["persons"] == want[1], (i, row["status"], want[1])
+        xyz = np.asarray(row["wholebody"], np.float64).reshape(-1, 3)
+        assert np.abs(xyz[:, :2] - want[0][:, :2]).max() <= PX, i
+        assert np.abs(xyz[:, 2] - want[0][:, 2]).max() <= SCORE, i

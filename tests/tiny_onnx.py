@@ -274,22 +274,40 @@ class _Recorded:
         return keypoints, scores
 
 
+class _Failing:
+    """rtmlib's YOLOX, failing (raising) where its boxes are not finite numbers: a detector that
+    fails, which PoseTracker catches (where the tool gives the frame `bad_detector_output`)."""
+
+    det_mode = "human"
+
+    def __init__(self, det: Any) -> None:
+        self.det = det
+
+    def __call__(self, image: np.ndarray) -> np.ndarray:
+        boxes = self.det(image)
+        if not np.isfinite(np.asarray(boxes, np.float64)).all():
+            raise ValueError("the detector answered nonsense")
+        return boxes
+
+
 def rtmlib_tracked(models: dict[str, Path], detector: str, every: int,
                    bgrs: list[np.ndarray]) -> tuple[list[tuple[np.ndarray, int]], dict[str, int]]:
     """rtmlib's PoseTracker(det_frequency=every) over one video's frames: per frame the signer
     (the person of the largest box its pose model ran on; the whole frame's when none) as
     ([133, 3] float64, boxes), and what happened (frames detected, frames on kept boxes, frames
     whose returned persons are fewer than its boxes, frames that did not advance its count, frames
-    whose tracking raised IndexError, after which the tracker is reset)."""
+    whose tracking raised IndexError, after which the tracker is reset, frames whose detector
+    failed: None in the list)."""
     rtm = rtmlib_reference()
     det, pose = rtmlib_wholebody(models, detector)
     recorded = _Recorded(pose)
-    solution = type("Solution", (), {"__init__": lambda self, **_: None, "det_model": det,
+    solution = type("Solution", (), {"__init__": lambda self, **_: None, "det_model": _Failing(det),
                                      "pose_model": recorded})
     tracker = rtm.PoseTracker(solution, det_frequency=every)
-    out, seen = [], {"detected": 0, "kept_boxes": 0, "dropped": 0, "stalled": 0, "raised": 0}
+    out: list = []
+    seen = {"detected": 0, "kept_boxes": 0, "dropped": 0, "stalled": 0, "raised": 0, "failed": 0}
     for bgr in bgrs:
-        count = tracker.frame_cnt
+        count, calls = tracker.frame_cnt, len(recorded.calls)
         seen["detected" if count % every == 0 else "kept_boxes"] += 1
         try:
             returned, _ = tracker(bgr)
@@ -297,6 +315,10 @@ def rtmlib_tracked(models: dict[str, Path], detector: str, every: int,
             tracker.reset()
             seen["raised"] += 1
             returned = []
+        if len(recorded.calls) == calls:  # its detector failed: PoseTracker returned [], []
+            seen["failed"] += 1
+            out.append(None)
+            continue
         boxes, kpts, scores = recorded.calls[-1]
         seen["stalled"] += tracker.frame_cnt == count
         seen["dropped"] += len(returned) < len(kpts)
