@@ -178,7 +178,13 @@ def test_recorded_shown_and_another_k_refused(models, corpus, tmp_path):
     out = tmp_path / "run"
     args = ["--dataset", corpus, "--videos", "alone", "--workers", "1"]
     ok(run_cli(["run", "--out", out, *args, *wholebody(models, "detector", 5)]), "run")
+    from phoenix_keypoints.extract.keypoints.filemeta import read_file_metadata
+
     assert json.loads((out / "run.json").read_text())["options"]["wholebody"]["det_every"] == 5
+    assert read_file_metadata(out / "keypoints.parquet")["wholebody"]["det_every"] == 5
+    part = next((out / "parts").glob("chunk-*.parquet"))
+    footer = json.loads(pq.read_schema(part).metadata[b"phoenix_keypoints"])
+    assert footer["holistic"]["det_every"] == 5, footer  # the settings its rows were made with
     assert "--det-every 5" in ok(run_cli(["status", "--out", out]), "status").stdout
     ok(run_cli(["run", "--out", out, *args, "--det-every", "5"]), "the same K again")
     for asked in (["--det-every", "10"], ["--det-every", "1"]):
