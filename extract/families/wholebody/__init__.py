@@ -22,9 +22,24 @@ from phoenix_keypoints.extract.families.wholebody.declaration import (
     WHOLEBODY_SCHEMA,
     file_record,
 )
+from phoenix_keypoints.extract.families.wholebody.options import (
+    ABOUT,
+    DOCS,
+    add_run_options,
+    asked_settings,
+    settings_conflicts,
+    settings_of,
+)
+from phoenix_keypoints.extract.families.wholebody.published import (
+    MODELS_ABOUT,
+    MODELS_HELP,
+    PUBLISHED_MODELS,
+)
 from phoenix_keypoints.extract.keypoints.estimator import Declaration, Estimator
 
-__all__ = ["file_record"]
+__all__ = ["ABOUT", "DOCS", "MODELS_ABOUT", "MODELS_HELP", "PUBLISHED_MODELS", "add_run_options",
+           "asked_settings", "file_record", "settings_conflicts", "settings_of"]
+
 
 def declaration(settings: dict[str, Any] | None = None) -> Declaration:
     return DECLARATION
@@ -141,6 +156,15 @@ def model_problems(settings: dict[str, Any]) -> list[str]:
     from phoenix_keypoints.extract.families.wholebody.runner import model_problems as problems
 
     return problems(settings)
+
+
+def run_line(recorded: dict[str, Any]) -> str:
+    """What `run` says of the models it uses: file names, input sizes, onnxruntime."""
+    def one(key: str) -> str:
+        m = recorded[key]
+        return (f"{key.replace('_', ' ')} {m['path'].rsplit('/', 1)[-1]} "
+                f"({m['input_size']['height']}x{m['input_size']['width']})")
+    return f"{one('detector')}, {one('pose_model')}; onnxruntime {recorded['onnxruntime']}"
 
 
 def status_line(settings: dict[str, Any]) -> str:
