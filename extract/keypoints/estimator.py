@@ -78,6 +78,20 @@ class OptionError(Exception):
 
 
 @dataclass(frozen=True)
+class ReportSpec:
+    """What the plain report of a family says (extract/inspect/plain.py): per video, each region's
+    found fraction and these count figures; a family without one gets the quality report of
+    extract/inspect/report.py, made for landmark lists that exist where a part was found."""
+
+    heading: str  # the page's heading, before the run's title
+    note: str  # the paragraph under it: how a part counts as found, what the counts are
+    # (figure, count column, ">" or "==", value): the frames of a video whose column compares so
+    counts: tuple[tuple[str, str, str, int], ...] = ()
+    flag_counts: tuple[str, ...] = ()  # a video is flagged where one of these figures is above 0,
+    flag_lost: tuple[str, ...] = ()  # or where none of these regions is found on any frame
+
+
+@dataclass(frozen=True)
 class Declaration:
     """What a family writes into keypoints.parquet (besides the per-frame columns all share) and
     what every output needs to know of it."""
@@ -111,6 +125,7 @@ class Declaration:
     # False: one set of every declared point (outputs/declared.py)
     tensor_presets: bool = False
     batches: bool = False  # takes --batch-size and --device (frames in batches, CPU or CUDA)
+    report: ReportSpec | None = field(default=None, compare=False)  # None: the quality report
 
     def point_parts(self) -> dict[str, tuple[int, int]]:
         """Named ranges of the point order (first, end)."""

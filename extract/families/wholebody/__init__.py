@@ -3,7 +3,8 @@
 
 This package is everything the tool knows of the family: its declaration and hooks here, its
 runner (runner.py: the models), its outputs (outputs.py: tensors, .pose, TwoStream-SLR and
-Uni-Sign pkls) and its report and drawing (report.py). The registry
+Uni-Sign pkls); its report and drawing are read from its declaration (extract/inspect/plain.py,
+declared.py). The registry
 (extract.keypoints.estimator) imports it only when a run, file or clip names it.
 """
 
@@ -84,12 +85,6 @@ def pose_of_clip(parts: dict[str, np.ndarray], width: int, height: int, fps: flo
     values = parts[WHOLEBODY]
     return pose_of_values(np.nan_to_num(values), ~np.isnan(values).all(axis=(1, 2)), width, height,
                           fps)
-
-
-def write_report(keypoints: Path, title: str, out_dir: Path) -> dict[str, Any]:
-    from phoenix_keypoints.extract.families.wholebody.report import write_wholebody_report
-
-    return write_wholebody_report(keypoints, title, out_dir)
 
 
 def write_pose_files(keypoints: Path, out_dir: Path, fps: float, root: Path | None) -> int:
