@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ast
 import io
+import json
 import re
 import shutil
 import sys
@@ -192,6 +193,28 @@ def test_the_toy_family_resumes_to_the_same_bytes(toy_run: Path, sample_root: Pa
     assert (copy / "keypoints.parquet").read_bytes() == (toy_run / "keypoints.parquet").read_bytes()
     ok(["merge", "--out", copy], toy_env)
     assert "agree" in ok(["diff", toy_run, copy], toy_env)
+
+
+def test_a_family_adds_its_own_option_to_run(sample_root: Path, toy_env: dict[str, str],
+                                             tmp_path: Path) -> None:
+    """The toy family's --toy-bright (its add_run_options): in `run --help`, choosing the family
+    by itself, recorded in run.json under the family's name, deciding the values, and met by a
+    resume (settings_conflicts) without a line outside the test knowing it."""
+    assert "--toy-bright F" in ok(["run", "--help"], toy_env)
+    out = tmp_path / "run"
+    ok(["run", "--dataset", sample_root, "--out", out, "--toy-bright", "0.25", "--limit-videos",
+        "1"], toy_env)
+    options = json.loads((out / "run.json").read_text())["options"]
+    assert options["estimator"] == "toy" and options["toy"] == {"bright_at": 0.25}
+    t = pq.read_table(out / "keypoints.parquet")
+    values = np.array(t["toy"].to_pylist(), np.float32).reshape(-1, 4, 3)
+    np.testing.assert_array_equal(t["bright"].to_numpy(), (values[:, :, 2] >= 0.25).sum(axis=1))
+    assert t.num_rows > 0 and (t["bright"].to_numpy() != (values[:, :, 2] >= 0.5).sum(axis=1)).any()
+    ok(["run", "--dataset", sample_root, "--out", out], toy_env)  # a resume keeps the run's own
+    proc = run_cli(["run", "--dataset", sample_root, "--out", out, "--toy-bright", "0.5"],
+                   env=toy_env)
+    assert_no_traceback(proc)
+    assert proc.returncode == 2 and "--toy-bright (0.25 when planned, 0.5 asked)" in proc.stderr
 
 
 def test_report_show_diff_verify_status_and_exports_read_the_declaration(
