@@ -37,6 +37,8 @@ optional; extract/families/holistic/options.py and wholebody/options.py are two 
   recorded ({} for a new run); without it, the two dicts merged.
 - `settings_conflicts(asked, recorded)`: why a resume refuses what was asked ("flag (X when
   planned, Y asked)" each), compared with what the run recorded.
+- (and `moved_files(asked, recorded)`, for a family whose flags name files: the record with the
+  files where they are now, and a line per move; run.json follows them.)
 
 So a new output-deciding flag (say `--points SET`) is one `add_argument` in add_run_options, one
 key in asked_settings' dict, and a line in settings_conflicts if a resume must refuse a change;

@@ -28,6 +28,7 @@ from phoenix_keypoints.extract.families.wholebody.options import (
     DOCS,
     add_run_options,
     asked_settings,
+    moved_files,
     settings_conflicts,
     settings_of,
 )
@@ -39,7 +40,7 @@ from phoenix_keypoints.extract.families.wholebody.published import (
 from phoenix_keypoints.extract.keypoints.estimator import Declaration, Estimator
 
 __all__ = ["ABOUT", "DOCS", "MODELS_ABOUT", "MODELS_HELP", "PUBLISHED_MODELS", "add_run_options",
-           "asked_settings", "file_record", "settings_conflicts", "settings_of"]
+           "asked_settings", "file_record", "moved_files", "settings_conflicts", "settings_of"]
 
 
 def declaration(settings: dict[str, Any] | None = None) -> Declaration:

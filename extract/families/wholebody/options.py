@@ -65,6 +65,15 @@ def settings_conflicts(asked: dict[str, Any] | None, recorded: dict[str, Any]) -
     return diffs
 
 
+def moved_files(asked: dict[str, Any], recorded: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
+    """The record with each model file where --detector / --pose-model name it now (a resume
+    checked they are the same bytes), and a line per move ("--detector OLD -> NEW")."""
+    moved = {k: asked[k]["path"] for k in ("detector", "pose_model")
+             if k in asked and k in recorded and asked[k]["path"] != recorded[k]["path"]}
+    lines = [f"--{k.replace('_', '-')} {recorded[k]['path']} -> {path}" for k, path in moved.items()]
+    return {**recorded, **{k: {**recorded[k], "path": path} for k, path in moved.items()}}, lines
+
+
 def _model_bytes(record: dict) -> tuple:
     """What a model is: its file's sha256 and its external data files' (location, sha256)."""
     return record["sha256"], [(e["location"], e["sha256"]) for e in record.get("external_data", [])]
