@@ -397,7 +397,7 @@ def _models(args: argparse.Namespace) -> dict | None:
 
     det, pose = getattr(args, "detector", None), getattr(args, "pose_model", None)
     if getattr(args, "models", None) is not None:
-        if det is not None or pose is not None or args.estimator == "holistic":
+        if det is not None or pose is not None or args.estimator not in (None, "wholebody"):
             raise RunError("--models NAME names a whole-body detector and pose model: give it with "
                            "--estimator wholebody, without --detector and --pose-model.")
         from phoenix_keypoints.jobs.models import recorded
@@ -410,9 +410,12 @@ def _models(args: argparse.Namespace) -> dict | None:
     if det is None or pose is None:
         raise RunError("--estimator wholebody needs both --detector DET.onnx and --pose-model "
                        "POSE.onnx (docs/wholebody.md says where rtmlib's published ones are).")
-    from phoenix_keypoints.extract.families.wholebody.runner import record
+    from phoenix_keypoints.extract.keypoints.estimator import family
 
-    return record(det, pose)
+    # recorded by the family that runs them (its own checks of the pose model's head)
+    recorded = family(args.estimator or "wholebody").clip_settings({"detector": det,
+                                                                    "pose_model": pose})
+    return {k: v for k, v in recorded.items() if k != "estimator"}
 
 
 def _run(args: argparse.Namespace) -> int:

@@ -7,7 +7,12 @@ from pathlib import Path
 
 from phoenix_keypoints.extract.corpora.base import SPLITS
 from phoenix_keypoints.extract.families.holistic.runner import HolisticOptions
-from phoenix_keypoints.extract.keypoints.estimator import DEFAULT_FAMILY, RUNTIME, runtime
+from phoenix_keypoints.extract.keypoints.estimator import (
+    DEFAULT_FAMILY,
+    RUNTIME,
+    declaration,
+    runtime,
+)
 from phoenix_keypoints.extract.keypoints.frames import MAX_PIXELS, MAX_SCANS
 from phoenix_keypoints.jobs.run.identity import input_conflict
 from phoenix_keypoints.jobs.rundir.runinfo import PlanOptions, RunInfo
@@ -66,7 +71,7 @@ class RunOptions:
             max_scans=self.max_scans or MAX_SCANS,
             follow_links=self.follow_links is not False,
             estimator=estimator,
-            wholebody=self.wholebody if estimator == "wholebody" else None,
+            wholebody=self.wholebody if estimator != DEFAULT_FAMILY else None,
         )
 
     def settings(self, info: RunInfo | None) -> dict:
@@ -159,6 +164,6 @@ class RunRequest:
         """The settings workers are started with: the estimator's, and for a whole-body run how
         to run it (batch size, device; not the output's identity, so not recorded in parts)."""
         settings = self.options.settings(info)
-        if settings.get("estimator") == "wholebody":
+        if declaration(settings).batches:
             settings = {**settings, RUNTIME: runtime(self.batch_size, self.device)}
         return settings
