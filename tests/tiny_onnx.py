@@ -183,24 +183,25 @@ def pose_simcc3d(path: Path, hw: tuple[int, int] = POSE_HW, points: int = POINTS
                  seed: int = 4, batch: int | str = 1) -> Path:
     """An RTMW3D-style SimCC model: `simcc_x` [1, K, 2w], `simcc_y` [1, K, 2h], `simcc_z`
     [1, K, 2h] (rtmlib's RTMPose3d maps z bins through the input height); built as pose_simcc,
-    each axis its own sigmoids times the point's level, so x, y and z move with the crop."""
+    each axis its own sigmoids times its own per-point level, so x, y and z move with the crop
+    and the x and y maxima differ (rtmlib's 3D score is the smaller, its 2D one the mean)."""
     _, TensorProto, helper, _ = _helpers()
     rng = np.random.default_rng(seed)
     h, w = hw
     nodes: list = []
     inits: list = []
     feat = _features(nodes, inits, hw, "f", 1.0, 0.0)
-    lv = _dense(nodes, inits, feat, rng, points, 1.0, rng.uniform(-4, 3, points), "lv")
     lshape = _const(inits, "shape_lv", np.array([_lead(batch), points, 1], np.int64))
-    nodes += [helper.make_node("Reshape", [lv, lshape], ["lvr"]),
-              helper.make_node("Sigmoid", ["lvr"], ["lvs"])]
     outputs = []
     for axis, bins in (("x", 2 * w), ("y", 2 * h), ("z", 2 * h)):
+        lv = _dense(nodes, inits, feat, rng, points, 1.0, rng.uniform(-4, 3, points), f"lv{axis}")
         z = _dense(nodes, inits, feat, rng, points * bins, 2.0, 0.0, f"z{axis}")
         shape = _const(inits, f"shape_{axis}", np.array([_lead(batch), points, bins], np.int64))
-        nodes += [helper.make_node("Reshape", [z, shape], [f"r{axis}"]),
+        nodes += [helper.make_node("Reshape", [lv, lshape], [f"lvr{axis}"]),
+                  helper.make_node("Sigmoid", [f"lvr{axis}"], [f"lvs{axis}"]),
+                  helper.make_node("Reshape", [z, shape], [f"r{axis}"]),
                   helper.make_node("Sigmoid", [f"r{axis}"], [f"s{axis}"]),
-                  helper.make_node("Mul", [f"s{axis}", "lvs"], [f"simcc_{axis}"])]
+                  helper.make_node("Mul", [f"s{axis}", f"lvs{axis}"], [f"simcc_{axis}"])]
         outputs.append(helper.make_tensor_value_info(f"simcc_{axis}", TensorProto.FLOAT,
                                                      [batch, points, bins]))
     return _save(path, nodes, inits, [_input(hw, batch)], outputs, "tiny_rtmw3d_simcc")
