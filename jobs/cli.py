@@ -383,12 +383,31 @@ def _options(args: argparse.Namespace) -> RunOptions:
         if dataset is not None and dataset != args.manifest:
             raise SystemExit("phoenix-keypoints: error: give --dataset or --manifest, not both")
         dataset = args.manifest
+    args.estimator = _family_of_models(args)
     return RunOptions(dataset, splits, args.videos, args.limit_videos, args.chunk_frames,
                       args.model_complexity, args.max_samples_per_split,
                       args.min_detection_confidence, args.min_tracking_confidence,
                       args.refine_face_landmarks, args.static_image_mode, args.smooth_landmarks,
                       args.max_pixels, args.follow_links, args.estimator, _models(args),
                       args.max_scans)
+
+
+def _family_of_models(args: argparse.Namespace) -> str | None:
+    """--estimator, else for model flags given to a resume the run's own family where it takes
+    model files (so a 3D run's moved models are checked as 3D ones), else None."""
+    out = getattr(args, "out", None)
+    flags = (getattr(args, "detector", None), getattr(args, "pose_model", None))
+    if args.estimator or out is None or flags == (None, None):
+        return args.estimator
+    from phoenix_keypoints.extract.keypoints.estimator import family
+    from phoenix_keypoints.jobs.rundir.folder import RunDir, RunError
+
+    try:
+        rd = RunDir(Path(out))
+        name = rd.load().options.estimator if rd.exists() else None
+    except RunError:  # said again, with what to do, when the run is opened
+        return None
+    return name if name and "detector" in family(name).clip_options() else None
 
 
 def _models(args: argparse.Namespace) -> dict | None:

@@ -260,3 +260,23 @@ def test_a_2d_model_is_refused_for_3d_and_a_3d_model_for_2d(models, tmp_path):
                      models["pose3d"]]), "--pose-model")
     refused(run_cli(["run", "--dataset", SHARED_SAMPLE, "--out", tmp_path / "c", "--estimator",
                      NAME]), "--detector")
+
+
+def test_a_resume_given_moved_models_without_estimator_checks_them_as_3d(tmp_path):
+    """The model files moved; the resume names them where they are now, without --estimator:
+    they are checked and recorded as the run's own family's (a 3D head), not as 2D ones."""
+    old = tiny_models(tmp_path / "old")
+    out = tmp_path / "run"
+    args = ["run", "--dataset", SHARED_SAMPLE, "--out", out, "--videos", "signer_demo-1"]
+    ok(run_cli([*args, *flags(old)]), "run")
+    (tmp_path / "old").rename(tmp_path / "new")
+    new = {k: tmp_path / "new" / p.name for k, p in old.items()}
+    for part in [out / "keypoints.parquet", *(out / "parts").glob("chunk-*.parquet")]:
+        part.unlink()  # work left: the resume needs the models
+    proc = run_cli([*args, "--detector", new["detector"], "--pose-model", new["pose3d"]])
+    ok(proc, "resume from the moved models")
+    assert "the model file(s) moved" in proc.stderr, proc.stderr
+    record = json.loads((out / "run.json").read_text())["options"]
+    assert record["estimator"] == NAME and record["wholebody"]["head"] == "simcc-3d"
+    assert record["wholebody"]["pose_model"]["path"] == str(new["pose3d"].resolve())
+    ok(run_cli(["verify", "--out", out]), "verify")
