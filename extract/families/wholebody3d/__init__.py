@@ -17,7 +17,6 @@ import numpy as np
 import pyarrow as pa
 
 from phoenix_keypoints.extract.families.wholebody import (
-    ENGINE,
     LIBRARY,
     check_recorded,
     cuda_provider,
@@ -34,8 +33,11 @@ from phoenix_keypoints.extract.families.wholebody3d.declaration import (
 )
 from phoenix_keypoints.extract.keypoints.estimator import Declaration, Estimator
 
-__all__ = ["ENGINE", "LIBRARY", "check_recorded", "cuda_provider", "file_record", "library_version",
+__all__ = ["LIBRARY", "check_recorded", "cuda_provider", "file_record", "library_version",
            "model_problems", "runs_on"]
+
+
+ENGINE = f"The {WHOLEBODY3D} estimator (onnxruntime)"  # what runs on the CPU (the idle-cores warning)
 
 
 def declaration(settings: dict[str, Any] | None = None) -> Declaration:

@@ -90,7 +90,7 @@ class PoseModel3d(PoseModel):
     """An RTMW3D-style model on one box: the 2D family's crop (inherited), three SimCC vectors,
     rtmlib's RTMPose3d decode."""
 
-    def __init__(self, path: Path, device: str = "cpu") -> None:  # noqa: D107 (not PoseModel's)
+    def __init__(self, path: Path, device: str = "cpu") -> None:
         self.path = Path(path)
         self.session = _session(self.path, FLAG, device)
         h, w = _input_hw(self.session, self.path, FLAG)
