@@ -427,8 +427,9 @@ def _models(args: argparse.Namespace) -> dict | None:
     if args.estimator == "holistic":
         raise RunError("--detector and --pose-model are for --estimator wholebody.")
     if det is None or pose is None:
-        raise RunError("--estimator wholebody needs both --detector DET.onnx and --pose-model "
-                       "POSE.onnx (docs/wholebody.md says where rtmlib's published ones are).")
+        raise RunError(f"--estimator {args.estimator or 'wholebody'} needs both --detector "
+                       "DET.onnx and --pose-model POSE.onnx (docs/wholebody.md says where rtmlib's "
+                       "published ones are).")
     from phoenix_keypoints.extract.keypoints.estimator import family
 
     # recorded by the family that runs them (its own checks of the pose model's head)

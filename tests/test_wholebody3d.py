@@ -260,6 +260,10 @@ def test_a_2d_model_is_refused_for_3d_and_a_3d_model_for_2d(models, tmp_path):
                      models["pose3d"]]), "--pose-model")
     refused(run_cli(["run", "--dataset", SHARED_SAMPLE, "--out", tmp_path / "c", "--estimator",
                      NAME]), "--detector")
+    refused(run_cli(["run", "--dataset", SHARED_SAMPLE, "--out", tmp_path / "d", "--estimator",
+                     NAME, "--pose-model", models["pose3d"]]), f"--estimator {NAME} needs both")
+    refused(run_cli(["run", "--dataset", SHARED_SAMPLE, "--out", tmp_path / "e", "--estimator",
+                     NAME, "--models", "balanced"]), "--models NAME", "--estimator wholebody")
 
 
 def test_a_resume_given_moved_models_without_estimator_checks_them_as_3d(tmp_path):
