@@ -242,6 +242,16 @@ def test_extract_keypoints_equals_rtmlib(models, source):
     assert len(kp.image) > 1 and gap.within(), gap.d
 
 
+def test_slurm_shards_build_the_3d_models_from_run_json(models, run3d, tmp_path):
+    out = tmp_path / "array"
+    ok(run_cli(["slurm", "--dataset", SHARED_SAMPLE, "--out", out, "--num-shards", "2",
+                *flags(models)]), "slurm")
+    for shard in ("0", "1"):
+        ok(run_cli(["run", "--out", out, "--num-shards", "2", "--shard-index", shard]), shard)
+    assert pq.read_table(out / "keypoints.parquet").select([NAME, "persons"]).equals(
+        pq.read_table(run3d / "keypoints.parquet").select([NAME, "persons"]))
+
+
 # --- resume, refusals ----------------------------------------------------------------------------
 @pytest.mark.slow
 def test_resume_after_sigkill_equals_the_uninterrupted_run(models, run3d, tmp_path):
