@@ -155,7 +155,7 @@ def test_records_head_layout_units_and_models(run3d, models):
     options = json.loads((run3d / "run.json").read_text())["options"]
     meta = read_file_metadata(run3d / "keypoints.parquet")
     assert options["estimator"] == meta["estimator"] == NAME
-    for record in (options["wholebody"], meta[NAME]):
+    for record in (options[NAME], meta[NAME]):
         assert record["head"] == "simcc-3d" and record["z_range"] == pytest.approx(2.1744869)
         assert record["pose_model"]["size"] == models["pose3d"].stat().st_size
         assert record["pose_model"]["input_size"] == {"height": 64, "width": 48}
@@ -291,6 +291,10 @@ def test_a_resume_given_moved_models_without_estimator_checks_them_as_3d(tmp_pat
     ok(proc, "resume from the moved models")
     assert "the model file(s) moved" in proc.stderr, proc.stderr
     record = json.loads((out / "run.json").read_text())["options"]
-    assert record["estimator"] == NAME and record["wholebody"]["head"] == "simcc-3d"
-    assert record["wholebody"]["pose_model"]["path"] == str(new["pose3d"].resolve())
+    assert record["estimator"] == NAME and record[NAME]["head"] == "simcc-3d"
+    assert record[NAME]["pose_model"]["path"] == str(new["pose3d"].resolve())
     ok(run_cli(["verify", "--out", out]), "verify")
+    # --fresh starts a new run: the old run's family no longer reads the flags (2D models: 2D)
+    ok(run_cli([*args, "--fresh", "--detector", new["detector"], "--pose-model", new["pose"]]),
+       "a fresh 2D run in the 3D run's folder")
+    assert json.loads((out / "run.json").read_text())["options"]["estimator"] == "wholebody"

@@ -2,10 +2,12 @@
 RTMW3D-style pose model (rtmlib's YOLOX + RTMPose3d), one column `wholebody3d` (133 x (x, y, x3d,
 y3d, z3d, score): declaration.py says each channel's units) and `persons`.
 
-Built on the whole-body family: its detector, crop, model-file records and checks are imported
-from extract/families/wholebody (runner.py here adds the three-vector head and rtmlib's 3D
-decode). Its outputs: the declared tensor set [frames, 133, 6], `show`, `report`, `diff` from the
-declaration, and a .pose with pose-format's COCO-WholeBody components in XYZC (outputs.py).
+Built on the whole-body family: its detector, crop, model-file records and checks, and its two
+flags (--detector, --pose-model, read as this family's under --estimator wholebody3d: options.py)
+are imported from extract/families/wholebody (runner.py here adds the three-vector head and
+rtmlib's 3D decode). Its outputs: the declared tensor set [frames, 133, 6], `show`, `diff` from the
+declaration, `report` as declared plus the spread of z (report.py), and a .pose with pose-format's
+COCO-WholeBody components in XYZC (outputs.py).
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from phoenix_keypoints.extract.families.wholebody import (
     cuda_provider,
     library_version,
     model_problems,
+    run_line,
     runs_on,
 )
 from phoenix_keypoints.extract.families.wholebody.declaration import WHOLEBODY_PARTS
@@ -31,10 +34,19 @@ from phoenix_keypoints.extract.families.wholebody3d.declaration import (
     WHOLEBODY3D_SCHEMA,
     file_record,
 )
+from phoenix_keypoints.extract.families.wholebody3d.options import (
+    ABOUT,
+    DOCS,
+    asked_settings,
+    moved_files,
+    settings_conflicts,
+    settings_of,
+)
 from phoenix_keypoints.extract.keypoints.estimator import Declaration, Estimator
 
-__all__ = ["LIBRARY", "check_recorded", "cuda_provider", "file_record", "library_version",
-           "model_problems", "runs_on"]
+__all__ = ["ABOUT", "DOCS", "LIBRARY", "asked_settings", "check_recorded", "cuda_provider",
+           "file_record", "library_version", "model_problems", "moved_files", "run_line", "runs_on",
+           "settings_conflicts", "settings_of"]
 
 
 ENGINE = f"The {WHOLEBODY3D} estimator (onnxruntime)"  # what runs on the CPU (the idle-cores warning)

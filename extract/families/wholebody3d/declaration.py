@@ -22,7 +22,7 @@ from phoenix_keypoints.extract.families.wholebody.declaration import (
     WHOLEBODY_PARTS,
     WHOLEBODY_POINTS,
 )
-from phoenix_keypoints.extract.keypoints.estimator import Declaration
+from phoenix_keypoints.extract.keypoints.estimator import Declaration, ReportSpec
 from phoenix_keypoints.extract.keypoints.schema import BASE_FIELDS
 
 WHOLEBODY3D = "wholebody3d"
@@ -49,7 +49,14 @@ DECLARATION = Declaration(
              "right_hand": (WHOLEBODY3D, *WHOLEBODY_PARTS["right_hand"])},
     exports=("pose",), units=UNITS, presence_note="rtmlib's cut", names=WHOLEBODY_NAMES,
     subparts=WHOLEBODY_PARTS, batches=True, skeleton=LIMBS, colours=COLOURS,
-    legend={"body": "pose"})
+    legend={"body": "pose"},
+    report=ReportSpec(
+        "3D whole-body keypoints",
+        f"A region is found on a frame when at least half its points score {SCORE_THRESHOLD} or "
+        "more. Persons: boxes the detector kept (the signer is the largest). z3d_std: the spread "
+        "of rtmlib's depth over found points.",
+        counts=(("frames_multi_person", "persons", ">", 1), ("frames_no_person", "persons", "==", 0)),
+        flag_counts=("frames_multi_person",), flag_lost=("left_hand", "right_hand")))
 
 
 def file_record(settings: dict[str, Any] | None, recorded: dict[str, Any]) -> dict[str, Any]:
