@@ -396,14 +396,17 @@ def _options(args: argparse.Namespace) -> RunOptions:
         if dataset is not None and dataset != args.manifest:
             raise SystemExit("phoenix-keypoints: error: give --dataset or --manifest, not both")
         dataset = args.manifest
+    asked = _family_options(args)  # first: it may read the flags as a resumed run's family's
     return RunOptions(dataset, splits, args.videos, args.limit_videos, args.chunk_frames,
                       args.max_samples_per_split, args.max_pixels, args.follow_links,
-                      args.estimator, args.max_scans, _family_options(args))
+                      args.estimator, args.max_scans, asked)
 
 
 def _family_options(args: argparse.Namespace) -> dict[str, dict]:
     """What each family's own options asked (its asked_settings: checked, as it records them),
-    for the families given any; --models NAME's files come from the cache (jobs/models.py)."""
+    for the families given any; --models NAME's files come from the cache (jobs/models.py). A
+    resume without --estimator offers them first to the run's own family, as if --estimator named
+    it: one built on another family's flags (a 3D run's --detector) reads them as its own."""
     from phoenix_keypoints.extract.keypoints.estimator import OptionError, family
     from phoenix_keypoints.jobs.rundir.folder import RunError
 
@@ -412,16 +415,37 @@ def _family_options(args: argparse.Namespace) -> dict[str, dict]:
 
         return files(args.models, args.models_dir)
 
-    out = {}
-    for name in _family_order():
+    def ask(name: str, estimator: str | None) -> dict | None:
         asked = getattr(family(name), "asked_settings", None)
         try:
-            got = asked(args, args.estimator, fetched) if asked is not None else None
+            return asked(args, estimator, fetched) if asked is not None else None
         except OptionError as e:
             raise RunError(str(e)) from None
-        if got is not None:
+
+    out = {}
+    own = _resumed_family(args) if args.estimator is None else None
+    if own is not None and (got := ask(own, own)) is not None:
+        args.estimator, out[own] = own, got
+    for name in _family_order():
+        if name not in out and (got := ask(name, args.estimator)) is not None:
             out[name] = got
     return out
+
+
+def _resumed_family(args: argparse.Namespace) -> str | None:
+    """The family of the run `--out` holds where it is not the default one (whose flags never
+    choose it), else None (a new run, --fresh, or a run.json said wrong again when the run is
+    opened)."""
+    from phoenix_keypoints.extract.keypoints.estimator import DEFAULT_FAMILY, names
+    from phoenix_keypoints.jobs.rundir.folder import RunDir, RunError
+
+    out = None if getattr(args, "fresh", False) else getattr(args, "out", None)
+    try:
+        rd = RunDir(Path(out)) if out is not None else None
+        name = rd.load().options.estimator if rd is not None and rd.exists() else None
+    except RunError:
+        return None
+    return name if name != DEFAULT_FAMILY and name in names() else None
 
 
 def _run(args: argparse.Namespace) -> int:

@@ -65,12 +65,13 @@ def flagged(decl: Declaration, videos: pd.DataFrame) -> int:
     return int(out.sum())
 
 
-def write_plain_report(decl: Declaration, keypoints: Path, title: str,
-                       out_dir: Path) -> dict[str, Any]:
-    """out_dir/videos.parquet and a plain out_dir/index.html; returns what the command prints."""
+def write_plain_report(decl: Declaration, keypoints: Path, title: str, out_dir: Path,
+                       videos: pd.DataFrame | None = None) -> dict[str, Any]:
+    """out_dir/videos.parquet and a plain out_dir/index.html; returns what the command prints.
+    `videos`: video_figures with columns a family's own write_report adds (its note says them)."""
     spec = decl.report
     assert spec is not None
-    videos = video_figures(decl, keypoints)
+    videos = video_figures(decl, keypoints) if videos is None else videos
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     pq.write_table(pa.Table.from_pandas(videos, preserve_index=False), out_dir / "videos.parquet")

@@ -65,7 +65,8 @@ from phoenix_keypoints.extract.keypoints.schema import OPTIONAL_COLUMNS, SCHEMA
 # The registry: family name -> its package (extract/families/NAME/). The first is the default (a
 # settings dict without `estimator`). Tests may add a family of their own (register).
 FAMILIES: dict[str, str] = {"holistic": "phoenix_keypoints.extract.families.holistic",
-                            "wholebody": "phoenix_keypoints.extract.families.wholebody"}
+                            "wholebody": "phoenix_keypoints.extract.families.wholebody",
+                            "wholebody3d": "phoenix_keypoints.extract.families.wholebody3d"}
 DEFAULT_FAMILY = next(iter(FAMILIES))
 
 

@@ -21,13 +21,15 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--detector", type=Path, metavar="DET.onnx",
                    help="wholebody: a YOLOX person detector (.onnx, with or without NMS inside)")
     p.add_argument("--pose-model", type=Path, metavar="POSE.onnx",
-                   help="wholebody: an RTMPose / RTMW / DWPose COCO-WholeBody SimCC model (.onnx)")
+                   help="wholebody: an RTMPose / RTMW / DWPose COCO-WholeBody SimCC model (.onnx; "
+                        "the 3D family's: an RTMW3D one)")
 
 
 def asked_settings(args: argparse.Namespace, estimator: str | None,
                    fetched: Callable[[], tuple[Path, ...]] | None = None) -> dict[str, Any] | None:
     """--detector and --pose-model (or --models NAME: `fetched` gives its checked files), checked
-    and recorded (sha256, size, input size), or None. Given, they choose this family."""
+    and recorded (sha256, size, input size), or None. Given, they choose this family; with
+    --estimator naming a family built on this one they are that family's to read."""
     from phoenix_keypoints.extract.families.wholebody.runner import record
 
     det, pose = getattr(args, "detector", None), getattr(args, "pose_model", None)
@@ -37,14 +39,23 @@ def asked_settings(args: argparse.Namespace, estimator: str | None,
                               "with --estimator wholebody, without --detector and --pose-model.")
         assert fetched is not None, "--models is added with its cache (jobs/models.py)"
         return record(*fetched())
-    if det is None and pose is None:
+    other = estimator not in (None, "wholebody")
+    if (det is None and pose is None) or (other and _built_on(str(estimator))):
         return None
-    if estimator not in (None, "wholebody"):
+    if other:
         raise OptionError("--detector and --pose-model are for --estimator wholebody.")
     if det is None or pose is None:
         raise OptionError("--estimator wholebody needs both --detector DET.onnx and --pose-model "
                           "POSE.onnx (docs/wholebody.md says where rtmlib's published ones are).")
     return record(det, pose)
+
+
+def _built_on(estimator: str) -> bool:
+    """Whether family `estimator` takes these two model files too (one built on this family's
+    detector and crop): it reads --detector and --pose-model as its own (its asked_settings)."""
+    from phoenix_keypoints.extract.keypoints.estimator import family
+
+    return {"detector", "pose_model"} <= set(family(estimator).clip_options())
 
 
 def settings_of(asked: dict[str, Any] | None, recorded: dict[str, Any]) -> dict[str, Any]:
