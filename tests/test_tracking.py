@@ -19,7 +19,7 @@ import cv2
 import numpy as np
 import pyarrow.parquet as pq
 import pytest
-from helpers import VIDEOS, assert_no_traceback, assert_same_output, killed_after_a_chunk, run_cli
+from helpers import VIDEOS, assert_no_traceback, assert_same_output, killed_and_resumed, run_cli
 from tiny_onnx import pose_steady, rtmlib_tracked, tiny_models
 
 PX, SCORE = 0.01, 1e-4
@@ -163,14 +163,8 @@ def test_det_every_1_is_the_output_without_it(models, corpus, tmp_path):
 def test_resume_after_sigkill_equals_the_uninterrupted_run(models, corpus, tmp_path):
     """Chunks are whole videos, and the tracker restarts with each video: a run killed after a
     chunk and resumed writes what the uninterrupted run wrote."""
-    args = ["--dataset", corpus, *wholebody(models, "detector_raw", 10), "--workers", "1",
-            "--chunk-frames", "1"]
-    ok(run_cli(["run", "--out", tmp_path / "a", *args]), "uninterrupted")
-    b = tmp_path / "b"
-    killed_after_a_chunk(args, b)
-    resumed = ok(run_cli(["run", "--out", b, *args]), "resume")
-    assert "resuming:" in resumed.stderr, resumed.stderr
-    assert_same_output(b, tmp_path / "a")
+    b = killed_and_resumed(["--dataset", corpus, *wholebody(models, "detector_raw", 10),
+                            "--workers", "1", "--chunk-frames", "1"], tmp_path)
     against_rtmlib(run_rows(b), corpus, models, "detector_raw", 10)
 
 

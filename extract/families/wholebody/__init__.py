@@ -3,7 +3,8 @@
 
 This package is everything the tool knows of the family: its declaration and hooks here, its
 runner (runner.py: the models), its outputs (outputs.py: tensors, .pose, TwoStream-SLR and
-Uni-Sign pkls) and its report and drawing (report.py). The registry
+Uni-Sign pkls); its report and drawing are read from its declaration (extract/inspect/plain.py,
+declared.py). The registry
 (extract.keypoints.estimator) imports it only when a run, file or clip names it.
 """
 
@@ -22,9 +23,25 @@ from phoenix_keypoints.extract.families.wholebody.declaration import (
     WHOLEBODY_SCHEMA,
     file_record,
 )
+from phoenix_keypoints.extract.families.wholebody.options import (
+    ABOUT,
+    DOCS,
+    add_run_options,
+    asked_settings,
+    moved_files,
+    settings_conflicts,
+    settings_of,
+)
+from phoenix_keypoints.extract.families.wholebody.published import (
+    MODELS_ABOUT,
+    MODELS_HELP,
+    PUBLISHED_MODELS,
+)
 from phoenix_keypoints.extract.keypoints.estimator import Declaration, Estimator
 
-__all__ = ["file_record"]
+__all__ = ["ABOUT", "DOCS", "MODELS_ABOUT", "MODELS_HELP", "PUBLISHED_MODELS", "add_run_options",
+           "asked_settings", "file_record", "moved_files", "settings_conflicts", "settings_of"]
+
 
 def declaration(settings: dict[str, Any] | None = None) -> Declaration:
     return DECLARATION
@@ -74,12 +91,6 @@ def pose_of_clip(parts: dict[str, np.ndarray], width: int, height: int, fps: flo
     values = parts[WHOLEBODY]
     return pose_of_values(np.nan_to_num(values), ~np.isnan(values).all(axis=(1, 2)), width, height,
                           fps)
-
-
-def write_report(keypoints: Path, title: str, out_dir: Path) -> dict[str, Any]:
-    from phoenix_keypoints.extract.families.wholebody.report import write_wholebody_report
-
-    return write_wholebody_report(keypoints, title, out_dir)
 
 
 def write_pose_files(keypoints: Path, out_dir: Path, fps: float, root: Path | None) -> int:
@@ -146,6 +157,15 @@ def model_problems(settings: dict[str, Any]) -> list[str]:
     from phoenix_keypoints.extract.families.wholebody.runner import model_problems as problems
 
     return problems(settings)
+
+
+def run_line(recorded: dict[str, Any]) -> str:
+    """What `run` says of the models it uses: file names, input sizes, onnxruntime."""
+    def one(key: str) -> str:
+        m = recorded[key]
+        return (f"{key.replace('_', ' ')} {m['path'].rsplit('/', 1)[-1]} "
+                f"({m['input_size']['height']}x{m['input_size']['width']})")
+    return f"{one('detector')}, {one('pose_model')}; onnxruntime {recorded['onnxruntime']}"
 
 
 def status_line(settings: dict[str, Any]) -> str:

@@ -8,7 +8,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from phoenix_keypoints.extract.keypoints.estimator import Declaration
+from phoenix_keypoints.extract.keypoints.estimator import Declaration, ReportSpec
 from phoenix_keypoints.extract.keypoints.schema import BASE_FIELDS
 
 WHOLEBODY = "wholebody"
@@ -57,7 +57,13 @@ DECLARATION = Declaration(
              "right_hand": (WHOLEBODY, *WHOLEBODY_PARTS["right_hand"])},
     exports=("pose", "twostream-pkl", "unisign-pkl"), units=UNITS, presence_note="rtmlib's cut",
     names=WHOLEBODY_NAMES, subparts=WHOLEBODY_PARTS, batches=True, skeleton=LIMBS,
-    colours=COLOURS, legend={"body": "pose"})
+    colours=COLOURS, legend={"body": "pose"},
+    report=ReportSpec(
+        "Whole-body keypoints",
+        f"A part is found on a frame when at least half its points score {SCORE_THRESHOLD} or "
+        "more. Persons: boxes the detector kept (the signer is the largest).",
+        counts=(("frames_multi_person", "persons", ">", 1), ("frames_no_person", "persons", "==", 0)),
+        flag_counts=("frames_multi_person",), flag_lost=("left_hand", "right_hand")))
 
 
 
