@@ -58,20 +58,25 @@ def open_estimator(settings: dict[str, Any], num_threads: int | None = 1) -> Est
 
 
 def clip_settings(options: dict[str, Any]) -> dict[str, Any]:
-    """extract_keypoints' options (detector=, pose_model= paths) as a run records them; the model
-    files are checked as `run` checks them."""
+    """extract_keypoints' options (detector=, pose_model= paths, det_every=K) as a run records
+    them; the model files are checked as `run` checks them."""
     missing = [k for k in ("detector", "pose_model") if options.get(k) is None]
     if missing:
         raise TypeError(f"estimator 'wholebody' needs {' and '.join(f'{k}=PATH.onnx' for k in missing)}"
                         " (docs/wholebody.md says where rtmlib's published models are)")
     from phoenix_keypoints.extract.families.wholebody.runner import record
 
-    return {"estimator": WHOLEBODY, **record(Path(options["detector"]), Path(options["pose_model"]))}
+    every = options.get("det_every")
+    if every is not None and (not isinstance(every, int) or isinstance(every, bool) or every < 1):
+        raise ValueError(f"det_every={every!r}: give a whole number of frames, 1 or more (1: "
+                         "detect on every frame)")
+    return {"estimator": WHOLEBODY, **record(Path(options["detector"]), Path(options["pose_model"])),
+            **({"det_every": every} if every is not None else {})}
 
 
 def clip_options() -> tuple[str, ...]:
-    """The options extract_keypoints takes for this family: the two model files."""
-    return ("detector", "pose_model")
+    """The options extract_keypoints takes for this family: the two model files, --det-every."""
+    return ("detector", "pose_model", "det_every")
 
 
 def clip_parts(parts: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
@@ -164,9 +169,10 @@ def run_line(recorded: dict[str, Any]) -> str:
 
 
 def status_line(settings: dict[str, Any]) -> str:
-    """status: the estimator and its two model files."""
-    files = ", ".join(f"--{k.replace('_', '-')} {Path(settings[k]['path']).name}"
-                      for k in ("detector", "pose_model") if k in settings)
+    """status: the estimator, its two model files and --det-every where not 1."""
+    files = ", ".join([f"--{k.replace('_', '-')} {Path(settings[k]['path']).name}"
+                       for k in ("detector", "pose_model") if k in settings]
+                      + [f"--det-every {k}" for k in [settings.get("det_every", 1)] if k != 1])
     return f"estimator: {WHOLEBODY}" + (f" ({files})" if files else "")
 
 
@@ -181,7 +187,10 @@ def runs_on(settings: dict[str, Any], batch_size: int | None, device: str | None
     gpu = run["device"] != "cpu" and cuda_provider() and gpu
     where = "CUDA, device 0 of each worker's GPU" if gpu else "the CPU"
     axes = batch_axes(settings["detector"]["path"], settings["pose_model"]["path"])
-    return f", on {where} (--device {run['device']}); batches of {run['batch_size']} frames: {axes}"
+    every = settings.get("det_every", 1)
+    mode = f"; a detection every {every} frames (rtmlib's PoseTracker)" if every != 1 else ""
+    return (f", on {where} (--device {run['device']}); batches of {run['batch_size']} frames: "
+            f"{axes}{mode}")
 
 
 def cuda_provider() -> bool:
