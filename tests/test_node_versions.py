@@ -11,20 +11,26 @@ tiny ONNX models (wholebody_options).
 
 from __future__ import annotations
 
+import contextlib
+import importlib.util
 import json
 import os
+import shutil
+import signal
 import socket
 import subprocess
 import sys
+import tempfile
 from importlib.metadata import version
 from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
-from helpers import REPO, assert_no_traceback, cli_env, run_cli
+from helpers import REPO, assert_no_traceback, cli_env, run_cli, wait_for
 
 OPENCV = "opencv-contrib-python"
 OTHER = "9.9.0.1"
+RAY_ENV = {"RAY_AUTH_MODE": "disabled"}  # a test cluster on 127.0.0.1, without token files
 
 
 @pytest.fixture(scope="module")
@@ -81,3 +87,65 @@ def test_a_shard_under_other_versions_than_planned_is_refused(
             for p in _parts(out)} == {version(OPENCV)}
     assert _file_opencv(out) == version(OPENCV)
     assert not json.loads((out / "run.json").read_text())["merge"]["mixed_versions"]
+
+
+def _ray_head(env: dict[str, str], temp: str) -> tuple[subprocess.Popen, str]:
+    """A one-node Ray cluster whose worker processes see `env` (its own session: stopped by its
+    process group, never by `ray stop`, which would stop every Ray of this user)."""
+    port = _free_port()
+    ray = str(Path(sys.executable).parent / "ray")
+    head = subprocess.Popen([ray, "start", "--head", "--block", f"--port={port}", "--num-cpus=2",
+                             "--num-gpus=0", "--include-dashboard=false", "--disable-usage-stats",
+                             "--node-ip-address=127.0.0.1", f"--temp-dir={temp}"],
+                            env={**env, **RAY_ENV}, start_new_session=True,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return head, f"127.0.0.1:{port}"
+
+
+def _stop(head: subprocess.Popen) -> None:
+    """The head's whole process group: SIGTERM, and SIGKILL for what is left after a minute."""
+    os.killpg(head.pid, signal.SIGTERM)
+    try:
+        head.wait(timeout=60)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(head.pid, signal.SIGKILL)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.mark.skipif(importlib.util.find_spec("ray") is None, reason="Ray is not installed (the "
+                    "[ray] extra): pip install -c constraints.txt -e '.[dev,ray]'")
+def test_a_ray_actor_under_other_versions_stops_the_run(
+        sample_root: Path, wholebody_options: list[str], other_opencv_path: str, tmp_path: Path):
+    """A Ray cluster whose node has another OpenCV than the driver: its actors were fed chunks and
+    made parts under it beside the driver's record. Now the first chunk an actor gets is refused
+    before its first frame: the run stops with exit 2 naming both versions, the node and the pin;
+    no part and no keypoints.parquet. The same run then finishes locally under one OpenCV."""
+    out = tmp_path / "run"
+    temp = tempfile.mkdtemp(prefix="rayv", dir="/tmp")  # short: Ray's socket paths are limited
+    head, address = _ray_head(cli_env({"PYTHONPATH": other_opencv_path}), temp)
+    try:
+        wait_for(lambda: subprocess.run([str(Path(sys.executable).parent / "ray"), "status",
+                                         f"--address={address}"], capture_output=True,
+                                        env=cli_env(RAY_ENV)).returncode == 0, 180, "the Ray head",
+                 interval=2)
+        proc = run_cli(["run", "--dataset", sample_root, "--out", out, "--chunk-frames", "20",
+                        "--backend", "ray", "--address", address, *wholebody_options], env=RAY_ENV)
+    finally:
+        _stop(head)
+        shutil.rmtree(temp, ignore_errors=True)
+    assert proc.returncode == 2, proc.stderr[-3000:]
+    assert_no_traceback(proc)
+    for said in (f"on {socket.gethostname()} has other versions", f"{OPENCV} {version(OPENCV)} in "
+                 f"the run, {OTHER} here", f"pip install {OPENCV}=={version(OPENCV)}"):
+        assert said in proc.stderr, proc.stderr[-3000:]
+    assert not _parts(out) and not (out / "keypoints.parquet").exists()
+
+    local = run_cli(["run", "--out", out, "--workers", "2"])
+    assert local.returncode == 0, local.stderr[-3000:]
+    assert _file_opencv(out) == version(OPENCV)
