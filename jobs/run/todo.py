@@ -82,7 +82,9 @@ def same_versions(rd: RunDir, info: RunInfo, state: PartsState, todo: set[int],
     of what the values depend on: one file would hold two pipelines' keypoints. With none
     committed, a single coordinator's run takes this Python's versions; a shard's does not
     (shard_versions). Returns the versions every worker of this run must have."""
-    now, recorded = versions_here(info), info.value_versions()
+    # a shard reads run.json as it is now: had two shards planned at once (a filesystem that
+    # ignores the plan lock), the run.json written last binds each shard that checks after it
+    now, recorded = versions_here(info), (rd.load() if shard is not None else info).value_versions()
     made = {c: part.versions or recorded for c, part in state.done.items() if c not in todo}
     clash = {c: d for c, v in sorted(made.items()) if (d := differences(v, now))}
     if clash:
