@@ -6,7 +6,8 @@ keypoints.parquet holds two pipelines' keypoints.
 "Another version" is real to the code that reads it: a folder on the shard's (or the Ray node's)
 PYTHONPATH holds an opencv-contrib-python dist-info of another version, so importlib.metadata, which
 extract/keypoints/versions.py asks, reports it in that process and no other. Whole-body runs on the
-tiny ONNX models (wholebody_options).
+tiny ONNX models (wholebody_options); the shards run by hand, and as two tasks of one array on the
+real one-node SLURM cluster of tests/test_slurm.py; Ray as a real `ray start --head` cluster.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 from helpers import REPO, assert_no_traceback, cli_env, run_cli, wait_for
+from test_slurm import _ended, slurm_env  # noqa: F401 (slurm_env: the real cluster fixture)
 
 OPENCV = "opencv-contrib-python"
 OTHER = "9.9.0.1"
@@ -149,3 +151,37 @@ def test_a_ray_actor_under_other_versions_stops_the_run(
     local = run_cli(["run", "--out", out, "--workers", "2"])
     assert local.returncode == 0, local.stderr[-3000:]
     assert _file_opencv(out) == version(OPENCV)
+
+
+def _sbatch(env: dict[str, str], script: Path, index: int) -> str:
+    """Submit one index of the array script with `env` (sbatch exports it to the task)."""
+    proc = subprocess.run(["sbatch", "--parsable", f"--array={index}", str(script)], env=env,
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout.strip().split(";")[0]
+
+
+@pytest.mark.slow
+def test_real_array_task_on_a_node_with_other_versions_is_refused(
+        slurm_env: dict[str, str], sample_root: Path, wholebody_options: list[str],  # noqa: F811
+        other_opencv_path: str, tmp_path: Path):
+    """The two tasks of the array `slurm` wrote, submitted together to the real one-node cluster;
+    task 1 with the other OpenCV on its PYTHONPATH (as a node with another install). It fails with
+    exit 2 and says why in its log; task 0 does every chunk and merges: one OpenCV in the file."""
+    out = tmp_path / "run"
+    plan = run_cli(["slurm", "--dataset", sample_root, "--out", out, "--num-shards", "2",
+                    "--chunk-frames", "20", "--cpus-per-task", "1", "--time", "0:10:00",
+                    *wholebody_options], env=slurm_env)
+    assert plan.returncode == 0, plan.stderr
+    script = out / "slurm" / "shards.sbatch"
+    other = _sbatch(cli_env({**slurm_env, "PYTHONPATH": other_opencv_path}), script, 1)
+    same = _sbatch(cli_env(slurm_env), script, 0)
+    refused = wait_for(lambda: _ended(slurm_env, other), 300, "task 1", interval=1)
+    assert refused["1"]["JobState"] == "FAILED" and refused["1"]["ExitCode"] == "2:0", refused
+    log = (out / "logs" / f"slurm-{other}_1.out").read_text()
+    assert f"{OPENCV} {version(OPENCV)} in the run, {OTHER} here" in log and "shard 1 on " in log
+    done = wait_for(lambda: _ended(slurm_env, same), 300, "task 0", interval=1)
+    assert done["0"]["JobState"] == "COMPLETED", done
+    assert _file_opencv(out) == version(OPENCV)
+    assert {json.loads(pq.read_metadata(p).metadata[b"phoenix_keypoints"])["versions"][OPENCV]
+            for p in _parts(out)} == {version(OPENCV)}
