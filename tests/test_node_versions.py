@@ -61,7 +61,8 @@ def _file_opencv(out: Path) -> str:
 
 def test_a_shard_under_other_versions_than_planned_is_refused(
         sample_root: Path, wholebody_options: list[str], other_opencv_path: str, tmp_path: Path):
-    """`slurm` plans here; shard 1 starts first on a "node" whose OpenCV differs. With no part
+    """`slurm` plans here; run again by a Python with another OpenCV, it warns that the script's
+    shards would refuse. Shard 1 starts first on a "node" whose OpenCV differs. With no part
     committed it found nothing to clash with and took its own versions (and every chunk): now it
     exits 2 before claiming a chunk, naming both versions, its host, the pin and how to plan
     where the shards run; run.json is unchanged. Shard 0, as planned, does the run: one OpenCV
@@ -71,6 +72,12 @@ def test_a_shard_under_other_versions_than_planned_is_refused(
                     "--chunk-frames", "20", *wholebody_options])
     assert plan.returncode == 0, plan.stderr
     before = (out / "run.json").read_bytes()
+    again = run_cli(["slurm", "--out", out, "--num-shards", "2"], env={"PYTHONPATH": other_opencv_path})
+    assert again.returncode == 0, again.stderr
+    assert (f"warning: this Python ({sys.executable}), which the array script runs, has other "
+            f"versions") in again.stderr and f"{OPENCV} {version(OPENCV)} in the run, {OTHER} here" \
+        in again.stderr, again.stderr
+    assert "warning" not in run_cli(["slurm", "--out", out, "--num-shards", "2"]).stderr
     shard = ["run", "--out", out, "--num-shards", "2", "--workers", "1", "--shard-index"]
     other = run_cli([*shard, "1"], env={"PYTHONPATH": other_opencv_path})
     assert other.returncode == 2, other.stderr[-3000:]

@@ -102,13 +102,19 @@ def same_versions(rd: RunDir, info: RunInfo, state: PartsState, todo: set[int],
     return now
 
 
+def binding(recorded: dict[str, str]) -> dict[str, str]:
+    """The versions of a run's record that bind its shards: a key an older run.json lacks binds
+    nothing."""
+    return {k: v for k, v in recorded.items() if v != NOT_RECORDED}
+
+
 def shard_versions(rd: RunDir, recorded: dict[str, str], now: dict[str, str], shard: int) -> None:
     """Refuse (exit 2) a shard whose Python has other versions than run.json recorded when the run
     was planned (by `slurm`, or by the first shard under the plan lock). Shards start together:
     were each to adopt its own while no part is committed, two nodes' installs would both extract
     into one file. run.json is written once, before any shard extracts, so it is the one rule
-    every shard reads alike, whichever starts first. A key an older run.json lacks binds nothing."""
-    diffs = differences({k: v for k, v in recorded.items() if v != NOT_RECORDED}, now)
+    every shard reads alike, whichever starts first."""
+    diffs = differences(binding(recorded), now)
     if diffs:
         raise RunError(
             f"shard {shard} on {socket.gethostname()}: this Python ({sys.executable}) has other "
