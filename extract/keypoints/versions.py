@@ -11,12 +11,14 @@ the rest are recorded in run.json but decide no value.
 
 from __future__ import annotations
 
+import shlex
 from importlib.metadata import PackageNotFoundError, version
 
 TOOL = "phoenix-keypoints"
 OPENCV = "opencv-contrib-python"
 DECODER = "av"  # key of the video decoder's version: PyAV with its FFmpeg (extract.sources.video)
 NOT_INSTALLED = "not installed"
+NOT_RECORDED = "not recorded"  # a key an older run.json lacks
 
 
 def installed(*dists: str) -> str:
@@ -81,9 +83,20 @@ def pins(diffs: dict[str, tuple[str, str]]) -> list[str]:
     out = []
     for key, (made, _) in diffs.items():
         number = made.split()[1] if key == DECODER and made.startswith("av ") else made
-        if number and " " not in number and number not in (NOT_INSTALLED, "not recorded"):
+        if number and " " not in number and number not in (NOT_INSTALLED, NOT_RECORDED):
             out.append(f"{key}=={number}")
     return out
+
+
+def named(diffs: dict[str, tuple[str, str]], there: str = "there", here: str = "here") -> str:
+    """Both versions of each key that differs, as a refusal names them."""
+    return ", ".join(f"{k} {a} {there}, {b} {here}" for k, (a, b) in diffs.items())
+
+
+def pip_hint(diffs: dict[str, tuple[str, str]]) -> str:
+    """' (pip install PINS)' that brings back the first versions of diffs ('' where none can)."""
+    back = " ".join(map(shlex.quote, pins(diffs)))
+    return f" (pip install {back})" if back else ""
 
 
 SHOWN_CHUNKS = 5  # chunks named for each version of a mixed file

@@ -33,7 +33,7 @@ def _shard_extract(rd: RunDir, req: RunRequest, info: RunInfo, shard: int,
                    claims: FileClaims) -> tuple[Outcome, BackgroundMerge | None]:
     """Claim and extract chunks until none is left to take; the merger also merges meanwhile."""
     plan = rd.load_plan()
-    work = work_left(rd, info, plan, clean_temps=False)  # other shards' temps are theirs
+    work = work_left(rd, info, plan, shard=shard)  # bound by the planned versions; exit 2 if not
     merger = claims.claim(MERGER) or _merger_gone(claims)
     if merger and not work.state.missing and outputs_state(rd, info) == "ok":
         merger = False  # merged already (this shard started after the array's work was done)

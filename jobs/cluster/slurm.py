@@ -22,10 +22,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from phoenix_keypoints.extract.keypoints.environ import FORCED, clean_environment
+from phoenix_keypoints.extract.keypoints.versions import differences, named, pip_hint
 from phoenix_keypoints.jobs import messages
 from phoenix_keypoints.jobs.run.options import RunOptions
 from phoenix_keypoints.jobs.run.prepare import FROZEN, load_or_plan
 from phoenix_keypoints.jobs.run.resume import scan_parts
+from phoenix_keypoints.jobs.run.todo import binding, versions_here
 from phoenix_keypoints.jobs.rundir.folder import RunDir, RunError
 from phoenix_keypoints.jobs.rundir.locks import run_folder
 from phoenix_keypoints.jobs.rundir.runinfo import RunInfo
@@ -237,6 +239,19 @@ def plan_for_array(rd: RunDir, opts: RunOptions, num_shards: int, so: SlurmOptio
         return load_or_plan(rd, opts, num_shards * per_task, num_shards=num_shards, frozen=why)
 
 
+def _versions_note(info: RunInfo) -> None:
+    """The scripts run this Python on the nodes: say before submitting when it has other versions
+    than the run was planned under, since its shards would refuse (jobs.run.todo.shard_versions)
+    unless their nodes' installs differ from this one's."""
+    diffs = differences(binding(info.value_versions()), versions_here(info))
+    if diffs:
+        messages.warn(f"this Python ({sys.executable}), which the array script runs, has other versions "
+                      f"of what the keypoints depend on than the run was planned under "
+                      f"({named(diffs, 'in the run', 'here')}): a shard that sees them exits 2 before "
+                      f"extracting. Install the run's versions{pip_hint(diffs)}, or plan the run "
+                      "again with this Python (another --out).")
+
+
 def slurm_command(rd: RunDir, info: RunInfo, so: SlurmOptions, submit: bool) -> int:
     """Write (and maybe submit) the array over the missing shards and the merge job after it."""
     num_shards = info.num_shards
@@ -244,6 +259,8 @@ def slurm_command(rd: RunDir, info: RunInfo, so: SlurmOptions, submit: bool) -> 
     live = live_shards(rd.shard_progress_files())
     shards = shard_state(rd.claims_dir, bool(state.missing), num_shards, live)
     missing = shards.missing
+    if state.missing:
+        _versions_note(info)
     if not missing and info.merge is not None and not info.merge.partial:
         messages.result(f"all {num_shards} shard(s) complete and merged: {rd.keypoints_path}")
         return 0

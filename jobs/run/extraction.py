@@ -42,7 +42,7 @@ def extract(rd: RunDir, info: RunInfo, plan: pa.Table, work: Work, backend: Back
     queue: how chunks are handed out (default: work.todo in plan order, this coordinator alone).
     """
     chunks = Chunks.from_plan(plan, info.dataset.root, info.fingerprint, info.options.pixel_limit,
-                             info.options.scan_limit)
+                             info.options.scan_limit, work.versions)
     label = f"shard {shard}/{info.num_shards}" if shard is not None else ""
     progress = Progress(label, backend.name, work.frames_total, work.frames_done, len(work.todo),
                         rd.progress_file(shard))

@@ -321,7 +321,9 @@ def plan_shared(rd: RunDir, opts: RunOptions, num_shards: int, workers: int) -> 
     The `slurm` command plans before it submits, so array tasks normally only load. A task started
     by hand with --dataset before any plan exists plans under a blocking lock; should the shared
     filesystem not honour the lock, two planners write the same deterministic plan and run.json
-    (same fingerprint), so either one's parts are trusted by the other.
+    (same fingerprint), so either one's parts are trusted by the other; the versions of the run.json
+    written last bind every shard that checks after it is written (jobs.run.todo.shard_versions
+    reads it from the folder), which a filesystem without working locks cannot make airtight.
     """
     if rd.exists():
         return load_or_plan(rd, opts, workers, num_shards=num_shards, frozen=SHARD_FROZEN)

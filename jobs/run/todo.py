@@ -1,13 +1,23 @@
 """What is left to do in a run folder: the chunks (of this coordinator) without a trusted part, and
-whether they may be done here: not under other versions than the committed parts were made with."""
+whether they may be done here: not under other versions than the committed parts were made with,
+nor, in a shard of an array, than the run recorded when it was planned."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import socket
+import sys
+from dataclasses import dataclass, field
 
 import pyarrow as pa
 
-from phoenix_keypoints.extract.keypoints.versions import DECODER, differences, pins, value_versions
+from phoenix_keypoints.extract.keypoints.versions import (
+    DECODER,
+    NOT_RECORDED,
+    differences,
+    named,
+    pip_hint,
+    value_versions,
+)
 from phoenix_keypoints.jobs import messages
 from phoenix_keypoints.jobs.run.identity import input_arg
 from phoenix_keypoints.jobs.run.plan import handout_order
@@ -23,14 +33,17 @@ class Work:
     frames_total: int
     frames_done: int
     state: PartsState
+    versions: dict[str, str] = field(default_factory=dict)  # the run's binding ones: every worker's
 
 
 def work_left(rd: RunDir, info: RunInfo, plan: pa.Table, retry_failed: bool = False,
-              clean_temps: bool = True) -> Work:
+              shard: int | None = None) -> Work:
     """Scan the committed parts (and their frames), set aside untrusted ones, list the rest.
 
     retry_failed: also redo chunks whose part lists failed videos (after the user fixed their
     frames); the old part stays until the new one replaces it, so a crash loses nothing.
+    shard: this coordinator is that shard of an array: other shards' temps are theirs, and the
+    versions the run recorded when it was planned bind it (shard_versions).
     """
     state = scan_parts(rd, info, plan, check_frames=True)
     chunks = sorted(state.chunks)
@@ -38,7 +51,7 @@ def work_left(rd: RunDir, info: RunInfo, plan: pa.Table, retry_failed: bool = Fa
         messages.say(f"part of chunk {chunk} not trusted ({why}): moved to parts/rejected/, "
                      "redoing it")
     rd.parts_dir.mkdir(exist_ok=True)
-    if clean_temps:  # a SLURM shard leaves them: other shards may be committing theirs
+    if shard is None:  # a SLURM shard leaves them: other shards may be committing theirs
         remove_stale_temps(rd, set(chunks))
     retry = {c for c in chunks if c in state.done and state.done[c].failed} if retry_failed else set()
     if retry:
@@ -49,9 +62,8 @@ def work_left(rd: RunDir, info: RunInfo, plan: pa.Table, retry_failed: bool = Fa
     todo = [c for c in handout_order(frames, info.plan.workers)
             if c not in state.done or c in retry]
     done = sum(state.done[c].rows for c in chunks if c in state.done and c not in retry)
-    if todo:
-        same_versions(rd, info, state, set(todo))
-    return Work(todo, sum(frames.values()), done, state)
+    versions = same_versions(rd, info, state, set(todo), shard) if todo else {}
+    return Work(todo, sum(frames.values()), done, state, versions)
 
 
 def versions_here(info: RunInfo) -> dict[str, str]:
@@ -64,26 +76,54 @@ def versions_here(info: RunInfo) -> dict[str, str]:
     return value_versions(info.options.estimator, decoder)
 
 
-def same_versions(rd: RunDir, info: RunInfo, state: PartsState, todo: set[int]) -> None:
+def same_versions(rd: RunDir, info: RunInfo, state: PartsState, todo: set[int],
+                  shard: int | None = None) -> dict[str, str]:
     """Refuse (exit 2) to extract here when the committed parts were made under other versions
     of what the values depend on: one file would hold two pipelines' keypoints. With none
-    committed, the run's record takes this Python's versions."""
-    now, recorded = versions_here(info), info.value_versions()
+    committed, a single coordinator's run takes this Python's versions; a shard's does not
+    (shard_versions). Returns the versions every worker of this run must have."""
+    # a shard reads run.json as it is now: had two shards planned at once (a filesystem that
+    # ignores the plan lock), the run.json written last binds each shard that checks after it
+    now, recorded = versions_here(info), (rd.load() if shard is not None else info).value_versions()
     made = {c: part.versions or recorded for c, part in state.done.items() if c not in todo}
     clash = {c: d for c, v in sorted(made.items()) if (d := differences(v, now))}
     if clash:
         first = next(iter(clash.values()))
-        said = ", ".join(f"{k} {a} there, {b} here" for k, (a, b) in first.items())
-        back = " ".join(map(messages.quote, pins(first)))
         raise RunError(
             f"{rd.path}: {len(clash)} of its committed chunk(s) were made under other versions of "
-            f"what the keypoints depend on than this Python has ({said}); extracting the rest "
-            "here would put two pipelines' keypoints into one file. Go on where those versions "
-            "are installed" + (f" (pip install {back})" if back else "")
-            + f", or make the whole run again under these: {messages.fresh(rd.path, input_arg(info))}"
-            ", or give another --out.")
-    if differences(recorded, now):
+            f"what the keypoints depend on than this Python has ({named(first)}); extracting the "
+            "rest here would put two pipelines' keypoints into one file. Go on where those "
+            f"versions are installed{pip_hint(first)}, or make the whole run again under these: "
+            f"{messages.fresh(rd.path, input_arg(info))}, or give another --out.")
+    if shard is not None:
+        shard_versions(rd, recorded, now, shard)
+    elif differences(recorded, now):
         rd.update(lambda i: _adopt(i, now))
+    return now
+
+
+def binding(recorded: dict[str, str]) -> dict[str, str]:
+    """The versions of a run's record that bind its shards: a key an older run.json lacks binds
+    nothing."""
+    return {k: v for k, v in recorded.items() if v != NOT_RECORDED}
+
+
+def shard_versions(rd: RunDir, recorded: dict[str, str], now: dict[str, str], shard: int) -> None:
+    """Refuse (exit 2) a shard whose Python has other versions than run.json recorded when the run
+    was planned (by `slurm`, or by the first shard under the plan lock). Shards start together:
+    were each to adopt its own while no part is committed, two nodes' installs would both extract
+    into one file. run.json is written once, before any shard extracts, so it is the one rule
+    every shard reads alike, whichever starts first."""
+    diffs = differences(binding(recorded), now)
+    if diffs:
+        raise RunError(
+            f"shard {shard} on {socket.gethostname()}: this Python ({sys.executable}) has other "
+            f"versions of what the keypoints depend on than the run {rd.path} was planned under "
+            f"({named(diffs, 'in the run', 'here')}). Every shard extracts under the run's versions, "
+            "so that one file holds one pipeline; nothing was extracted here. Install the run's "
+            f"versions on this node{pip_hint(diffs)}, or plan the run where the shards run: "
+            "`phoenix-keypoints slurm` with this Python and another --out (or the same --out once "
+            "its folder is deleted).")
 
 
 def _adopt(info: RunInfo, now: dict[str, str]) -> None:

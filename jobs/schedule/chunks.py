@@ -19,9 +19,11 @@ class Chunks:
     """
 
     def __init__(self, plan: pa.Table, root: str, fingerprint: str,
-                 max_pixels: int = MAX_PIXELS, max_scans: int = MAX_SCANS) -> None:
+                 max_pixels: int = MAX_PIXELS, max_scans: int = MAX_SCANS,
+                 versions: dict[str, str] | None = None) -> None:
         self.plan, self.root, self.fingerprint = plan, root, fingerprint
         self.max_pixels, self.max_scans = max_pixels, max_scans
+        self.versions = dict(versions or {})  # the run's, every worker's (ChunkTask.versions)
         chunk = plan["chunk"].to_numpy()
         rows = np.argsort(chunk, kind="stable")
         ids, starts = np.unique(chunk[rows], return_index=True)
@@ -30,9 +32,9 @@ class Chunks:
         self._frames = plan["num_frames"].to_numpy()
 
     @classmethod
-    def from_plan(cls, plan: pa.Table, root: str, fingerprint: str,
-                  max_pixels: int = MAX_PIXELS, max_scans: int = MAX_SCANS) -> Chunks:
-        return cls(plan, root, fingerprint, max_pixels, max_scans)
+    def from_plan(cls, plan: pa.Table, root: str, fingerprint: str, max_pixels: int = MAX_PIXELS,
+                  max_scans: int = MAX_SCANS, versions: dict[str, str] | None = None) -> Chunks:
+        return cls(plan, root, fingerprint, max_pixels, max_scans, versions)
 
     def __iter__(self) -> Iterator[int]:
         return iter(self.rows)
@@ -51,7 +53,7 @@ class Chunks:
 
     def task(self, chunk: int, skip: dict[str, str]) -> ChunkTask:
         return ChunkTask(chunk, self.root, self.fingerprint, tuple(self.videos(chunk)), dict(skip),
-                         self.max_pixels, self.max_scans)
+                         self.max_pixels, self.max_scans, self.versions)
 
 
 def plan_chunks(plan: pa.Table) -> dict[int, dict[str, int]]:

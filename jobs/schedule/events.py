@@ -47,6 +47,9 @@ class ChunkTask:
     skip: dict[str, str] = field(default_factory=dict)  # video -> why it has no rows
     max_pixels: int = MAX_PIXELS  # the run's --max-pixels
     max_scans: int = MAX_SCANS  # the run's --max-scans
+    # the versions the run's values are made under (jobs.run.todo.same_versions): a worker with
+    # others (a Ray actor on a node with another install) refuses the chunk before its first frame
+    versions: dict[str, str] = field(default_factory=dict)
 
     @property
     def frames(self) -> int:

@@ -30,7 +30,13 @@ import pyarrow as pa
 
 from phoenix_keypoints.extract import sources
 from phoenix_keypoints.extract.keypoints.estimator import ModelFileError, estimator_name, open_estimator
-from phoenix_keypoints.extract.keypoints.versions import DECODER, value_versions
+from phoenix_keypoints.extract.keypoints.versions import (
+    DECODER,
+    differences,
+    named,
+    pip_hint,
+    value_versions,
+)
 from phoenix_keypoints.extract.keypoints.video_rows import Block, KeepsFailing, extract_video
 from phoenix_keypoints.jobs import faults
 from phoenix_keypoints.jobs.rundir.folder import RunDir
@@ -109,6 +115,9 @@ class ChunkWorker:
             ) -> Committed | WriteFailed | Refused:
         """Extract the chunk's videos (minus task.skip) and commit its part; a model that fails
         (or keeps failing) stops the run instead of costing the frames."""
+        why = self._other_versions(task)
+        if why:
+            return Refused(self.slot, task.chunk, why)
         try:
             return self._run(task, send)
         except ModelFileError as e:
@@ -138,6 +147,20 @@ class ChunkWorker:
             return WriteFailed(self.slot, task.chunk,
                                f"cannot write {e.filename or 'part'}: {e.strerror or e}")
         return Committed(self.slot, task.chunk, info.rows)
+
+    def _other_versions(self, task: ChunkTask) -> str:
+        """Why this worker may not extract the run's chunks ('' where it may): it has other versions
+        of what the values depend on than the run (a Ray actor on a node with another install).
+        The run stops (exit 2) rather than going on without this node: its keypoints stay one
+        pipeline's, and the user learns the node differs instead of finding it slower."""
+        diffs = differences(task.versions, self._versions(list(task.videos)))
+        if not diffs:
+            return ""
+        return (f"worker {self.slot} on {socket.gethostname()} has other versions of what the "
+                f"keypoints depend on than the run ({named(diffs, 'in the run', 'here')}); no chunk "
+                "is extracted under them, so the file holds one pipeline's keypoints. Install the "
+                f"run's versions on that node{pip_hint(diffs)} or start the workers only where they "
+                "are installed, then run the same command again to resume.")
 
     def _versions(self, videos: list[VideoRef]) -> dict[str, str]:
         """What this chunk's values depend on: the estimator's, and the decoder's where it decoded
