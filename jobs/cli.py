@@ -122,7 +122,14 @@ def _plan_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--detector", type=Path, metavar="DET.onnx",
                    help="wholebody: a YOLOX person detector (.onnx, with or without NMS inside)")
     p.add_argument("--pose-model", type=Path, metavar="POSE.onnx",
-                   help="wholebody: an RTMPose / RTMW / DWPose COCO-WholeBody SimCC model (.onnx)")
+                   help="wholebody: a top-down pose model (.onnx): SimCC (RTMPose, RTMW, DWPose) "
+                        "or heatmaps (ViTPose, HRNet), its head read from its outputs")
+    p.add_argument("--point-set", metavar="NAME",
+                   help="wholebody: the pose model's points: coco-wholebody, coco, halpe26, hand21 "
+                        "(default: the one its number of points decides)")
+    p.add_argument("--decoder", choices=("rtmlib", "mmpose-dark"),
+                   help="wholebody, heatmap heads: rtmlib's ViTPose DARK-UDP (default) or mmpose's "
+                        "DARK (docs/wholebody.md)")
     _models_args(p)
     p.add_argument("--model-complexity", type=int, choices=(0, 1, 2),
                    help="Holistic pose model (default 1, the only one mediapipe 0.10.21 ships)")
@@ -396,6 +403,9 @@ def _models(args: argparse.Namespace) -> dict | None:
     from phoenix_keypoints.jobs.rundir.folder import RunError
 
     det, pose = getattr(args, "detector", None), getattr(args, "pose_model", None)
+    if (getattr(args, "point_set", None) or getattr(args, "decoder", None)) and pose is None:
+        raise RunError("--point-set and --decoder describe the pose model: give them with "
+                       "--detector and --pose-model.")
     if getattr(args, "models", None) is not None:
         if det is not None or pose is not None or args.estimator == "holistic":
             raise RunError("--models NAME names a whole-body detector and pose model: give it with "
@@ -412,7 +422,7 @@ def _models(args: argparse.Namespace) -> dict | None:
                        "POSE.onnx (docs/wholebody.md says where rtmlib's published ones are).")
     from phoenix_keypoints.extract.families.wholebody.runner import record
 
-    return record(det, pose)
+    return record(det, pose, args.point_set, args.decoder)
 
 
 def _run(args: argparse.Namespace) -> int:

@@ -93,6 +93,10 @@ class RunOptions:
                 diffs.append(f"--{key.replace('_', '-')} ({theirs['path']} with sha256 "
                              f"{theirs['sha256'][:12]} when planned, {mine['path']} with "
                              f"{mine['sha256'][:12]} asked{_external_note(mine, theirs)})")
+        for say in ("--point-set", "--decoder"):  # how the pose model's outputs are read
+            mine, theirs = _reading(self.wholebody, say), _reading(have.wholebody, say)
+            if mine and theirs and mine != theirs:
+                diffs.append(f"{say} ({theirs} when planned, {mine} asked)")
         return diffs
 
     def conflicts(self, info: RunInfo, num_shards: int | None = None) -> list[str]:
@@ -121,6 +125,13 @@ class RunOptions:
         if num_shards is not None and num_shards != info.num_shards:
             diffs.append(f"num_shards (fixed at {info.num_shards} when planned)")
         return diffs
+
+
+def _reading(record: dict | None, flag: str) -> str | None:
+    """A recorded --point-set or heatmap --decoder (None where the record has none)."""
+    if flag == "--point-set":
+        return (record or {}).get("point_set")
+    return ((record or {}).get("head") or {}).get("decoder")
 
 
 def _model_bytes(record: dict) -> tuple:

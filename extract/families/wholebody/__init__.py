@@ -1,9 +1,11 @@
-"""The whole-body family: COCO-WholeBody 133 points from the user's ONNX detector and pose model
-(rtmlib's YOLOX + RTMPose), one column `wholebody` (133 x (x, y, score), pixels) and `persons`.
+"""The whole-body family: top-down keypoints from the user's ONNX detector and pose model
+(rtmlib's YOLOX + RTMPose or ViTPose): COCO-WholeBody 133 points in one column `wholebody`
+(133 x (x, y, score), pixels) and `persons`; COCO 17, Halpe 26 and hand 21 in a column each.
 
 This package is everything the tool knows of the family: its declaration and hooks here, its
-runner (runner.py: the models), its outputs (outputs.py: tensors, .pose, TwoStream-SLR and
-Uni-Sign pkls) and its report and drawing (report.py). The registry
+runner (runner.py: the models), the heads' decoders (heads.py), the point sets (layouts.py), its
+outputs (outputs.py: tensors, .pose, TwoStream-SLR and Uni-Sign pkls) and its report and drawing
+(report.py). The registry
 (extract.keypoints.estimator) imports it only when a run, file or clip names it.
 """
 
@@ -16,22 +18,34 @@ import numpy as np
 import pyarrow as pa
 
 from phoenix_keypoints.extract.families.wholebody.declaration import (
-    DECLARATION,
     WHOLEBODY,
-    WHOLEBODY_PARTS,
-    WHOLEBODY_SCHEMA,
+    declaration_for,
+    declaration_of,
     file_record,
+    schema_of,
+)
+from phoenix_keypoints.extract.families.wholebody.layouts import (
+    LAYOUTS,
+    WHOLEBODY_LAYOUT,
+    layout_of_column,
 )
 from phoenix_keypoints.extract.keypoints.estimator import Declaration, Estimator
 
 __all__ = ["file_record"]
 
 def declaration(settings: dict[str, Any] | None = None) -> Declaration:
-    return DECLARATION
+    """The declaration of a run's settings: its point layout's (COCO-WholeBody by default)."""
+    return declaration_of(settings)
+
+
+def variants() -> tuple[Declaration, ...]:
+    """The declarations of the other point sets (each its own column: show, report, diff)."""
+    return tuple(declaration_for(lay) for lay in LAYOUTS.values() if lay is not WHOLEBODY_LAYOUT)
 
 
 def declaration_of_schema(schema: pa.Schema) -> Declaration | None:
-    return DECLARATION if schema.equals(WHOLEBODY_SCHEMA) else None
+    layout = layout_of_column(schema.names)
+    return declaration_for(layout) if layout and schema.equals(schema_of(layout)) else None
 
 
 def open_estimator(settings: dict[str, Any], num_threads: int | None = 1) -> Estimator:
@@ -49,24 +63,35 @@ def clip_settings(options: dict[str, Any]) -> dict[str, Any]:
                         " (docs/wholebody.md says where rtmlib's published models are)")
     from phoenix_keypoints.extract.families.wholebody.runner import record
 
-    return {"estimator": WHOLEBODY, **record(Path(options["detector"]), Path(options["pose_model"]))}
+    return {"estimator": WHOLEBODY, **record(Path(options["detector"]), Path(options["pose_model"]),
+                                             options.get("point_set"), options.get("decoder"))}
 
 
 def clip_options() -> tuple[str, ...]:
-    """The options extract_keypoints takes for this family: the two model files."""
-    return ("detector", "pose_model")
+    """The options extract_keypoints takes for this family: the two model files, and where the
+    model leaves them open the point set (--point-set) and heatmap decoder (--decoder)."""
+    return ("detector", "pose_model", "point_set", "decoder")
 
 
 def clip_parts(parts: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-    """A clip's arrays with the named parts as slices of the 133 points (extract_keypoints)."""
-    return parts | {name: parts[WHOLEBODY][:, a:b] for name, (a, b) in WHOLEBODY_PARTS.items()}
+    """A clip's arrays with the named parts as slices of its layout's points (extract_keypoints)."""
+    layout = layout_of_column(tuple(parts))
+    column = parts[layout.column]
+    return parts | {name: column[:, a:b] for name, (a, b) in layout.parts.items()}
 
 
 def pose_of_clip(parts: dict[str, np.ndarray], width: int, height: int, fps: float) -> Any:
-    """Keypoints.to_pose(): the .pose `export --format pose` writes for the same frames."""
+    """Keypoints.to_pose(): the .pose `export --format pose` writes for the same frames
+    (pose-format's COCO-WholeBody header for 133 points, else one made from the declaration)."""
     from phoenix_keypoints.extract.families.wholebody.outputs import pose_of_values
 
-    values = parts[WHOLEBODY]
+    layout = layout_of_column(tuple(parts))
+    values = parts[layout.column]
+    if layout is not WHOLEBODY_LAYOUT:
+        from phoenix_keypoints.extract.outputs.export import declared_pose
+
+        return declared_pose(declaration_for(layout), np.nan_to_num(values),
+                             ~np.isnan(values).all(axis=2), width, height, fps)
     return pose_of_values(np.nan_to_num(values), ~np.isnan(values).all(axis=(1, 2)), width, height,
                           fps)
 
@@ -78,6 +103,13 @@ def write_report(keypoints: Path, title: str, out_dir: Path) -> dict[str, Any]:
 
 
 def write_pose_files(keypoints: Path, out_dir: Path, fps: float, root: Path | None) -> int:
+    import pyarrow.parquet as pq
+
+    layout = layout_of_column(pq.read_schema(keypoints).names)
+    if layout is not WHOLEBODY_LAYOUT:  # no pose-format header of its own: the declaration's
+        from phoenix_keypoints.extract.outputs.export import write_declared_pose_files
+
+        return write_declared_pose_files(keypoints, out_dir, declaration_for(layout), fps, root)
     from phoenix_keypoints.extract.families.wholebody.outputs import write_pose_files
 
     return write_pose_files(keypoints, out_dir, fps, root)
@@ -144,10 +176,22 @@ def model_problems(settings: dict[str, Any]) -> list[str]:
 
 
 def status_line(settings: dict[str, Any]) -> str:
-    """status: the estimator and its two model files."""
+    """status: the estimator, its two model files, its head and point set."""
     files = ", ".join(f"--{k.replace('_', '-')} {Path(settings[k]['path']).name}"
                       for k in ("detector", "pose_model") if k in settings)
-    return f"estimator: {WHOLEBODY}" + (f" ({files})" if files else "")
+    return f"estimator: {WHOLEBODY}" + (f" ({files})" if files else "") + head_words(settings)
+
+
+def head_words(settings: dict[str, Any]) -> str:
+    """'; <the head and its decoder>; points: <layout> (--point-set NAME)' of recorded settings
+    ('' for a run recorded before heads and point sets were)."""
+    from phoenix_keypoints.extract.families.wholebody.heads import head_said
+
+    if "head" not in settings:
+        return ""
+    layout = LAYOUTS[settings.get("point_set", WHOLEBODY_LAYOUT.name)]
+    return (f"; pose model: {head_said(settings['head'])}; points: {layout.title} "
+            f"(--point-set {layout.name})")
 
 
 def runs_on(settings: dict[str, Any], batch_size: int | None, device: str | None,
@@ -161,7 +205,8 @@ def runs_on(settings: dict[str, Any], batch_size: int | None, device: str | None
     gpu = run["device"] != "cpu" and cuda_provider() and gpu
     where = "CUDA, device 0 of each worker's GPU" if gpu else "the CPU"
     axes = batch_axes(settings["detector"]["path"], settings["pose_model"]["path"])
-    return f", on {where} (--device {run['device']}); batches of {run['batch_size']} frames: {axes}"
+    return (f", on {where} (--device {run['device']}); batches of {run['batch_size']} frames: {axes}"
+            + head_words(settings))
 
 
 def cuda_provider() -> bool:

@@ -21,28 +21,31 @@ import pyarrow.parquet as pq
 from phoenix_keypoints.extract.families.wholebody.declaration import (
     DECLARATION,
     SCORE_THRESHOLD,
-    WHOLEBODY,
+    declaration_for,
 )
+from phoenix_keypoints.extract.families.wholebody.layouts import WHOLEBODY_LAYOUT, layout_of_column
 from phoenix_keypoints.extract.inspect.declared import found as declared_found
 from phoenix_keypoints.extract.inspect.rows import iter_tables, part_arrays
+from phoenix_keypoints.extract.keypoints.estimator import Declaration
 
 
-def found(values: np.ndarray) -> dict[str, np.ndarray]:
+def found(values: np.ndarray, decl: Declaration = DECLARATION) -> dict[str, np.ndarray]:
     """part -> bool [frames]: at least half its points score >= SCORE_THRESHOLD (NaN: not read)."""
-    return declared_found(DECLARATION, {WHOLEBODY: values})
+    return declared_found(decl, {next(iter(decl.parts)): values})
 
 
 def video_figures(keypoints: Path) -> pd.DataFrame:
     """One row per video: frames, frames read, each part's found fraction, frames with 2+ persons."""
     rows: list[dict[str, Any]] = []
-    cols = ["split", "video", "status", WHOLEBODY, "persons"]
+    layout = layout_of_column(pq.read_schema(keypoints).names) or WHOLEBODY_LAYOUT
+    cols = ["split", "video", "status", layout.column, "persons"]
     tables = [t for t in iter_tables(keypoints, cols)]
     if not tables:
         return pd.DataFrame(columns=["split", "video", "frames"])
     table = pa.concat_tables(tables)
     keys = pd.DataFrame({"split": table["split"].to_pylist(), "video": table["video"].to_pylist()})
-    values = part_arrays(table)[WHOLEBODY]
-    parts = found(values)
+    values = part_arrays(table)[layout.column]
+    parts = found(values, declaration_for(layout))
     persons = table["persons"].to_numpy(zero_copy_only=False).astype(float)
     ok = np.asarray(table["status"].to_pylist()) == "ok"
     for (split, video), idx in keys.groupby(["split", "video"], sort=False).indices.items():
