@@ -109,6 +109,23 @@ def wait_for(pred: Callable[[], Any], timeout: float, what: str,
     raise AssertionError(f"timed out waiting for: {what}")
 
 
+def killed_then_resumed(out: Path, args: list, ref: Path) -> None:
+    """`run --out out ARGS` (frames slowed) SIGKILLed once a chunk is committed, then the same
+    command again: it resumes, and its output equals the uninterrupted run in `ref`."""
+    import signal
+
+    proc = popen_cli(["run", "--out", out, *args], env={"PHOENIX_KEYPOINTS_FAULTS": "frame-delay=0.05"})
+    wait_for(lambda: any((out / "parts").glob("chunk-*.parquet")), 120, "a chunk committed", proc)
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.communicate(timeout=30)
+    assert not (out / "keypoints.parquet").exists(), "killed after the end: nothing was interrupted"
+    resumed = run_cli(["run", "--out", out, *args])
+    assert_no_traceback(resumed)
+    assert resumed.returncode == 0, resumed.stderr
+    assert "resuming:" in resumed.stderr, resumed.stderr
+    assert_same_output(out, ref)
+
+
 def progress(run_dir: Path) -> dict[str, Any]:
     try:
         return json.loads((Path(run_dir) / "progress.json").read_text())

@@ -10,8 +10,6 @@ archive, a folder of videos and a manifest, with both detector layouts.
 from __future__ import annotations
 
 import json
-import os
-import signal
 import subprocess
 import sys
 import tarfile
@@ -28,9 +26,8 @@ from helpers import (
     VIDEOS,
     assert_no_traceback,
     assert_same_output,
-    popen_cli,
+    killed_then_resumed,
     run_cli,
-    wait_for,
 )
 from kinds import KINDS
 from tiny_onnx import rtmlib_signer, rtmlib_wholebody, tiny_models
@@ -313,16 +310,7 @@ def test_resume_after_sigkill_equals_the_uninterrupted_run(models, tmp_path):
     args = ["--dataset", SHARED_SAMPLE, *wholebody(models), "--workers-per-gpu", "1",
             "--chunk-frames", "30"]
     ok(run_cli(["run", "--out", tmp_path / "a", *args]), "uninterrupted")
-    b = tmp_path / "b"
-    proc = popen_cli(["run", "--out", b, *args], env={"PHOENIX_KEYPOINTS_FAULTS": "frame-delay=0.05"})
-    wait_for(lambda: any((b / "parts").glob("chunk-*.parquet")), 120, "a chunk committed", proc)
-    os.killpg(proc.pid, signal.SIGKILL)
-    proc.communicate(timeout=30)
-    assert not (b / "keypoints.parquet").exists(), "killed after the end: nothing was interrupted"
-    resumed = run_cli(["run", "--out", b, *args])
-    ok(resumed, "resume")
-    assert "resuming:" in resumed.stderr, resumed.stderr
-    assert_same_output(b, tmp_path / "a")
+    killed_then_resumed(tmp_path / "b", args, tmp_path / "a")
 
 
 def test_slurm_shards_run_the_wholebody_estimator(models, wb_run, tmp_path):

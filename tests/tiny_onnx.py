@@ -195,7 +195,7 @@ def pose_heatmap(path: Path, hw: tuple[int, int] = POSE_HW, points: int = 17, se
     gx_, gy_ = _const(inits, "gx", gx[None, None]), _const(inits, "gy", gy[None, None])
     shape = _const(inits, "shape_k", np.array([_lead(batch), points, 1, 1], np.int64))
     for axis, size, grid in (("x", mw, gx_), ("y", mh, gy_)):
-        z = _dense(nodes, inits, feat, rng, points, 1.5, 0.0, f"p{axis}")
+        z = _dense(nodes, inits, feat, rng, points, 0.15, 0.0, f"p{axis}")
         nodes += [helper.make_node("Reshape", [z, shape], [f"r{axis}"]),
                   helper.make_node("Sigmoid", [f"r{axis}"], [f"s{axis}"]),
                   helper.make_node("Mul", [f"s{axis}", _const(inits, f"size_{axis}", np.array(

@@ -179,8 +179,8 @@ def _dark_taylor(xy: np.ndarray, maps: np.ndarray) -> np.ndarray:
     inside = (x > 1) & (x < w - 2) & (y > 1) & (y < h - 2)
     i, x, y = np.flatnonzero(inside), x[inside], y[inside]
 
-    def at(dy: int, dx: int) -> np.ndarray:
-        return logs[i, y + dy, x + dx]
+    def at(dy: int, dx: int) -> np.ndarray:  # float32 maps, differences in float64 (NumPy 1's
+        return logs[i, y + dy, x + dx].astype(np.float64)  # scalar promotion mmpose's loop gets)
 
     dx = 0.5 * (at(0, 1) - at(0, -1))
     dy = 0.5 * (at(1, 0) - at(-1, 0))

@@ -14,6 +14,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from phoenix_keypoints.extract.keypoints.estimator import ModelFileError
+
 BODY17 = ("nose", "left_eye", "right_eye", "left_ear", "right_ear", "left_shoulder",
           "right_shoulder", "left_elbow", "right_elbow", "left_wrist", "right_wrist", "left_hip",
           "right_hip", "left_knee", "right_knee", "left_ankle", "right_ankle")
@@ -91,8 +93,8 @@ LAYOUTS: dict[str, Layout] = {layout.name: layout for layout in (
 DEFAULT_LAYOUT = WHOLEBODY_LAYOUT.name
 
 
-class LayoutError(ValueError):
-    """--point-set cannot be used with this model: the message says the choices."""
+class LayoutError(ModelFileError):
+    """--point-set cannot be used with this model: the message says the choices (exit 2)."""
 
 
 def layout_for(points: int, asked: str | None, where: str = "--pose-model") -> Layout:
