@@ -417,7 +417,7 @@ def _models(args: argparse.Namespace) -> dict | None:
         return None
     if args.estimator == "holistic":
         raise RunError("--detector and --pose-model are for --estimator wholebody.")
-    if det is None or pose is None:
+    if pose is None:  # a pose model alone takes the whole frame (a hand crop, say)
         raise RunError("--estimator wholebody needs both --detector DET.onnx and --pose-model "
                        "POSE.onnx (docs/wholebody.md says where rtmlib's published ones are).")
     from phoenix_keypoints.extract.families.wholebody.runner import record

@@ -96,6 +96,23 @@ def test_each_head_and_point_set_equals_rtmlib_through_run(folder, head, k, kind
     assert layout["points"] == k and len(layout["names"]) == k
 
 
+def test_a_hand_model_without_a_detector_takes_the_whole_frame(folder, tmp_path):
+    """--pose-model alone (a hand model on hand crops): each frame whole, as rtmlib's RTMPose
+    takes a frame without boxes; persons 0; said at start."""
+    out = tmp_path / "out"
+    proc = run_cli(["run", "--dataset", SHARED_SAMPLE, "--out", out, "--videos", "signer_demo-1",
+                    "--estimator", "wholebody", "--pose-model", pose_model(folder, "simcc", 21)])
+    ok(proc, "run")
+    assert "no detector (the whole frame)" in proc.stderr + proc.stdout
+    t = pq.read_table(out / "keypoints.parquet")
+    pose = rtmlib_pose(pose_model(folder, "simcc", 21), "simcc")
+    for row in t.select(["image", "hand21", "persons"]).to_pylist():
+        kpts, scores = pose(reference_bgr(Path(SHARED_SAMPLE), row["image"]), bboxes=[])
+        got = np.asarray(row["hand21"], np.float32).reshape(21, 3)
+        assert row["persons"] == 0
+        assert np.abs(got[:, :2] - kpts[0]).max() <= PX and np.abs(got[:, 2] - scores[0]).max() <= SCORE
+
+
 def test_a_resume_after_sigkill_equals_the_uninterrupted_run(folder, tmp_path):
     """A heatmap model of 17 points decoded with mmpose's DARK: killed mid-run, resumed, the
     same bytes as a run never killed."""

@@ -111,7 +111,8 @@ def _models_line(record: dict) -> str:
         m = record[key]
         return (f"{key.replace('_', ' ')} {m['path'].rsplit('/', 1)[-1]} "
                 f"({m['input_size']['height']}x{m['input_size']['width']})")
-    return f"{one('detector')}, {one('pose_model')}; onnxruntime {record['onnxruntime']}"
+    det = one("detector") if "detector" in record else "no detector (the whole frame)"
+    return f"{det}, {one('pose_model')}; onnxruntime {record['onnxruntime']}"
 
 
 def failed_videos(failed: dict[str, str]) -> str:

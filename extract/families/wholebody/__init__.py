@@ -57,13 +57,16 @@ def open_estimator(settings: dict[str, Any], num_threads: int | None = 1) -> Est
 def clip_settings(options: dict[str, Any]) -> dict[str, Any]:
     """extract_keypoints' options (detector=, pose_model= paths) as a run records them; the model
     files are checked as `run` checks them."""
-    missing = [k for k in ("detector", "pose_model") if options.get(k) is None]
-    if missing:
+    if options.get("pose_model") is None:
+        missing = [k for k in ("detector", "pose_model") if options.get(k) is None]
         raise TypeError(f"estimator 'wholebody' needs {' and '.join(f'{k}=PATH.onnx' for k in missing)}"
-                        " (docs/wholebody.md says where rtmlib's published models are)")
+                        " (docs/wholebody.md says where rtmlib's published models are; without a "
+                        "detector the pose model takes the whole frame)")
+    det = options.get("detector")
     from phoenix_keypoints.extract.families.wholebody.runner import record
 
-    return {"estimator": WHOLEBODY, **record(Path(options["detector"]), Path(options["pose_model"]),
+    return {"estimator": WHOLEBODY, **record(Path(det) if det is not None else None,
+                                             Path(options["pose_model"]),
                                              options.get("point_set"), options.get("decoder"))}
 
 
@@ -156,9 +159,10 @@ def check_settings(settings: dict[str, Any]) -> None:
     """Refuse, before planning, a run without its two model files."""
     from phoenix_keypoints.extract.keypoints.estimator import ModelFileError
 
-    if "detector" not in settings or "pose_model" not in settings:
-        raise ModelFileError("--estimator wholebody needs --detector DET.onnx and --pose-model "
-                             "POSE.onnx (docs/wholebody.md says where rtmlib's published ones are).")
+    if "pose_model" not in settings:
+        raise ModelFileError("--estimator wholebody needs --pose-model POSE.onnx, and --detector "
+                             "DET.onnx unless the pose model takes the whole frame "
+                             "(docs/wholebody.md says where rtmlib's published ones are).")
 
 
 def check_recorded(settings: dict[str, Any]) -> None:
@@ -204,7 +208,7 @@ def runs_on(settings: dict[str, Any], batch_size: int | None, device: str | None
     run = runtime(batch_size, device)
     gpu = run["device"] != "cpu" and cuda_provider() and gpu
     where = "CUDA, device 0 of each worker's GPU" if gpu else "the CPU"
-    axes = batch_axes(settings["detector"]["path"], settings["pose_model"]["path"])
+    axes = batch_axes((settings.get("detector") or {}).get("path"), settings["pose_model"]["path"])
     return (f", on {where} (--device {run['device']}); batches of {run['batch_size']} frames: {axes}"
             + head_words(settings))
 

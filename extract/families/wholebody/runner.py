@@ -210,26 +210,30 @@ def onnxruntime_version() -> str:
     return str(ort.__version__)
 
 
-def batch_axes(detector: Path, pose_model: Path) -> str:
+def batch_axes(detector: Path | None, pose_model: Path) -> str:
     """How each model takes a batch, said once at start: in one call, or one frame at a time."""
     def one(path: Path, flag: str) -> str:
         dyn = dynamic_batch(_session(Path(path), flag))
         how = "in one call" if dyn else "one by one (its batch axis is fixed at 1)"
         return f"{flag[2:].replace('-', ' ')} {how}"
-    return f"{one(detector, '--detector')}, {one(pose_model, '--pose-model')}"
+    det = one(detector, "--detector") if detector else "no detector (the whole frame)"
+    return f"{det}, {one(pose_model, '--pose-model')}"
 
 
-def record(detector: Path, pose_model: Path, point_set: str | None = None,
+def record(detector: Path | None, pose_model: Path, point_set: str | None = None,
            decoder: str | None = None) -> dict[str, Any]:
     """What a whole-body run records of its models (run.json, part footers, file metadata): the
-    files, the pose model's head and decoder, the point layout (--point-set, or the one its
-    number of points decides)."""
-    det, pose = describe(detector, "--detector"), describe(pose_model, "--pose-model")
-    Detector(Path(detector)).probe()  # its output layout checked now, not in every worker
+    files (no detector: none, the pose model takes the whole frame), the pose model's head and
+    decoder, the point layout (--point-set, or the one its number of points decides)."""
+    pose = describe(pose_model, "--pose-model")
+    det = {}
+    if detector is not None:
+        det = {"detector": describe(detector, "--detector").as_dict()}
+        Detector(Path(detector)).probe()  # its output layout checked now, not in every worker
     model = PoseModel(Path(pose_model), decoder=decoder or DECODERS[0])
     model.probe()
     layout = layout_for(model.head.points, point_set)
-    return {"detector": det.as_dict(), "pose_model": pose.as_dict(),
+    return {**det, "pose_model": pose.as_dict(),
             "onnxruntime": onnxruntime_version(), "point_set": layout.name,
             "head": model.head.record(model.decoder)}
 
@@ -238,6 +242,8 @@ def model_problems(settings: dict[str, Any]) -> list[str]:
     """What differs between a run's recorded model files and the files at those paths now."""
     out = []
     for key in ("detector", "pose_model"):
+        if key not in settings:  # no detector: the pose model on the whole frame
+            continue
         rec = settings[key]
         flag, path = f"--{key.replace('_', '-')}", Path(rec["path"])
         why = model_problem(path)
@@ -446,9 +452,9 @@ def largest(boxes: np.ndarray) -> np.ndarray:
 class WholebodyModels:
     """Detector and pose model of one process: RGB frames -> ([K * 3] float32, persons) each."""
 
-    def __init__(self, detector: Path, pose_model: Path, device: str = "cpu",
+    def __init__(self, detector: Path | None, pose_model: Path, device: str = "cpu",
                  decoder: str = DECODERS[0]) -> None:
-        self.detector = Detector(Path(detector), device)
+        self.detector = Detector(Path(detector), device) if detector else None
         self.pose = PoseModel(Path(pose_model), device, decoder)
         if device == "cuda" and CUDA not in self.providers():
             # onnxruntime falls back to the CPU, with a warning only, when CUDA cannot start
@@ -459,8 +465,22 @@ class WholebodyModels:
 
     def providers(self) -> list[str]:
         """The providers the sessions run on (what onnxruntime accepted, not what was asked)."""
-        return list(dict.fromkeys(self.detector.session.get_providers()
-                                  + self.pose.session.get_providers()))
+        det = self.detector.session.get_providers() if self.detector else []
+        return list(dict.fromkeys(det + self.pose.session.get_providers()))
+
+    def _detect(self, bgrs: list[np.ndarray]
+                ) -> tuple[list[np.ndarray], list[tuple[np.ndarray, int] | BadOutput]]:
+        """Each frame's boxes, and (nothing yet, persons) or BadOutput where the detector's answer
+        is nonsense. No detector: no boxes, so the pose model takes the whole frame."""
+        if self.detector is None:
+            return [np.zeros((0, 4))] * len(bgrs), [(np.empty(0), 0)] * len(bgrs)
+        raw, ratios = self.detector.outputs(bgrs)
+        found = [self.detector._boxes(raw[i:i + 1], r) for i, r in enumerate(ratios)]
+        out: list[tuple[np.ndarray, int] | BadOutput] = []
+        for i, (b, bgr) in enumerate(zip(found, bgrs, strict=True)):
+            why = detector_problem(raw[i:i + 1], b, bgr.shape)
+            out.append(BadOutput(STATUS_BAD_DETECTOR, why) if why else (np.empty(0), len(b)))
+        return found, out
 
     def __call__(self, rgb: np.ndarray) -> tuple[np.ndarray, int]:
         return self.batch([rgb])[0]
@@ -469,12 +489,7 @@ class WholebodyModels:
         """Each frame's keypoints: the detector on all frames, then the pose model on the crops
         of the frames whose boxes are sane; a frame whose outputs are nonsense gets BadOutput."""
         bgrs = [cv2.cvtColor(rgb, cv2.COLOR_RGB2BGR) for rgb in rgbs]
-        raw, ratios = self.detector.outputs(bgrs)
-        found = [self.detector._boxes(raw[i:i + 1], r) for i, r in enumerate(ratios)]
-        out: list[tuple[np.ndarray, int] | BadOutput] = []
-        for i, (b, bgr) in enumerate(zip(found, bgrs, strict=True)):
-            why = detector_problem(raw[i:i + 1], b, bgr.shape)
-            out.append(BadOutput(STATUS_BAD_DETECTOR, why) if why else (np.empty(0), len(b)))
+        found, out = self._detect(bgrs)
         keep = [i for i, o in enumerate(out) if not isinstance(o, BadOutput)]
         if not keep:
             return out
@@ -505,7 +520,8 @@ class WholebodyEstimator:
         self.declaration = declaration_of(settings)
         self.column = layout_of(settings).column
         self.batch_size = int(run["batch_size"])
-        self._models = WholebodyModels(settings["detector"]["path"], settings["pose_model"]["path"],
+        self._models = WholebodyModels((settings.get("detector") or {}).get("path"),
+                                       settings["pose_model"]["path"],
                                        run["device"], (settings.get("head") or {}).get("decoder",
                                                                                       DECODERS[0]))
         self.providers = self._models.providers()
@@ -524,7 +540,8 @@ class WholebodyEstimator:
 
     def blame(self, status: str) -> str:
         """The model file a frame status says is at fault (KeepsFailing's message)."""
-        det, pose = self.settings["detector"]["path"], self.settings["pose_model"]["path"]
+        det = (self.settings.get("detector") or {}).get("path")
+        pose = self.settings["pose_model"]["path"]
         if status == "bad_detector_output":
             return f"--detector {det}"
         if status == "bad_pose_output":
