@@ -148,6 +148,13 @@ def test_outputs_of_a_17_point_run_follow_its_layout(folder, tmp_path):
             "COCO body 17 points")
     status = run_cli(["status", "--out", out])
     assert "--point-set coco" in status.stdout + status.stderr
+    ok(run_cli(["verify", "--out", out]), "verify")
+    ok(run_cli(["diff", out, out]), "diff")
+    other = tmp_path / "mmpose"
+    ok(run_cli(["run", "--dataset", SHARED_SAMPLE, "--out", other, "--videos", "signer_demo-1",
+                *args(folder, "heatmap", 17, "--decoder", "mmpose-dark")]), "run")
+    differs = run_cli(["diff", out, other])
+    assert differs.returncode == 1 and "coco17" in differs.stdout + differs.stderr, differs.stdout
 
 
 def test_extract_keypoints_takes_a_heatmap_model_and_its_point_set(folder, tmp_path):
