@@ -73,10 +73,6 @@ class Keypoints:
         if own is not None:  # a family with a .pose header of its own
             return own(self.parts, width, height, self.fps)
         decl = fam.declaration(None)
-        if decl.pose_header == "pose-format-holistic":
-            from phoenix_keypoints.extract.outputs.export import pose_of_blocks
-
-            return pose_of_blocks(self.parts, width, height, self.fps)
         from phoenix_keypoints.extract.outputs.export import declared_pose
 
         vals = np.concatenate([self.parts[p] for p in decl.parts], axis=1)

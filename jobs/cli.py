@@ -78,16 +78,6 @@ def _batch_size(value: str) -> int:
     return n
 
 
-def _confidence(value: str) -> float:
-    try:
-        x = float(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a number in (0, 1], not {value!r}") from None
-    if not 0 < x <= 1:
-        raise argparse.ArgumentTypeError(f"must be in (0, 1] (greater than 0, at most 1), not {x:g}")
-    return x
-
-
 def _non_negative(value: str) -> int:
     n = _whole(value)
     if n < 0:
@@ -116,34 +106,8 @@ def _plan_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--chunk-frames", type=_positive,
                    help="fixed frames per chunk, whole videos (default: sizes chosen from the "
                         "dataset and the worker count, at most 1000, shrinking toward the end)")
-    p.add_argument("--estimator", choices=names(),
-                   help="holistic (default: MediaPipe Holistic) or wholebody (COCO-WholeBody 133 "
-                        "points from --detector and --pose-model: docs/wholebody.md)")
-    p.add_argument("--detector", type=Path, metavar="DET.onnx",
-                   help="wholebody: a YOLOX person detector (.onnx, with or without NMS inside)")
-    p.add_argument("--pose-model", type=Path, metavar="POSE.onnx",
-                   help="wholebody: a top-down pose model (.onnx): SimCC (RTMPose, RTMW, DWPose) "
-                        "or heatmaps (ViTPose, HRNet), its head read from its outputs")
-    p.add_argument("--point-set", metavar="NAME",
-                   help="wholebody: the pose model's points: coco-wholebody, coco, halpe26, hand21 "
-                        "(default: the one its number of points decides)")
-    p.add_argument("--decoder", choices=("rtmlib", "mmpose-dark"),
-                   help="wholebody, heatmap heads: rtmlib's ViTPose DARK-UDP (default) or mmpose's "
-                        "DARK (docs/wholebody.md)")
-    _models_args(p)
-    p.add_argument("--model-complexity", type=int, choices=(0, 1, 2),
-                   help="Holistic pose model (default 1, the only one mediapipe 0.10.21 ships)")
-    p.add_argument("--refine-face-landmarks", action="store_true", default=None,
-                   help="Holistic's attention face model: 478 face points (468 + 10 iris)")
-    p.add_argument("--static-image-mode", action="store_true", default=None,
-                   help="detect on every frame instead of tracking (slower; tracking is still "
-                        "reset between videos)")
-    p.add_argument("--no-smooth-landmarks", dest="smooth_landmarks", action="store_false",
-                   default=None, help="turn off Holistic's landmark smoothing across frames")
-    p.add_argument("--min-detection-confidence", "--min_detection_confidence", type=_confidence,
-                   metavar="F", help="Holistic's min_detection_confidence, in (0, 1] (default 0.5)")
-    p.add_argument("--min-tracking-confidence", "--min_tracking_confidence", type=_confidence,
-                   metavar="F", help="Holistic's min_tracking_confidence, in (0, 1] (default 0.5)")
+    p.add_argument("--estimator", choices=names(), help=_estimator_help())
+    _family_args(p)
     p.add_argument("--no-follow-links", dest="follow_links", action="store_false", default=None,
                    help="leave out videos reached through a link that leaves the dataset's folder "
                         "(links are followed by default, and those leaving it named)")
@@ -156,13 +120,55 @@ def _plan_args(p: argparse.ArgumentParser) -> None:
                         "libjpeg-turbo's own limit; encoders write about 10)")
 
 
+def _default_about() -> str:
+    from phoenix_keypoints.extract.keypoints.estimator import DEFAULT_FAMILY, family
+
+    return getattr(family(DEFAULT_FAMILY), "ABOUT", DEFAULT_FAMILY)
+
+
+def _family_order() -> list[str]:
+    """The families, the default last (its options close the list, as they always have)."""
+    from phoenix_keypoints.extract.keypoints.estimator import DEFAULT_FAMILY, names
+
+    return [n for n in names() if n != DEFAULT_FAMILY] + [DEFAULT_FAMILY]
+
+
+def _estimator_help() -> str:
+    """--estimator's help: each family with its words (its ABOUT), the default first."""
+    from phoenix_keypoints.extract.keypoints.estimator import DEFAULT_FAMILY, family, names
+
+    def about(name: str) -> str:
+        words = getattr(family(name), "ABOUT", "")
+        return f"{name} ({'default: ' if name == DEFAULT_FAMILY else ''}{words})" if words else name
+    return " or ".join(about(n) for n in names())
+
+
+def _family_args(p: argparse.ArgumentParser) -> None:
+    """Each family's own options (its add_run_options), and --models for the one that publishes
+    models (jobs/models.py)."""
+    from phoenix_keypoints.extract.keypoints.estimator import family
+
+    for name in _family_order():
+        add = getattr(family(name), "add_run_options", None)
+        if add is not None:
+            add(p)
+        if hasattr(family(name), "PUBLISHED_MODELS"):
+            _models_args(p)
+
+
 def _runtime_args(p: argparse.ArgumentParser) -> None:
-    """How whole-body workers run (run, and each shard of slurm): not part of the output."""
+    """How the workers of a family that batches frames (its declaration's `batches`) run (run,
+    and each shard of slurm): not part of the output."""
+    from phoenix_keypoints.extract.keypoints.estimator import family, names
+
+    batching = [n for n in names() if family(n).declaration(None).batches]
+    which = "/".join(batching)
+    docs = ", ".join(getattr(family(n), "DOCS", "docs/") for n in batching)
     p.add_argument("--batch-size", type=_batch_size, metavar="N",
-                   help="wholebody: frames per model call, within a video (default 8; the output "
-                        "is the same for any N: docs/wholebody.md)")
+                   help=f"{which}: frames per model call, within a video (default 8; the output "
+                        f"is the same for any N: {docs})")
     p.add_argument("--device", choices=("auto", "cpu", "cuda"),
-                   help="wholebody: where onnxruntime runs (default auto: CUDA where onnxruntime-gpu "
+                   help=f"{which}: where onnxruntime runs (default auto: CUDA where onnxruntime-gpu "
                         "is installed and the worker has a GPU, else CPU)")
 
 
@@ -322,7 +328,7 @@ def _add_verify(sub: argparse._SubParsersAction) -> None:
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="phoenix-keypoints",
-        description="RWTH-PHOENIX-Weather 2014 T frames to MediaPipe Holistic keypoints.",
+        description=f"RWTH-PHOENIX-Weather 2014 T frames to {_default_about()} keypoints.",
     )
     sub = p.add_subparsers(dest="command", required=True)
     for add in (_add_run, _add_slurm, _add_small, _add_verify, _add_tensors, _inspect_parsers,
@@ -390,39 +396,56 @@ def _options(args: argparse.Namespace) -> RunOptions:
         if dataset is not None and dataset != args.manifest:
             raise SystemExit("phoenix-keypoints: error: give --dataset or --manifest, not both")
         dataset = args.manifest
+    asked = _family_options(args)  # first: it may read the flags as a resumed run's family's
     return RunOptions(dataset, splits, args.videos, args.limit_videos, args.chunk_frames,
-                      args.model_complexity, args.max_samples_per_split,
-                      args.min_detection_confidence, args.min_tracking_confidence,
-                      args.refine_face_landmarks, args.static_image_mode, args.smooth_landmarks,
-                      args.max_pixels, args.follow_links, args.estimator, _models(args),
-                      args.max_scans)
+                      args.max_samples_per_split, args.max_pixels, args.follow_links,
+                      args.estimator, args.max_scans, asked)
 
 
-def _models(args: argparse.Namespace) -> dict | None:
-    """--detector and --pose-model, checked and recorded (sha256, size, input size), or None."""
+def _family_options(args: argparse.Namespace) -> dict[str, dict]:
+    """What each family's own options asked (its asked_settings: checked, as it records them),
+    for the families given any; --models NAME's files come from the cache (jobs/models.py). A
+    resume without --estimator offers them first to the run's own family, as if --estimator named
+    it: one built on another family's flags (a 3D run's --detector) reads them as its own."""
+    from phoenix_keypoints.extract.keypoints.estimator import OptionError, family
     from phoenix_keypoints.jobs.rundir.folder import RunError
 
-    det, pose = getattr(args, "detector", None), getattr(args, "pose_model", None)
-    if (getattr(args, "point_set", None) or getattr(args, "decoder", None)) and pose is None:
-        raise RunError("--point-set and --decoder describe the pose model: give them with "
-                       "--detector and --pose-model.")
-    if getattr(args, "models", None) is not None:
-        if det is not None or pose is not None or args.estimator == "holistic":
-            raise RunError("--models NAME names a whole-body detector and pose model: give it with "
-                           "--estimator wholebody, without --detector and --pose-model.")
-        from phoenix_keypoints.jobs.models import recorded
+    def fetched() -> tuple[Path, ...]:
+        from phoenix_keypoints.jobs.models import fetched as files
 
-        return recorded(args.models, args.models_dir)
-    if det is None and pose is None:
+        return files(args.models, args.models_dir)
+
+    def ask(name: str, estimator: str | None) -> dict | None:
+        asked = getattr(family(name), "asked_settings", None)
+        try:
+            return asked(args, estimator, fetched) if asked is not None else None
+        except OptionError as e:
+            raise RunError(str(e)) from None
+
+    out = {}
+    own = _resumed_family(args) if args.estimator is None else None
+    if own is not None and (got := ask(own, own)) is not None:
+        args.estimator, out[own] = own, got
+    for name in _family_order():
+        if name not in out and (got := ask(name, args.estimator)) is not None:
+            out[name] = got
+    return out
+
+
+def _resumed_family(args: argparse.Namespace) -> str | None:
+    """The family of the run `--out` holds where it is not the default one (whose flags never
+    choose it), else None (a new run, --fresh, or a run.json said wrong again when the run is
+    opened)."""
+    from phoenix_keypoints.extract.keypoints.estimator import DEFAULT_FAMILY, names
+    from phoenix_keypoints.jobs.rundir.folder import RunDir, RunError
+
+    out = None if getattr(args, "fresh", False) else getattr(args, "out", None)
+    try:
+        rd = RunDir(Path(out)) if out is not None else None
+        name = rd.load().options.estimator if rd is not None and rd.exists() else None
+    except RunError:
         return None
-    if args.estimator == "holistic":
-        raise RunError("--detector and --pose-model are for --estimator wholebody.")
-    if pose is None:  # a pose model alone takes the whole frame (a hand crop, say)
-        raise RunError("--estimator wholebody needs both --detector DET.onnx and --pose-model "
-                       "POSE.onnx (docs/wholebody.md says where rtmlib's published ones are).")
-    from phoenix_keypoints.extract.families.wholebody.runner import record
-
-    return record(det, pose, args.point_set, args.decoder)
+    return name if name != DEFAULT_FAMILY and name in names() else None
 
 
 def _run(args: argparse.Namespace) -> int:

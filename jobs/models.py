@@ -1,19 +1,16 @@
 """Models by name: `phoenix-keypoints models fetch NAME` and `run --models NAME`.
 
 rtmlib users name a mode (`Wholebody(mode="balanced")`) and get its two files fetched once; this
-module does that for the whole-body estimator, and only when asked: `models fetch NAME` downloads
-each file of the mode into a cache folder, checks it against a sha256 this project pins, and takes
-the zip's `end2end.onnx` out without trusting the zip (no member outside its folder, no absolute
-path, no link, one `end2end.onnx`, sizes capped). `run --models NAME` only looks in the cache: a
-file that is not there stops the run (exit 2) with the command that fetches it. Nothing here runs
-at import, and no other command reaches the network.
+module does that for the family that publishes its models (the whole-body family's
+PUBLISHED_MODELS, with their pins and where they come from), and only when asked: `models fetch
+NAME` downloads each file of the mode into a cache folder, checks it against a sha256 this project
+pins, and takes the zip's `end2end.onnx` out without trusting the zip (no member outside its
+folder, no absolute path, no link, one `end2end.onnx`, sizes capped). `run --models NAME` only
+looks in the cache: a file that is not there stops the run (exit 2) with the command that fetches
+it. Nothing here runs at import, and no other command reaches the network.
 
-The pins. OpenMMLab publishes no checksum for these zips (the 8 hex digits in some names are of
-the training checkpoint, not of the zip). The sha256 values below are those that public projects
-pinning the same files state (found through a code search, 2026-11; the YOLOX values by several
-projects that agree); they could not be checked here (no network). A file no source states a
-sha256 for has `None`: `models fetch` refuses it and says so, rather than trust unchecked bytes.
-Where a source also states the zip's sha256, the zip is checked before it is opened.
+A file no pin is given for is refused, rather than trust unchecked bytes; where the zip's own
+sha256 is given, the zip is checked before it is opened.
 
 Exit statuses: 0 fetched (or already there); 1 the download failed (no network, refused
 connection, an HTTP error, a truncated transfer: try again, or fetch by hand as the message says);
@@ -41,6 +38,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import IO, Any
 
+from phoenix_keypoints.extract.keypoints.estimator import family, names
 from phoenix_keypoints.jobs import messages
 from phoenix_keypoints.jobs.rundir.folder import JobFailed, RunError
 
@@ -75,28 +73,7 @@ class Published:
         return self.zip_name.removesuffix(".zip") + ".onnx"
 
 
-_YOLOX_TINY = Published("rtmposev1/onnx_sdk/yolox_tiny_8xb8-300e_humanart-6f3252f9.zip", (416, 416),
-                        "ceb11c07298f95c50d7c5abeb906d03340c85f23aa79e3e66966e7fb6c307250")
-_YOLOX_M = Published("rtmposev1/onnx_sdk/yolox_m_8xb8-300e_humanart-c2c7a14a.zip", (640, 640),
-                     "3dea6513388889f0fff4b77bf7a26013600321b9eb9ceb0e9a400a82572f5f23",
-                     "a000224fd8ba283202bc62d4a5fcdfe353adb9f468777dbac1ea2ada2093adde")
-# TODO(pin): no public source states the sha256 of this zip or of its end2end.onnx; until one is
-# pinned here, `models fetch lightweight` refuses (docs/wholebody.md says how to use it by hand).
-_RTMW_L_M = Published("rtmw/onnx_sdk/rtmw-dw-l-m_simcc-cocktail14_270e-256x192_20231122.zip",
-                      (256, 192), None)
-_RTMW_X_L = Published("rtmw/onnx_sdk/rtmw-dw-x-l_simcc-cocktail14_270e-256x192_20231122.zip",
-                      (256, 192), "9a9bc17c13ff0a1e37507f45a037a21bc410cd08374b0e664c57d0080843aa58",
-                      "1e3e77558dfc199129bfff1c583e51b4ee190914de6ae30688243c20163c148c")
-_RTMW_X_L_384 = Published("rtmw/onnx_sdk/rtmw-dw-x-l_simcc-cocktail14_270e-384x288_20231122.zip",
-                          (384, 288),
-                          "bd033156e5104c4f5d2edfe0453e02661e30a2f3da453ec93c8764d561b83054",
-                          "a87e1af41a0a067776dba7d46e1c21c8f6e9f18e247e0e606718dd1f31e96ffd")
-# rtmlib 0.0.16's Wholebody modes (rtmlib/tools/solution/wholebody.py): (detector, pose model)
-PUBLISHED: dict[str, tuple[Published, Published]] = {
-    "lightweight": (_YOLOX_TINY, _RTMW_L_M),
-    "balanced": (_YOLOX_M, _RTMW_X_L),
-    "performance": (_YOLOX_M, _RTMW_X_L_384),
-}
+# the index's roles: each name is a detector and a pose model
 ROLES = ("detector", "pose")
 
 
@@ -147,13 +124,20 @@ _SHA = re.compile(r"[0-9a-f]{64}")
 _PATH = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*(/[A-Za-z0-9][A-Za-z0-9._-]*)*\.zip")
 
 
+def models_family() -> str:
+    """The family whose models `models` fetches: the one that publishes them (its package's
+    PUBLISHED_MODELS, an index as $PHOENIX_KEYPOINTS_MODELS_INDEX holds one)."""
+    return next(n for n in names() if hasattr(family(n), "PUBLISHED_MODELS"))
+
+
 def catalogue() -> dict[str, tuple[Published, Published]]:
     """The names `models` knows: rtmlib's modes, or those of $PHOENIX_KEYPOINTS_MODELS_INDEX (a
     JSON file {NAME: {"detector": FILE, "pose": FILE}}, FILE {"path", "input_hw", "onnx_sha256",
     "zip_sha256", "max_bytes"}: for tests against a local server, or a site's own files)."""
     index = os.environ.get(INDEX_ENV, "")
     if not index:
-        return PUBLISHED
+        raw = family(models_family()).PUBLISHED_MODELS
+        return {name: (_entry(raw[name]["detector"]), _entry(raw[name]["pose"])) for name in raw}
     where = f"${INDEX_ENV} ({messages.terminal(index)})"
     try:
         raw = json.loads(Path(index).read_text(encoding="utf-8"))
@@ -203,11 +187,9 @@ def resolve(name: str, folder: Path | None) -> tuple[Path, Path]:
     return paths[0], paths[1]
 
 
-def recorded(name: str, folder: Path | None) -> dict[str, Any]:
-    """A fetched mode's models as a run records them, each still the pinned bytes (a file copied
-    into the cache by hand, or changed since, is refused here rather than recorded)."""
-    from phoenix_keypoints.extract.families.wholebody.runner import record
-
+def fetched(name: str, folder: Path | None) -> tuple[Path, Path]:
+    """A fetched mode's files, each still the pinned bytes (a file copied into the cache by hand,
+    or changed since, is refused here rather than recorded)."""
     paths = resolve(name, folder)
     for path, f in zip(paths, mode(name), strict=True):  # checked before onnxruntime reads it
         have = _sha256_file(path)
@@ -216,7 +198,7 @@ def recorded(name: str, folder: Path | None) -> dict[str, Any]:
             raise RunError(f"--models {name}: {path} has sha256 {have}, {pinned}. Remove it and run "
                            f"`phoenix-keypoints models fetch {name}` again, or give the files with "
                            "--detector and --pose-model.")
-    return record(*paths)
+    return paths
 
 
 # --- models fetch NAME ------------------------------------------------------------------------------
@@ -229,7 +211,7 @@ def fetch(name: str, folder: Path | None, base: str | None) -> int:
         raise RunError(f"models {name}: this project pins no sha256 for {url}{f.path} yet (no source "
                        "states one), so it is not fetched unchecked. Download it yourself, check "
                        f"it, and give its {MEMBER} with --detector / --pose-model "
-                       "(docs/wholebody.md).")
+                       f"({family(models_family()).DOCS}).")
     where.mkdir(parents=True, exist_ok=True)
     for role, f in zip(ROLES, files, strict=True):
         dest = where / f.onnx_name
@@ -417,18 +399,17 @@ def list_models(folder: Path | None, base: str | None) -> int:
 
 # --- the command line (jobs/cli.py calls these) -----------------------------------------------------
 def add_run_args(p: argparse.ArgumentParser) -> None:
-    """run / slurm: --models NAME (a fetched mode) and where the cache is."""
-    p.add_argument("--models", metavar="NAME",
-                   help="wholebody: the detector and pose model of a named mode fetched with "
-                        "`phoenix-keypoints models fetch NAME` (lightweight, balanced, performance), "
-                        "instead of --detector and --pose-model")
+    """run / slurm: --models NAME (a fetched mode) and where the cache is, worded by the family
+    that publishes models (its MODELS_HELP)."""
+    name = models_family()
+    p.add_argument("--models", metavar="NAME", help=f"{name}: {family(name).MODELS_HELP}")
     p.add_argument("--models-dir", type=Path, metavar="DIR",
                    help=f"where fetched models are (default ${DIR_ENV}, else the user's cache "
                         "folder: ~/.cache/phoenix-keypoints/models on Linux)")
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    m = sub.add_parser("models", help="fetch rtmlib's published whole-body models by name, once")
+    m = sub.add_parser("models", help=f"fetch {family(models_family()).MODELS_ABOUT} by name, once")
     msub = m.add_subparsers(dest="models_command", required=True)
     f = msub.add_parser("fetch", help="download NAME's detector and pose model into the cache, "
                                       "checked against pinned sha256s (the only command that "

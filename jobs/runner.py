@@ -102,7 +102,7 @@ def _export_pkl(rd: RunDir, req: RunRequest, locked_here: bool = True) -> None:
     if req.pkl is None:
         return
     from phoenix_keypoints.jobs.run.identity import corpus_spelling
-    from phoenix_keypoints.jobs.run.outputs import export_legacy_pkl, legacy_pkl_line, pkl_record
+    from phoenix_keypoints.jobs.run.outputs import export_for_run, pkl_record
 
     info = rd.load()
     given = str(req.options.dataset) if req.options.dataset is not None else None
@@ -110,11 +110,11 @@ def _export_pkl(rd: RunDir, req: RunRequest, locked_here: bool = True) -> None:
     if info.exports.get(str(req.pkl.absolute())) == pkl_record(req.pkl, info, source):
         messages.result(f"legacy pkl: {req.pkl} is up to date")
         return
-    stats = export_legacy_pkl(rd, req.pkl, given)
+    line = export_for_run(rd, "legacy-pkl", req.pkl, given)
     with contextlib.nullcontext() if locked_here else locked(rd):
         rd.update(lambda i: i.exports.__setitem__(str(req.pkl.absolute()),
                                                   pkl_record(req.pkl, i, source)))
-    messages.result(legacy_pkl_line(req.pkl, stats))
+    messages.result(line)
 
 
 def _complete(rd: RunDir, req: RunRequest) -> bool:

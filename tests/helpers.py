@@ -109,23 +109,6 @@ def wait_for(pred: Callable[[], Any], timeout: float, what: str,
     raise AssertionError(f"timed out waiting for: {what}")
 
 
-def killed_then_resumed(out: Path, args: list, ref: Path) -> None:
-    """`run --out out ARGS` (frames slowed) SIGKILLed once a chunk is committed, then the same
-    command again: it resumes, and its output equals the uninterrupted run in `ref`."""
-    import signal
-
-    proc = popen_cli(["run", "--out", out, *args], env={"PHOENIX_KEYPOINTS_FAULTS": "frame-delay=0.05"})
-    wait_for(lambda: any((out / "parts").glob("chunk-*.parquet")), 120, "a chunk committed", proc)
-    os.killpg(proc.pid, signal.SIGKILL)
-    proc.communicate(timeout=30)
-    assert not (out / "keypoints.parquet").exists(), "killed after the end: nothing was interrupted"
-    resumed = run_cli(["run", "--out", out, *args])
-    assert_no_traceback(resumed)
-    assert resumed.returncode == 0, resumed.stderr
-    assert "resuming:" in resumed.stderr, resumed.stderr
-    assert_same_output(out, ref)
-
-
 def progress(run_dir: Path) -> dict[str, Any]:
     try:
         return json.loads((Path(run_dir) / "progress.json").read_text())
@@ -450,3 +433,26 @@ def find_python(minor: str) -> str | None:
         if which.returncode == 0 and subprocess.run([path, *check], capture_output=True).returncode == 0:
             return path
     return None
+
+
+def killed_and_resumed(args: list, tmp_path: Path) -> Path:
+    """`run --out tmp_path/a ARGS` uninterrupted, and `run --out tmp_path/b ARGS` SIGKILLed (its
+    process group) once a chunk is committed, then run again: b's output equals a's. Returns b."""
+    import signal
+
+    def ok(proc: subprocess.CompletedProcess, what: str) -> subprocess.CompletedProcess:
+        assert_no_traceback(proc)
+        assert proc.returncode == 0, f"{what}: exit {proc.returncode}\n{proc.stdout}\n{proc.stderr}"
+        return proc
+
+    ok(run_cli(["run", "--out", tmp_path / "a", *args]), "uninterrupted")
+    b = tmp_path / "b"
+    proc = popen_cli(["run", "--out", b, *args], env={"PHOENIX_KEYPOINTS_FAULTS": "frame-delay=0.05"})
+    wait_for(lambda: any((b / "parts").glob("chunk-*.parquet")), 120, "a chunk committed", proc)
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.communicate(timeout=30)
+    assert not (b / "keypoints.parquet").exists(), "killed after the end: nothing was interrupted"
+    resumed = ok(run_cli(["run", "--out", b, *args]), "resume")
+    assert "resuming:" in resumed.stderr, resumed.stderr
+    assert_same_output(b, tmp_path / "a")
+    return b

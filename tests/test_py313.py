@@ -280,3 +280,25 @@ def test_the_wheel_without_constraints_gives_the_same_wholebody_keypoints_on_313
         b"phoenix_keypoints.file"])["versions"] for m, r in runs.items()}
     assert {v["opencv-contrib-python"] for v in made.values()} == {version("opencv-contrib-python")}
     assert made["3.11"]["onnxruntime"] == made["3.13"]["onnxruntime"] == version("onnxruntime")
+
+
+@pytest.mark.parametrize("minor", ["3.10", "3.12"])
+def test_constraints_resolve_on_every_python_setup_uses_them_for(minor: str, tmp_path: Path) -> None:
+    """scripts/setup.sh installs with constraints.txt on 3.10-3.12 (the suite's own venv is 3.11):
+    pip must find a wheel of every pinned version there. 3.10 has none of onnxruntime 1.32, av 18,
+    matplotlib 3.11 and others; its own lines (python_version < "3.11") keep the value-relevant
+    pins. A dry run: pip resolves every pinned package's metadata and installs nothing."""
+    python = find_python(minor)
+    if python is None:
+        pytest.skip(f"no Python {minor} found (python{minor} on PATH, or one pyenv has installed)")
+    venv = tmp_path / "venv"
+    sh([python, "-m", "venv", venv], tmp_path, outside_env())
+    proc = subprocess.run([venv / "bin" / "python", "-m", "pip", "install", "--dry-run", "-c",
+                           REPO / "constraints.txt", f"{REPO}[dev,pose,ray]"], capture_output=True,
+                          text=True, env=outside_env(), timeout=900)
+    if proc.returncode and any(s in proc.stderr for s in OFFLINE):
+        pytest.skip("PyPI cannot be reached: " + proc.stderr.strip().splitlines()[-1])
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    wanted = proc.stdout.splitlines()[-1]
+    assert "mediapipe-0.10.21" in wanted and "opencv-contrib-python-4.11.0.86" in wanted, wanted
+    assert "numpy-1.26.4" in wanted, wanted

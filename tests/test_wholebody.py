@@ -26,7 +26,7 @@ from helpers import (
     VIDEOS,
     assert_no_traceback,
     assert_same_output,
-    killed_then_resumed,
+    killed_and_resumed,
     run_cli,
 )
 from kinds import KINDS
@@ -307,10 +307,8 @@ def test_pose_export_has_a_cocowholebody_header_pose_format_reads(wb_run, tmp_pa
 # --- resume, refusals ----------------------------------------------------------------------------
 @pytest.mark.slow
 def test_resume_after_sigkill_equals_the_uninterrupted_run(models, tmp_path):
-    args = ["--dataset", SHARED_SAMPLE, *wholebody(models), "--workers-per-gpu", "1",
-            "--chunk-frames", "30"]
-    ok(run_cli(["run", "--out", tmp_path / "a", *args]), "uninterrupted")
-    killed_then_resumed(tmp_path / "b", args, tmp_path / "a")
+    killed_and_resumed(["--dataset", SHARED_SAMPLE, *wholebody(models), "--workers-per-gpu", "1",
+                        "--chunk-frames", "30"], tmp_path)
 
 
 def test_slurm_shards_run_the_wholebody_estimator(models, wb_run, tmp_path):

@@ -3,9 +3,10 @@
 They have the inputs and outputs of the published files (a YOLOX person detector with NMS inside,
 output `[1, N, 5]`, or its raw grid output `[1, A, 5 + classes]`; an RTMPose/RTMW SimCC pose
 model with outputs `[1, K, 2w]` and `[1, K, 2h]`; a ViTPose-style heatmap model `[1, K, h/4, w/4]`:
-`pose_model(folder, head, K)`) and compute deterministic functions of the
-pixels (a coarse average pool through fixed random weights), so different frames give different
-boxes, person counts and keypoints. A few milliseconds a frame: job-level tests can use them freely.
+`pose_model(folder, head, K)`; an RTMW3D-style one adding `[1, 133, 2h]` for z) and compute
+deterministic functions of the pixels (a coarse average pool through fixed random weights), so
+different frames give different boxes, person counts and keypoints. A few milliseconds a frame:
+job-level tests can use them freely.
 
     models = tiny_models(tmp_path)          # {"detector", "detector_raw", "pose"}: paths
     models = tiny_models(tmp_path, dynamic=True)  # the same functions, any frames per call
@@ -227,6 +228,34 @@ def pose_model(folder: Path, head: str, points: int, dynamic: bool = False) -> P
     return path
 
 
+def pose_simcc3d(path: Path, hw: tuple[int, int] = POSE_HW, points: int = POINTS,
+                 seed: int = 4, batch: int | str = 1) -> Path:
+    """An RTMW3D-style SimCC model: `simcc_x` [1, K, 2w], `simcc_y` [1, K, 2h], `simcc_z`
+    [1, K, 2h] (rtmlib's RTMPose3d maps z bins through the input height); built as pose_simcc,
+    each axis its own sigmoids times its own per-point level, so x, y and z move with the crop
+    and the x and y maxima differ (rtmlib's 3D score is the smaller, its 2D one the mean)."""
+    _, TensorProto, helper, _ = _helpers()
+    rng = np.random.default_rng(seed)
+    h, w = hw
+    nodes: list = []
+    inits: list = []
+    feat = _features(nodes, inits, hw, "f", 1.0, 0.0)
+    lshape = _const(inits, "shape_lv", np.array([_lead(batch), points, 1], np.int64))
+    outputs = []
+    for axis, bins in (("x", 2 * w), ("y", 2 * h), ("z", 2 * h)):
+        lv = _dense(nodes, inits, feat, rng, points, 1.0, rng.uniform(-4, 3, points), f"lv{axis}")
+        z = _dense(nodes, inits, feat, rng, points * bins, 2.0, 0.0, f"z{axis}")
+        shape = _const(inits, f"shape_{axis}", np.array([_lead(batch), points, bins], np.int64))
+        nodes += [helper.make_node("Reshape", [lv, lshape], [f"lvr{axis}"]),
+                  helper.make_node("Sigmoid", [f"lvr{axis}"], [f"lvs{axis}"]),
+                  helper.make_node("Reshape", [z, shape], [f"r{axis}"]),
+                  helper.make_node("Sigmoid", [f"r{axis}"], [f"s{axis}"]),
+                  helper.make_node("Mul", [f"s{axis}", f"lvs{axis}"], [f"simcc_{axis}"])]
+        outputs.append(helper.make_tensor_value_info(f"simcc_{axis}", TensorProto.FLOAT,
+                                                     [batch, points, bins]))
+    return _save(path, nodes, inits, [_input(hw, batch)], outputs, "tiny_rtmw3d_simcc")
+
+
 def tiny_models(folder: Path, dynamic: bool = False) -> dict[str, Path]:
     """The three models written into folder (made once; the same bytes every time), with a batch
     axis fixed at 1 or (dynamic) named, taking any number of frames per call."""
@@ -235,8 +264,10 @@ def tiny_models(folder: Path, dynamic: bool = False) -> dict[str, Path]:
     tail = "-batch.onnx" if dynamic else ".onnx"
     out = {"detector": folder / f"tiny-yolox-end2end{tail}",
            "detector_raw": folder / f"tiny-yolox-raw{tail}",
-           "pose": folder / f"tiny-rtmpose-simcc{tail}"}
-    makers = {"detector": detector_end2end, "detector_raw": detector_raw, "pose": pose_simcc}
+           "pose": folder / f"tiny-rtmpose-simcc{tail}",
+           "pose3d": folder / f"tiny-rtmw3d-simcc{tail}"}
+    makers = {"detector": detector_end2end, "detector_raw": detector_raw, "pose": pose_simcc,
+              "pose3d": pose_simcc3d}
     for key, path in out.items():
         if not path.exists():
             makers[key](path, batch="batch" if dynamic else 1)
@@ -282,17 +313,45 @@ def rtmlib_pose(path: Path, head: str) -> Any:
                backend="onnxruntime", device="cpu")
 
 
+def rtmlib_wholebody3d(models: dict[str, Path], detector: str = "detector") -> Any:
+    """rtmlib's YOLOX + RTMPose3d (Wholebody3d's two models) on the given files, input sizes read
+    from the files (RTMPose3d takes (width, height)), z_range its default."""
+    import onnx
+
+    rtm = rtmlib_reference()
+    det, _ = rtmlib_wholebody({"pose": models["pose"], detector: models[detector]}, detector)
+    dims = onnx.load(str(models["pose3d"])).graph.input[0].type.tensor_type.shape.dim
+    pose = rtm.RTMPose3d(str(models["pose3d"]), model_input_size=(dims[3].dim_value,
+                                                                  dims[2].dim_value),
+                         backend="onnxruntime", device="cpu")
+    return det, pose
+
+
+def rtmlib_signer3d(det: Any, pose: Any, bgr: np.ndarray) -> tuple[dict[str, np.ndarray], int]:
+    """rtmlib's 3D keypoints of the signer (the largest box, the whole frame when none): its four
+    answers for that box ({"keypoints" [133, 3], "scores", "simcc", "2d"}), and persons."""
+    chosen, n = rtmlib_box(det, bgr)
+    kpts, scores, simcc, kpts_2d = pose(bgr, bboxes=chosen)
+    return {"keypoints": kpts[0], "scores": scores[0], "simcc": simcc[0], "2d": kpts_2d[0]}, n
+
+
+def rtmlib_box(det: Any, bgr: np.ndarray) -> tuple[list[np.ndarray], int]:
+    """The signer's box as a list rtmlib's pose models take (the largest of rtmlib's YOLOX boxes;
+    none: the whole frame), and how many boxes it found."""
+    boxes = det(bgr)
+    boxes = np.asarray(boxes).reshape(-1, 4) if len(boxes) else np.zeros((0, 4))
+    if not len(boxes):
+        return [], 0
+    areas = (boxes[:, 2].astype(np.float64) - boxes[:, 0]) * (boxes[:, 3] - boxes[:, 1])
+    return [boxes[int(np.argmax(areas))]], len(boxes)
+
+
 def rtmlib_signer(det: Any, pose: Any, bgr: np.ndarray) -> tuple[np.ndarray, int]:
     """rtmlib's keypoints of the signer (the largest box rtmlib's YOLOX returns; the whole frame
     when none): ([K, 3] x, y, score as float64, persons)."""
-    boxes = det(bgr)
-    boxes = np.asarray(boxes).reshape(-1, 4) if len(boxes) else np.zeros((0, 4))
-    chosen = []
-    if len(boxes):
-        areas = (boxes[:, 2].astype(np.float64) - boxes[:, 0]) * (boxes[:, 3] - boxes[:, 1])
-        chosen = [boxes[int(np.argmax(areas))]]
+    chosen, n = rtmlib_box(det, bgr)
     kpts, scores = pose(bgr, bboxes=chosen)
-    return np.concatenate([kpts[0], scores[0][:, None]], axis=1), len(boxes)
+    return np.concatenate([kpts[0], scores[0][:, None]], axis=1), n
 
 
 # --- hostile variants of the tiny models (tests/test_model_trust.py) -------------------------------

@@ -4,12 +4,14 @@ installed package would (an entry point of group `phoenix_keypoints.families`).
 
 Its runner computes points from pixels: each quarter of the frame gives one point, the centre of
 its brightness (x, y in pixels of the frame) and a score (its mean brightness / 255); `bright`
-counts the quarters scoring at least 0.5. `show` draws it from its declaration (regions,
-skeleton, colours); its own report is deliberately small.
+counts the quarters scoring at least 0.5, or the score its own option of `run` gives
+(`--toy-bright F`: the hooks add_run_options, asked_settings, settings_conflicts). `show`
+draws it from its declaration (regions, skeleton, colours); its own report is deliberately small.
 """
 
 from __future__ import annotations
 
+import argparse
 import html
 from pathlib import Path
 from typing import Any
@@ -44,8 +46,10 @@ def declaration_of_schema(schema: pa.Schema) -> Declaration | None:
 class ToyEstimator:
     declaration = DECLARATION
 
-    def __init__(self) -> None:
-        self.settings = {"estimator": NAME}
+    def __init__(self, settings: dict[str, Any] | None = None) -> None:
+        self.settings = {"estimator": NAME, **{k: v for k, v in (settings or {}).items()
+                                                if k == "bright_at"}}
+        self.bright_at = float(self.settings.get("bright_at", 0.5))
 
     def start_video(self) -> None:
         pass
@@ -61,14 +65,33 @@ class ToyEstimator:
                 total = q.sum() or 1.0
                 points.append(((xs * q).sum() / total, (ys * q).sum() / total, q.mean() / 255))
         values = np.array(points, np.float32)
-        return {NAME: values.reshape(-1), "bright": int((values[:, 2] >= 0.5).sum())}
+        return {NAME: values.reshape(-1), "bright": int((values[:, 2] >= self.bright_at).sum())}
 
     def close(self) -> None:
         pass
 
 
 def open_estimator(settings: dict[str, Any], num_threads: int | None = 1) -> ToyEstimator:
-    return ToyEstimator()
+    return ToyEstimator(settings)
+
+
+# --- its own option of `run` ---------------------------------------------------------------------
+def add_run_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--toy-bright", type=float, metavar="F",
+                   help="toy: a quarter counts as bright from this score (default 0.5)")
+
+
+def asked_settings(args: argparse.Namespace, estimator: str | None,
+                   fetched: Any = None) -> dict[str, Any] | None:
+    value = getattr(args, "toy_bright", None)
+    return None if value is None else {"bright_at": value}
+
+
+def settings_conflicts(asked: dict[str, Any] | None, recorded: dict[str, Any]) -> list[str]:
+    have = recorded.get("bright_at", 0.5)
+    if asked and asked["bright_at"] != have:
+        return [f"--toy-bright ({have} when planned, {asked['bright_at']} asked)"]
+    return []
 
 
 def file_record(settings: dict[str, Any] | None, recorded: dict[str, Any]) -> dict[str, Any]:

@@ -281,6 +281,10 @@ def write_report(inp: ReportInput, out_dir: Path, thr: Thresholds | None = None,
     own = getattr(family(found.name), "write_report", None) if found else None
     if own is not None:  # a family with a report of its own
         return own(inp.keypoints, inp.title, out_dir)
+    if found is not None and found.report is not None:  # the plain report it declares
+        from phoenix_keypoints.extract.inspect.plain import write_plain_report
+
+        return write_plain_report(found, inp.keypoints, inp.title, out_dir)
     thr = thr or Thresholds()
     out_dir = Path(out_dir)
     res = scan(inp, thr)

@@ -11,10 +11,41 @@ and the outputs read the declaration and call the family's hooks, never a family
 
 A family's package gives: `declaration(settings)`, `open_estimator(settings, num_threads)`,
 `file_record(settings, recorded)` (what keypoints.parquet's metadata says of it), and may give
-`write_tensors`, `tensor_writer`, `write_report`, `drawn_frames`, `pose_of_clip`, `EXPORTS`
-(export format -> writer). Settings travel as one plain dict (recorded in run.json and each
-part's footer): the default family's is its options dict exactly as before (no `estimator` key);
-another family's carries `estimator: NAME`. A new family is one package and its name below.
+`write_tensors`, `tensor_writer`, `write_report`, `drawn_frames`, `write_pose_files`,
+`pose_of_clip`, `run_line` (what `run` says of its recorded settings) and `EXPORTS` (export format
+-> writer(keypoints, to, **options) returning the line the command prints; a writer that names
+`flat`, `tag` or `run` as parameters gets them: `run` is what the job says of the run, such as
+the corpus layout, the dataset path as given and the recorded settings, jobs/run/outputs.py's
+run_facts). Settings travel as one plain dict (recorded in run.json under the family's name, and
+in each part's footer): the default family's is its options dict exactly as before (no
+`estimator` key); another family's carries `estimator: NAME`. A new family is one package and
+its name below.
+
+Command-line options. A family adds its own flags to `run` and `slurm` with four hooks (all
+optional; extract/families/holistic/options.py and wholebody/options.py are two examples):
+
+- `add_run_options(parser)`: `parser.add_argument(...)` for each flag, default None (None means
+  "not given": a resume keeps the run's own); help text starts with the family's name where the
+  flag is for it alone.
+- `asked_settings(args, estimator, fetched)`: the values of its flags read from the parsed `args`,
+  checked, as the family records them (None: none of its flags given); `estimator` is --estimator
+  as given (None when not); raise `OptionError` for flags that do not go together. A family other
+  than the default that returns something is chosen by it (--detector implies the whole-body
+  family). `fetched()` gives the files of `--models NAME` to the family that publishes models
+  (`PUBLISHED_MODELS`, read by jobs/models.py).
+- `settings_of(asked, recorded)`: the settings a run records, what was asked over what the run
+  recorded ({} for a new run); without it, the two dicts merged.
+- `settings_conflicts(asked, recorded)`: why a resume refuses what was asked ("flag (X when
+  planned, Y asked)" each), compared with what the run recorded.
+- (and `moved_files(asked, recorded)`, for a family whose flags name files: the record with the
+  files where they are now, and a line per move; run.json follows them.)
+
+So a new output-deciding flag (say `--points SET`) is one `add_argument` in add_run_options, one
+key in asked_settings' dict, and a line in settings_conflicts if a resume must refuse a change;
+the job, run.json, the fingerprint and the parts carry it without an edit. Options on how workers
+run, not on what they write (--batch-size, --device), are the job's, for a family whose
+declaration says `batches`. `ABOUT` (its words in --estimator's help) and `DOCS` (its page) are
+read where the help names the family.
 """
 
 from __future__ import annotations
@@ -34,13 +65,33 @@ from phoenix_keypoints.extract.keypoints.schema import OPTIONAL_COLUMNS, SCHEMA
 # The registry: family name -> its package (extract/families/NAME/). The first is the default (a
 # settings dict without `estimator`). Tests may add a family of their own (register).
 FAMILIES: dict[str, str] = {"holistic": "phoenix_keypoints.extract.families.holistic",
-                            "wholebody": "phoenix_keypoints.extract.families.wholebody"}
+                            "wholebody": "phoenix_keypoints.extract.families.wholebody",
+                            "wholebody3d": "phoenix_keypoints.extract.families.wholebody3d"}
 DEFAULT_FAMILY = next(iter(FAMILIES))
 
 
 class ModelFileError(Exception):
     """A model file cannot be used (missing, unreadable, another layout, changed since the run was
     planned); the message names the file and says what to do. The command exits 2."""
+
+
+class OptionError(Exception):
+    """A family's command-line options that do not go together (its asked_settings); the message
+    says which and what to give. The command exits 2."""
+
+
+@dataclass(frozen=True)
+class ReportSpec:
+    """What the plain report of a family says (extract/inspect/plain.py): per video, each region's
+    found fraction and these count figures; a family without one gets the quality report of
+    extract/inspect/report.py, made for landmark lists that exist where a part was found."""
+
+    heading: str  # the page's heading, before the run's title
+    note: str  # the paragraph under it: how a part counts as found, what the counts are
+    # (figure, count column, ">" or "==", value): the frames of a video whose column compares so
+    counts: tuple[tuple[str, str, str, int], ...] = ()
+    flag_counts: tuple[str, ...] = ()  # a video is flagged where one of these figures is above 0,
+    flag_lost: tuple[str, ...] = ()  # or where none of these regions is found on any frame
 
 
 @dataclass(frozen=True)
@@ -77,10 +128,7 @@ class Declaration:
     # False: one set of every declared point (outputs/declared.py)
     tensor_presets: bool = False
     batches: bool = False  # takes --batch-size and --device (frames in batches, CPU or CUDA)
-    # the .pose header: "pose-format-holistic" (pose-format's own Holistic components), else one
-    # component per named part made from this declaration (outputs/declared.py), unless the
-    # family's package writes its own (write_pose_files, pose_of_clip)
-    pose_header: str = ""
+    report: ReportSpec | None = field(default=None, compare=False)  # None: the quality report
 
     def point_parts(self) -> dict[str, tuple[int, int]]:
         """Named ranges of the point order (first, end)."""

@@ -5,7 +5,6 @@ Both stream: one video in memory at a time, whatever the dataset's size.
 
 from __future__ import annotations
 
-import importlib.util
 import io
 import os
 import pickle
@@ -19,10 +18,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from phoenix_keypoints.extract.keypoints.estimator import Declaration
-from phoenix_keypoints.extract.keypoints.schema import FACE_POINTS_REFINED, PARTS, layout, list_width
+from phoenix_keypoints.extract.keypoints.schema import FACE_POINTS_REFINED, layout, list_width
 from phoenix_keypoints.extract.outputs.declared import video_tensor
 from phoenix_keypoints.extract.outputs.loader import SplitData
-from phoenix_keypoints.extract.outputs.tensors import TensorsError, iter_videos, part_blocks
+from phoenix_keypoints.extract.outputs.tensors import TensorsError, iter_videos
 
 PHOENIX_FPS = 25
 PHOENIX_SIZE = (210, 260)
@@ -88,35 +87,11 @@ def write_pkl(splits: Iterable[SplitData], path: Path) -> int:
 
 # --- pose-format -----------------------------------------------------------------------------
 
-# Our columns -> pose-format's holistic component names, in its order.
-HOLISTIC_COMPONENTS = {"pose": "POSE_LANDMARKS", "face": "FACE_LANDMARKS",
-                       "left_hand": "LEFT_HAND_LANDMARKS", "right_hand": "RIGHT_HAND_LANDMARKS",
-                       "pose_world": "POSE_WORLD_LANDMARKS"}
-
-
 def pose_install_hint() -> str:
     """How to install the pose extra on this Python: constraints.txt pins mediapipe and numpy < 2,
     which do not resolve on 3.13; constraints-py313.txt is that Python's set."""
     pins = "constraints-py313.txt" if sys.version_info >= (3, 13) else "constraints.txt"
     return f"the pose export needs pose-format: pip install -c {pins} -e '.[pose]'"
-
-
-def _pose_format():
-    try:
-        from pose_format import Pose
-        from pose_format.numpy.pose_body import NumPyPoseBody
-        from pose_format.pose_header import PoseHeader, PoseHeaderDimensions
-        from pose_format.utils.holistic import holistic_components
-    except ImportError:
-        if importlib.util.find_spec("pose_format") is None:
-            raise TensorsError(pose_install_hint()) from None
-        # pose-format builds its holistic header from mediapipe's own tables, at import
-        here = f"Python {sys.version_info.major}.{sys.version_info.minor}"
-        raise TensorsError(f"the pose export needs mediapipe (pose-format's holistic header imports "
-                           f"it), which is not installed in this {here}; mediapipe 0.10.21 has "
-                           "wheels for Python 3.10-3.12 only. Export from such an environment; the "
-                           "pkl, islr, legacy-pkl and legacy-npz exports need no mediapipe.") from None
-    return Pose, NumPyPoseBody, PoseHeader, PoseHeaderDimensions, holistic_components
 
 
 def video_size(table: pa.Table) -> tuple[int, int]:
@@ -144,47 +119,6 @@ def file_layout(keypoints: Path) -> dict[str, tuple[int, int]]:
     return {p: nc for p, nc in layout(refined).items() if p in pf.schema_arrow.names}
 
 
-def pose_arrays(table: pa.Table, width: int, height: int,
-                parts: dict[str, tuple[int, int]] | None = None) -> tuple[np.ndarray, np.ndarray]:
-    """One video's rows -> (data [T, 1, points, 3] float32, confidence [T, 1, points] float32).
-
-    pose-format's holistic layout, as its own MediaPipe loader fills it: x, y in pixels, z as
-    MediaPipe gives it (POSE_WORLD_LANDMARKS too: that loader scales world x, y by the frame
-    size as well), confidence = visibility for body points and 1 for face and hand points; 0
-    (and masked) where nothing was detected. `parts` defaults to the 543-point layout.
-    """
-    parts = parts or dict(PARTS)
-    return blocks_to_pose_arrays(part_blocks(table, list(parts), parts), width, height)
-
-
-def blocks_to_pose_arrays(blocks: dict[str, tuple[np.ndarray, np.ndarray]], width: int,
-                          height: int) -> tuple[np.ndarray, np.ndarray]:
-    """{part: (values [T, points, channels], present [T])} -> pose_arrays' (data, confidence)."""
-    data, conf = [], []
-    n = 0
-    for block, present in blocks.values():
-        n = len(block)
-        xyz = block[:, :, :3].astype(np.float32) * np.float32([width, height, 1])
-        c = block[:, :, 3] if block.shape[2] == 4 else np.ones(block.shape[:2], np.float32)
-        xyz[~present] = 0
-        data.append(xyz)
-        conf.append(np.where(present[:, None], c, 0).astype(np.float32))
-    return (np.concatenate(data, 1).reshape(n, 1, -1, 3),
-            np.concatenate(conf, 1).reshape(n, 1, -1))
-
-
-def pose_of_blocks(parts: dict[str, np.ndarray], width: int, height: int, fps: float) -> Any:
-    """A pose-format Pose of one clip's arrays ({part: [T, points, channels]}, NaN where not
-    detected), laid out as the .pose export writes it (extract.clip's Keypoints.to_pose)."""
-    Pose, NumPyPoseBody, PoseHeader, PoseHeaderDimensions, holistic_components = _pose_format()
-    extra_face = parts["face"].shape[1] - PARTS["face"][0]
-    by_name = {c.name: c for c in holistic_components("XYZC", extra_face)}
-    header = PoseHeader(version=0.2, dimensions=PoseHeaderDimensions(width, height, 0),
-                        components=[by_name[HOLISTIC_COMPONENTS[p]] for p in parts])
-    blocks = {p: (np.nan_to_num(a), ~np.isnan(a).all(axis=(1, 2))) for p, a in parts.items()}
-    data, conf = blocks_to_pose_arrays(blocks, width, height)
-    return Pose(header, NumPyPoseBody(fps=fps, data=data, confidence=conf))
-
 
 def video_fps(table: pa.Table, root: Path | None, default: float) -> float:
     """A video's rate for its .pose header: a video file's stream rate (as pose-format's
@@ -208,30 +142,6 @@ def rate_of_times(times: list[float | None]) -> float | None:
     if len(times) > 1 and None not in times and times[-1] > times[0]:  # type: ignore[operator]
         return (len(times) - 1) / (times[-1] - times[0])  # type: ignore[operator]
     return None
-
-
-def write_pose_files(keypoints: Path, out_dir: Path, fps: float = PHOENIX_FPS,
-                     root: Path | None = None) -> int:
-    """One `<out_dir>/<split>/<video>.pose` per video from keypoints.parquet; returns how many.
-    Each at its source's rate (video_fps: the video file under `root`, the dataset's folder), frame
-    folders at `fps`."""
-    Pose, NumPyPoseBody, PoseHeader, PoseHeaderDimensions, holistic_components = _pose_format()
-    parts = file_layout(keypoints)
-    extra_face = parts["face"][0] - PARTS["face"][0]  # 10 iris points when refined
-    by_name = {c.name: c for c in holistic_components("XYZC", extra_face)}
-    components = [by_name[HOLISTIC_COMPONENTS[p]] for p in parts]
-    have = pq.ParquetFile(keypoints).schema_arrow.names  # (time_s: a file from before videos lacks it)
-    columns = ["width", "height", *[c for c in ("image", "time_s") if c in have], *parts]
-    n = 0
-    for split, video, table in iter_videos(keypoints, columns):
-        width, height = video_size(table)
-        header = PoseHeader(version=0.2, dimensions=PoseHeaderDimensions(width, height, 0),
-                            components=components)
-        data, conf = pose_arrays(table, width, height, parts)
-        body = NumPyPoseBody(fps=video_fps(table, root, fps), data=data, confidence=conf)
-        write_file(Path(out_dir) / split / f"{video}.pose", Pose(header, body).write)
-        n += 1
-    return n
 
 
 def write_file(dest: Path, write: Callable[[BinaryIO], Any]) -> None:

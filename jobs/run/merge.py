@@ -78,7 +78,7 @@ class KeypointsWriter:
         info = rd.load()
         decl = declaration(info.options.settings())
         self.versions = file_versions(info, versions)
-        meta = file_metadata(self.versions, info.options.holistic, info.dataset.fingerprint,
+        meta = file_metadata(self.versions, info.options.recorded, info.dataset.fingerprint,
                              info.options.settings())
         self._writer = pq.ParquetWriter(self.tmp, decl.schema.with_metadata(meta),
                                         **decl.write_options())
@@ -197,7 +197,7 @@ class Merger:
             self.tensors: TensorSetWriter = DeclaredTensorWriter(
                 rd.tensors_dir, capacity, decl, corpus=corpus_from_plan(plan))
         else:
-            refined = bool(options.holistic.get("refine_face_landmarks"))
+            refined = bool(options.recorded.get("refine_face_landmarks"))
             self.tensors = TensorSetWriter(rd.tensors_dir, capacity, corpus=corpus_from_plan(plan),
                                            refined=refined)
         self.stages = [_Stage("merge-keypoints", self.keypoints.append),

@@ -6,6 +6,7 @@ corpus fields in plan.parquet, the tensors/ folder, and run.json's record of the
 
 from __future__ import annotations
 
+import inspect
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -87,31 +88,17 @@ def export_pkl(rd: RunDir, to: Path, tag: str = "") -> int:
     return write_pkl((load_split(rd.path, s, tag, mmap=False) for s in meta["splits"]), to)
 
 
-def legacy_dataset_info(info: RunInfo, rd: RunDir, dataset_path: str | None = None) -> dict[str, Any]:
-    """The legacy pkl's dataset_info: source_path is the dataset path as the user gave it."""
-    from phoenix_keypoints.extract.corpora.phoenix import LAYOUT_2014, LAYOUT_T
-
-    h = info.options.holistic
-    workers = info.extraction.workers if info.extraction else info.plan.workers
-    names = {LAYOUT_T: "PHOENIX-2014-T", LAYOUT_2014: "PHOENIX-2014"}
-    return {
-        "name": names.get(info.dataset.layout, info.dataset.layout),
-        "source_path": corpus_spelling(info, dataset_path),
-        "splits": list(info.options.splits),
-        "processing_info": {
-            "extractor": "phoenix-keypoints: MediaPipe Holistic, video mode, tracking reset per video",
-            "mediapipe": info.versions.get("mediapipe", ""),
-            **{k: h[k] for k in ("model_complexity", "min_detection_confidence",
-                                 "min_tracking_confidence") if k in h},
-            "max_samples_per_split": getattr(info.options, "max_samples_per_split", None),
-            # the keys the older script wrote, which its pipeline's progress check prints
-            "num_workers": workers,
-            "distributed": workers > 1,
-            "gpu_optimized": False,  # MediaPipe runs on the CPU here; GPUs only pin workers
-            "run_dir": str(rd.path.resolve()),
-            "keypoints": str(rd.keypoints_path.resolve()),
-        },
-    }
+def run_facts(info: RunInfo, rd: RunDir, dataset_path: str | None = None) -> dict[str, Any]:
+    """What a family's own export may need to know of the run (its writer's `run`): the corpus
+    (its layout, the dataset path as the user gave it, the splits), the family's recorded
+    settings, the versions, the workers, each split's share of the wall time, where it lies."""
+    return {"layout": info.dataset.layout, "source_path": corpus_spelling(info, dataset_path),
+            "splits": list(info.options.splits), "settings": dict(info.options.recorded),
+            "versions": dict(info.versions),
+            "workers": info.extraction.workers if info.extraction else info.plan.workers,
+            "max_samples_per_split": info.options.max_samples_per_split,
+            "run_dir": str(rd.path.resolve()), "keypoints": str(rd.keypoints_path.resolve()),
+            "split_seconds": split_seconds(info)}
 
 
 def split_seconds(info: RunInfo) -> dict[str, float]:
@@ -124,13 +111,11 @@ def split_seconds(info: RunInfo) -> dict[str, float]:
     return {s: round(wall * n / total, 3) for s, n in merge.frames_per_split.items()}
 
 
-def export_legacy_pkl(rd: RunDir, to: Path, dataset_path: str | None = None) -> dict[str, dict]:
-    """The older script's pkl (../shared/docs/legacy-format.md) from keypoints.parquet."""
-    from phoenix_keypoints.extract.families.holistic.legacy import write_legacy_pkl
-
+def export_for_run(rd: RunDir, fmt: str, to: Path, dataset_path: str | None = None) -> str:
+    """Export `fmt` of the run's family (`run --output_path`: --format legacy-pkl), its line."""
     info = rd.load()
-    return write_legacy_pkl(_need_keypoints(rd), to, legacy_dataset_info(info, rd, dataset_path),
-                            split_seconds(info))
+    write = getattr(family(declaration(info.options.settings()).name), "EXPORTS", {})[fmt]
+    return write(_need_keypoints(rd), to, run=run_facts(info, rd, dataset_path))
 
 
 def pkl_record(to: Path, info: RunInfo, source_path: str) -> dict[str, Any]:
@@ -144,25 +129,9 @@ def pkl_record(to: Path, info: RunInfo, source_path: str) -> dict[str, Any]:
             "merged": info.merge.time if info.merge else None}
 
 
-def export_legacy_npz(rd: RunDir, to: Path, dataset_path: str | None = None) -> dict[str, int]:
-    """`<split>_keypoints.npz` as the older pipeline's prepare_model_input makes them."""
-    from phoenix_keypoints.extract.families.holistic.legacy import write_legacy_npz
-
-    info = rd.load()
-    return write_legacy_npz(_need_keypoints(rd), to,
-                            legacy_dataset_info(info, rd, dataset_path)["source_path"])
-
-
-def legacy_pkl_line(to: Path, stats: dict[str, dict]) -> str:
-    per = ", ".join(f"{s} {v['success']} of {v['total']}" for s, v in stats.items() if v["total"])
-    failed = sum(v["failed"] for v in stats.values())
-    return (f"legacy pkl: {to} (frames kept: {per or 'none'}; {failed} frame(s) with nothing "
-            "detected left out, counted in stats)")
-
-
 def export_pose(rd: RunDir, to: Path, fps: float | None = None) -> int:
-    """One .pose file per video (pose-format's holistic layout, or its COCO-WholeBody one for a
-    whole-body run) from keypoints.parquet, each at its source's rate (a video file's stream), frame
+    """One .pose file per video (the family's own header, else one made from its declaration)
+    from keypoints.parquet, each at its source's rate (a video file's stream), frame
     folders at `fps` (PHOENIX's 25 by default)."""
     from phoenix_keypoints.extract.outputs.export import PHOENIX_FPS
 
@@ -170,12 +139,8 @@ def export_pose(rd: RunDir, to: Path, fps: float | None = None) -> int:
     decl, keypoints = declaration(info.options.settings()), _need_keypoints(rd)
     fps, root = fps or PHOENIX_FPS, Path(info.dataset.root)
     own = getattr(family(decl.name), "write_pose_files", None)
-    if own is not None:  # a family with a header of its own (pose-format's COCO-WholeBody)
+    if own is not None:  # a family with a header of its own (one of pose-format's)
         return own(keypoints, to, fps, root)
-    if decl.pose_header == "pose-format-holistic":
-        from phoenix_keypoints.extract.outputs.export import write_pose_files
-
-        return write_pose_files(keypoints, to, fps, root)
     from phoenix_keypoints.extract.outputs.export import write_declared_pose_files
 
     return write_declared_pose_files(keypoints, to, decl, fps, root)
@@ -231,11 +196,20 @@ def write_set_command(rd: RunDir, spec: TensorSpec) -> int:
 
 def export_own(rd: RunDir, fmt: str, to: Path, tag: str, write: Callable[..., str],
                flat: bool = False) -> int:
-    """An export a family writes itself (its `EXPORTS`): the layouts its models' loaders read."""
-    if tag:
+    """An export a family writes itself (its `EXPORTS`): the layouts its models' loaders read.
+    A writer gets `flat`, `tag` and `run` (run_facts) where it names them as parameters, and
+    refuses them itself; one that does not name them is refused them here."""
+    takes = inspect.signature(write).parameters
+    if flat and "flat" not in takes:
+        raise RunError(f"--flat applies to an export that writes a file per video into split "
+                       f"folders (its family's own, such as --format unisign-pkl), not --format {fmt}.")
+    if tag and "tag" not in takes:
         raise RunError(f"--tag applies to --format pkl: --format {fmt} holds all points, read "
                        "from keypoints.parquet.")
-    options = {"flat": True} if flat else {}  # only a per-video export takes it
+    options: dict[str, Any] = {"flat": True} if flat else {}  # only a per-video export takes it
+    options |= {"tag": tag} if tag else {}
+    if "run" in takes:
+        options["run"] = run_facts(rd.load(), rd)
     messages.result(write(_need_keypoints(rd), to, **options))
     return 0
 
@@ -254,17 +228,6 @@ def export_command(rd: RunDir, fmt: str, to: Path, tag: str = "", fps: float | N
     if flat:
         raise RunError(f"--flat applies to an export that writes a file per video into split "
                        f"folders (its family's own, such as --format unisign-pkl), not --format {fmt}.")
-    if fmt.startswith("legacy") and tag:
-        raise RunError("--tag applies to --format pkl: the legacy formats always hold their 143 "
-                       "points, read from keypoints.parquet.")
-    if fmt == "legacy-pkl":
-        messages.result(legacy_pkl_line(to, export_legacy_pkl(rd, to)))
-        return 0
-    if fmt == "legacy-npz":
-        per = export_legacy_npz(rd, to)
-        shown = ", ".join(f"{s}_keypoints.npz {n}" for s, n in per.items())
-        messages.result(f"legacy npz: {to}/ ({shown or 'no split has a frame with anything detected'})")
-        return 0
     if fmt == "pkl":
         n = export_pkl(rd, to, tag)
     else:

@@ -128,22 +128,21 @@ def _resume(rd: RunDir, opts: RunOptions, num_shards: int | None, workers: int =
     check = getattr(family(info.options.estimator), "check_recorded", None)
     if check is not None:  # e.g. model files still the ones the run recorded
         check(opts.settings(info))
-    info = follow_models(rd, info, opts.wholebody)
+    info = follow_moves(rd, info, opts.asked.get(info.options.estimator))
     return follow_corpus(rd, info, check_corpus(info, rd.load_plan()), workers, frozen)
 
 
-def follow_models(rd: RunDir, info: RunInfo, asked: dict | None) -> RunInfo:
-    """The run with its model files where --detector and --pose-model name them now, when they
-    moved (the same bytes: a resume refuses other ones): run.json follows them, as it follows a
-    moved corpus, and keeps each move (`model_moves`)."""
-    have = info.options.wholebody or {}
-    moved = {k: asked[k]["path"] for k in ("detector", "pose_model")
-             if asked and k in asked and k in have and asked[k]["path"] != have[k]["path"]}
-    if not moved:
+def follow_moves(rd: RunDir, info: RunInfo, asked: dict | None) -> RunInfo:
+    """The run with the files its family recorded where its options name them now, when they
+    moved (the same bytes: a resume refuses other ones; the family's `moved_files` says which):
+    run.json follows them, as it follows a moved corpus, and keeps each move (`model_moves`)."""
+    moved_files = getattr(family(info.options.estimator), "moved_files", None)
+    if moved_files is None or not asked:
         return info
-    lines = [f"--{k.replace('_', '-')} {have[k]['path']} -> {path}" for k, path in moved.items()]
-    models = {**have, **{k: {**have[k], "path": path} for k, path in moved.items()}}
-    new = replace(info, options=replace(info.options, wholebody=models),
+    recorded, lines = moved_files(asked, info.options.recorded)
+    if not lines:
+        return info
+    new = replace(info, options=replace(info.options, recorded=recorded),
                   model_moves=[*info.model_moves, *lines])
     rd.save(new)
     messages.note(f"the model file(s) moved: {'; '.join(lines)} (the bytes the run recorded); "

@@ -97,22 +97,12 @@ def starting(info: RunInfo, split_frames: dict[str, int], slots: list, cpus: int
     gpus = sorted({s.gpu for s in slots if s.gpu})
     pinned = f"GPU(s) {','.join(gpus)}" if gpus else "no GPU"
     messages.say(f"workers: {len(slots)} ({pinned}; 1 CPU each, of {cpus} usable); writing {writes}")
-    if info.options.wholebody:
-        messages.say(f"estimator: {info.options.estimator}: {_models_line(info.options.wholebody)}"
-                     f"{runs_on}")
+    line = getattr(family(info.options.estimator), "run_line", None)
+    if line is not None and info.options.recorded:  # e.g. the model files it runs
+        messages.say(f"estimator: {info.options.estimator}: {line(info.options.recorded)}{runs_on}")
     warning = idle_cores(len(slots), cpus, typed, info.options.estimator)
     if warning:
         messages.warn(warning)
-
-
-def _models_line(record: dict) -> str:
-    """The whole-body models as the run uses them: file names, input sizes, onnxruntime."""
-    def one(key: str) -> str:
-        m = record[key]
-        return (f"{key.replace('_', ' ')} {m['path'].rsplit('/', 1)[-1]} "
-                f"({m['input_size']['height']}x{m['input_size']['width']})")
-    det = one("detector") if "detector" in record else "no detector (the whole frame)"
-    return f"{det}, {one('pose_model')}; onnxruntime {record['onnxruntime']}"
 
 
 def failed_videos(failed: dict[str, str]) -> str:

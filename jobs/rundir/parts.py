@@ -23,7 +23,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from phoenix_keypoints.extract.keypoints.estimator import declaration_of_schema
+from phoenix_keypoints.extract.keypoints.estimator import DEFAULT_FAMILY, declaration_of_schema
 from phoenix_keypoints.jobs import faults
 from phoenix_keypoints.jobs.rundir.folder import RunDir, fsync_dir
 
@@ -68,9 +68,10 @@ class PartInfo:
     failed: dict[str, str] = field(default_factory=dict)  # video -> why it has no rows
     statuses: dict[str, int] = field(default_factory=dict)  # row status -> rows
     not_ok: dict[str, int] = field(default_factory=dict)  # video -> rows whose status is not ok
-    # the estimator settings its rows were made with (the key keeps its first name: a Holistic
-    # run's are its graph options, as before; another estimator's name it)
-    holistic: dict = field(default_factory=dict)
+    # the estimator settings its rows were made with; the footer keeps them under the default
+    # family's name, the key it had when there was one family (the default family's are its
+    # options, as before; another family's settings name it)
+    settings: dict = field(default_factory=dict)
     # (split, video)s whose rows it holds but the chunk no longer has (a KeptPart's dropped videos);
     # the counts above leave them out
     dropped: frozenset[Key] = frozenset()
@@ -80,19 +81,19 @@ class PartInfo:
 
     @classmethod
     def of_rows(cls, chunk: int, videos: Sequence[str], statuses: Sequence[str],
-                failed: dict[str, str], holistic: dict | None = None,
+                failed: dict[str, str], settings: dict | None = None,
                 versions: dict[str, str] | None = None) -> PartInfo:
         """The footer of a part holding these rows (one video and status per row)."""
         bad = Counter(v for v, s in zip(videos, statuses, strict=True) if s != "ok")
         return cls(chunk, len(statuses), dict(failed), dict(Counter(statuses)), dict(bad),
-                   dict(holistic or {}), versions=dict(versions or {}))
+                   dict(settings or {}), versions=dict(versions or {}))
 
 
 def write_part(path: Path, table: pa.Table, info: PartInfo, fingerprint: str) -> None:
     """Write a chunk's rows and commit them with one rename; on any error no part is left."""
     meta = {"fingerprint": fingerprint, "chunk": info.chunk, "rows": info.rows,
             "failed": info.failed, "statuses": info.statuses, "not_ok": info.not_ok,
-            "holistic": info.holistic, "versions": info.versions}
+            DEFAULT_FAMILY: info.settings, "versions": info.versions}
     written = declaration_of_schema(table.schema)
     assert written is not None, "a part's rows are an estimator's table"
     table = table.replace_schema_metadata({META_KEY: json.dumps(meta).encode()})
@@ -125,7 +126,7 @@ def read_part_info(path: Path) -> tuple[PartInfo, str]:
         meta = json.loads(raw)
         info = PartInfo(int(meta["chunk"]), int(meta["rows"]), dict(meta.get("failed") or {}),
                         _counts(meta.get("statuses")), _counts(meta.get("not_ok")),
-                        dict(meta.get("holistic") or {}),
+                        dict(meta.get(DEFAULT_FAMILY) or {}),
                         versions=_strings(meta.get("versions") or {}))
         fingerprint = str(meta["fingerprint"])
     except (ValueError, KeyError, TypeError) as e:
@@ -194,7 +195,7 @@ def _without(path: Path, info: PartInfo, dropped: set[Key]) -> PartInfo:
     gone = {v for _, v in dropped}
     out = PartInfo.of_rows(info.chunk, t["video"].to_pylist(), t["status"].to_pylist(),
                            {v: why for v, why in info.failed.items() if v not in gone},
-                           info.holistic, info.versions)
+                           info.settings, info.versions)
     out.dropped = frozenset(dropped)
     return out
 

@@ -14,6 +14,8 @@ import time
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
+from phoenix_keypoints.extract.keypoints.estimator import DEFAULT_FAMILY
+
 RUN_FORMAT = 2
 
 
@@ -23,27 +25,56 @@ class RunInfoError(ValueError):
 
 @dataclass
 class PlanOptions:
-    """What decides a run's output; fingerprinted, so a resume can never mix two runs' parts."""
+    """What decides a run's output; fingerprinted, so a resume can never mix two runs' parts.
+
+    run.json records the family's settings under the family's name (`record`, `from_record`):
+    the default family's key is always there ({} when another family runs), as it was when there
+    was one family, so the runs of the default family keep their fingerprint."""
 
     splits: list[str]
     videos: list[str] | None
     limit_videos: int | None
     chunk_frames: int | None  # None: sizes chosen by the plan
-    holistic: dict[str, Any]
     max_samples_per_split: int | None = None  # first N videos of each split by folder name
     max_pixels: int | None = None  # frames above it are too_large (None: a run planned before it)
     max_scans: int | None = None  # JPEGs of more scans are over_budget (None: planned before it)
     follow_links: bool = True  # False: videos behind a link leaving the dataset are left out
-    estimator: str = "holistic"  # --estimator (extract/keypoints/estimator.py)
-    # wholebody: each model file's path, sha256, size and input size, and onnxruntime's version
-    wholebody: dict[str, Any] | None = None
+    estimator: str = DEFAULT_FAMILY  # --estimator (extract/keypoints/estimator.py)
+    # the family's settings as recorded: the default family's options; another family's what it
+    # records (the whole-body family: each model file's path, sha256, size, input size)
+    recorded: dict[str, Any] = field(default_factory=dict)
 
     def settings(self) -> dict[str, Any]:
-        """What workers build their estimator from: Holistic's options dict exactly as before
-        the estimator was a choice, or another estimator's settings naming it."""
-        if self.estimator == "holistic":
-            return dict(self.holistic)
-        return {"estimator": self.estimator, **(self.wholebody or {})}
+        """What workers build their estimator from: the default family's options dict exactly as
+        before the estimator was a choice, or another family's settings naming it."""
+        if self.estimator == DEFAULT_FAMILY:
+            return dict(self.recorded)
+        return {"estimator": self.estimator, **self.recorded}
+
+    def record(self) -> dict[str, Any]:
+        """run.json's `options`: each field, the family's settings under its name."""
+        out = asdict(self)
+        del out["recorded"]
+        out[DEFAULT_FAMILY] = dict(self.recorded) if self.estimator == DEFAULT_FAMILY else {}
+        if self.estimator != DEFAULT_FAMILY:
+            out[self.estimator] = dict(self.recorded)
+        return out
+
+    @classmethod
+    def from_record(cls, raw: Any) -> PlanOptions:
+        """The options of run.json (record); another family's key left empty (an earlier
+        version wrote `null` for the one that did not run) is dropped."""
+        if not isinstance(raw, dict):
+            raise RunInfoError("'options' is not an object")
+        raw = dict(raw)
+        estimator = raw.get("estimator", DEFAULT_FAMILY)
+        recorded = raw.pop(estimator, None) or {}
+        names = {f.name for f in fields(cls)} - {"recorded"}
+        for key in [k for k in raw if k not in names and raw[k] in (None, {})]:
+            del raw[key]
+        if not isinstance(recorded, dict):
+            raise RunInfoError(f"'options': {estimator!r} is not an object")
+        return _record(cls, {"options": {**raw, "recorded": recorded}}, "options")
 
     @property
     def pixel_limit(self) -> int:
@@ -183,12 +214,13 @@ class RunInfo:
         from phoenix_keypoints.extract.keypoints.versions import DECODER, value_keys
 
         have = dict(self.versions)
-        if self.options.wholebody and "onnxruntime" in self.options.wholebody:
-            have.setdefault("onnxruntime", str(self.options.wholebody["onnxruntime"]))
+        keys = value_keys(self.options.estimator, bool(self.dataset.decoder))
+        for key in keys:  # a family's library version its settings recorded (onnxruntime)
+            if key in self.options.recorded:
+                have.setdefault(key, str(self.options.recorded[key]))
         if self.dataset.decoder:
             have.setdefault(DECODER, self.dataset.decoder)
-        return {k: have.get(k, "not recorded")
-                for k in value_keys(self.options.estimator, bool(self.dataset.decoder))}
+        return {k: have.get(k, "not recorded") for k in keys}
 
     @classmethod
     def new(cls, dataset: DatasetInfo, options: PlanOptions, plan: PlanInfo, versions: dict[str, str],
@@ -199,6 +231,7 @@ class RunInfo:
     # --- json ------------------------------------------------------------------------------------
     def to_json(self) -> dict[str, Any]:
         out = asdict(self)
+        out["options"] = self.options.record()
         del out["merge_interrupted"]
         if self.merge_interrupted:
             out["merge"] = None  # present but empty: begun, not finished
@@ -224,7 +257,7 @@ class RunInfo:
         try:
             return cls(
                 dataset=_record(DatasetInfo, raw, "dataset"),
-                options=_record(PlanOptions, raw, "options"),
+                options=PlanOptions.from_record(raw["options"]),
                 plan=_record(PlanInfo, raw, "plan"),
                 fingerprint=str(raw["fingerprint"]),
                 versions=dict(raw["versions"]),
@@ -266,8 +299,8 @@ def _record(cls: type, raw: dict[str, Any], key: str) -> Any:
 
 def fingerprint(dataset_fp: str, options: PlanOptions, cuts: str) -> str:
     """Ties parts to one dataset, one set of options and one cut of the videos into chunks."""
-    opts = asdict(options)
-    if opts["estimator"] == "holistic":  # a Holistic run keeps the fingerprint it had before
-        del opts["estimator"], opts["wholebody"]
+    opts = options.record()
+    if opts["estimator"] == DEFAULT_FAMILY:  # such a run keeps the fingerprint it had before
+        del opts["estimator"]
     blob = json.dumps({"dataset": dataset_fp, "options": opts, "cuts": cuts}, sort_keys=True)
     return hashlib.sha256(blob.encode()).hexdigest()

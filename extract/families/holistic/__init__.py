@@ -7,6 +7,7 @@ npz). Its tensors, normalisation presets and .pose header are the generic output
 from __future__ import annotations
 
 from dataclasses import fields
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -17,9 +18,33 @@ from phoenix_keypoints.extract.families.holistic.declaration import (
     declaration_of_schema,
     layout_record,
 )
+from phoenix_keypoints.extract.families.holistic.exports import EXPORTS
+from phoenix_keypoints.extract.families.holistic.options import (
+    add_run_options,
+    asked_settings,
+    settings_conflicts,
+    settings_of,
+)
 from phoenix_keypoints.extract.keypoints.estimator import Estimator
 
-__all__ = ["HOLISTIC", "declaration", "declaration_of_schema"]
+__all__ = ["EXPORTS", "HOLISTIC", "add_run_options", "asked_settings", "declaration",
+           "declaration_of_schema", "settings_conflicts", "settings_of"]
+
+ABOUT = "MediaPipe Holistic"  # how `run --help` and the tool's description name it
+
+
+def write_pose_files(keypoints: Path, out_dir: Path, fps: float, root: Path | None) -> int:
+    """`export --format pose`: pose-format's own Holistic components (pose.py)."""
+    from phoenix_keypoints.extract.families.holistic.pose import write_pose_files as write
+
+    return write(keypoints, out_dir, fps, root)
+
+
+def pose_of_clip(parts: dict[str, np.ndarray], width: int, height: int, fps: float) -> Any:
+    """Keypoints.to_pose(): the .pose `export --format pose` writes for the same frames."""
+    from phoenix_keypoints.extract.families.holistic.pose import pose_of_blocks
+
+    return pose_of_blocks(parts, width, height, fps)
 
 LIBRARY = ("mediapipe",)  # the library its values depend on, recorded in each part (versions.py)
 

@@ -32,8 +32,7 @@ def declaration(settings: dict[str, Any] | None = None) -> Declaration:
                  "left_hand": ("left_hand", 0, 21), "right_hand": ("right_hand", 0, 21)},
         skeleton={"body": POSE_EDGES, "face": FACE_CONTOUR_EDGES, "left_hand": HAND_EDGES,
                   "right_hand": HAND_EDGES},
-        exports=EXPORTS, error_status="mediapipe_error", tensor_presets=True,
-        pose_header="pose-format-holistic")
+        exports=EXPORTS, error_status="mediapipe_error", tensor_presets=True)
 
 
 def declaration_of_schema(schema: pa.Schema) -> Declaration | None:

@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from phoenix_keypoints.extract.families.holistic.declaration import declaration
+from phoenix_keypoints.extract.families.holistic.declaration import HOLISTIC, declaration
 from phoenix_keypoints.extract.keypoints.estimator import ModelFileError
 from phoenix_keypoints.extract.keypoints.schema import layout
 
@@ -71,6 +71,18 @@ def _mediapipe_spec() -> importlib.machinery.ModuleSpec | None:
     return spec if spec is not None and spec.submodule_search_locations else None
 
 
+def _others() -> str:
+    """', or use ...': the families this Python can run instead (the registry's, none of which
+    needs mediapipe), as `--estimator NAME`."""
+    from phoenix_keypoints.extract.keypoints.estimator import family, names
+
+    ok = [n for n in names() if n != HOLISTIC and getattr(family(n), "unavailable", lambda: None)()
+          is None]
+    need = "needs" if len(ok) == 1 else "need"
+    return f", or use {' or '.join(f'--estimator {n}' for n in ok)}, which {need} no mediapipe" \
+        if ok else ""
+
+
 def holistic_available() -> str | None:
     """None where Holistic can run in this Python; else why not and what to do.
 
@@ -84,8 +96,7 @@ def holistic_available() -> str | None:
     if sys.version_info >= (3, 13):
         return (f"the holistic estimator needs mediapipe 0.10.21 (the last release with Holistic), "
                 f"which has wheels for Python 3.10-3.12 only; this is {here}. Run it from a Python "
-                "3.10-3.12 environment (./scripts/setup.sh makes one), or use the whole-body "
-                "estimator, which needs no mediapipe (--estimator wholebody).")
+                f"3.10-3.12 environment (./scripts/setup.sh makes one){_others()}.")
     return (f"the holistic estimator needs mediapipe 0.10.21, which is not installed in this {here}: "
             "run ./scripts/setup.sh, or pip install -c constraints.txt -e . in your environment.")
 

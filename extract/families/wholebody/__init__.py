@@ -4,8 +4,8 @@
 
 This package is everything the tool knows of the family: its declaration and hooks here, its
 runner (runner.py: the models), the heads' decoders (heads.py), the point sets (layouts.py), its
-outputs (outputs.py: tensors, .pose, TwoStream-SLR and Uni-Sign pkls) and its report and drawing
-(report.py). The registry
+outputs (outputs.py: tensors, .pose, TwoStream-SLR and Uni-Sign pkls); its report and drawing are
+read from its declaration (extract/inspect/plain.py, declared.py). The registry
 (extract.keypoints.estimator) imports it only when a run, file or clip names it.
 """
 
@@ -29,9 +29,25 @@ from phoenix_keypoints.extract.families.wholebody.layouts import (
     WHOLEBODY_LAYOUT,
     layout_of_column,
 )
+from phoenix_keypoints.extract.families.wholebody.options import (
+    ABOUT,
+    DOCS,
+    add_run_options,
+    asked_settings,
+    moved_files,
+    settings_conflicts,
+    settings_of,
+)
+from phoenix_keypoints.extract.families.wholebody.published import (
+    MODELS_ABOUT,
+    MODELS_HELP,
+    PUBLISHED_MODELS,
+)
 from phoenix_keypoints.extract.keypoints.estimator import Declaration, Estimator
 
-__all__ = ["file_record"]
+__all__ = ["ABOUT", "DOCS", "MODELS_ABOUT", "MODELS_HELP", "PUBLISHED_MODELS", "add_run_options",
+           "asked_settings", "file_record", "moved_files", "settings_conflicts", "settings_of"]
+
 
 def declaration(settings: dict[str, Any] | None = None) -> Declaration:
     """The declaration of a run's settings: its point layout's (COCO-WholeBody by default)."""
@@ -97,12 +113,6 @@ def pose_of_clip(parts: dict[str, np.ndarray], width: int, height: int, fps: flo
                              ~np.isnan(values).all(axis=2), width, height, fps)
     return pose_of_values(np.nan_to_num(values), ~np.isnan(values).all(axis=(1, 2)), width, height,
                           fps)
-
-
-def write_report(keypoints: Path, title: str, out_dir: Path) -> dict[str, Any]:
-    from phoenix_keypoints.extract.families.wholebody.report import write_wholebody_report
-
-    return write_wholebody_report(keypoints, title, out_dir)
 
 
 def write_pose_files(keypoints: Path, out_dir: Path, fps: float, root: Path | None) -> int:
@@ -179,6 +189,16 @@ def model_problems(settings: dict[str, Any]) -> list[str]:
     return problems(settings)
 
 
+def run_line(recorded: dict[str, Any]) -> str:
+    """What `run` says of the models it uses: file names, input sizes, onnxruntime."""
+    def one(key: str) -> str:
+        m = recorded[key]
+        return (f"{key.replace('_', ' ')} {m['path'].rsplit('/', 1)[-1]} "
+                f"({m['input_size']['height']}x{m['input_size']['width']})")
+    det = one("detector") if "detector" in recorded else "no detector (the whole frame)"
+    return f"{det}, {one('pose_model')}; onnxruntime {recorded['onnxruntime']}"
+
+
 def status_line(settings: dict[str, Any]) -> str:
     """status: the estimator, its two model files, its head and point set."""
     files = ", ".join(f"--{k.replace('_', '-')} {Path(settings[k]['path']).name}"
@@ -187,15 +207,16 @@ def status_line(settings: dict[str, Any]) -> str:
 
 
 def head_words(settings: dict[str, Any]) -> str:
-    """'; <the head and its decoder>; points: <layout> (--point-set NAME)' of recorded settings
-    ('' for a run recorded before heads and point sets were)."""
+    """'; <the head and its decoder>; points: <layout> (--point-set NAME)' of recorded settings (a
+    record without them: rtmlib's SimCC 133; '' for a family built on this one, its own head)."""
     from phoenix_keypoints.extract.families.wholebody.heads import head_said
 
-    if "head" not in settings:
+    head = settings.get("head")
+    if head is not None and not isinstance(head, dict):
         return ""
+    said = head_said(head) if head else "SimCC head decoded as rtmlib's RTMPose"
     layout = LAYOUTS[settings.get("point_set", WHOLEBODY_LAYOUT.name)]
-    return (f"; pose model: {head_said(settings['head'])}; points: {layout.title} "
-            f"(--point-set {layout.name})")
+    return f"; pose model: {said}; points: {layout.title} (--point-set {layout.name})"
 
 
 def runs_on(settings: dict[str, Any], batch_size: int | None, device: str | None,

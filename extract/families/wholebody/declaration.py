@@ -14,7 +14,7 @@ from phoenix_keypoints.extract.families.wholebody.layouts import (
     WHOLEBODY_LAYOUT,
     Layout,
 )
-from phoenix_keypoints.extract.keypoints.estimator import Declaration
+from phoenix_keypoints.extract.keypoints.estimator import Declaration, ReportSpec
 from phoenix_keypoints.extract.keypoints.schema import BASE_FIELDS
 
 WHOLEBODY = "wholebody"
@@ -44,6 +44,19 @@ def schema_of(layout: Layout) -> pa.Schema:
 
 WHOLEBODY_SCHEMA = schema_of(WHOLEBODY_LAYOUT)
 LIMBS = WHOLEBODY_LAYOUT.skeleton
+COLOURS = WHOLEBODY_LAYOUT.colours
+
+
+def report_of(layout: Layout) -> ReportSpec:
+    """What the report says of a layout's run: its regions found, the detector's persons; a video
+    is flagged for several persons, or for no hand found where the layout has hands."""
+    return ReportSpec(
+        "Whole-body keypoints" if layout is WHOLEBODY_LAYOUT else f"Keypoints: {layout.title}",
+        f"A part is found on a frame when at least half its points score {SCORE_THRESHOLD} or "
+        "more. Persons: boxes the detector kept (the signer is the largest).",
+        counts=(("frames_multi_person", "persons", ">", 1), ("frames_no_person", "persons", "==", 0)),
+        flag_counts=("frames_multi_person",),
+        flag_lost=tuple(r for r in layout.regions if "hand" in r))
 
 
 def declaration_for(layout: Layout, units: str = UNITS,
@@ -59,7 +72,7 @@ def declaration_for(layout: Layout, units: str = UNITS,
             regions={r: (col, a, b) for r, (a, b) in layout.regions.items()},
             exports=layout.exports, units=units, presence_note="rtmlib's cut",
             names=layout.names, subparts=layout.parts, batches=True, skeleton=layout.skeleton,
-            colours=layout.colours, legend={"body": "pose"})
+            colours=layout.colours, legend={"body": "pose"}, report=report_of(layout))
     return cache[key]
 
 

@@ -93,10 +93,23 @@ def read_head(session: Any, wh: tuple[int, int], flag: str, path: Any) -> Head:
         raise ModelFileError(
             f"{flag} {path}: three SimCC outputs {escaped(str(shapes))}: a 3D whole-body model "
             "(RTMW3D: x, y, z), whose points this 2D family does not write. Run it with the 3D "
-            "family (--estimator wholebody3d), or pass a 2D pose model.")
+            f"family (--estimator {depth_family()}), or pass a 2D pose model.")
     if head.kind == SIMCC:
         check_pose(session, wh, flag, path, head.points)
     return head
+
+
+def depth_family() -> str:
+    """The family that runs a SimCC triple, as the registry has it: one that takes this family's
+    model files (--detector, --pose-model) and whose points carry a depth channel."""
+    from phoenix_keypoints.extract.keypoints.estimator import family, names
+
+    for name in names():
+        fam = family(name)
+        if {"detector", "pose_model"} <= set(getattr(fam, "clip_options", tuple)()) and any(
+                v.startswith("z") for v in fam.declaration(None).values):
+            return name
+    return "NAME"  # none registered: the message still says which kind of family to ask for
 
 
 def answer_shapes(head: Head, wh: tuple[int, int]) -> list[tuple[int | None, ...]]:

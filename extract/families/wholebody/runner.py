@@ -42,13 +42,14 @@ from phoenix_keypoints.extract.families.wholebody.declaration import declaration
 from phoenix_keypoints.extract.families.wholebody.heads import (
     DECODERS,
     HEATMAP,
+    SIMCC,
     answer_shapes,
     decode_heatmaps,
     decode_simcc,
     heatmap_problem,
     read_head,
 )
-from phoenix_keypoints.extract.families.wholebody.layouts import layout_for
+from phoenix_keypoints.extract.families.wholebody.layouts import DEFAULT_LAYOUT, layout_for
 from phoenix_keypoints.extract.keypoints.environ import telemetry_off
 from phoenix_keypoints.extract.keypoints.estimator import RUNTIME, ModelFileError, runtime
 from phoenix_keypoints.extract.keypoints.onnx_files import (
@@ -233,9 +234,10 @@ def record(detector: Path | None, pose_model: Path, point_set: str | None = None
     model = PoseModel(Path(pose_model), decoder=decoder or DECODERS[0])
     model.probe()
     layout = layout_for(model.head.points, point_set)
-    return {**det, "pose_model": pose.as_dict(),
-            "onnxruntime": onnxruntime_version(), "point_set": layout.name,
-            "head": model.head.record(model.decoder)}
+    read = {"point_set": layout.name, "head": model.head.record(model.decoder)}
+    if model.head.kind == SIMCC and layout.name == DEFAULT_LAYOUT:
+        read = {}  # rtmlib's own SimCC 133: recorded as before heads and point sets were
+    return {**det, "pose_model": pose.as_dict(), "onnxruntime": onnxruntime_version(), **read}
 
 
 def model_problems(settings: dict[str, Any]) -> list[str]:

@@ -1,0 +1,90 @@
+"""`report` for a family whose declaration says what its plain report holds (`report`, a
+ReportSpec): one row per video in videos.parquet (frames, frames read, how often each declared
+region is found, the declared count figures) and a one-table page.
+
+A region counts as found on a frame when at least half of its points are found (the presence
+rule of extract/inspect/declared.py: score at least the declared threshold). A video is flagged
+where a flagging count figure is above 0, or where none of the flag_lost regions is found on any
+of its frames.
+"""
+
+from __future__ import annotations
+
+import html
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from phoenix_keypoints.extract.inspect.declared import found
+from phoenix_keypoints.extract.inspect.rows import iter_tables, part_arrays
+from phoenix_keypoints.extract.keypoints.estimator import Declaration
+
+_COMPARE = {">": np.greater, "==": np.equal}
+
+
+def video_figures(decl: Declaration, keypoints: Path) -> pd.DataFrame:
+    """One row per video: frames, frames read, each region's found fraction, the count figures."""
+    spec = decl.report
+    assert spec is not None, "a family with a plain report declares it"
+    counts = list(dict.fromkeys(column for _, column, _, _ in spec.counts))
+    tables = list(iter_tables(keypoints, ["split", "video", "status", *decl.parts, *counts]))
+    if not tables:
+        return pd.DataFrame(columns=["split", "video", "frames"])
+    table = pa.concat_tables(tables)
+    keys = pd.DataFrame({"split": table["split"].to_pylist(), "video": table["video"].to_pylist()})
+    regions = found(decl, part_arrays(table))
+    values = {c: table[c].to_numpy(zero_copy_only=False).astype(float) for c in counts}
+    ok = np.asarray(table["status"].to_pylist()) == "ok"
+    rows: list[dict[str, Any]] = []
+    for (split, video), idx in keys.groupby(["split", "video"], sort=False).indices.items():
+        row = {"split": split, "video": video, "frames": len(idx), "frames_ok": int(ok[idx].sum())}
+        for region, f in regions.items():
+            row[f"{region}_found"] = float(f[idx].mean())
+        for figure, column, op, value in spec.counts:
+            row[figure] = int(np.nansum(_COMPARE[op](values[column][idx], value)))
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def flagged(decl: Declaration, videos: pd.DataFrame) -> int:
+    """Videos with a flagging count figure above 0, or none of the flag_lost regions found."""
+    spec = decl.report
+    assert spec is not None
+    rules = [videos.get(figure, 0) > 0 for figure in spec.flag_counts]
+    if spec.flag_lost:
+        rules.append(sum(videos.get(f"{r}_found", 1) for r in spec.flag_lost) == 0)
+    if not rules:
+        return 0
+    out = rules[0]
+    for rule in rules[1:]:
+        out = out | rule
+    return int(out.sum())
+
+
+def write_plain_report(decl: Declaration, keypoints: Path, title: str, out_dir: Path,
+                       videos: pd.DataFrame | None = None) -> dict[str, Any]:
+    """out_dir/videos.parquet and a plain out_dir/index.html; returns what the command prints.
+    `videos`: video_figures with columns a family's own write_report adds (its note says them)."""
+    spec = decl.report
+    assert spec is not None
+    videos = video_figures(decl, keypoints) if videos is None else videos
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    pq.write_table(pa.Table.from_pandas(videos, preserve_index=False), out_dir / "videos.parquet")
+    head = "".join(f"<th>{html.escape(c)}</th>" for c in videos.columns)
+    body = "".join("<tr>" + "".join(f"<td>{html.escape(_cell(v))}</td>" for v in r) + "</tr>"
+                   for r in videos.itertuples(index=False))
+    page = (f"<!doctype html><meta charset='utf-8'><title>{html.escape(title)}</title>"
+            f"<h1>{html.escape(spec.heading)}: {html.escape(title)}</h1><p>{html.escape(spec.note)}"
+            f"</p><table border=1 cellspacing=0><tr>{head}</tr>{body}</table>")
+    (out_dir / "index.html").write_text(page, encoding="utf-8")
+    return {"videos": len(videos), "frames": int(videos["frames"].sum()) if len(videos) else 0,
+            "flagged": flagged(decl, videos)}
+
+
+def _cell(v: Any) -> str:
+    return f"{v:.3f}" if isinstance(v, float) else str(v)
