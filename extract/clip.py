@@ -88,9 +88,9 @@ def extract_keypoints(source: Source, estimator: str = DEFAULT_FAMILY, *, fps: f
     video's own: its stream's rate, else its frames' times); `options` are the estimator's, as `run`
     takes them: Holistic's (model_complexity, refine_face_landmarks, static_image_mode,
     smooth_landmarks, min_detection_confidence, min_tracking_confidence), or the whole-body
-    family's `detector` and `pose_model` (paths of the ONNX files). `progress`: a bar of frames
-    done, None: where tqdm.auto shows one (a terminal, a notebook with ipywidgets), True: always,
-    False: never. MediaPipe's own log lines are kept out of the output."""
+    family's `detector` and `pose_model` (paths of the ONNX files) and `det_every`. `progress`: a
+    bar of frames done, None: where tqdm.auto shows one (a terminal, a notebook with ipywidgets),
+    True: always, False: never. MediaPipe's own log lines are kept out of the output."""
     with _native_logs_kept_out() as real_stderr:
         extractor = _open(estimator, options)
         try:

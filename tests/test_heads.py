@@ -19,7 +19,7 @@ import cv2
 import numpy as np
 import pyarrow.parquet as pq
 import pytest
-from helpers import SHARED_SAMPLE, killed_and_resumed, run_cli
+from helpers import SHARED_SAMPLE, VIDEOS, killed_and_resumed, run_cli
 from kinds import KINDS
 from test_wholebody import ok, reference_bgr, refused
 from tiny_onnx import (
@@ -27,6 +27,7 @@ from tiny_onnx import (
     pose_model,
     rtmlib_pose,
     rtmlib_signer,
+    rtmlib_tracked,
     rtmlib_wholebody,
     tiny_models,
 )
@@ -97,6 +98,31 @@ def test_each_head_and_point_set_equals_rtmlib_through_run(folder, head, k, kind
         assert settings["head"]["points"] == k
     layout = meta["layout"][COLUMN[k]]
     assert layout["points"] == k and len(layout["names"]) == k
+
+
+def test_det_every_tracks_a_heatmap_model_as_rtmlib_posetracker(folder, tmp_path):
+    """--det-every 3 with a ViTPose-style 17-point model: each frame equals rtmlib's
+    PoseTracker(det_frequency=3) around rtmlib's ViTPose (the head's decoder is the tracker's pose
+    step, its K points make the next boxes)."""
+    import av
+    from test_tracking import FRAMES, _write, decoded
+
+    with av.open(str(VIDEOS / "signer_demo.mp4")) as src:
+        frames = [fr.to_ndarray(format="rgb24")[::2, ::2] for fr in src.decode(video=0)][:FRAMES]
+    video = tmp_path / "clips" / "signer.mp4"
+    _write(video, frames)
+    out = tmp_path / "out"
+    ok(run_cli(["run", "--dataset", video.parent, "--out", out,
+                *args(folder, "heatmap", 17, "--det-every", "3")]), "run")
+    rows = pq.read_table(out / "keypoints.parquet").sort_by("frame").to_pylist()
+    models = {**tiny_models(folder), "pose": pose_model(folder, "heatmap", 17)}
+    ref, seen = rtmlib_tracked(models, "detector", 3, decoded(video), "heatmap")
+    assert len(rows) == len(ref) == FRAMES and seen["kept_boxes"] > 0, seen
+    for row, (want, persons) in zip(rows, ref, strict=True):
+        got = np.asarray(row["coco17"], np.float64).reshape(17, 3)
+        assert row["status"] == "ok" and row["persons"] == persons, (row["frame"], persons)
+        assert np.abs(got[:, :2] - want[:, :2]).max() <= PX, row["frame"]
+        assert np.abs(got[:, 2] - want[:, 2]).max() <= SCORE, row["frame"]
 
 
 def test_a_hand_model_without_a_detector_takes_the_whole_frame(folder, tmp_path):
@@ -177,8 +203,9 @@ def test_extract_keypoints_takes_a_heatmap_model_and_its_point_set(folder, tmp_p
 
 def test_models_the_family_cannot_read_are_refused_with_the_choices(folder, tmp_path):
     """A point set of another size, a K no layout has alone, mmpose-dark on a SimCC head, a
-    SimCC triple (3D: the registry's 3D family named), --point-set with the 3D family and
-    --decoder without a pose model: exit 2, naming what to pass instead."""
+    SimCC triple (3D: the registry's 3D family named), --point-set with the 3D family,
+    --decoder without a pose model and --det-every without a detector: exit 2, naming what to
+    pass instead."""
     import onnx
     from onnx import helper
 
@@ -204,6 +231,9 @@ def test_models_the_family_cannot_read_are_refused_with_the_choices(folder, tmp_
             "--point-set and --decoder", "--estimator wholebody")
     refused(run_cli([*base, "--decoder", "mmpose-dark"]), "--point-set and --decoder",
             "--pose-model")
+    # rtmlib's tracking follows the detector's boxes: --det-every needs one
+    refused(run_cli([*base, "--estimator", "wholebody", "--pose-model", pose_model(folder, "simcc", 21),
+                     "--det-every", "5"]), "--det-every", "--detector")
 
 
 # --- mmpose's DARK, as mmpose writes it --------------------------------------------------------

@@ -228,6 +228,34 @@ def pose_model(folder: Path, head: str, points: int, dynamic: bool = False) -> P
     return path
 
 
+def pose_steady(path: Path, hw: tuple[int, int] = POSE_HW, points: int = POINTS,
+                seed: int = 4, batch: int | str = 1, span: tuple[float, float] = (0.15, 0.85)
+                ) -> Path:
+    """A SimCC model whose points sit near fixed places of the crop (a bump per point within
+    `span` of each axis) and move a few bins with the pixels: a person's next box (rtmlib's
+    pose_to_bbox) stays near its box, so rtmlib's tracking follows it from frame to frame, as with
+    a real model on a real signer (pose_simcc's points jump across the crop). With span (0.18,
+    0.82) the next box is the box's size (0.64 x the crop's 1.25 x pose_to_bbox's 1.25), as a real
+    signer's; the default's boxes grow a little each frame."""
+    _, TensorProto, helper, _ = _helpers()
+    rng = np.random.default_rng(seed)
+    nodes: list = []
+    inits: list = []
+    feat = _features(nodes, inits, hw, "f", 1.0, 0.0)
+    outputs = []
+    for axis, bins in (("x", 2 * hw[1]), ("y", 2 * hw[0])):
+        at = rng.uniform(*span, points) * bins
+        bump = np.exp(-0.5 * ((np.arange(bins)[None] - at[:, None]) / 4.0) ** 2)
+        profile = _const(inits, f"bump_{axis}", (0.9 * bump)[None].astype(np.float32))
+        z = _dense(nodes, inits, feat, rng, points * bins, 0.02, 0.0, f"z{axis}")
+        shape = _const(inits, f"shape_{axis}", np.array([_lead(batch), points, bins], np.int64))
+        nodes += [helper.make_node("Reshape", [z, shape], [f"r{axis}"]),
+                  helper.make_node("Add", [f"r{axis}", profile], [f"simcc_{axis}"])]
+        outputs.append(helper.make_tensor_value_info(f"simcc_{axis}", TensorProto.FLOAT,
+                                                     [batch, points, bins]))
+    return _save(path, nodes, inits, [_input(hw, batch)], outputs, "tiny_rtmpose_steady")
+
+
 def pose_simcc3d(path: Path, hw: tuple[int, int] = POSE_HW, points: int = POINTS,
                  seed: int = 4, batch: int | str = 1) -> Path:
     """An RTMW3D-style SimCC model: `simcc_x` [1, K, 2w], `simcc_y` [1, K, 2h], `simcc_z`
@@ -353,6 +381,76 @@ def rtmlib_signer(det: Any, pose: Any, bgr: np.ndarray) -> tuple[np.ndarray, int
     kpts, scores = pose(bgr, bboxes=chosen)
     return np.concatenate([kpts[0], scores[0][:, None]], axis=1), n
 
+
+
+class _Recorded:
+    """rtmlib's RTMPose, remembering each call's boxes and answer (the boxes PoseTracker chose)."""
+
+    def __init__(self, pose: Any) -> None:
+        self.pose, self.calls = pose, []
+
+    def __call__(self, image: np.ndarray, bboxes: Any = ()) -> tuple[np.ndarray, np.ndarray]:
+        keypoints, scores = self.pose(image, bboxes=bboxes)
+        self.calls.append((list(bboxes), keypoints, scores))
+        return keypoints, scores
+
+
+class _Failing:
+    """rtmlib's YOLOX, failing (raising) where its boxes are not finite numbers: a detector that
+    fails, which PoseTracker catches (where the tool gives the frame `bad_detector_output`)."""
+
+    det_mode = "human"
+
+    def __init__(self, det: Any) -> None:
+        self.det = det
+
+    def __call__(self, image: np.ndarray) -> np.ndarray:
+        boxes = self.det(image)
+        if not np.isfinite(np.asarray(boxes, np.float64)).all():
+            raise ValueError("the detector answered nonsense")
+        return boxes
+
+
+def rtmlib_tracked(models: dict[str, Path], detector: str, every: int, bgrs: list[np.ndarray],
+                   head: str = "simcc") -> tuple[list[tuple[np.ndarray, int]], dict[str, int]]:
+    """rtmlib's PoseTracker(det_frequency=every) over one video's frames: per frame the signer
+    (the person of the largest box its pose model ran on; the whole frame's when none) as
+    ([K, 3] float64, boxes), and what happened (frames detected, frames on kept boxes, frames
+    whose returned persons are fewer than its boxes, frames that did not advance its count, frames
+    whose tracking raised IndexError, after which the tracker is reset, frames whose detector
+    failed: None in the list). head "heatmap": the pose model is rtmlib's ViTPose."""
+    rtm = rtmlib_reference()
+    det, pose = rtmlib_wholebody(models, detector)
+    if head != "simcc":
+        pose = rtmlib_pose(models["pose"], head)
+    recorded = _Recorded(pose)
+    solution = type("Solution", (), {"__init__": lambda self, **_: None, "det_model": _Failing(det),
+                                     "pose_model": recorded})
+    tracker = rtm.PoseTracker(solution, det_frequency=every)
+    out: list = []
+    seen = {"detected": 0, "kept_boxes": 0, "dropped": 0, "stalled": 0, "raised": 0, "failed": 0}
+    for bgr in bgrs:
+        count, calls = tracker.frame_cnt, len(recorded.calls)
+        seen["detected" if count % every == 0 else "kept_boxes"] += 1
+        try:
+            returned, _ = tracker(bgr)
+        except IndexError:  # its tracking fails (its ids ran out): go on as a new video
+            tracker.reset()
+            seen["raised"] += 1
+            returned = []
+        if len(recorded.calls) == calls:  # its detector failed: PoseTracker returned [], []
+            seen["failed"] += 1
+            out.append(None)
+            continue
+        boxes, kpts, scores = recorded.calls[-1]
+        seen["stalled"] += tracker.frame_cnt == count
+        seen["dropped"] += len(returned) < len(kpts)
+        i = 0
+        if len(boxes):
+            b = np.asarray(boxes)
+            i = int(np.argmax((b[:, 2].astype(np.float64) - b[:, 0]) * (b[:, 3] - b[:, 1])))
+        out.append((np.concatenate([kpts[i], scores[i][:, None]], axis=1), len(boxes)))
+    return out, seen
 
 # --- hostile variants of the tiny models (tests/test_model_trust.py) -------------------------------
 def with_external_data(src: Path, out: Path, location: str, data: Path | None = None) -> Path:

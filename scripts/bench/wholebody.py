@@ -30,6 +30,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 sys.path[:0] = [str(Path(__file__).resolve().parent), str(Path(__file__).resolve().parents[2]),
                 str(Path(__file__).resolve().parents[2] / "tests")]
@@ -44,10 +45,24 @@ MODELS = {"tiny": "tests/tiny_onnx.py (detector 96x128 with NMS inside, SimCC po
 
 def bare_child(root: Path, cpu: int, share: str, models: str, result: Path) -> None:
     """Pin to one core, then rtmlib's YOLOX + RTMPose over this share of the videos."""
-    os.sched_setaffinity(0, [cpu])
     import cv2
+    from tiny_onnx import rtmlib_signer
+
+    det, pose, videos = pinned_rtmlib(root, cpu, share, models)
+    t0, frames = time.monotonic(), 0
+    for files in videos:
+        for f in files:
+            rtmlib_signer(det, pose, cv2.imread(f))
+            frames += 1
+    result.write_text(json.dumps({"cpu": cpu, "frames": frames, "loop_s": time.monotonic() - t0}))
+
+
+def pinned_rtmlib(root: Path, cpu: int, share: str, models: str) -> tuple[Any, Any, list]:
+    """Pinned to one core: rtmlib's YOLOX and RTMPose on one intra-op thread each, and this
+    share ("i/n") of the corpus's videos (each a list of frame files)."""
+    os.sched_setaffinity(0, [cpu])
     import onnxruntime as ort
-    from tiny_onnx import rtmlib_signer, rtmlib_wholebody
+    from tiny_onnx import rtmlib_wholebody
 
     from phoenix_keypoints.extract.corpora import discover
 
@@ -60,13 +75,7 @@ def bare_child(root: Path, cpu: int, share: str, models: str, result: Path) -> N
                                             providers=["CPUExecutionProvider"])
     index, count = (int(x) for x in share.split("/"))
     videos = [[str(root / v.folder / f) for f in v.files] for v in discover(root).videos]
-    videos = balanced_shares(videos, count)[index]
-    t0, frames = time.monotonic(), 0
-    for files in videos:
-        for f in files:
-            rtmlib_signer(det, pose, cv2.imread(f))
-            frames += 1
-    result.write_text(json.dumps({"cpu": cpu, "frames": frames, "loop_s": time.monotonic() - t0}))
+    return det, pose, balanced_shares(videos, count)[index]
 
 
 def measure_run(root: Path, out: Path, frames: int, models: dict[str, Path],

@@ -71,8 +71,8 @@ def open_estimator(settings: dict[str, Any], num_threads: int | None = 1) -> Est
 
 
 def clip_settings(options: dict[str, Any]) -> dict[str, Any]:
-    """extract_keypoints' options (detector=, pose_model= paths) as a run records them; the model
-    files are checked as `run` checks them."""
+    """extract_keypoints' options (detector=, pose_model= paths, point_set=, decoder=,
+    det_every=K) as a run records them; the model files are checked as `run` checks them."""
     if options.get("pose_model") is None:
         missing = [k for k in ("detector", "pose_model") if options.get(k) is None]
         raise TypeError(f"estimator 'wholebody' needs {' and '.join(f'{k}=PATH.onnx' for k in missing)}"
@@ -81,15 +81,22 @@ def clip_settings(options: dict[str, Any]) -> dict[str, Any]:
     det = options.get("detector")
     from phoenix_keypoints.extract.families.wholebody.runner import record
 
+    every = options.get("det_every")
+    if every is not None and (not isinstance(every, int) or isinstance(every, bool) or every < 1):
+        raise ValueError(f"det_every={every!r}: give a whole number of frames, 1 or more (1: "
+                         "detect on every frame)")
+    if every not in (None, 1) and det is None:
+        raise ValueError(f"det_every={every}: tracking follows the detector's boxes; give detector=")
     return {"estimator": WHOLEBODY, **record(Path(det) if det is not None else None,
                                              Path(options["pose_model"]),
-                                             options.get("point_set"), options.get("decoder"))}
+                                             options.get("point_set"), options.get("decoder")),
+            **({"det_every": every} if every is not None else {})}
 
 
 def clip_options() -> tuple[str, ...]:
-    """The options extract_keypoints takes for this family: the two model files, and where the
-    model leaves them open the point set (--point-set) and heatmap decoder (--decoder)."""
-    return ("detector", "pose_model", "point_set", "decoder")
+    """The options extract_keypoints takes for this family: the two model files, --det-every, and
+    where the model leaves them open the point set (--point-set) and heatmap decoder (--decoder)."""
+    return ("detector", "pose_model", "det_every", "point_set", "decoder")
 
 
 def clip_parts(parts: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
@@ -166,13 +173,16 @@ ENGINE = "The wholebody estimator (onnxruntime)"  # what runs on the CPU (the id
 
 
 def check_settings(settings: dict[str, Any]) -> None:
-    """Refuse, before planning, a run without its two model files."""
+    """Refuse, before planning, a run without a pose model, or tracking without a detector."""
     from phoenix_keypoints.extract.keypoints.estimator import ModelFileError
 
     if "pose_model" not in settings:
         raise ModelFileError("--estimator wholebody needs --pose-model POSE.onnx, and --detector "
                              "DET.onnx unless the pose model takes the whole frame "
                              "(docs/wholebody.md says where rtmlib's published ones are).")
+    if settings.get("det_every", 1) != 1 and "detector" not in settings:
+        raise ModelFileError("--det-every follows the detector's boxes from frame to frame: give "
+                             "--detector DET.onnx with it.")
 
 
 def check_recorded(settings: dict[str, Any]) -> None:
@@ -200,9 +210,11 @@ def run_line(recorded: dict[str, Any]) -> str:
 
 
 def status_line(settings: dict[str, Any]) -> str:
-    """status: the estimator, its two model files, its head and point set."""
-    files = ", ".join(f"--{k.replace('_', '-')} {Path(settings[k]['path']).name}"
-                      for k in ("detector", "pose_model") if k in settings)
+    """status: the estimator, its two model files and --det-every where not 1, its head and
+    point set."""
+    files = ", ".join([f"--{k.replace('_', '-')} {Path(settings[k]['path']).name}"
+                       for k in ("detector", "pose_model") if k in settings]
+                      + [f"--det-every {k}" for k in [settings.get("det_every", 1)] if k != 1])
     return f"estimator: {WHOLEBODY}" + (f" ({files})" if files else "") + head_words(settings)
 
 
@@ -230,8 +242,10 @@ def runs_on(settings: dict[str, Any], batch_size: int | None, device: str | None
     gpu = run["device"] != "cpu" and cuda_provider() and gpu
     where = "CUDA, device 0 of each worker's GPU" if gpu else "the CPU"
     axes = batch_axes((settings.get("detector") or {}).get("path"), settings["pose_model"]["path"])
-    return (f", on {where} (--device {run['device']}); batches of {run['batch_size']} frames: {axes}"
-            + head_words(settings))
+    every = settings.get("det_every", 1)
+    mode = f"; a detection every {every} frames (rtmlib's PoseTracker)" if every != 1 else ""
+    return (f", on {where} (--device {run['device']}); batches of {run['batch_size']} frames: "
+            f"{axes}{mode}{head_words(settings)}")
 
 
 def cuda_provider() -> bool:

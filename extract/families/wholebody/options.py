@@ -32,10 +32,31 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--decoder", choices=DECODERS,
                    help="wholebody, heatmap heads: rtmlib's ViTPose DARK-UDP (default) or mmpose's "
                         "DARK (docs/heads.md)")
+    p.add_argument("--det-every", type=_every, metavar="K",
+                   help="wholebody: detect every K frames of a video, following each person in "
+                        "between as rtmlib's PoseTracker(det_frequency=K) (default 1: every frame)")
+
+
+def _every(value: str) -> int:
+    """--det-every's K: a whole number of frames, 1 or more (1: a detection on every frame)."""
+    if not value.strip().isdigit() or int(value) < 1:
+        raise argparse.ArgumentTypeError(f"must be a whole number of frames, 1 or more, not {value!r}")
+    return int(value)
 
 
 def asked_settings(args: argparse.Namespace, estimator: str | None,
                    fetched: Callable[[], tuple[Path, ...]] | None = None) -> dict[str, Any] | None:
+    """The model files (below) and --det-every K (rtmlib's PoseTracker rule: this family's
+    alone), or None. Given, they choose this family."""
+    every = getattr(args, "det_every", None)
+    if every is not None and estimator not in (None, "wholebody"):
+        raise OptionError("--det-every is for --estimator wholebody.")
+    files = _model_files(args, estimator, fetched)
+    return files if every is None else (files or {}) | {"det_every": every}
+
+
+def _model_files(args: argparse.Namespace, estimator: str | None,
+                 fetched: Callable[[], tuple[Path, ...]] | None) -> dict[str, Any] | None:
     """--detector and --pose-model (or --models NAME: `fetched` gives its checked files), checked
     and recorded (sha256, size, input size), or None. Given, they choose this family; with
     --estimator naming a family built on this one they are that family's to read."""
@@ -74,13 +95,15 @@ def _built_on(estimator: str) -> bool:
 
 def settings_of(asked: dict[str, Any] | None, recorded: dict[str, Any]) -> dict[str, Any]:
     """The model files a run records: those asked (a resume checks they are the same bytes) over
-    the recorded ones."""
-    return {**recorded, **(asked or {})}
+    the recorded ones; --det-every 1 (the default) is not written, so it makes the run it makes
+    without it, byte for byte."""
+    return {k: v for k, v in {**recorded, **(asked or {})}.items() if (k, v) != ("det_every", 1)}
 
 
 def settings_conflicts(asked: dict[str, Any] | None, recorded: dict[str, Any]) -> list[str]:
-    """Each model file asked whose bytes are not the recorded one's."""
-    diffs = []
+    """Each model file asked whose bytes are not the recorded one's; another --det-every."""
+    every, had = (asked or {}).get("det_every"), recorded.get("det_every", 1)
+    diffs = [f"--det-every ({had} when planned, {every} asked)"] if every not in (None, had) else []
     for key in ("detector", "pose_model"):
         mine, theirs = (asked or {}).get(key), recorded.get(key)
         if mine and theirs and _model_bytes(mine) != _model_bytes(theirs):
@@ -89,7 +112,7 @@ def settings_conflicts(asked: dict[str, Any] | None, recorded: dict[str, Any]) -
                          f"{mine['sha256'][:12]} asked{_external_note(mine, theirs)})")
     for flag in ("--point-set", "--decoder"):  # how the pose model's outputs are read
         mine, theirs = _reading(asked, flag), _reading(recorded, flag)
-        if asked and mine != theirs:
+        if (asked or {}).get("pose_model") and mine != theirs:  # a pose model asked again
             diffs.append(f"{flag} ({theirs} when planned, {mine} asked)")
     return diffs
 

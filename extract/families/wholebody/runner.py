@@ -50,6 +50,7 @@ from phoenix_keypoints.extract.families.wholebody.heads import (
     read_head,
 )
 from phoenix_keypoints.extract.families.wholebody.layouts import DEFAULT_LAYOUT, layout_for
+from phoenix_keypoints.extract.families.wholebody.tracking import Tracker, track_batch
 from phoenix_keypoints.extract.keypoints.environ import telemetry_off
 from phoenix_keypoints.extract.keypoints.estimator import RUNTIME, ModelFileError, runtime
 from phoenix_keypoints.extract.keypoints.onnx_files import (
@@ -447,8 +448,12 @@ class PoseModel:
 
 def largest(boxes: np.ndarray) -> np.ndarray:
     """The signer's box: the largest by area, the first of equal ones."""
+    return boxes[largest_index(boxes)]
+
+
+def largest_index(boxes: np.ndarray) -> int:
     areas = (boxes[:, 2].astype(np.float64) - boxes[:, 0]) * (boxes[:, 3] - boxes[:, 1])
-    return boxes[int(np.argmax(areas))]
+    return int(np.argmax(areas))
 
 
 class WholebodyModels:
@@ -470,20 +475,6 @@ class WholebodyModels:
         det = self.detector.session.get_providers() if self.detector else []
         return list(dict.fromkeys(det + self.pose.session.get_providers()))
 
-    def _detect(self, bgrs: list[np.ndarray]
-                ) -> tuple[list[np.ndarray], list[tuple[np.ndarray, int] | BadOutput]]:
-        """Each frame's boxes, and (nothing yet, persons) or BadOutput where the detector's answer
-        is nonsense. No detector: no boxes, so the pose model takes the whole frame."""
-        if self.detector is None:
-            return [np.zeros((0, 4))] * len(bgrs), [(np.empty(0), 0)] * len(bgrs)
-        raw, ratios = self.detector.outputs(bgrs)
-        found = [self.detector._boxes(raw[i:i + 1], r) for i, r in enumerate(ratios)]
-        out: list[tuple[np.ndarray, int] | BadOutput] = []
-        for i, (b, bgr) in enumerate(zip(found, bgrs, strict=True)):
-            why = detector_problem(raw[i:i + 1], b, bgr.shape)
-            out.append(BadOutput(STATUS_BAD_DETECTOR, why) if why else (np.empty(0), len(b)))
-        return found, out
-
     def __call__(self, rgb: np.ndarray) -> tuple[np.ndarray, int]:
         return self.batch([rgb])[0]
 
@@ -491,30 +482,63 @@ class WholebodyModels:
         """Each frame's keypoints: the detector on all frames, then the pose model on the crops
         of the frames whose boxes are sane; a frame whose outputs are nonsense gets BadOutput."""
         bgrs = [cv2.cvtColor(rgb, cv2.COLOR_RGB2BGR) for rgb in rgbs]
-        found, out = self._detect(bgrs)
-        keep = [i for i, o in enumerate(out) if not isinstance(o, BadOutput)]
+        found = self.detect(bgrs)
+        out: list[Any] = [f if isinstance(f, BadOutput) else None for f in found]
+        keep = [i for i, f in enumerate(found) if not isinstance(f, BadOutput)]
         if not keep:
             return out
-        # nobody found: rtmlib's whole frame
-        boxes = [largest(found[i]) if len(found[i]) else
-                 np.array([0, 0, bgrs[i].shape[1], bgrs[i].shape[0]]) for i in keep]
-        outs, crops = self.pose.outputs([bgrs[i] for i in keep], boxes)
-        for k, i in enumerate(keep):
-            why = self.pose.problem(outs, k)
-            if why:
-                out[i] = BadOutput(STATUS_BAD_POSE, why)
-                continue
-            xy, scores = self.pose.decode(outs, k, crops[k])
-            row = np.empty((self.pose.head.points, 3), np.float32)
-            row[:, :2] = xy
-            row[:, 2] = scores
-            out[i] = (row.reshape(-1), len(found[i]))
+        boxes = [largest(found[i]) if len(found[i]) else whole(bgrs[i]) for i in keep]
+        for i, pose in zip(keep, self.poses([bgrs[i] for i in keep], boxes), strict=True):
+            out[i] = pose if isinstance(pose, BadOutput) else (signer_row(*pose), len(found[i]))
         return out
+
+    def detect(self, bgrs: list[np.ndarray]) -> list[np.ndarray | BadOutput]:
+        """Each frame's boxes (rtmlib's YOLOX), the frames in one call; BadOutput where the
+        detector's answer is nonsense. No detector: no boxes."""
+        if self.detector is None:  # no detector: no boxes, the pose model takes the whole frame
+            return [np.zeros((0, 4))] * len(bgrs)
+        raw, ratios = self.detector.outputs(bgrs)
+        found = [self.detector._boxes(raw[i:i + 1], r) for i, r in enumerate(ratios)]
+        return [BadOutput(STATUS_BAD_DETECTOR, why) if (why := detector_problem(raw[i:i + 1], b,
+                                                                                bgr.shape)) else b
+                for i, (b, bgr) in enumerate(zip(found, bgrs, strict=True))]
+
+    def poses(self, bgrs: list[np.ndarray], boxes: list[np.ndarray]
+              ) -> list[tuple[np.ndarray, np.ndarray] | BadOutput]:
+        """Each crop's (xy in frame pixels as rtmlib computes them, scores), the crops in one
+        call; BadOutput where the pose model's answer is nonsense."""
+        outs, crops = self.pose.outputs(bgrs, boxes)
+        return [BadOutput(STATUS_BAD_POSE, why) if (why := self.pose.problem(outs, k)) else
+                self.pose.decode(outs, k, c) for k, c in enumerate(crops)]
+
+    def one_frame(self, bgr: np.ndarray, boxes: list[np.ndarray]
+                  ) -> tuple[np.ndarray, int, list[np.ndarray]] | BadOutput:
+        """One frame on given boxes (the whole frame when none), all in one call: the signer's
+        row (the largest box's person), the box count, and every person's xy (video mode)."""
+        poses = self.poses([bgr] * max(1, len(boxes)), boxes or [whole(bgr)])
+        bad = next((p for p in poses if isinstance(p, BadOutput)), None)
+        if bad is not None:
+            return bad
+        signer = poses[largest_index(np.asarray(boxes))] if boxes else poses[0]
+        return signer_row(*signer), len(boxes), [xy for xy, _ in poses]
+
+
+def whole(bgr: np.ndarray) -> np.ndarray:
+    """rtmlib's box when nobody is found: the whole frame."""
+    return np.array([0, 0, bgr.shape[1], bgr.shape[0]])
+
+
+def signer_row(xy: np.ndarray, scores: np.ndarray) -> np.ndarray:
+    """One person's points as the column stores them: [K * 3] float32 (x, y, score)."""
+    row = np.empty((len(xy), 3), np.float32)
+    row[:, :2] = xy
+    row[:, 2] = scores
+    return row.reshape(-1)
 
 
 class WholebodyEstimator:
-    """rtmlib's YOLOX + RTMPose on the signer: no state between frames, so videos are independent
-    without a reset, and frames can go through the models in batches."""
+    """rtmlib's YOLOX + RTMPose on the signer: no state between frames (frames go through the
+    models in batches), or with --det-every K rtmlib's PoseTracker, reset at each video."""
 
     def __init__(self, settings: dict[str, Any]) -> None:
         run = runtime() | settings.get(RUNTIME, {})
@@ -527,9 +551,10 @@ class WholebodyEstimator:
                                        run["device"], (settings.get("head") or {}).get("decoder",
                                                                                       DECODERS[0]))
         self.providers = self._models.providers()
+        self.tracker = Tracker(int(settings.get("det_every", 1)))
 
     def start_video(self) -> None:
-        pass
+        self.tracker.reset()
 
     def process(self, rgb: np.ndarray) -> dict[str, Any]:
         return self.process_batch([rgb])[0]
@@ -538,7 +563,8 @@ class WholebodyEstimator:
         """Each frame's result, as `process` gives it alone (a frame whose model outputs are
         nonsense: its status and note, no keypoints)."""
         return [r.as_result() if not isinstance(r, tuple) else {self.column: r[0], "persons": r[1]}
-                for r in self._models.batch(rgbs)]
+                for r in (self._models.batch(rgbs) if self.tracker.every == 1 else
+                          track_batch(self._models, self.tracker, rgbs))]
 
     def blame(self, status: str) -> str:
         """The model file a frame status says is at fault (KeepsFailing's message)."""

@@ -1,0 +1,245 @@
+"""--det-every K against rtmlib 0.0.16's PoseTracker(det_frequency=K) (issue 39 item 4).
+
+Videos built here from signer_demo.mp4: three signers side by side (the end-to-end tiny detector
+finds several boxes and keeps finding them), the signer alone, and a mix of dark, grey and signer
+frames (the raw tiny detector finds many boxes on dark frames and none on the others). The pose
+model is tests/tiny_onnx.py's pose_steady, whose points stay in place within the crop, so
+rtmlib's tracking follows persons from frame to frame; its quirks (a count that stops, a reset
+where it raises) are reached and checked to be reached. Each row of a run is compared with rtmlib
+fed the same decoded frames: max |dx|, |dy| <= 0.01 px, scores 1e-4, the same box count.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import cv2
+import numpy as np
+import pyarrow.parquet as pq
+import pytest
+from helpers import VIDEOS, assert_no_traceback, assert_same_output, killed_and_resumed, run_cli
+from tiny_onnx import pose_steady, rtmlib_tracked, tiny_models
+
+PX, SCORE = 0.01, 1e-4
+FRAMES = 30
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _shared() -> None:
+    if not (VIDEOS / "signer_demo.mp4").is_file():
+        pytest.skip("shared data not found beside the repo (../shared/data)")
+
+
+@pytest.fixture(scope="module")
+def models(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    folder = tmp_path_factory.mktemp("models")
+    out = dict(tiny_models(folder, dynamic=True))  # batches in one call: the batched detector
+    out["pose"] = pose_steady(folder / "tiny-rtmpose-steady.onnx", batch="batch")
+    return out
+
+
+def _write(path: Path, rgbs: list[np.ndarray]) -> None:
+    import av
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with av.open(str(path), "w") as out:
+        s = out.add_stream("mpeg4", rate=25)
+        s.height, s.width = rgbs[0].shape[:2]
+        s.pix_fmt = "yuv420p"
+        for rgb in rgbs:
+            for packet in s.encode(av.VideoFrame.from_ndarray(np.ascontiguousarray(rgb),
+                                                              format="rgb24")):
+                out.mux(packet)
+        for packet in s.encode(None):
+            out.mux(packet)
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A folder of three videos: several signers, one signer, dark/grey/signer frames."""
+    import av
+
+    with av.open(str(VIDEOS / "signer_demo.mp4")) as src:
+        f = [fr.to_ndarray(format="rgb24")[::2, ::2] for fr in src.decode(video=0)]
+    n = len(f)
+    root = tmp_path_factory.mktemp("tracked") / "clips"
+    _write(root / "train" / "crowd.mp4", [np.concatenate([f[i], f[(i + 20) % n][:, ::-1],
+                                                          f[(i + 40) % n]], axis=1)
+                                          for i in range(FRAMES)])
+    _write(root / "train" / "alone.mp4", f[:FRAMES])
+    _write(root / "test" / "mixed.mp4",
+           [np.full_like(f[0], (0, 32, 96, 0)[(i // 4) % 4]) if i % 3 else f[i]
+            for i in range(FRAMES)])
+    return root
+
+
+def decoded(path: Path) -> list[np.ndarray]:
+    """A video's frames as rtmlib's users feed them (BGR), decoded without the tool."""
+    import av
+
+    with av.open(str(path)) as c:
+        return [cv2.cvtColor(fr.to_ndarray(format="rgb24"), cv2.COLOR_RGB2BGR)
+                for fr in c.decode(video=0)]
+
+
+def wholebody(models: dict[str, Path], detector: str, every: int | None) -> list:
+    return ["--estimator", "wholebody", "--detector", models[detector], "--pose-model",
+            models["pose"], *(["--det-every", str(every)] if every else [])]
+
+
+def ok(proc: subprocess.CompletedProcess, what: str) -> subprocess.CompletedProcess:
+    assert_no_traceback(proc)
+    assert proc.returncode == 0, f"{what}: exit {proc.returncode}\n{proc.stdout}\n{proc.stderr}"
+    return proc
+
+
+def against_rtmlib(rows: dict[str, list[dict]], corpus: Path, models: dict[str, Path],
+                   detector: str, every: int) -> dict[str, int]:
+    """Each video's rows against rtmlib's PoseTracker on its frames; what the tracker did."""
+    seen: dict[str, int] = {"several": 0, "none": 0}
+    for video, got in rows.items():
+        ref, happened = rtmlib_tracked(models, detector, every,
+                                       decoded(next(corpus.rglob(f"{video}.mp4"))))
+        assert len(got) == len(ref) == FRAMES, (video, len(got), len(ref))
+        for i, (row, (want, persons)) in enumerate(zip(got, ref, strict=True)):
+            assert row["status"] == "ok", (video, i, row)
+            assert row["persons"] == persons, (video, i, row["persons"], persons)
+            xyz = np.asarray(row["wholebody"], np.float64).reshape(-1, 3)
+            assert np.abs(xyz[:, :2] - want[:, :2]).max() <= PX, (video, i)
+            assert np.abs(xyz[:, 2] - want[:, 2]).max() <= SCORE, (video, i)
+            seen["several"] += persons >= 2
+            seen["none"] += persons == 0
+        for k, v in happened.items():
+            seen[k] = seen.get(k, 0) + v
+    return seen
+
+
+def run_rows(out: Path) -> dict[str, list[dict]]:
+    t = pq.read_table(out / "keypoints.parquet", columns=["video", "frame", "status", "wholebody",
+                                                          "persons"])
+    rows: dict[str, list[dict]] = {}
+    for r in sorted(t.to_pylist(), key=lambda r: (r["video"], r["frame"])):
+        rows.setdefault(r["video"], []).append(r)
+    return rows
+
+
+@pytest.mark.parametrize("detector", ["detector", "detector_raw"])
+@pytest.mark.parametrize("every", [1, 5, 10])
+def test_run_equals_rtmlib_posetracker(models, corpus, detector, every, tmp_path):
+    """`run --det-every K` on videos with several people and with none, two workers, batches of
+    8 (not a multiple of K): every row equals rtmlib's PoseTracker(det_frequency=K) fed the
+    video frame by frame."""
+    out = tmp_path / "run"
+    ok(run_cli(["run", "--dataset", corpus, "--out", out, *wholebody(models, detector, every),
+                "--workers", "2", "--chunk-frames", str(FRAMES), "--batch-size", "8"]), "run")
+    seen = against_rtmlib(run_rows(out), corpus, models, detector, every)
+    assert seen["several"] and (seen["none"] or detector == "detector"), seen
+    if every > 1:  # the rule was exercised: frames on kept boxes, and detections again
+        assert seen["kept_boxes"] and seen["detected"] > 3, seen
+
+
+def test_rtmlib_quirks_are_reached_across_the_cases(models, corpus):
+    """The cases reach both sides of PoseTracker's rule: a signer followed with its count
+    advancing (a detection every K frames exactly), several persons followed on kept boxes, and
+    its quirks: persons dropped, a count that stops, a tracker that raises (then reset)."""
+    alone = rtmlib_tracked(models, "detector_raw", 5, decoded(corpus / "train" / "alone.mp4"))[1]
+    crowd = rtmlib_tracked(models, "detector", 5, decoded(corpus / "train" / "crowd.mp4"))[1]
+    mixed = rtmlib_tracked(models, "detector_raw", 5, decoded(corpus / "test" / "mixed.mp4"))[1]
+    assert alone["detected"] == FRAMES // 5 and alone["stalled"] == 0, alone
+    assert crowd["detected"] >= 2 and crowd["kept_boxes"], crowd
+    assert mixed["dropped"] and mixed["stalled"] and mixed["raised"], mixed
+
+
+def test_det_every_1_is_the_output_without_it(models, corpus, tmp_path):
+    args = ["--dataset", corpus, "--workers", "1"]
+    ok(run_cli(["run", "--out", tmp_path / "a", *args, *wholebody(models, "detector", None)]), "a")
+    ok(run_cli(["run", "--out", tmp_path / "b", *args, *wholebody(models, "detector", 1)]), "b")
+    assert_same_output(tmp_path / "b", tmp_path / "a")
+
+
+@pytest.mark.slow
+def test_resume_after_sigkill_equals_the_uninterrupted_run(models, corpus, tmp_path):
+    """Chunks are whole videos, and the tracker restarts with each video: a run killed after a
+    chunk and resumed writes what the uninterrupted run wrote."""
+    b = killed_and_resumed(["--dataset", corpus, *wholebody(models, "detector_raw", 10),
+                            "--workers", "1", "--chunk-frames", "1"], tmp_path)
+    against_rtmlib(run_rows(b), corpus, models, "detector_raw", 10)
+
+
+def test_recorded_shown_and_another_k_refused(models, corpus, tmp_path):
+    out = tmp_path / "run"
+    args = ["--dataset", corpus, "--videos", "alone", "--workers", "1"]
+    ok(run_cli(["run", "--out", out, *args, *wholebody(models, "detector", 5)]), "run")
+    from phoenix_keypoints.extract.keypoints.filemeta import read_file_metadata
+
+    assert json.loads((out / "run.json").read_text())["options"]["wholebody"]["det_every"] == 5
+    assert read_file_metadata(out / "keypoints.parquet")["wholebody"]["det_every"] == 5
+    part = next((out / "parts").glob("chunk-*.parquet"))
+    footer = json.loads(pq.read_schema(part).metadata[b"phoenix_keypoints"])
+    assert footer["holistic"]["det_every"] == 5, footer  # the settings its rows were made with
+    assert "--det-every 5" in ok(run_cli(["status", "--out", out]), "status").stdout
+    ok(run_cli(["run", "--out", out, *args, "--det-every", "5"]), "the same K again")
+    for asked in (["--det-every", "10"], ["--det-every", "1"]):
+        proc = run_cli(["run", "--out", out, *args, *asked])
+        assert_no_traceback(proc)
+        assert proc.returncode != 0 and f"--det-every (5 when planned, {asked[1]} asked)" in \
+            proc.stderr, proc.stderr
+    plain = tmp_path / "plain"
+    ok(run_cli(["run", "--out", plain, *args, *wholebody(models, "detector", None)]), "plain")
+    proc = run_cli(["run", "--out", plain, *args, "--det-every", "5"])
+    assert proc.returncode != 0 and "--det-every (1 when planned, 5 asked)" in proc.stderr
+    proc = run_cli(["run", "--out", tmp_path / "h", *args, "--estimator", "holistic",
+                    "--det-every", "5"])
+    assert_no_traceback(proc)
+    assert proc.returncode != 0 and "--det-every is for --estimator wholebody" in proc.stderr
+
+
+def test_extract_keypoints_takes_det_every(models, corpus):
+    from phoenix_keypoints import extract_keypoints
+
+    video = corpus / "test" / "mixed.mp4"
+    for every in (1, 10):
+        kp = extract_keypoints(video, "wholebody", detector=models["detector_raw"],
+                               pose_model=models["pose"], det_every=every, progress=False)
+        ref, _ = rtmlib_tracked(models, "detector_raw", every, decoded(video))
+        got = np.asarray(kp["wholebody"], np.float64)
+        want = np.stack([r for r, _ in ref])
+        assert got.shape == want.shape, (got.shape, want.shape)
+        assert np.abs(got[..., :2] - want[..., :2]).max() <= PX
+        assert np.abs(got[..., 2] - want[..., 2]).max() <= SCORE
+    with pytest.raises(ValueError, match="det_every=0"):
+        extract_keypoints(video, "wholebody", detector=models["detector"],
+                          pose_model=models["pose"], det_every=0)
+
+
+def test_frames_the_detector_fails_on_leave_the_tracker_as_rtmlib_leaves_it(models, corpus,
+                                                                            tmp_path):
+    """A detector answering NaN boxes on the brighter frames of a video: a frame it detects on
+    gets `bad_detector_output` and leaves the tracker as PoseTracker leaves itself when its
+    detector fails (no state change, so the next frame detects); every other row equals rtmlib's,
+    in batches of 8 as one frame at a time."""
+    from tiny_onnx import poisoned
+
+    bad = poisoned(models["detector"], tmp_path / "nan-boxes.onnx", "dets",
+                   np.array([np.nan] * 4 + [0], np.float32), above=100)
+    runs = {}
+    for batch in ("8", "1"):
+        runs[batch] = tmp_path / f"b{batch}"
+        ok(run_cli(["run", "--dataset", corpus, "--videos", "mixed", "--out", runs[batch],
+                    "--estimator", "wholebody", "--detector", bad, "--pose-model", models["pose"],
+                    "--det-every", "5", "--batch-size", batch, "--workers", "1"]), batch)
+    assert_same_output(runs["1"], runs["8"])
+    rows = run_rows(runs["8"])["mixed"]
+    ref, seen = rtmlib_tracked({**models, "bad": bad}, "bad", 5,
+                               decoded(corpus / "test" / "mixed.mp4"))
+    assert seen["failed"] and seen["kept_boxes"] and seen["detected"] > seen["failed"], seen
+    for i, (row, want) in enumerate(zip(rows, ref, strict=True)):
+        if want is None:
+            assert row["status"] == "bad_detector_output" and row["wholebody"] is None, (i, row)
+            continue
+        assert row["status"] == "ok" and row["persons"] == want[1], (i, row["status"], want[1])
+        xyz = np.asarray(row["wholebody"], np.float64).reshape(-1, 3)
+        assert np.abs(xyz[:, :2] - want[0][:, :2]).max() <= PX, i
+        assert np.abs(xyz[:, 2] - want[0][:, 2]).max() <= SCORE, i
