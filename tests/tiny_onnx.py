@@ -2,10 +2,11 @@
 
 They have the inputs and outputs of the published files (a YOLOX person detector with NMS inside,
 output `[1, N, 5]`, or its raw grid output `[1, A, 5 + classes]`; an RTMPose/RTMW SimCC pose
-model with outputs `[1, 133, 2w]` and `[1, 133, 2h]`; an RTMW3D-style one adding `[1, 133, 2h]` for
-z) and compute deterministic functions of the
-pixels (a coarse average pool through fixed random weights), so different frames give different
-boxes, person counts and keypoints. A few milliseconds a frame: job-level tests can use them freely.
+model with outputs `[1, K, 2w]` and `[1, K, 2h]`; a ViTPose-style heatmap model `[1, K, h/4, w/4]`:
+`pose_model(folder, head, K)`; an RTMW3D-style one adding `[1, 133, 2h]` for z) and compute
+deterministic functions of the pixels (a coarse average pool through fixed random weights), so
+different frames give different boxes, person counts and keypoints. A few milliseconds a frame:
+job-level tests can use them freely.
 
     models = tiny_models(tmp_path)          # {"detector", "detector_raw", "pose"}: paths
     models = tiny_models(tmp_path, dynamic=True)  # the same functions, any frames per call
@@ -179,6 +180,54 @@ def pose_simcc(path: Path, hw: tuple[int, int] = POSE_HW, points: int = POINTS,
     return _save(path, nodes, inits, [_input(hw, batch)], outputs, "tiny_rtmpose_simcc")
 
 
+def pose_heatmap(path: Path, hw: tuple[int, int] = POSE_HW, points: int = 17, seed: int = 4,
+                 batch: int | str = 1, sigma: float = 2.0) -> Path:
+    """A ViTPose/HRNet-style heatmap model: `heatmaps` [1, K, h/4, w/4]. Each map is a Gaussian
+    blob (sigma in map pixels, as the training targets) at a sub-pixel place the crop's features
+    move, times a per-point level, minus 0.02: so scores spread from below 0 (rtmlib's -1 point)
+    to ~1, and DARK's refinement has a real peak to find."""
+    _, TensorProto, helper, _ = _helpers()
+    rng = np.random.default_rng(seed)
+    mh, mw = hw[0] // 4, hw[1] // 4
+    nodes: list = []
+    inits: list = []
+    feat = _features(nodes, inits, hw, "f", 1.0, 0.0)
+    gy, gx = np.mgrid[0:mh, 0:mw].astype(np.float32)
+    gx_, gy_ = _const(inits, "gx", gx[None, None]), _const(inits, "gy", gy[None, None])
+    shape = _const(inits, "shape_k", np.array([_lead(batch), points, 1, 1], np.int64))
+    for axis, size, grid in (("x", mw, gx_), ("y", mh, gy_)):
+        z = _dense(nodes, inits, feat, rng, points, 0.15, 0.0, f"p{axis}")
+        nodes += [helper.make_node("Reshape", [z, shape], [f"r{axis}"]),
+                  helper.make_node("Sigmoid", [f"r{axis}"], [f"s{axis}"]),
+                  helper.make_node("Mul", [f"s{axis}", _const(inits, f"size_{axis}", np.array(
+                      [size - 1], np.float32))], [f"c{axis}"]),
+                  helper.make_node("Sub", [grid, f"c{axis}"], [f"d{axis}"]),
+                  helper.make_node("Mul", [f"d{axis}", f"d{axis}"], [f"q{axis}"])]
+    lv = _dense(nodes, inits, feat, rng, points, 1.0, rng.uniform(-6, 3, points), "lv")
+    nodes += [helper.make_node("Add", ["qx", "qy"], ["q"]),
+              helper.make_node("Mul", ["q", _const(inits, "inv2s2", np.array(
+                  [-1 / (2 * sigma ** 2)], np.float32))], ["e"]),
+              helper.make_node("Exp", ["e"], ["blob"]),
+              helper.make_node("Reshape", [lv, shape], ["lvr"]),
+              helper.make_node("Sigmoid", ["lvr"], ["lvs"]),
+              helper.make_node("Mul", ["blob", "lvs"], ["scaled"]),
+              helper.make_node("Sub", ["scaled", _const(inits, "floor", np.array([0.02], np.float32))],
+                               ["heatmaps"])]
+    outputs = [helper.make_tensor_value_info("heatmaps", TensorProto.FLOAT, [batch, points, mh, mw])]
+    return _save(path, nodes, inits, [_input(hw, batch)], outputs, "tiny_vitpose_heatmap")
+
+
+def pose_model(folder: Path, head: str, points: int, dynamic: bool = False) -> Path:
+    """A tiny pose model of one head ("simcc" or "heatmap") and K points, in folder (made once)."""
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"tiny-{head}-{points}{'-batch' if dynamic else ''}.onnx"
+    if not path.exists():
+        maker = pose_simcc if head == "simcc" else pose_heatmap
+        maker(path, points=points, batch="batch" if dynamic else 1)
+    return path
+
+
 def pose_steady(path: Path, hw: tuple[int, int] = POSE_HW, points: int = POINTS,
                 seed: int = 4, batch: int | str = 1, span: tuple[float, float] = (0.15, 0.85)
                 ) -> Path:
@@ -280,6 +329,18 @@ def rtmlib_wholebody(models: dict[str, Path], detector: str = "detector", device
     return det, pose
 
 
+def rtmlib_pose(path: Path, head: str) -> Any:
+    """rtmlib's pose model class for a head (RTMPose for SimCC, ViTPose for heatmaps) on a file,
+    its input size read from the file."""
+    import onnx
+
+    rtm = rtmlib_reference()
+    dims = onnx.load(str(path)).graph.input[0].type.tensor_type.shape.dim
+    cls = rtm.RTMPose if head == "simcc" else rtm.ViTPose
+    return cls(str(path), model_input_size=(dims[3].dim_value, dims[2].dim_value),
+               backend="onnxruntime", device="cpu")
+
+
 def rtmlib_wholebody3d(models: dict[str, Path], detector: str = "detector") -> Any:
     """rtmlib's YOLOX + RTMPose3d (Wholebody3d's two models) on the given files, input sizes read
     from the files (RTMPose3d takes (width, height)), z_range its default."""
@@ -315,7 +376,7 @@ def rtmlib_box(det: Any, bgr: np.ndarray) -> tuple[list[np.ndarray], int]:
 
 def rtmlib_signer(det: Any, pose: Any, bgr: np.ndarray) -> tuple[np.ndarray, int]:
     """rtmlib's keypoints of the signer (the largest box rtmlib's YOLOX returns; the whole frame
-    when none): ([133, 3] x, y, score as float64, persons)."""
+    when none): ([K, 3] x, y, score as float64, persons)."""
     chosen, n = rtmlib_box(det, bgr)
     kpts, scores = pose(bgr, bboxes=chosen)
     return np.concatenate([kpts[0], scores[0][:, None]], axis=1), n
@@ -350,16 +411,18 @@ class _Failing:
         return boxes
 
 
-def rtmlib_tracked(models: dict[str, Path], detector: str, every: int,
-                   bgrs: list[np.ndarray]) -> tuple[list[tuple[np.ndarray, int]], dict[str, int]]:
+def rtmlib_tracked(models: dict[str, Path], detector: str, every: int, bgrs: list[np.ndarray],
+                   head: str = "simcc") -> tuple[list[tuple[np.ndarray, int]], dict[str, int]]:
     """rtmlib's PoseTracker(det_frequency=every) over one video's frames: per frame the signer
     (the person of the largest box its pose model ran on; the whole frame's when none) as
-    ([133, 3] float64, boxes), and what happened (frames detected, frames on kept boxes, frames
+    ([K, 3] float64, boxes), and what happened (frames detected, frames on kept boxes, frames
     whose returned persons are fewer than its boxes, frames that did not advance its count, frames
     whose tracking raised IndexError, after which the tracker is reset, frames whose detector
-    failed: None in the list)."""
+    failed: None in the list). head "heatmap": the pose model is rtmlib's ViTPose."""
     rtm = rtmlib_reference()
     det, pose = rtmlib_wholebody(models, detector)
+    if head != "simcc":
+        pose = rtmlib_pose(models["pose"], head)
     recorded = _Recorded(pose)
     solution = type("Solution", (), {"__init__": lambda self, **_: None, "det_model": _Failing(det),
                                      "pose_model": recorded})

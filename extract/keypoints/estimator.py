@@ -223,19 +223,23 @@ def declaration_of_schema(schema: pa.Schema) -> Declaration | None:
     return None
 
 
-def _default_declaration(name: str, cache: dict[str, Declaration] = {}) -> Declaration:  # noqa: B006
-    """A family's declaration for default settings, made once a process (read per video)."""
+def _default_declarations(name: str,
+                          cache: dict[str, tuple[Declaration, ...]] = {}  # noqa: B006
+                          ) -> tuple[Declaration, ...]:
+    """A family's declaration for default settings, then those of its other variants (`variants()`
+    where it has some: point sets with columns of their own), made once a process (read per video)."""
     if name not in cache:
-        cache[name] = family(name).declaration(None)
+        fam = family(name)
+        cache[name] = (fam.declaration(None), *getattr(fam, "variants", tuple)())
     return cache[name]
 
 
 def declaration_of_columns(columns: list[str]) -> Declaration | None:
     """The family whose landmark columns these are (a table read for show, report or diff)."""
     for name in names():
-        d = _default_declaration(name)
-        if set(d.parts) - set(OPTIONAL_COLUMNS) <= set(columns):
-            return d
+        for d in _default_declarations(name):
+            if set(d.parts) - set(OPTIONAL_COLUMNS) <= set(columns):
+                return d
     return None
 
 

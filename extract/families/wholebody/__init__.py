@@ -1,10 +1,11 @@
-"""The whole-body family: COCO-WholeBody 133 points from the user's ONNX detector and pose model
-(rtmlib's YOLOX + RTMPose), one column `wholebody` (133 x (x, y, score), pixels) and `persons`.
+"""The whole-body family: top-down keypoints from the user's ONNX detector and pose model
+(rtmlib's YOLOX + RTMPose or ViTPose): COCO-WholeBody 133 points in one column `wholebody`
+(133 x (x, y, score), pixels) and `persons`; COCO 17, Halpe 26 and hand 21 in a column each.
 
 This package is everything the tool knows of the family: its declaration and hooks here, its
-runner (runner.py: the models), its outputs (outputs.py: tensors, .pose, TwoStream-SLR and
-Uni-Sign pkls); its report and drawing are read from its declaration (extract/inspect/plain.py,
-declared.py). The registry
+runner (runner.py: the models), the heads' decoders (heads.py), the point sets (layouts.py), its
+outputs (outputs.py: tensors, .pose, TwoStream-SLR and Uni-Sign pkls); its report and drawing are
+read from its declaration (extract/inspect/plain.py, declared.py). The registry
 (extract.keypoints.estimator) imports it only when a run, file or clip names it.
 """
 
@@ -17,11 +18,16 @@ import numpy as np
 import pyarrow as pa
 
 from phoenix_keypoints.extract.families.wholebody.declaration import (
-    DECLARATION,
     WHOLEBODY,
-    WHOLEBODY_PARTS,
-    WHOLEBODY_SCHEMA,
+    declaration_for,
+    declaration_of,
     file_record,
+    schema_of,
+)
+from phoenix_keypoints.extract.families.wholebody.layouts import (
+    LAYOUTS,
+    WHOLEBODY_LAYOUT,
+    layout_of_column,
 )
 from phoenix_keypoints.extract.families.wholebody.options import (
     ABOUT,
@@ -44,11 +50,18 @@ __all__ = ["ABOUT", "DOCS", "MODELS_ABOUT", "MODELS_HELP", "PUBLISHED_MODELS", "
 
 
 def declaration(settings: dict[str, Any] | None = None) -> Declaration:
-    return DECLARATION
+    """The declaration of a run's settings: its point layout's (COCO-WholeBody by default)."""
+    return declaration_of(settings)
+
+
+def variants() -> tuple[Declaration, ...]:
+    """The declarations of the other point sets (each its own column: show, report, diff)."""
+    return tuple(declaration_for(lay) for lay in LAYOUTS.values() if lay is not WHOLEBODY_LAYOUT)
 
 
 def declaration_of_schema(schema: pa.Schema) -> Declaration | None:
-    return DECLARATION if schema.equals(WHOLEBODY_SCHEMA) else None
+    layout = layout_of_column(schema.names)
+    return declaration_for(layout) if layout and schema.equals(schema_of(layout)) else None
 
 
 def open_estimator(settings: dict[str, Any], num_threads: int | None = 1) -> Estimator:
@@ -58,42 +71,65 @@ def open_estimator(settings: dict[str, Any], num_threads: int | None = 1) -> Est
 
 
 def clip_settings(options: dict[str, Any]) -> dict[str, Any]:
-    """extract_keypoints' options (detector=, pose_model= paths, det_every=K) as a run records
-    them; the model files are checked as `run` checks them."""
-    missing = [k for k in ("detector", "pose_model") if options.get(k) is None]
-    if missing:
+    """extract_keypoints' options (detector=, pose_model= paths, point_set=, decoder=,
+    det_every=K) as a run records them; the model files are checked as `run` checks them."""
+    if options.get("pose_model") is None:
+        missing = [k for k in ("detector", "pose_model") if options.get(k) is None]
         raise TypeError(f"estimator 'wholebody' needs {' and '.join(f'{k}=PATH.onnx' for k in missing)}"
-                        " (docs/wholebody.md says where rtmlib's published models are)")
+                        " (docs/wholebody.md says where rtmlib's published models are; without a "
+                        "detector the pose model takes the whole frame)")
+    det = options.get("detector")
     from phoenix_keypoints.extract.families.wholebody.runner import record
 
     every = options.get("det_every")
     if every is not None and (not isinstance(every, int) or isinstance(every, bool) or every < 1):
         raise ValueError(f"det_every={every!r}: give a whole number of frames, 1 or more (1: "
                          "detect on every frame)")
-    return {"estimator": WHOLEBODY, **record(Path(options["detector"]), Path(options["pose_model"])),
+    if every not in (None, 1) and det is None:
+        raise ValueError(f"det_every={every}: tracking follows the detector's boxes; give detector=")
+    return {"estimator": WHOLEBODY, **record(Path(det) if det is not None else None,
+                                             Path(options["pose_model"]),
+                                             options.get("point_set"), options.get("decoder")),
             **({"det_every": every} if every is not None else {})}
 
 
 def clip_options() -> tuple[str, ...]:
-    """The options extract_keypoints takes for this family: the two model files, --det-every."""
-    return ("detector", "pose_model", "det_every")
+    """The options extract_keypoints takes for this family: the two model files, --det-every, and
+    where the model leaves them open the point set (--point-set) and heatmap decoder (--decoder)."""
+    return ("detector", "pose_model", "det_every", "point_set", "decoder")
 
 
 def clip_parts(parts: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-    """A clip's arrays with the named parts as slices of the 133 points (extract_keypoints)."""
-    return parts | {name: parts[WHOLEBODY][:, a:b] for name, (a, b) in WHOLEBODY_PARTS.items()}
+    """A clip's arrays with the named parts as slices of its layout's points (extract_keypoints)."""
+    layout = layout_of_column(tuple(parts))
+    column = parts[layout.column]
+    return parts | {name: column[:, a:b] for name, (a, b) in layout.parts.items()}
 
 
 def pose_of_clip(parts: dict[str, np.ndarray], width: int, height: int, fps: float) -> Any:
-    """Keypoints.to_pose(): the .pose `export --format pose` writes for the same frames."""
+    """Keypoints.to_pose(): the .pose `export --format pose` writes for the same frames
+    (pose-format's COCO-WholeBody header for 133 points, else one made from the declaration)."""
     from phoenix_keypoints.extract.families.wholebody.outputs import pose_of_values
 
-    values = parts[WHOLEBODY]
+    layout = layout_of_column(tuple(parts))
+    values = parts[layout.column]
+    if layout is not WHOLEBODY_LAYOUT:
+        from phoenix_keypoints.extract.outputs.export import declared_pose
+
+        return declared_pose(declaration_for(layout), np.nan_to_num(values),
+                             ~np.isnan(values).all(axis=2), width, height, fps)
     return pose_of_values(np.nan_to_num(values), ~np.isnan(values).all(axis=(1, 2)), width, height,
                           fps)
 
 
 def write_pose_files(keypoints: Path, out_dir: Path, fps: float, root: Path | None) -> int:
+    import pyarrow.parquet as pq
+
+    layout = layout_of_column(pq.read_schema(keypoints).names)
+    if layout is not WHOLEBODY_LAYOUT:  # no pose-format header of its own: the declaration's
+        from phoenix_keypoints.extract.outputs.export import write_declared_pose_files
+
+        return write_declared_pose_files(keypoints, out_dir, declaration_for(layout), fps, root)
     from phoenix_keypoints.extract.families.wholebody.outputs import write_pose_files
 
     return write_pose_files(keypoints, out_dir, fps, root)
@@ -137,12 +173,16 @@ ENGINE = "The wholebody estimator (onnxruntime)"  # what runs on the CPU (the id
 
 
 def check_settings(settings: dict[str, Any]) -> None:
-    """Refuse, before planning, a run without its two model files."""
+    """Refuse, before planning, a run without a pose model, or tracking without a detector."""
     from phoenix_keypoints.extract.keypoints.estimator import ModelFileError
 
-    if "detector" not in settings or "pose_model" not in settings:
-        raise ModelFileError("--estimator wholebody needs --detector DET.onnx and --pose-model "
-                             "POSE.onnx (docs/wholebody.md says where rtmlib's published ones are).")
+    if "pose_model" not in settings:
+        raise ModelFileError("--estimator wholebody needs --pose-model POSE.onnx, and --detector "
+                             "DET.onnx unless the pose model takes the whole frame "
+                             "(docs/wholebody.md says where rtmlib's published ones are).")
+    if settings.get("det_every", 1) != 1 and "detector" not in settings:
+        raise ModelFileError("--det-every follows the detector's boxes from frame to frame: give "
+                             "--detector DET.onnx with it.")
 
 
 def check_recorded(settings: dict[str, Any]) -> None:
@@ -165,15 +205,30 @@ def run_line(recorded: dict[str, Any]) -> str:
         m = recorded[key]
         return (f"{key.replace('_', ' ')} {m['path'].rsplit('/', 1)[-1]} "
                 f"({m['input_size']['height']}x{m['input_size']['width']})")
-    return f"{one('detector')}, {one('pose_model')}; onnxruntime {recorded['onnxruntime']}"
+    det = one("detector") if "detector" in recorded else "no detector (the whole frame)"
+    return f"{det}, {one('pose_model')}; onnxruntime {recorded['onnxruntime']}"
 
 
 def status_line(settings: dict[str, Any]) -> str:
-    """status: the estimator, its two model files and --det-every where not 1."""
+    """status: the estimator, its two model files and --det-every where not 1, its head and
+    point set."""
     files = ", ".join([f"--{k.replace('_', '-')} {Path(settings[k]['path']).name}"
                        for k in ("detector", "pose_model") if k in settings]
                       + [f"--det-every {k}" for k in [settings.get("det_every", 1)] if k != 1])
-    return f"estimator: {WHOLEBODY}" + (f" ({files})" if files else "")
+    return f"estimator: {WHOLEBODY}" + (f" ({files})" if files else "") + head_words(settings)
+
+
+def head_words(settings: dict[str, Any]) -> str:
+    """'; <the head and its decoder>; points: <layout> (--point-set NAME)' of recorded settings (a
+    record without them: rtmlib's SimCC 133; '' for a family built on this one, its own head)."""
+    from phoenix_keypoints.extract.families.wholebody.heads import head_said
+
+    head = settings.get("head")
+    if head is not None and not isinstance(head, dict):
+        return ""
+    said = head_said(head) if head else "SimCC head decoded as rtmlib's RTMPose"
+    layout = LAYOUTS[settings.get("point_set", WHOLEBODY_LAYOUT.name)]
+    return f"; pose model: {said}; points: {layout.title} (--point-set {layout.name})"
 
 
 def runs_on(settings: dict[str, Any], batch_size: int | None, device: str | None,
@@ -186,11 +241,11 @@ def runs_on(settings: dict[str, Any], batch_size: int | None, device: str | None
     run = runtime(batch_size, device)
     gpu = run["device"] != "cpu" and cuda_provider() and gpu
     where = "CUDA, device 0 of each worker's GPU" if gpu else "the CPU"
-    axes = batch_axes(settings["detector"]["path"], settings["pose_model"]["path"])
+    axes = batch_axes((settings.get("detector") or {}).get("path"), settings["pose_model"]["path"])
     every = settings.get("det_every", 1)
     mode = f"; a detection every {every} frames (rtmlib's PoseTracker)" if every != 1 else ""
     return (f", on {where} (--device {run['device']}); batches of {run['batch_size']} frames: "
-            f"{axes}{mode}")
+            f"{axes}{mode}{head_words(settings)}")
 
 
 def cuda_provider() -> bool:

@@ -8,78 +8,106 @@ from typing import Any
 
 import pyarrow as pa
 
+from phoenix_keypoints.extract.families.wholebody.layouts import (
+    DEFAULT_LAYOUT,
+    LAYOUTS,
+    WHOLEBODY_LAYOUT,
+    Layout,
+)
 from phoenix_keypoints.extract.keypoints.estimator import Declaration, ReportSpec
 from phoenix_keypoints.extract.keypoints.schema import BASE_FIELDS
 
 WHOLEBODY = "wholebody"
-WHOLEBODY_POINTS = 133
+WHOLEBODY_POINTS = WHOLEBODY_LAYOUT.points
 # COCO-WholeBody's point order (what rtmlib's models and pose-format's header use).
-WHOLEBODY_PARTS: dict[str, tuple[int, int]] = {
-    "body": (0, 17), "feet": (17, 23), "face": (23, 91), "left_hand": (91, 112),
-    "right_hand": (112, 133),
-}
-_BODY = ("nose", "left_eye", "right_eye", "left_ear", "right_ear", "left_shoulder", "right_shoulder",
-         "left_elbow", "right_elbow", "left_wrist", "right_wrist", "left_hip", "right_hip",
-         "left_knee", "right_knee", "left_ankle", "right_ankle")
-_FEET = ("left_big_toe", "left_small_toe", "left_heel", "right_big_toe", "right_small_toe",
-         "right_heel")
+WHOLEBODY_PARTS: dict[str, tuple[int, int]] = WHOLEBODY_LAYOUT.parts
 # The 133 names in point order, as pose-format's COCO-WholeBody header spells them (hands: the
 # part says the side; 21 points each, wrist first, in MediaPipe's hand order).
-WHOLEBODY_NAMES: tuple[str, ...] = (
-    _BODY + _FEET + tuple(f"face-{i}" for i in range(68)) + tuple(f"hand_{i}" for i in range(21)) * 2)
+WHOLEBODY_NAMES: tuple[str, ...] = WHOLEBODY_LAYOUT.names
 # A whole-body point counts as found (tensor mask, report presence) at or above this score:
 # rtmlib's own drawing and Wholebody.format_result keep points from 0.3.
 SCORE_THRESHOLD = 0.3
 UNITS = ("x, y: pixels of the frame (origin top left), as rtmlib returns them; score: the pose "
          "model's SimCC confidence")
+HEATMAP_UNITS = ("x, y: pixels of the frame (origin top left), as rtmlib returns them; score: the "
+                 "pose model's heatmap maximum")
 
-WHOLEBODY_SCHEMA = pa.schema(
-    [*BASE_FIELDS, pa.field(WHOLEBODY, pa.list_(pa.float32())),
-     # boxes the detector kept on the frame (the signer is the largest): 0 on a frame it found
-     # nobody on (the pose model then ran on the whole frame), null where no frame was read
-     pa.field("persons", pa.int32())])
 
-# what `show` draws: COCO-WholeBody's limbs (body with the feet, each hand: wrist, then 4 a finger)
-COLOURS = {"face": (0, 220, 255), "body": (255, 210, 0), "left_hand": (40, 230, 40),
-           "right_hand": (255, 60, 170)}  # in drawing order: hands on top
-_BODY_LIMBS = ((15, 13), (13, 11), (16, 14), (14, 12), (11, 12), (5, 11), (6, 12), (5, 6), (5, 7),
-               (6, 8), (7, 9), (8, 10), (1, 2), (0, 1), (0, 2), (1, 3), (2, 4), (3, 5), (4, 6),
-               (15, 17), (15, 18), (15, 19), (16, 20), (16, 21), (16, 22))
-_HAND_LIMBS = tuple((0 if j % 4 == 1 else j - 1, j) for j in range(1, 21))
-LIMBS = {"body": _BODY_LIMBS, "left_hand": tuple((91 + a, 91 + b) for a, b in _HAND_LIMBS),
-         "right_hand": tuple((112 + a, 112 + b) for a, b in _HAND_LIMBS), "face": ()}
+def schema_of(layout: Layout) -> pa.Schema:
+    """A layout's table: the shared per-frame columns, its points, and `persons`."""
+    return pa.schema(
+        [*BASE_FIELDS, pa.field(layout.column, pa.list_(pa.float32())),
+         # boxes the detector kept on the frame (the signer is the largest): 0 on a frame it found
+         # nobody on (the pose model then ran on the whole frame), null where no frame was read
+         pa.field("persons", pa.int32())])
 
-DECLARATION = Declaration(
-    WHOLEBODY, {WHOLEBODY: (WHOLEBODY_POINTS, 3)}, ("persons",), ("x", "y", "score"),
-    WHOLEBODY_SCHEMA, title="COCO-WholeBody 133 points", score_threshold=SCORE_THRESHOLD,
-    regions={"body": (WHOLEBODY, 0, 23), "face": (WHOLEBODY, *WHOLEBODY_PARTS["face"]),
-             "left_hand": (WHOLEBODY, *WHOLEBODY_PARTS["left_hand"]),
-             "right_hand": (WHOLEBODY, *WHOLEBODY_PARTS["right_hand"])},
-    exports=("pose", "twostream-pkl", "unisign-pkl"), units=UNITS, presence_note="rtmlib's cut",
-    names=WHOLEBODY_NAMES, subparts=WHOLEBODY_PARTS, batches=True, skeleton=LIMBS,
-    colours=COLOURS, legend={"body": "pose"},
-    report=ReportSpec(
-        "Whole-body keypoints",
+
+WHOLEBODY_SCHEMA = schema_of(WHOLEBODY_LAYOUT)
+LIMBS = WHOLEBODY_LAYOUT.skeleton
+COLOURS = WHOLEBODY_LAYOUT.colours
+
+
+def report_of(layout: Layout) -> ReportSpec:
+    """What the report says of a layout's run: its regions found, the detector's persons; a video
+    is flagged for several persons, or for no hand found where the layout has hands."""
+    return ReportSpec(
+        "Whole-body keypoints" if layout is WHOLEBODY_LAYOUT else f"Keypoints: {layout.title}",
         f"A part is found on a frame when at least half its points score {SCORE_THRESHOLD} or "
         "more. Persons: boxes the detector kept (the signer is the largest).",
         counts=(("frames_multi_person", "persons", ">", 1), ("frames_no_person", "persons", "==", 0)),
-        flag_counts=("frames_multi_person",), flag_lost=("left_hand", "right_hand")))
+        flag_counts=("frames_multi_person",),
+        flag_lost=tuple(r for r in layout.regions if "hand" in r))
 
+
+def declaration_for(layout: Layout, units: str = UNITS,
+                    cache: dict[tuple[str, str], Declaration] = {}) -> Declaration:  # noqa: B006
+    """The declaration of one layout (made once a process): its column, names, parts, regions,
+    skeleton and colours from the layout, the rest the family's."""
+    key = (layout.name, units)
+    if key not in cache:
+        col = layout.column
+        cache[key] = Declaration(
+            WHOLEBODY, {col: (layout.points, 3)}, ("persons",), ("x", "y", "score"),
+            schema_of(layout), title=layout.title, score_threshold=SCORE_THRESHOLD,
+            regions={r: (col, a, b) for r, (a, b) in layout.regions.items()},
+            exports=layout.exports, units=units, presence_note="rtmlib's cut",
+            names=layout.names, subparts=layout.parts, batches=True, skeleton=layout.skeleton,
+            colours=layout.colours, legend={"body": "pose"}, report=report_of(layout))
+    return cache[key]
+
+
+DECLARATION = declaration_for(WHOLEBODY_LAYOUT)
+
+
+def layout_of(settings: dict[str, Any] | None) -> Layout:
+    """The layout a run's settings name (a run recorded before point sets: COCO-WholeBody)."""
+    return LAYOUTS[(settings or {}).get("point_set", DEFAULT_LAYOUT)]
+
+
+def heatmap_head(settings: dict[str, Any] | None) -> bool:
+    return ((settings or {}).get("head") or {}).get("kind") == "heatmap"
+
+
+def declaration_of(settings: dict[str, Any] | None) -> Declaration:
+    """The declaration of a run's settings: its layout's points, its head's units."""
+    return declaration_for(layout_of(settings), HEATMAP_UNITS if heatmap_head(settings) else UNITS)
 
 
 def file_record(settings: dict[str, Any] | None, recorded: dict[str, Any]) -> dict[str, Any]:
     """What keypoints.parquet's metadata says of a whole-body file: the estimator, its model
-    files, the point order and units."""
+    files, head and decoder, the point layout and units."""
+    layout = layout_of(settings)
+    score = "heatmap maximum" if heatmap_head(settings) else "SimCC confidence"
     return {
         "estimator": WHOLEBODY,
         "wholebody": {k: v for k, v in (settings or {}).items() if k != "estimator"},
-        "layout": {WHOLEBODY: {
-            "points": WHOLEBODY_POINTS, "values": ["x", "y", "score"], "width": WHOLEBODY_POINTS * 3,
+        "layout": {layout.column: {
+            "points": layout.points, "values": ["x", "y", "score"], "width": layout.points * 3,
             "coordinates": "x, y in pixels of the frame (origin top left), as rtmlib returns them; "
-                           "score: the pose model's SimCC confidence",
-            "order": "COCO-WholeBody",
-            "parts": {p: list(r) for p, r in WHOLEBODY_PARTS.items()},
-            "names": list(WHOLEBODY_NAMES)}},
+                           f"score: the pose model's {score}",
+            "order": "COCO-WholeBody" if layout is WHOLEBODY_LAYOUT else layout.title,
+            "parts": {p: list(r) for p, r in layout.parts.items()},
+            "names": list(layout.names)}},
         "persons": "boxes the detector kept on the frame; the signer is the largest (0: none, the "
                    "pose model ran on the whole frame)",
         "score_threshold": SCORE_THRESHOLD,

@@ -11,6 +11,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from phoenix_keypoints.extract.families.wholebody.heads import DECODERS
+from phoenix_keypoints.extract.families.wholebody.layouts import DEFAULT_LAYOUT
 from phoenix_keypoints.extract.keypoints.estimator import OptionError
 
 ABOUT = "COCO-WholeBody 133 points from --detector and --pose-model: docs/wholebody.md"
@@ -21,8 +23,15 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--detector", type=Path, metavar="DET.onnx",
                    help="wholebody: a YOLOX person detector (.onnx, with or without NMS inside)")
     p.add_argument("--pose-model", type=Path, metavar="POSE.onnx",
-                   help="wholebody: an RTMPose / RTMW / DWPose COCO-WholeBody SimCC model (.onnx; "
-                        "the 3D family's: an RTMW3D one)")
+                   help="wholebody: a top-down pose model (.onnx): SimCC (RTMPose, RTMW, DWPose) "
+                        "or heatmaps (ViTPose, HRNet), its head read from its outputs (the 3D "
+                        "family's: an RTMW3D one)")
+    p.add_argument("--point-set", metavar="NAME",
+                   help="wholebody: the pose model's points: coco-wholebody, coco, halpe26, hand21 "
+                        "(default: the one its number of points decides)")
+    p.add_argument("--decoder", choices=DECODERS,
+                   help="wholebody, heatmap heads: rtmlib's ViTPose DARK-UDP (default) or mmpose's "
+                        "DARK (docs/heads.md)")
     p.add_argument("--det-every", type=_every, metavar="K",
                    help="wholebody: detect every K frames of a video, following each person in "
                         "between as rtmlib's PoseTracker(det_frequency=K) (default 1: every frame)")
@@ -54,21 +63,26 @@ def _model_files(args: argparse.Namespace, estimator: str | None,
     from phoenix_keypoints.extract.families.wholebody.runner import record
 
     det, pose = getattr(args, "detector", None), getattr(args, "pose_model", None)
+    reading = getattr(args, "point_set", None), getattr(args, "decoder", None)
+    other = estimator not in (None, "wholebody")
+    if any(reading) and (other or (pose is None and getattr(args, "models", None) is None)):
+        raise OptionError("--point-set and --decoder say how a whole-body pose model's outputs are "
+                          "read: give them with --pose-model (or --models), --estimator wholebody.")
     if getattr(args, "models", None) is not None:
-        if det is not None or pose is not None or estimator not in (None, "wholebody"):
+        if det is not None or pose is not None or other:
             raise OptionError("--models NAME names a whole-body detector and pose model: give it "
                               "with --estimator wholebody, without --detector and --pose-model.")
         assert fetched is not None, "--models is added with its cache (jobs/models.py)"
-        return record(*fetched())
-    other = estimator not in (None, "wholebody")
+        return record(*fetched(), *reading)
     if (det is None and pose is None) or (other and _built_on(str(estimator))):
         return None
     if other:
         raise OptionError("--detector and --pose-model are for --estimator wholebody.")
-    if det is None or pose is None:
-        raise OptionError("--estimator wholebody needs both --detector DET.onnx and --pose-model "
-                          "POSE.onnx (docs/wholebody.md says where rtmlib's published ones are).")
-    return record(det, pose)
+    if pose is None:  # a pose model alone takes the whole frame (a hand crop, say)
+        raise OptionError("--estimator wholebody needs --pose-model POSE.onnx, with --detector "
+                          "DET.onnx unless the pose model takes the whole frame (docs/wholebody.md "
+                          "says where rtmlib's published ones are).")
+    return record(det, pose, *reading)
 
 
 def _built_on(estimator: str) -> bool:
@@ -96,7 +110,19 @@ def settings_conflicts(asked: dict[str, Any] | None, recorded: dict[str, Any]) -
             diffs.append(f"--{key.replace('_', '-')} ({theirs['path']} with sha256 "
                          f"{theirs['sha256'][:12]} when planned, {mine['path']} with "
                          f"{mine['sha256'][:12]} asked{_external_note(mine, theirs)})")
+    for flag in ("--point-set", "--decoder"):  # how the pose model's outputs are read
+        mine, theirs = _reading(asked, flag), _reading(recorded, flag)
+        if (asked or {}).get("pose_model") and mine != theirs:  # a pose model asked again
+            diffs.append(f"{flag} ({theirs} when planned, {mine} asked)")
     return diffs
+
+
+def _reading(record: dict[str, Any] | None, flag: str) -> str:
+    """A record's --point-set or --decoder (one recorded without them: rtmlib's SimCC 133)."""
+    if flag == "--point-set":
+        return (record or {}).get("point_set", DEFAULT_LAYOUT)
+    head = (record or {}).get("head")
+    return head.get("decoder", DECODERS[0]) if isinstance(head, dict) else DECODERS[0]
 
 
 def moved_files(asked: dict[str, Any], recorded: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:

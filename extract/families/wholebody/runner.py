@@ -1,6 +1,8 @@
-"""COCO-WholeBody keypoints (133 points) from the user's ONNX files: a YOLOX person detector, then
-an RTMPose / RTMW / DWPose SimCC pose model on the signer's box, with rtmlib's pre- and
-post-processing, so a user's files give the keypoints rtmlib gives (tests/test_wholebody.py).
+"""Keypoints from the user's ONNX files: a YOLOX person detector, then a top-down pose model on the
+signer's box (an RTMPose / RTMW / DWPose SimCC head, or a ViTPose / HRNet heatmap head: heads.py;
+COCO-WholeBody 133, COCO 17, Halpe 26 or hand 21 points: layouts.py), with rtmlib's pre- and
+post-processing, so a user's files give the keypoints rtmlib gives (tests/test_wholebody.py,
+tests/test_heads.py).
 
 What rtmlib does, and so what this module does (rtmlib 0.0.16: YOLOX, RTMPose):
 - rtmlib is fed frames as OpenCV reads them (BGR); our frames are RGB, so they are turned back.
@@ -8,9 +10,9 @@ What rtmlib does, and so what this module does (rtmlib 0.0.16: YOLOX, RTMPose):
   the model's size, raw pixel values. A model with NMS inside answers [1, N, 5] (x1, y1, x2, y2,
   score; boxes with score > 0.3 kept); a raw one answers one row per grid cell of strides 8, 16,
   32, decoded, scored objectness x class, and suppressed per class (score > 0.7, IoU 0.45).
-- RTMPose: the box to centre and scale (x 1.25), widened to the model's aspect ratio, an affine
-  warp to the model's input, (pixel - mean) / std; the SimCC vectors' argmax (split ratio 2) mapped
-  back through centre and scale; score = the mean of the two maxima. No box: the whole frame.
+- RTMPose (and ViTPose, the same crop): the box to centre and scale (x 1.25), widened to the
+  model's aspect ratio, an affine warp to the model's input, (pixel - mean) / std; the head's
+  outputs decoded and mapped back through centre and scale (heads.py). No box: the whole frame.
 - The dtypes on the way are rtmlib's (float32 boxes from a model with NMS, float64 after rtmlib's
   own NMS), so the affine matrix, hence the warped pixels, are the same bits.
 
@@ -36,7 +38,18 @@ from typing import Any
 import cv2
 import numpy as np
 
-from phoenix_keypoints.extract.families.wholebody.declaration import DECLARATION, WHOLEBODY
+from phoenix_keypoints.extract.families.wholebody.declaration import declaration_of, layout_of
+from phoenix_keypoints.extract.families.wholebody.heads import (
+    DECODERS,
+    HEATMAP,
+    SIMCC,
+    answer_shapes,
+    decode_heatmaps,
+    decode_simcc,
+    heatmap_problem,
+    read_head,
+)
+from phoenix_keypoints.extract.families.wholebody.layouts import DEFAULT_LAYOUT, layout_for
 from phoenix_keypoints.extract.families.wholebody.tracking import Tracker, track_batch
 from phoenix_keypoints.extract.keypoints.environ import telemetry_off
 from phoenix_keypoints.extract.keypoints.estimator import RUNTIME, ModelFileError, runtime
@@ -54,7 +67,6 @@ from phoenix_keypoints.extract.keypoints.onnx_outputs import (
     captured,
     check_answer,
     check_detector,
-    check_pose,
     detector_problem,
     escaped,
     pose_problem,
@@ -68,7 +80,6 @@ POINTS = 133
 PAD = 1.25  # rtmlib's bbox padding
 MEAN = (123.675, 116.28, 103.53)
 STD = (58.395, 57.12, 57.375)
-SPLIT_RATIO = 2.0
 END2END_SCORE = 0.3  # boxes kept from a detector with NMS inside
 RAW_SCORE, RAW_NMS = 0.7, 0.45  # a raw detector's score cut and IoU threshold
 STRIDES = (8, 16, 32)
@@ -201,28 +212,41 @@ def onnxruntime_version() -> str:
     return str(ort.__version__)
 
 
-def batch_axes(detector: Path, pose_model: Path) -> str:
+def batch_axes(detector: Path | None, pose_model: Path) -> str:
     """How each model takes a batch, said once at start: in one call, or one frame at a time."""
     def one(path: Path, flag: str) -> str:
         dyn = dynamic_batch(_session(Path(path), flag))
         how = "in one call" if dyn else "one by one (its batch axis is fixed at 1)"
         return f"{flag[2:].replace('-', ' ')} {how}"
-    return f"{one(detector, '--detector')}, {one(pose_model, '--pose-model')}"
+    det = one(detector, "--detector") if detector else "no detector (the whole frame)"
+    return f"{det}, {one(pose_model, '--pose-model')}"
 
 
-def record(detector: Path, pose_model: Path) -> dict[str, Any]:
-    """What a whole-body run records of its models (run.json, part footers, file metadata)."""
-    det, pose = describe(detector, "--detector"), describe(pose_model, "--pose-model")
-    Detector(Path(detector)).probe()  # its output layout checked now, not in every worker
-    PoseModel(Path(pose_model)).probe()
-    return {"detector": det.as_dict(), "pose_model": pose.as_dict(),
-            "onnxruntime": onnxruntime_version()}
+def record(detector: Path | None, pose_model: Path, point_set: str | None = None,
+           decoder: str | None = None) -> dict[str, Any]:
+    """What a whole-body run records of its models (run.json, part footers, file metadata): the
+    files (no detector: none, the pose model takes the whole frame), the pose model's head and
+    decoder, the point layout (--point-set, or the one its number of points decides)."""
+    pose = describe(pose_model, "--pose-model")
+    det = {}
+    if detector is not None:
+        det = {"detector": describe(detector, "--detector").as_dict()}
+        Detector(Path(detector)).probe()  # its output layout checked now, not in every worker
+    model = PoseModel(Path(pose_model), decoder=decoder or DECODERS[0])
+    model.probe()
+    layout = layout_for(model.head.points, point_set)
+    read = {"point_set": layout.name, "head": model.head.record(model.decoder)}
+    if model.head.kind == SIMCC and layout.name == DEFAULT_LAYOUT:
+        read = {}  # rtmlib's own SimCC 133: recorded as before heads and point sets were
+    return {**det, "pose_model": pose.as_dict(), "onnxruntime": onnxruntime_version(), **read}
 
 
 def model_problems(settings: dict[str, Any]) -> list[str]:
     """What differs between a run's recorded model files and the files at those paths now."""
     out = []
     for key in ("detector", "pose_model"):
+        if key not in settings:  # no detector: the pose model on the whole frame
+            continue
         rec = settings[key]
         flag, path = f"--{key.replace('_', '-')}", Path(rec["path"])
         why = model_problem(path)
@@ -344,23 +368,28 @@ def _third(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 
 class PoseModel:
-    """An RTMPose-style SimCC model on one box: ([133, 2] x, y in frame pixels, [133] scores)."""
+    """A top-down pose model on one box, its head read from its outputs (heads.py: a SimCC pair
+    or heatmaps): ([K, 2] x, y in frame pixels, [K] scores)."""
 
-    def __init__(self, path: Path, device: str = "cpu") -> None:
+    def __init__(self, path: Path, device: str = "cpu", decoder: str = DECODERS[0]) -> None:
         self.path = Path(path)
         self.session = _session(Path(path), "--pose-model", device)
         h, w = _input_hw(self.session, Path(path), "--pose-model")
         self.wh = (w, h)
         self.input = self.session.get_inputs()[0].name
         self.dynamic = dynamic_batch(self.session)
-        check_pose(self.session, self.wh, "--pose-model", self.path, POINTS)
+        self.head = read_head(self.session, self.wh, "--pose-model", self.path)
+        if decoder not in DECODERS or (decoder != DECODERS[0] and self.head.kind != HEATMAP):
+            raise ModelFileError(f"--decoder {decoder}: {self.head.said(DECODERS[0])} of "
+                                 f"--pose-model {self.path} takes {DECODERS[0]} (mmpose-dark "
+                                 "decodes heatmaps).")
+        self.decoder = decoder
 
     def probe(self) -> None:
-        """One grey input through the model: its answer must be the two SimCC vectors."""
+        """One grey input through the model: its answer must have its head's shapes."""
         x = np.zeros((1, 3, self.wh[1], self.wh[0]), np.float32)
         out = run_model(lambda: _run(self.session, self.input, x, False), "--pose-model", self.path)
-        w, h = self.wh
-        check_answer(out, [(1, POINTS, 2 * w), (1, POINTS, 2 * h)], "--pose-model", self.path)
+        check_answer(out, answer_shapes(self.head, self.wh), "--pose-model", self.path)
 
     def _crop(self, bgr: np.ndarray, box: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """The warped, normalised crop, and the box's centre and (aspect-fixed) scale."""
@@ -390,27 +419,31 @@ class PoseModel:
     def batch(self, bgrs: list[np.ndarray], boxes: list[np.ndarray]
               ) -> list[tuple[np.ndarray, np.ndarray]]:
         """Each frame's points on its box; the crops in one call (dynamic batch)."""
-        sx, sy, crops = self.outputs(bgrs, boxes)
-        return [self._decode(sx[i], sy[i], c[1], c[2]) for i, c in enumerate(crops)]
+        outs, crops = self.outputs(bgrs, boxes)
+        return [self.decode(outs, i, c) for i, c in enumerate(crops)]
 
     def outputs(self, bgrs: list[np.ndarray], boxes: list[np.ndarray]
-                ) -> tuple[np.ndarray, np.ndarray, list[tuple[np.ndarray, ...]]]:
-        """The SimCC vectors of the frames' crops, and each crop with its centre and scale."""
+                ) -> tuple[list[np.ndarray], list[tuple[np.ndarray, ...]]]:
+        """The head's outputs for the frames' crops (SimCC x and y, or heatmaps), and each crop
+        with its centre and scale."""
         crops = [self._crop(b, box) for b, box in zip(bgrs, boxes, strict=True)]
         x = np.ascontiguousarray(np.stack([c[0] for c in crops]).transpose(0, 3, 1, 2), np.float32)
-        sx, sy = run_model(lambda: _run(self.session, self.input, x, self.dynamic), "--pose-model",
-                           self.path)[:2]
-        return sx, sy, crops
+        outs = run_model(lambda: _run(self.session, self.input, x, self.dynamic), "--pose-model",
+                         self.path)
+        return outs[:1 if self.head.kind == HEATMAP else 2], crops
 
-    def _decode(self, sx: np.ndarray, sy: np.ndarray, centre: np.ndarray, scale: np.ndarray
-                ) -> tuple[np.ndarray, np.ndarray]:
-        """SimCC vectors of one crop -> frame pixels and scores, as rtmlib decodes them."""
-        sx, sy = sx.reshape(POINTS, -1), sy.reshape(POINTS, -1)
-        locs = np.stack([sx.argmax(1), sy.argmax(1)], axis=-1).astype(np.float32)
-        scores = 0.5 * (sx.max(1) + sy.max(1))
-        locs[scores <= 0.0] = -1
-        xy = locs / SPLIT_RATIO / np.array(self.wh) * scale + centre - scale / 2
-        return xy, scores
+    def problem(self, outs: list[np.ndarray], i: int) -> str:
+        """Why item i's outputs are nonsense ("" when they are not)."""
+        if self.head.kind == HEATMAP:
+            return heatmap_problem(outs[0][i])
+        return pose_problem(outs[0][i], outs[1][i])
+
+    def decode(self, outs: list[np.ndarray], i: int, crop: tuple[np.ndarray, ...]
+               ) -> tuple[np.ndarray, np.ndarray]:
+        """Item i's outputs -> frame pixels and scores, as the head's decoder gives them."""
+        if self.head.kind == HEATMAP:
+            return decode_heatmaps(outs[0][i], crop[1], crop[2], self.wh, self.decoder)
+        return decode_simcc(outs[0][i], outs[1][i], crop[1], crop[2], self.wh)
 
 
 def largest(boxes: np.ndarray) -> np.ndarray:
@@ -424,11 +457,12 @@ def largest_index(boxes: np.ndarray) -> int:
 
 
 class WholebodyModels:
-    """Detector and pose model of one process: RGB frames -> ([133 * 3] float32, persons) each."""
+    """Detector and pose model of one process: RGB frames -> ([K * 3] float32, persons) each."""
 
-    def __init__(self, detector: Path, pose_model: Path, device: str = "cpu") -> None:
-        self.detector = Detector(Path(detector), device)
-        self.pose = PoseModel(Path(pose_model), device)
+    def __init__(self, detector: Path | None, pose_model: Path, device: str = "cpu",
+                 decoder: str = DECODERS[0]) -> None:
+        self.detector = Detector(Path(detector), device) if detector else None
+        self.pose = PoseModel(Path(pose_model), device, decoder)
         if device == "cuda" and CUDA not in self.providers():
             # onnxruntime falls back to the CPU, with a warning only, when CUDA cannot start
             raise DeviceError("--device cuda: onnxruntime-gpu is installed but could not start CUDA "
@@ -438,8 +472,8 @@ class WholebodyModels:
 
     def providers(self) -> list[str]:
         """The providers the sessions run on (what onnxruntime accepted, not what was asked)."""
-        return list(dict.fromkeys(self.detector.session.get_providers()
-                                  + self.pose.session.get_providers()))
+        det = self.detector.session.get_providers() if self.detector else []
+        return list(dict.fromkeys(det + self.pose.session.get_providers()))
 
     def __call__(self, rgb: np.ndarray) -> tuple[np.ndarray, int]:
         return self.batch([rgb])[0]
@@ -460,7 +494,9 @@ class WholebodyModels:
 
     def detect(self, bgrs: list[np.ndarray]) -> list[np.ndarray | BadOutput]:
         """Each frame's boxes (rtmlib's YOLOX), the frames in one call; BadOutput where the
-        detector's answer is nonsense."""
+        detector's answer is nonsense. No detector: no boxes."""
+        if self.detector is None:  # no detector: no boxes, the pose model takes the whole frame
+            return [np.zeros((0, 4))] * len(bgrs)
         raw, ratios = self.detector.outputs(bgrs)
         found = [self.detector._boxes(raw[i:i + 1], r) for i, r in enumerate(ratios)]
         return [BadOutput(STATUS_BAD_DETECTOR, why) if (why := detector_problem(raw[i:i + 1], b,
@@ -471,9 +507,9 @@ class WholebodyModels:
               ) -> list[tuple[np.ndarray, np.ndarray] | BadOutput]:
         """Each crop's (xy in frame pixels as rtmlib computes them, scores), the crops in one
         call; BadOutput where the pose model's answer is nonsense."""
-        sx, sy, crops = self.pose.outputs(bgrs, boxes)
-        return [BadOutput(STATUS_BAD_POSE, why) if (why := pose_problem(sx[k], sy[k])) else
-                self.pose._decode(sx[k], sy[k], c[1], c[2]) for k, c in enumerate(crops)]
+        outs, crops = self.pose.outputs(bgrs, boxes)
+        return [BadOutput(STATUS_BAD_POSE, why) if (why := self.pose.problem(outs, k)) else
+                self.pose.decode(outs, k, c) for k, c in enumerate(crops)]
 
     def one_frame(self, bgr: np.ndarray, boxes: list[np.ndarray]
                   ) -> tuple[np.ndarray, int, list[np.ndarray]] | BadOutput:
@@ -507,10 +543,13 @@ class WholebodyEstimator:
     def __init__(self, settings: dict[str, Any]) -> None:
         run = runtime() | settings.get(RUNTIME, {})
         self.settings = {k: v for k, v in settings.items() if k != RUNTIME}
-        self.declaration = DECLARATION
+        self.declaration = declaration_of(settings)
+        self.column = layout_of(settings).column
         self.batch_size = int(run["batch_size"])
-        self._models = WholebodyModels(settings["detector"]["path"], settings["pose_model"]["path"],
-                                       run["device"])
+        self._models = WholebodyModels((settings.get("detector") or {}).get("path"),
+                                       settings["pose_model"]["path"],
+                                       run["device"], (settings.get("head") or {}).get("decoder",
+                                                                                      DECODERS[0]))
         self.providers = self._models.providers()
         self.tracker = Tracker(int(settings.get("det_every", 1)))
 
@@ -523,13 +562,14 @@ class WholebodyEstimator:
     def process_batch(self, rgbs: list[np.ndarray]) -> list[dict[str, Any]]:
         """Each frame's result, as `process` gives it alone (a frame whose model outputs are
         nonsense: its status and note, no keypoints)."""
-        return [r.as_result() if not isinstance(r, tuple) else {WHOLEBODY: r[0], "persons": r[1]}
+        return [r.as_result() if not isinstance(r, tuple) else {self.column: r[0], "persons": r[1]}
                 for r in (self._models.batch(rgbs) if self.tracker.every == 1 else
                           track_batch(self._models, self.tracker, rgbs))]
 
     def blame(self, status: str) -> str:
         """The model file a frame status says is at fault (KeepsFailing's message)."""
-        det, pose = self.settings["detector"]["path"], self.settings["pose_model"]["path"]
+        det = (self.settings.get("detector") or {}).get("path")
+        pose = self.settings["pose_model"]["path"]
         if status == "bad_detector_output":
             return f"--detector {det}"
         if status == "bad_pose_output":
