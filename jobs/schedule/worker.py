@@ -251,8 +251,8 @@ def worker_main(slot: int, conn: Connection, run_dir: str, cpus: list[int], opti
         log_to_file(Path(log_path))
         if cpus:
             os.sched_setaffinity(0, cpus)
-        skip_pandas_probe()
         with ChunkWorker(slot, Path(run_dir), options) as worker:
+            skip_pandas_probe()  # after the family's imports: one that imports pandas keeps it whole
             conn.send(worker.ready())
             while (task := conn.recv()) is not None:
                 conn.send(worker.run(task, conn.send))
