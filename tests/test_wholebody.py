@@ -445,6 +445,37 @@ assert "onnxruntime" not in sys.modules, "onnxruntime imported by a Holistic wor
     subprocess.run([sys.executable, "-c", code], check=True, cwd=REPO)
 
 
+def test_a_worker_writes_its_rows_without_importing_pandas(models, tmp_path):
+    """pyarrow imports pandas (~0.3 s of CPU) at a process's first pa.array() unless told there is
+    none: a worker says so once (skip_pandas_probe), then reads real frames, runs the models and
+    writes a part without it, and pandas still imports for whoever asks for it afterwards."""
+    code = """
+import sys
+from pathlib import Path
+import pyarrow.parquet as pq
+from phoenix_keypoints.extract import sources
+from phoenix_keypoints.extract.families.wholebody.runner import record
+from phoenix_keypoints.extract.keypoints.estimator import open_estimator
+from phoenix_keypoints.extract.keypoints.video_rows import Block, extract_video
+from phoenix_keypoints.extract.sources.base import Ref
+from phoenix_keypoints.jobs.schedule.worker import skip_pandas_probe
+
+det, pose, root, folder, dest = sys.argv[1:]
+skip_pandas_probe()
+est = open_estimator({"estimator": "wholebody", **record(det, pose)}, num_threads=1)
+names = tuple(sorted(p.name for p in (Path(root) / folder).glob("*.png"))[:4])
+out = Block(declaration=est.declaration)
+frames = sources.get("folder").frames(Path(root), Ref("folder", folder, names))
+extract_video(est, "train", "v", frames, len(names), out)
+pq.write_table(out.to_table(), dest)
+assert "pandas" not in sys.modules, "pyarrow imported pandas in a worker"
+back = pq.read_table(dest).to_pandas()
+assert "pandas" in sys.modules and list(back["status"]) == ["ok"] * 4, back["status"]
+"""
+    subprocess.run([sys.executable, "-c", code, models["detector"], models["pose"], PHX_FRAMES,
+                    "train/signer_demo-1", tmp_path / "part.parquet"], check=True, cwd=REPO)
+
+
 
 # --- batches and devices (issue 33) ----------------------------------------------------------------
 @pytest.fixture(scope="module")

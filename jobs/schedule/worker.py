@@ -18,6 +18,7 @@ import multiprocessing
 import os
 import signal
 import socket
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -214,6 +215,33 @@ def in_plan_order(table: pa.Table, videos: list[VideoRef]) -> pa.Table:
     return table.take(pa.array(np.argsort(keys, kind="stable")))
 
 
+class _NoPandas:
+    """A meta path finder that answers `import pandas` with ImportError while it is installed."""
+
+    def find_spec(self, name: str, path: object = None, target: object = None) -> None:
+        if name == "pandas":
+            raise ModuleNotFoundError("pandas left out of this worker", name=name)
+
+
+def skip_pandas_probe() -> None:
+    """Tell pyarrow once that this process has no pandas, so that it never imports it.
+
+    pyarrow's first `pa.array()` asks whether its values are pandas' by importing pandas: ~0.3 s
+    of CPU per worker (docs/results/wholebody-pieces-2026-11-27.md), for a question whose answer
+    here is always no: a worker's values are lists and numpy arrays with their types given, and
+    no pandas object can exist before pandas is imported. The finder is there for that one call
+    only: anything that does import pandas later gets it, and pyarrow imports it again where it
+    needs it (`to_pandas`)."""
+    if "pandas" in sys.modules:
+        return
+    finder = _NoPandas()
+    sys.meta_path.insert(0, finder)
+    try:
+        pa.array([], pa.int8())
+    finally:
+        sys.meta_path.remove(finder)
+
+
 def _die_with_parent() -> None:
     """Linux: get SIGTERM when the coordinator dies, so no orphan keeps working on a chunk."""
     try:
@@ -247,6 +275,7 @@ def worker_main(slot: int, conn: Connection, run_dir: str, cpus: list[int], opti
         if cpus:
             os.sched_setaffinity(0, cpus)
         with ChunkWorker(slot, Path(run_dir), options) as worker:
+            skip_pandas_probe()  # after the family's imports: one that imports pandas keeps it whole
             conn.send(worker.ready())
             while (task := conn.recv()) is not None:
                 conn.send(worker.run(task, conn.send))
