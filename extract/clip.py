@@ -86,9 +86,8 @@ def extract_keypoints(source: Source, estimator: str = DEFAULT_FAMILY, *, fps: f
     """Keypoints of one clip: a video file, a folder of frames, a list of image paths, or an RGB
     uint8 array [T, H, W, 3]. `fps` is the rate of frames and arrays (PHOENIX's 25 by default; a
     video's own: its stream's rate, else its frames' times); `options` are the estimator's, as `run`
-    takes them: Holistic's (model_complexity, refine_face_landmarks, static_image_mode,
-    smooth_landmarks, min_detection_confidence, min_tracking_confidence), or the whole-body
-    family's `detector` and `pose_model` (paths of the ONNX files) and `det_every`. `progress`: a
+    takes them: each family's own (docs/python.md lists them: the default family's MediaPipe
+    options, the model files and their settings of the ONNX families). `progress`: a
     bar of frames done, None: where tqdm.auto shows one (a terminal, a notebook with ipywidgets),
     True: always, False: never. MediaPipe's own log lines are kept out of the output."""
     with _native_logs_kept_out() as real_stderr:
@@ -103,7 +102,7 @@ def extract_keypoints(source: Source, estimator: str = DEFAULT_FAMILY, *, fps: f
     return _keypoints(block, fps or clip_fps or rate_of_times(block.time_s) or float(PHOENIX_FPS))
 
 
-# MediaPipe's C++ logging (glog/absl info and warnings, TFLite's INFO): about 8 lines a Holistic
+# MediaPipe's C++ logging (glog/absl info and warnings, TFLite's INFO): about 8 lines a MediaPipe
 # call, written to file descriptor 2, which a notebook's kernel copies into the cell's output
 _NATIVE_NOISE = re.compile(r"^[IW]\d{4} |^INFO: |^WARNING: All log messages before absl::")
 

@@ -78,7 +78,7 @@ class _Video:
     translation: str
 
 
-# Crops keep head, shoulders and upper body in view, so Holistic finds pose and face.
+# Crops keep head, shoulders and upper body in view, so MediaPipe finds pose and face.
 # fmt: off
 VIDEOS: tuple[_Video, ...] = (
     _Video("hopper-1", "train", _grace_hopper, 20, (256, 330), 540, (1.5, -1.0), 0.995,

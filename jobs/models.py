@@ -1,8 +1,8 @@
 """Models by name: `phoenix-keypoints models fetch NAME` and `run --models NAME`.
 
-rtmlib users name a mode (`Wholebody(mode="balanced")`) and get its two files fetched once; this
-module does that for the family that publishes its models (the whole-body family's
-PUBLISHED_MODELS, with their pins and where they come from), and only when asked: `models fetch
+rtmlib users name a mode (mode="balanced") and get its two files fetched once; this module does
+that for the family that publishes its models (its PUBLISHED_MODELS, with their pins and where they
+come from), and only when asked: `models fetch
 NAME` downloads each file of the mode into a cache folder, checks it against a sha256 this project
 pins, and takes the zip's `end2end.onnx` out without trusting the zip (no member outside its
 folder, no absolute path, no link, one `end2end.onnx`, sizes capped). `run --models NAME` only

@@ -183,9 +183,10 @@ def _runs_on(req: RunRequest, info: RunInfo, slots: list) -> str:
 
 
 def _refuse_unavailable(req: RunRequest) -> None:
-    """A family that cannot run in this Python (Holistic without mediapipe, Python 3.13): refuse
-    before any worker starts, in one line that says why and what to do. A finished run answers
-    without it; the family is the one asked, or the run folder's own when resumed without one."""
+    """A family that cannot run in this Python (its library has no wheel here, e.g. mediapipe on
+    3.13): refuse before any worker starts, in one line that says why and what to do. A finished
+    run answers without it; the family is the one asked, or the run folder's own when resumed
+    without one."""
     estimator = _estimator_of(req)
     unavailable = getattr(family(estimator), "unavailable", None)
     if unavailable is not None and (why := unavailable()) is not None:
@@ -218,7 +219,7 @@ def _refuse_device(req: RunRequest, estimator: str) -> None:
 
 
 def _estimator_of(req: RunRequest) -> str:
-    """The estimator this run will use: the one asked, else the run folder's, else Holistic."""
+    """The estimator this run will use: the one asked, else the run folder's, else the default."""
     asked = req.options.family_asked()
     if asked is None and not req.fresh and RunDir(req.out).exists():
         with contextlib.suppress(Exception):  # an unreadable run.json is refused later, in words

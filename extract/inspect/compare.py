@@ -5,7 +5,7 @@ in bounded memory. A video differs when a frame is in one file only, a frame's s
 part is found in one file and not the other, or a value differs by more than the tolerance
 (absolute, in the file's own units; 0: identical). Two files of different video sets differ: the
 videos in one only are named, and the shared ones compared. Two files of different estimators
-(Holistic's columns against whole-body keypoints) differ too, with that reason and no values
+(one family's columns against another's) differ too, with that reason and no values
 compared. Only what cannot be read as two merged keypoints files is refused (ReportError, exit 2).
 """
 

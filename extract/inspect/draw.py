@@ -75,8 +75,8 @@ def _draw_part(img: np.ndarray, part: str, vals: np.ndarray, scale: int) -> None
 
 def _legend(width: int, found: dict[str, bool], scale: int,
             colours: dict[str, tuple[int, int, int]] | None = None) -> np.ndarray:
-    """The band under a frame naming each part (`found`'s keys, in order; Holistic's four by
-    default colours), struck through where it was not found."""
+    """The band under a frame naming each part (`found`'s keys, in order; the default family's
+    four by default colours), struck through where it was not found."""
     colours = colours or COLOURS
     band = np.full((BAND * scale, width, 3), 25, np.uint8)
     slot = width // max(len(PARTS), len(found))

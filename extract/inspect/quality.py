@@ -11,7 +11,7 @@ What is measured (all from one video's rows, in frame order):
 - frames with points far outside the frame: hands are found in the picture, so a hand point far
   outside it is a false detection; of the pose only head and shoulders (0-12) that MediaPipe scores
   visible count, because the pose model rightly guesses arms and hips below the crop. The face is
-  not read: Holistic fits it in a box cut around the pose's head points, which are checked, and
+  not read: MediaPipe fits it in a box cut around the pose's head points, which are checked, and
   skipping its 468 points (85% of the file) is what keeps the report fast.
 
 Distances are in pixels of the frame (x * width, y * height). Every threshold is a field of

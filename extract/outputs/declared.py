@@ -1,5 +1,5 @@
 """The tensor set of a family without presets: every point of its declaration, `[frames, points,
-channels]` and a mask, streamed video by video like Holistic's preset sets (tensors.py).
+channels]` and a mask, streamed video by video like the preset sets (tensors.py).
 
 What the set holds is read from the declaration alone: its landmark columns in order (one point
 axis), its value channels, its units, its point names, and its presence rule for the mask (a point
@@ -70,7 +70,7 @@ def num_points(decl: Declaration) -> int:
 
 
 class DeclaredTensorWriter(TensorSetWriter):
-    """The default set of a family without presets (tensors/ itself), the same files as Holistic's."""
+    """The default set of a family without presets (tensors/ itself), as a preset set's files."""
 
     def __init__(self, out_dir: Path, capacity: Mapping[str, int], decl: Declaration,
                  corpus: Mapping[str, Mapping[str, str]] | None = None) -> None:

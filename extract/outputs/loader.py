@@ -108,7 +108,7 @@ class SplitData(Sequence):
 
 
 def load_split(run_dir: Path, split: str, tag: str | None = None, mmap: bool = True) -> SplitData:
-    """Open split `split` of tensor set `tag` ("" or None: the default holistic-543 set).
+    """Open split `split` of tensor set `tag` ("" or None: the default set in tensors/ itself).
 
     Items are copies of one video's rows. mmap=True reads them through memory maps (fast random
     access; the pages read count in the process's resident memory, as page cache the kernel can

@@ -6,7 +6,7 @@ A tensor set (a "tag") is one choice of points, normalisation, gap filling and d
 `<split>.index.parquet` (video, start, length, speaker, gloss, translation, and the normalisation
 of each video when there is one), and one `points.json` naming the K points and the options.
 
-The default set (holistic-543, holistic-553 on a refined run: no normalisation, zeros, float32)
+The default set (every point of the run: no normalisation, zeros, float32)
 lives directly in tensors/, the layout `run` has always written; every other tag in tensors/<tag>/.
 Arrays are plain .npy files, written sequentially: readers open them with np.load(mmap_mode="r")
 (extract.outputs.loader).

@@ -49,7 +49,7 @@ class CorruptPart(JobFailed):
 def read_part(path: Path, decl: Declaration | None = None) -> pa.Table:
     """A committed part's rows, every page's checksum verified, without our footer metadata.
 
-    `decl`: the run's estimator (default Holistic). A Holistic part of an earlier version gets the
+    `decl`: the run's estimator. A default-family part of an earlier version gets the
     columns it lacks (time_s, pose_world) all null: not recorded (time_s is null for frame files
     anyway)."""
     schema = (decl or declaration(None)).schema

@@ -80,7 +80,7 @@ def write_set(rd: RunDir, spec: TensorSpec) -> dict[str, Any]:
 
 
 def export_pkl(rd: RunDir, to: Path, tag: str = "") -> int:
-    """The pkl export of tensor set `tag` (default: the holistic-543 set `run` writes)."""
+    """The pkl export of tensor set `tag` (default: the set `run` writes in tensors/)."""
     from phoenix_keypoints.extract.outputs.export import write_pkl
 
     rd.load()

@@ -1,4 +1,4 @@
-"""A worker: one estimator (a Holistic graph, or the whole-body models), chunks in, committed
+"""A worker: one estimator (a family's graph or models), chunks in, committed
 parts out, events to its coordinator.
 
 ChunkWorker is what a local worker process and a Ray actor share: both build it once and call `run`
@@ -98,8 +98,8 @@ class _FrameCounter:
 class ChunkWorker:
     """One estimator bound to a run folder's parts/, doing one chunk per call.
 
-    `settings`: the estimator's settings dict (extract/keypoints/estimator.py; Holistic's options
-    dict for a Holistic run)."""
+    `settings`: the estimator's settings dict (extract/keypoints/estimator.py; the default
+    family's options dict as it was)."""
 
     def __init__(self, slot: int, run_dir: Path, settings: dict[str, Any]) -> None:
         import cv2
@@ -227,7 +227,7 @@ def skip_pandas_probe() -> None:
     """Tell pyarrow once that this process has no pandas, so that it never imports it.
 
     pyarrow's first `pa.array()` asks whether its values are pandas' by importing pandas: ~0.3 s
-    of CPU per worker (docs/results/wholebody-pieces-2026-11-27.md), for a question whose answer
+    of CPU per worker (docs/results/, the pieces benchmark of 2026-11-27), for a question whose answer
     here is always no: a worker's values are lists and numpy arrays with their types given, and
     no pandas object can exist before pandas is imported. The finder is there for that one call
     only: anything that does import pandas later gets it, and pyarrow imports it again where it
