@@ -148,12 +148,14 @@ def _family_args(p: argparse.ArgumentParser) -> None:
     models (jobs/models.py)."""
     from phoenix_keypoints.extract.keypoints.estimator import family
 
+    models = False  # --models once, after the first family that publishes models
     for name in _family_order():
         add = getattr(family(name), "add_run_options", None)
         if add is not None:
             add(p)
-        if hasattr(family(name), "PUBLISHED_MODELS"):
+        if not models and hasattr(family(name), "PUBLISHED_MODELS"):
             _models_args(p)
+            models = True
 
 
 def _runtime_args(p: argparse.ArgumentParser) -> None:
@@ -164,12 +166,13 @@ def _runtime_args(p: argparse.ArgumentParser) -> None:
     batching = [n for n in names() if family(n).declaration(None).batches]
     which = "/".join(batching)
     docs = ", ".join(getattr(family(n), "DOCS", "docs/") for n in batching)
+    where = "; ".join(dict.fromkeys(getattr(family(n), "DEVICE_HELP", "where its workers run")
+                                    for n in batching))
     p.add_argument("--batch-size", type=_batch_size, metavar="N",
                    help=f"{which}: frames per model call, within a video (default 8; the output "
                         f"is the same for any N: {docs})")
     p.add_argument("--device", choices=("auto", "cpu", "cuda"),
-                   help=f"{which}: where onnxruntime runs (default auto: CUDA where onnxruntime-gpu "
-                        "is installed and the worker has a GPU, else CPU)")
+                   help=f"{which}: {where}")
 
 
 def _add_run(sub: argparse._SubParsersAction) -> None:

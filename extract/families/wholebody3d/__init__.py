@@ -19,9 +19,10 @@ import numpy as np
 import pyarrow as pa
 
 from phoenix_keypoints.extract.families.wholebody import (
+    DEVICE_HELP,
     LIBRARY,
     check_recorded,
-    cuda_provider,
+    device_refused,
     library_version,
     model_problems,
     run_line,
@@ -44,7 +45,8 @@ from phoenix_keypoints.extract.families.wholebody3d.options import (
 )
 from phoenix_keypoints.extract.keypoints.estimator import Declaration, Estimator
 
-__all__ = ["ABOUT", "DOCS", "LIBRARY", "asked_settings", "check_recorded", "cuda_provider",
+__all__ = ["ABOUT", "DEVICE_HELP", "DOCS", "LIBRARY", "asked_settings", "check_recorded",
+           "device_refused",
            "file_record", "library_version", "model_problems", "moved_files", "run_line", "runs_on",
            "settings_conflicts", "settings_of"]
 
