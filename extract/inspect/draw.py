@@ -45,9 +45,11 @@ def _canvas(rgb: np.ndarray | None, width: int, height: int) -> np.ndarray:
 
 def _draw_part(img: np.ndarray, decl: Declaration, region: str, vals: np.ndarray,
                scale: int) -> None:
-    """One region's limbs (the body's between visible points only), its dots where declared."""
+    """One region's limbs (the body's between visible points only) and, where declared, a dot on
+    each of its points. vals: the region's column [points, values]; limbs index the column."""
     spec = decl.quality
     assert spec is not None, "drawn as landmark lists: the declaration has a QualitySpec"
+    _, lo, hi = decl.regions[region]
     h, w = img.shape[:2]
     px = np.round(vals[:, :2] * (w, h)).astype(np.int32)
     edges = np.array(decl.skeleton.get(region, ()), np.int64).reshape(-1, 2)
@@ -58,7 +60,7 @@ def _draw_part(img: np.ndarray, decl: Declaration, region: str, vals: np.ndarray
     thick = max(1, scale // (2 if region in spec.thin else 1))
     cv2.polylines(img, list(px[edges]), False, colour, thick, cv2.LINE_AA)
     if region in spec.dotted:
-        for x, y in px:
+        for x, y in px[lo:hi]:
             cv2.circle(img, (int(x), int(y)), thick + 1, colour, -1, cv2.LINE_AA)
 
 
@@ -93,11 +95,10 @@ def draw_frame(decl: Declaration, rgb: np.ndarray | None, parts: dict[str, np.nd
     """The frame (or a grey 'frame not found' canvas) at width*scale x height*scale with each found
     region drawn, plus the legend band. parts: column -> [points, values], NaN when not found."""
     img = _canvas(rgb, width * scale, height * scale)
-    found = {r: not np.isnan(parts[col][0, 0]) for r, (col, _, _) in decl.regions.items()}
+    found = {r: not np.isnan(parts[col][lo, 0]) for r, (col, lo, _) in decl.regions.items()}
     for region in decl.colours:  # in the declared order: the last on top
         if found[region]:
-            col, lo, hi = decl.regions[region]
-            _draw_part(img, decl, region, parts[col][lo:hi], scale)
+            _draw_part(img, decl, region, parts[decl.regions[region][0]], scale)
     if label:
         _label(img, label, scale)
     legend = {decl.legend.get(r, r): f for r, f in found.items()}

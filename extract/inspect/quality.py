@@ -61,6 +61,9 @@ class Rated:
         if decl.quality is None:
             raise ReportError(f"the {decl.name} family declares no quality report")
         parts = {col: decl.parts[col] for col, _, _ in decl.regions.values()}
+        if len(parts) != len(decl.regions):
+            raise ReportError(f"the quality report rates one landmark column per region; the "
+                              f"{decl.name} family's regions share columns")
         if len(parts) > MAX_PARTS:
             raise ReportError(f"the quality report rates at most {MAX_PARTS} parts; the "
                               f"{decl.name} family declares {len(parts)}")

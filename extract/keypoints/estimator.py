@@ -44,8 +44,9 @@ So a new output-deciding flag (say `--points SET`) is one `add_argument` in add_
 key in asked_settings' dict, and a line in settings_conflicts if a resume must refuse a change;
 the job, run.json, the fingerprint and the parts carry it without an edit. Options on how workers
 run, not on what they write (--batch-size, --device), are the job's, for a family whose
-declaration says `batches`. `ABOUT` (its words in --estimator's help) and `DOCS` (its page) are
-read where the help names the family.
+declaration says `batches`; such a family words --device's help (`DEVICE_HELP`) and says why a
+device cannot run here (`device_refused(device)`: None when it can). `ABOUT` (its words in
+--estimator's help) and `DOCS` (its page) are read where the help names the family.
 """
 
 from __future__ import annotations
@@ -98,11 +99,12 @@ class ReportSpec:
 class QualitySpec:
     """What the quality report (extract/inspect/report.py) and its drawing (extract/inspect/draw.py)
     need of a family whose parts are landmark lists that exist where a part was found. The parts it
-    rates are the declaration's regions in order (at most four; each region's column names its
-    figures: `pose_rate`); the regions named body, face, left_hand and right_hand have roles:
-    these are the points and channels the roles read."""
+    rates are the declaration's regions in order (at most four, each a landmark column of its own,
+    which names its figures: `pose_rate`); the regions named body, face, left_hand and right_hand
+    have roles: these are the points and channels the roles read."""
 
     engine: str  # who finds the parts, as the page says it ("MediaPipe found the part")
+    # points are numbered in their region's column (as the skeleton's limbs are)
     head: int  # the body's points 0..head-1 (head and shoulders) checked for lying far outside
     shoulders: tuple[int, int]  # the body's points whose frame-to-frame movement is the jitter
     visibility: int  # the body's value channel that scores a point visible
