@@ -143,6 +143,14 @@ def _estimator_help() -> str:
     return " or ".join(about(n) for n in names())
 
 
+def _worker_holds() -> str:
+    """What a worker process holds, in each family's words (its WORKER_HOLDS), each once."""
+    from phoenix_keypoints.extract.keypoints.estimator import family, names
+
+    said = dict.fromkeys(w for n in names() if (w := getattr(family(n), "WORKER_HOLDS", "")))
+    return ", or ".join(said) or "the estimator"
+
+
 def _family_args(p: argparse.ArgumentParser) -> None:
     """Each family's own options (its add_run_options), and --models for the one that publishes
     models (jobs/models.py)."""
@@ -188,8 +196,8 @@ def _add_run(sub: argparse._SubParsersAction) -> None:
                    help="the older script's flag: with --output_path and no --out, the run folder "
                         "(parts, logs, keypoints.parquet) goes in DIR")
     r.add_argument("--workers", type=_WORKER_COUNT, metavar="N",
-                   help="worker processes, one estimator each: a MediaPipe graph, or the whole-body "
-                        "ONNX models (default: one per usable CPU core)")
+                   help=f"worker processes, one estimator each: {_worker_holds()} (default: one per "
+                        "usable CPU core)")
     r.add_argument("--num-gpus", "--num_gpus", type=_at_most(MAX_WORKERS, "at most one worker each",
                                                              least=0),
                    help="GPUs to pin workers to (default: visible GPUs, 0 when none)")

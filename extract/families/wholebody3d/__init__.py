@@ -21,6 +21,7 @@ import pyarrow as pa
 from phoenix_keypoints.extract.families.wholebody import (
     DEVICE_HELP,
     LIBRARY,
+    WORKER_HOLDS,
     check_recorded,
     device_refused,
     library_version,
@@ -45,10 +46,9 @@ from phoenix_keypoints.extract.families.wholebody3d.options import (
 )
 from phoenix_keypoints.extract.keypoints.estimator import Declaration, Estimator
 
-__all__ = ["ABOUT", "DEVICE_HELP", "DOCS", "LIBRARY", "asked_settings", "check_recorded",
-           "device_refused",
-           "file_record", "library_version", "model_problems", "moved_files", "run_line", "runs_on",
-           "settings_conflicts", "settings_of"]
+__all__ = ["ABOUT", "DEVICE_HELP", "DOCS", "LIBRARY", "WORKER_HOLDS", "asked_settings",
+           "check_recorded", "device_refused", "file_record", "library_version", "model_problems",
+           "moved_files", "run_line", "runs_on", "settings_conflicts", "settings_of"]
 
 
 ENGINE = f"The {WHOLEBODY3D} estimator (onnxruntime)"  # what runs on the CPU (the idle-cores warning)
