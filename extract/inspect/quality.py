@@ -70,8 +70,9 @@ class Rated:
         roles = {r: col for r, (col, _, _) in decl.regions.items()}
         colours = {col: decl.colours[r] for r, (col, _, _) in decl.regions.items()
                    if r in decl.colours}
-        face = decl.regions.get("face")
-        face_point = decl.point_parts()[face[0]][0] + face[1] if face else None
+        face = decl.regions.get("face")  # its first point in the point order, where named so
+        first = decl.point_parts().get(face[0]) if face else None
+        face_point = first[0] + face[1] if face and first else None  # None: read the column
         return cls(decl.quality, parts, roles, colours, face_point)
 
     @property
