@@ -143,17 +143,27 @@ def _estimator_help() -> str:
     return " or ".join(about(n) for n in names())
 
 
+def _worker_holds() -> str:
+    """What a worker process holds, in each family's words (its WORKER_HOLDS), each once."""
+    from phoenix_keypoints.extract.keypoints.estimator import family, names
+
+    said = dict.fromkeys(w for n in names() if (w := getattr(family(n), "WORKER_HOLDS", "")))
+    return ", or ".join(said) or "the estimator"
+
+
 def _family_args(p: argparse.ArgumentParser) -> None:
     """Each family's own options (its add_run_options), and --models for the one that publishes
     models (jobs/models.py)."""
     from phoenix_keypoints.extract.keypoints.estimator import family
 
+    models = False  # --models once, after the first family that publishes models
     for name in _family_order():
         add = getattr(family(name), "add_run_options", None)
         if add is not None:
             add(p)
-        if hasattr(family(name), "PUBLISHED_MODELS"):
+        if not models and hasattr(family(name), "PUBLISHED_MODELS"):
             _models_args(p)
+            models = True
 
 
 def _runtime_args(p: argparse.ArgumentParser) -> None:
@@ -164,12 +174,13 @@ def _runtime_args(p: argparse.ArgumentParser) -> None:
     batching = [n for n in names() if family(n).declaration(None).batches]
     which = "/".join(batching)
     docs = ", ".join(getattr(family(n), "DOCS", "docs/") for n in batching)
+    where = "; ".join(dict.fromkeys(getattr(family(n), "DEVICE_HELP", "where its workers run")
+                                    for n in batching))
     p.add_argument("--batch-size", type=_batch_size, metavar="N",
                    help=f"{which}: frames per model call, within a video (default 8; the output "
                         f"is the same for any N: {docs})")
     p.add_argument("--device", choices=("auto", "cpu", "cuda"),
-                   help=f"{which}: where onnxruntime runs (default auto: CUDA where onnxruntime-gpu "
-                        "is installed and the worker has a GPU, else CPU)")
+                   help=f"{which}: {where}")
 
 
 def _add_run(sub: argparse._SubParsersAction) -> None:
@@ -185,8 +196,8 @@ def _add_run(sub: argparse._SubParsersAction) -> None:
                    help="the older script's flag: with --output_path and no --out, the run folder "
                         "(parts, logs, keypoints.parquet) goes in DIR")
     r.add_argument("--workers", type=_WORKER_COUNT, metavar="N",
-                   help="worker processes, one estimator each: a MediaPipe graph, or the whole-body "
-                        "ONNX models (default: one per usable CPU core)")
+                   help=f"worker processes, one estimator each: {_worker_holds()} (default: one per "
+                        "usable CPU core)")
     r.add_argument("--num-gpus", "--num_gpus", type=_at_most(MAX_WORKERS, "at most one worker each",
                                                              least=0),
                    help="GPUs to pin workers to (default: visible GPUs, 0 when none)")

@@ -174,8 +174,8 @@ def _starting(rd: RunDir, req: RunRequest, info: RunInfo, backend: Backend) -> N
 
 
 def _runs_on(req: RunRequest, info: RunInfo, slots: list) -> str:
-    """A whole-body run's device and batches, as its workers will decide them (--device auto:
-    CUDA where onnxruntime has it and the worker a GPU), and each model's batch axis."""
+    """What the family says of how its workers will run (its runs_on: a family that batches
+    frames names its device and batches), given the run's slots and --batch-size/--device."""
     runs_on = getattr(family(info.options.estimator), "runs_on", None)
     if runs_on is None:
         return ""
@@ -196,8 +196,8 @@ def _refuse_unavailable(req: RunRequest) -> None:
 
 def _refuse_device(req: RunRequest, estimator: str) -> None:
     """--batch-size and --device are for families that run frames in batches (their declaration
-    says so); --device cuda needs onnxruntime's CUDA provider and a GPU to pin workers to. Refused
-    before any worker starts (exit 2)."""
+    says so); --device cuda needs what the family says it needs (its device_refused) and a GPU to
+    pin workers to. Refused before any worker starts (exit 2)."""
     if not family(estimator).declaration(None).batches:
         if req.batch_size is not None or req.device not in (None, "auto", "cpu"):
             batching = [n for n in names() if family(n).declaration(None).batches]
@@ -207,10 +207,10 @@ def _refuse_device(req: RunRequest, estimator: str) -> None:
         return
     if req.device != "cuda":
         return
-    if not family(estimator).cuda_provider():
-        raise RunError("--device cuda: this onnxruntime has no CUDAExecutionProvider. Install the "
-                       "GPU build: pip install 'phoenix-keypoints[gpu]' (onnxruntime-gpu in place of "
-                       "onnxruntime), or pass --device cpu.")
+    refused = getattr(family(estimator), "device_refused", None)
+    why = refused(req.device) if refused is not None else None
+    if why:
+        raise RunError(f"--device {req.device}: {why}")
     gpus = visible_gpus()
     if (req.num_gpus if req.num_gpus is not None else len(gpus)) == 0:
         seen = ", ".join(gpus) or "none (CUDA_VISIBLE_DEVICES and nvidia-smi list no GPU)"

@@ -1,44 +1,28 @@
-"""Draw a frame's keypoints on the real frame: pose, face and each hand in its own colour.
+"""Draw a frame's keypoints on the real frame, for a family whose parts are landmark lists (its
+declaration's QualitySpec): each region in its declared colour and limbs, in the declared order
+(the last on top).
 
-A part MediaPipe did not find is shown as missing in a legend band under the frame (its name struck
-through in grey), so a frame without a hand cannot be mistaken for one where the hand was drawn
-off-screen. Pose limbs are drawn only between points MediaPipe scores visible (>= 0.5), as its own
-drawing utilities do. Images are RGB uint8 throughout.
+A part the estimator did not find is shown as missing in a legend band under the frame (its name
+struck through in grey), so a frame without a hand cannot be mistaken for one where the hand was
+drawn off-screen. Body limbs are drawn only between points the estimator scores visible (the
+declared channel and cut-off: MediaPipe's own drawing utilities do so at 0.5). Images are RGB
+uint8 throughout.
 """
 
 from __future__ import annotations
 
-from functools import lru_cache
 from pathlib import Path
 
 import cv2
 import numpy as np
 
-from phoenix_keypoints.extract.keypoints.points import FACE_CONTOUR_EDGES, HAND_EDGES, POSE_EDGES
-from phoenix_keypoints.extract.keypoints.schema import PARTS
+from phoenix_keypoints.extract.keypoints.estimator import Declaration
 from phoenix_keypoints.extract.sources import load_image
 
-# RGB; chosen to stay apart from each other and from PHOENIX's grey-blue background.
-COLOURS: dict[str, tuple[int, int, int]] = {
-    "pose": (255, 210, 0),
-    "face": (0, 220, 255),
-    "left_hand": (40, 230, 40),
-    "right_hand": (255, 60, 170),
-}
-LABELS = {"pose": "pose", "face": "face", "left_hand": "L hand", "right_hand": "R hand"}
 MISSING = (150, 150, 150)
 BAND = 16  # legend band height at scale 1, in pixels
-VISIBLE = 0.5
+LEGEND_SLOTS = 4  # the band has room for at least this many labels: a few do not spread out
 FONT = cv2.FONT_HERSHEY_SIMPLEX
-
-
-@lru_cache(maxsize=1)
-def connections() -> dict[str, np.ndarray]:
-    """part -> [edges, 2] point pairs, MediaPipe's own (face: contours only), as points.py spells
-    them out so that drawing needs no mediapipe."""
-    hand = np.array(HAND_EDGES)
-    return {"pose": np.array(POSE_EDGES), "face": np.array(FACE_CONTOUR_EDGES),
-            "left_hand": hand, "right_hand": hand}
 
 
 def load_frame(root: Path | None, image: str) -> np.ndarray | None:
@@ -59,32 +43,38 @@ def _canvas(rgb: np.ndarray | None, width: int, height: int) -> np.ndarray:
     return np.ascontiguousarray(rgb)
 
 
-def _draw_part(img: np.ndarray, part: str, vals: np.ndarray, scale: int) -> None:
+def _draw_part(img: np.ndarray, decl: Declaration, region: str, vals: np.ndarray,
+               scale: int) -> None:
+    """One region's limbs (the body's between visible points only) and, where declared, a dot on
+    each of its points. vals: the region's column [points, values]; limbs index the column."""
+    spec = decl.quality
+    assert spec is not None, "drawn as landmark lists: the declaration has a QualitySpec"
+    _, lo, hi = decl.regions[region]
     h, w = img.shape[:2]
     px = np.round(vals[:, :2] * (w, h)).astype(np.int32)
-    edges = connections()[part]
-    if part == "pose":
-        seen = vals[:, 3] >= VISIBLE
+    edges = np.array(decl.skeleton.get(region, ()), np.int64).reshape(-1, 2)
+    if region == "body":
+        seen = vals[:, spec.visibility] >= spec.visible
         edges = edges[seen[edges[:, 0]] & seen[edges[:, 1]]]
-    thick = max(1, scale // (2 if part == "face" else 1))
-    cv2.polylines(img, list(px[edges]), False, COLOURS[part], thick, cv2.LINE_AA)
-    if part.endswith("hand"):
-        for x, y in px:
-            cv2.circle(img, (int(x), int(y)), thick + 1, COLOURS[part], -1, cv2.LINE_AA)
+    colour = decl.colours[region]
+    thick = max(1, scale // (2 if region in spec.thin else 1))
+    cv2.polylines(img, list(px[edges]), False, colour, thick, cv2.LINE_AA)
+    if region in spec.dotted:
+        for x, y in px[lo:hi]:
+            cv2.circle(img, (int(x), int(y)), thick + 1, colour, -1, cv2.LINE_AA)
 
 
 def _legend(width: int, found: dict[str, bool], scale: int,
-            colours: dict[str, tuple[int, int, int]] | None = None) -> np.ndarray:
-    """The band under a frame naming each part (`found`'s keys, in order; the default family's
-    four by default colours), struck through where it was not found."""
-    colours = colours or COLOURS
+            colours: dict[str, tuple[int, int, int]]) -> np.ndarray:
+    """The band under a frame naming each part (`found`'s keys, in order, in `colours`), struck
+    through where it was not found."""
     band = np.full((BAND * scale, width, 3), 25, np.uint8)
-    slot = width // max(len(PARTS), len(found))
+    slot = width // max(LEGEND_SLOTS, len(found))
     size = 0.32 * width / 210  # four labels fit a 210-pixel PHOENIX frame
     for i, part in enumerate(found):
         x0, y = i * slot + 3, int(BAND * scale * 0.7)
         colour = colours[part] if found[part] else MISSING
-        name = LABELS.get(part, part)
+        name = part
         cv2.putText(band, name, (x0, y), FONT, size, colour, 1, cv2.LINE_AA)
         if not found[part]:  # struck through: not found in this frame
             (tw, th), _ = cv2.getTextSize(name, FONT, size, 1)
@@ -100,15 +90,17 @@ def _label(img: np.ndarray, text: str, scale: int) -> None:
     cv2.putText(img, text, org, FONT, size, (255, 255, 255), scale, cv2.LINE_AA)
 
 
-def draw_frame(rgb: np.ndarray | None, parts: dict[str, np.ndarray], width: int, height: int,
-               scale: int = 1, label: str = "") -> np.ndarray:
+def draw_frame(decl: Declaration, rgb: np.ndarray | None, parts: dict[str, np.ndarray],
+               width: int, height: int, scale: int = 1, label: str = "") -> np.ndarray:
     """The frame (or a grey 'frame not found' canvas) at width*scale x height*scale with each found
-    part drawn, plus the legend band. parts: part -> [points, values], NaN when not found."""
+    region drawn, plus the legend band. parts: column -> [points, values], NaN when not found."""
     img = _canvas(rgb, width * scale, height * scale)
-    found = {p: not np.isnan(parts[p][0, 0]) for p in PARTS}
-    for part in ("face", "pose", "left_hand", "right_hand"):  # hands on top
-        if found[part]:
-            _draw_part(img, part, parts[part], scale)
+    found = {r: not np.isnan(parts[col][lo, 0]) for r, (col, lo, _) in decl.regions.items()}
+    for region in decl.colours:  # in the declared order: the last on top
+        if found[region]:
+            _draw_part(img, decl, region, parts[decl.regions[region][0]], scale)
     if label:
         _label(img, label, scale)
-    return np.vstack([img, _legend(img.shape[1], found, scale)])
+    legend = {decl.legend.get(r, r): f for r, f in found.items()}
+    colours = {decl.legend.get(r, r): c for r, c in decl.colours.items()}
+    return np.vstack([img, _legend(img.shape[1], legend, scale, colours)])

@@ -43,16 +43,18 @@ def drawn_frames(rows: pa.Table, frames_root: Path | None, scale: int,
     if own is not None:  # a family that draws its own points
         yield from own(rows, frames_root, width, height, scale, seen)
         return
-    if found is not None and found.colours:  # drawn from its declaration
+    if found is None:
+        raise ReportError("these rows hold no landmark columns of a family this version knows")
+    if found.quality is None:  # points drawn by the declared presence rule
         yield from drawn_declared_frames(found, rows, frames_root, width, height, scale, seen)
         return
-    arrays = part_arrays(rows)
+    arrays = part_arrays(rows)  # landmark lists, drawn where they exist
     images, frames = rows["image"].to_pylist(), rows["frame"].to_pylist()
     for i, (image, frame) in enumerate(zip(images, frames, strict=True)):
         rgb = load_frame(frames_root, image)
         if seen is not None:
             seen.append(rgb is not None)
-        yield draw_frame(rgb, {p: a[i] for p, a in arrays.items()}, width, height, scale,
+        yield draw_frame(found, rgb, {p: a[i] for p, a in arrays.items()}, width, height, scale,
                          f"{frame}")
 
 

@@ -14,16 +14,17 @@ import pandas as pd
 from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
-from phoenix_keypoints.extract.inspect.draw import COLOURS
-from phoenix_keypoints.extract.inspect.quality import BIT
-from phoenix_keypoints.extract.keypoints.schema import PARTS
+from phoenix_keypoints.extract.inspect.quality import EVENTS, Rated
 
-RATES = [f"{p}_rate" for p in PARTS]
-NAMES = {"pose": "pose", "face": "face", "left_hand": "left hand", "right_hand": "right hand"}
+GREY = (128, 128, 128)  # a part without a declared colour
 
 
-def _rgb(part: str) -> tuple[float, float, float]:
-    r, g, b = COLOURS[part]
+def _name(part: str) -> str:
+    return part.replace("_", " ")
+
+
+def _rgb(rated: Rated, part: str) -> tuple[float, float, float]:
+    r, g, b = rated.colours.get(part, GREY)
     return (r / 255 * 0.85, g / 255 * 0.85, b / 255 * 0.85)  # a shade darker: readable on white
 
 
@@ -37,16 +38,18 @@ def _png(fig: Figure) -> str:
     return data_uri(buf.getvalue(), "image/png")
 
 
-def rates_plot(by_split: pd.DataFrame, by_signer: pd.DataFrame) -> str:
+def rates_plot(rated: Rated, by_split: pd.DataFrame, by_signer: pd.DataFrame) -> str:
     """Share of frames with each part found, grouped bars per split and per signer."""
     fig = Figure(figsize=(7.2, 3.0))
     widths = [max(1, len(by_split)), max(1, len(by_signer))]
     axes = fig.subplots(1, 2, gridspec_kw={"width_ratios": widths}, sharey=True)
     for ax, table, title in ((axes[0], by_split, "per split"), (axes[1], by_signer, "per signer")):
         x = np.arange(len(table))
-        w = 0.8 / len(PARTS)
-        for j, part in enumerate(PARTS):
-            ax.bar(x + (j - 1.5) * w, table[f"{part}_rate"], w, label=NAMES[part], color=_rgb(part))
+        w = 0.8 / len(rated.parts)
+        middle = (len(rated.parts) - 1) / 2
+        for j, part in enumerate(rated.parts):
+            ax.bar(x + (j - middle) * w, table[f"{part}_rate"], w, label=_name(part),
+                   color=_rgb(rated, part))
         ax.set_xticks(x, table.index.astype(str), rotation=30 if len(table) > 4 else 0, ha="right"
                       if len(table) > 4 else "center", fontsize=8)
         ax.set_title(title, fontsize=10)
@@ -54,20 +57,21 @@ def rates_plot(by_split: pd.DataFrame, by_signer: pd.DataFrame) -> str:
         ax.grid(axis="y", alpha=0.3)
     axes[0].set_ylabel("share of frames found")
     handles, labels = axes[0].get_legend_handles_labels()
-    fig.legend(handles, labels, fontsize=8, loc="upper center", ncols=len(PARTS), frameon=False)
+    fig.legend(handles, labels, fontsize=8, loc="upper center", ncols=len(rated.parts),
+               frameon=False)
     fig.tight_layout(rect=(0, 0, 1, 0.92))
     return _png(fig)
 
 
-def coverage_plot(videos: pd.DataFrame) -> str:
+def coverage_plot(rated: Rated, videos: pd.DataFrame) -> str:
     """How many videos found each hand in what share of their frames."""
     fig = Figure(figsize=(5.0, 3.0))
     ax = fig.subplots()
     bins = np.linspace(0, 1, 21)
     with_rows = videos[videos["frames"] > 0]
-    for part in ("left_hand", "right_hand"):
+    for part in rated.hands:
         ax.hist(with_rows[f"{part}_rate"], bins=bins, histtype="step", linewidth=2,
-                color=_rgb(part), label=NAMES[part])
+                color=_rgb(rated, part), label=_name(part))
     ax.set_xlabel("share of its frames with the hand found", fontsize=9)
     ax.set_ylabel("videos", fontsize=9)
     ax.set_xlim(0, 1)
@@ -77,31 +81,28 @@ def coverage_plot(videos: pd.DataFrame) -> str:
     return _png(fig)
 
 
-ROWS = [("pose", BIT["pose"]), ("face", BIT["face"]), ("left hand", BIT["left_hand"]),
-        ("right hand", BIT["right_hand"])]
-
-
-def timeline_plot(timeline: np.ndarray, fps: float = 25.0) -> str:
+def timeline_plot(rated: Rated, timeline: np.ndarray, fps: float = 25.0) -> str:
     """Per frame: which parts were found (a row each), swaps, far-outside points, bad frames.
 
     The rows are one image (a pixel per frame and part), not a bar per run of frames: a
     flickering detection makes thousands of runs, which matplotlib would draw one by one.
     """
     n = len(timeline)
-    img = np.full((len(ROWS), max(1, n), 3), 0.93)
-    for y, (name, bit) in enumerate(ROWS):
-        img[y, (timeline & bit) > 0] = _rgb(name.replace(" ", "_"))
+    rows = [(_name(part), bit) for part, bit in rated.bits.items()]
+    img = np.full((len(rows), max(1, n), 3), 0.93)
+    for y, (part, bit) in enumerate(rated.bits.items()):
+        img[y, (timeline & bit) > 0] = _rgb(rated, part)
     fig = Figure(figsize=(12, 1.3))
     ax = fig.add_axes((0.07, 0.32, 0.92, 0.5))
-    ax.imshow(img, aspect="auto", interpolation="nearest", extent=(0, max(1, n), len(ROWS), 0))
-    for bit, marker, colour, label in ((BIT["swap"], "v", "#d62728", "swap"),
-                                       (BIT["outside"], "x", "#7f3fbf", "far outside"),
-                                       (BIT["not_ok"], "s", "#000000", "not ok")):
+    ax.imshow(img, aspect="auto", interpolation="nearest", extent=(0, max(1, n), len(rows), 0))
+    for bit, marker, colour, label in ((EVENTS["swap"], "v", "#d62728", "swap"),
+                                       (EVENTS["outside"], "x", "#7f3fbf", "far outside"),
+                                       (EVENTS["not_ok"], "s", "#000000", "not ok")):
         at = np.flatnonzero(timeline & bit)
         if at.size:
             ax.plot(at + 0.5, np.full(at.size, -0.3), marker, color=colour, markersize=4,
                     linestyle="none", label=label, clip_on=False)
-    ax.set_yticks(np.arange(len(ROWS)) + 0.5, [r[0] for r in ROWS], fontsize=7)
+    ax.set_yticks(np.arange(len(rows)) + 0.5, [r[0] for r in rows], fontsize=7)
     ax.set_xlim(0, max(1, n))
     ax.tick_params(axis="x", labelsize=7)
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))

@@ -3,7 +3,7 @@
 The face column is 85% of keypoints.parquet; decoding it (zstd, byte-stream-split and 1,404 list
 levels per row) is most of what reading the file costs, yet the report needs only whether a face
 was found. Every merge writes the default tensor set beside the keypoints, whose mask holds exactly
-that (True where MediaPipe detected the point), one byte per point per frame. One face column of
+that (True where the estimator found the point), one byte per point per frame. One face column of
 the mask is read per block of rows with plain positioned reads (no memory map, so the pages read
 are not counted in the process's memory).
 
@@ -22,7 +22,6 @@ import numpy as np
 import pyarrow.parquet as pq
 
 from phoenix_keypoints.extract.inspect.rows import ReportError
-from phoenix_keypoints.extract.keypoints.schema import OFFSETS
 from phoenix_keypoints.extract.outputs.tensors import POINTS_JSON
 
 
@@ -35,8 +34,9 @@ class FaceMask:
         self.files: dict[str, tuple[int, int, int]] = {}  # split -> (fd, data offset, row width)
 
     @classmethod
-    def open(cls, tensors_root: Path, keypoints: Path) -> FaceMask | None:
-        """The default tensor set's face mask when it was made from this keypoints file, else None."""
+    def open(cls, tensors_root: Path, keypoints: Path, face_point: int) -> FaceMask | None:
+        """The default tensor set's face mask when it was made from this keypoints file, else None.
+        face_point: a face point's index in the family's point order (points.json's `indices`)."""
         root = Path(tensors_root)
         try:
             meta = json.loads((root / POINTS_JSON).read_text())
@@ -45,7 +45,7 @@ class FaceMask:
             source = meta["source"]
             if source["bytes"] != st.st_size or source["rows"] != rows:
                 return None
-            column = list(meta["indices"]).index(OFFSETS["face"])  # any face point would do
+            column = list(meta["indices"]).index(face_point)  # any face point would do
             splits = {}
             for split in meta["splits"]:
                 idx = pq.read_table(root / f"{split}.index.parquet", columns=["video", "start"])

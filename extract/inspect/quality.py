@@ -1,18 +1,22 @@
 """Per-video quality figures from keypoint rows, and the flags a report raises on them.
 
-What is measured (all from one video's rows, in frame order):
-- the share of rows where each part (pose, face, left hand, right hand) was found;
+For a family whose parts are landmark lists that exist where a part was found; which parts, and
+which of their points each measure reads, come from the declaration of the file being read (its
+regions and its QualitySpec, extract/keypoints/estimator.py: `Rated`). What is measured (all from
+one video's rows, in frame order):
+- the share of rows where each part (each region's column: pose, face, left hand, right hand) was
+  found;
 - the longest run of consecutive frames without each hand;
 - suspected left/right swaps: a hand's wrist lands where the other hand's wrist was a frame before,
-  having jumped there (or the other hand vanished as it appeared), the mark of MediaPipe labelling
+  having jumped there (or the other hand vanished as it appeared), the mark of an estimator labelling
   the same hand left in one frame and right in the next;
-- jitter: the median frame-to-frame movement of the shoulders (pose 11, 12), which hardly move in
-  front of a weather map, so their movement is mostly the tracker's noise;
+- jitter: the median frame-to-frame movement of the shoulders (the body's declared pair), which
+  hardly move in front of a weather map, so their movement is mostly the tracker's noise;
 - frames with points far outside the frame: hands are found in the picture, so a hand point far
-  outside it is a false detection; of the pose only head and shoulders (0-12) that MediaPipe scores
-  visible count, because the pose model rightly guesses arms and hips below the crop. The face is
-  not read: MediaPipe fits it in a box cut around the pose's head points, which are checked, and
-  skipping its 468 points (85% of the file) is what keeps the report fast.
+  outside it is a false detection; of the body only the declared head and shoulders scored visible
+  count, because a pose model rightly guesses arms and hips below the crop. The face is not read
+  beyond whether it was found: it is fitted in a box cut around the body's head points, which are
+  checked, and skipping its points (85% of a file) is what keeps the report fast.
 
 Distances are in pixels of the frame (x * width, y * height). Every threshold is a field of
 `Thresholds`, overridable from the command line (`report --help`).
@@ -30,21 +34,81 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from phoenix_keypoints.extract.inspect.presence import FaceMask
-from phoenix_keypoints.extract.inspect.rows import iter_tables, present_values
+from phoenix_keypoints.extract.inspect.rows import ReportError, iter_tables, present_values
+from phoenix_keypoints.extract.keypoints.estimator import Declaration, QualitySpec
 from phoenix_keypoints.extract.keypoints.frames import STATUS_OK
-from phoenix_keypoints.extract.keypoints.schema import PARTS
 
-HEAD_SHOULDERS = np.arange(13)  # pose points checked for being far outside the frame
-SHOULDERS = (11, 12)
-WRIST = 0  # hand point 0
-VISIBLE = 0.5  # MediaPipe's own cut-off for drawing a pose point
+# Bits of the per-frame timeline a report keeps for flagged videos (one uint8 per frame): a rated
+# part's bit is 1 << its place (at most four parts), then these events.
+EVENTS = {"swap": 16, "outside": 32, "not_ok": 64}
+MAX_PARTS = 4
+HANDS = ("left_hand", "right_hand")  # the regions whose wrists tell a swap, in this order
 
-# Bits of the per-frame timeline a report keeps for flagged videos (one uint8 per frame).
-BIT = {"pose": 1, "face": 2, "left_hand": 4, "right_hand": 8, "swap": 16, "outside": 32,
-       "not_ok": 64}
-COLUMNS = ["status", "width", "height", *PARTS]  # what frame_features reads
-FIGURES = ("frames", *(f"{p}_rate" for p in PARTS), "left_hand_gap", "right_hand_gap", "swaps",
-           "jitter_px", "outside_frames", "not_ok")  # what block_figures gives per video
+
+@dataclass(frozen=True)
+class Rated:
+    """The parts a quality report rates, read from the declaration of the file being read: each
+    region's column in region order, and the columns of the regions with a role (body, face, hands)."""
+
+    spec: QualitySpec
+    parts: dict[str, tuple[int, int]]  # column -> (points, values), in region order
+    roles: dict[str, str]  # role (a region's name: body, face, left_hand, right_hand) -> column
+    colours: dict[str, tuple[int, int, int]]  # column -> RGB (the region's declared colour)
+    face_point: int | None  # the face's first point in the family's point order (tensor masks)
+
+    @classmethod
+    def of(cls, decl: Declaration) -> Rated:
+        if decl.quality is None:
+            raise ReportError(f"the {decl.name} family declares no quality report")
+        parts = {col: decl.parts[col] for col, _, _ in decl.regions.values()}
+        if len(parts) != len(decl.regions):
+            raise ReportError(f"the quality report rates one landmark column per region; the "
+                              f"{decl.name} family's regions share columns")
+        if len(parts) > MAX_PARTS:
+            raise ReportError(f"the quality report rates at most {MAX_PARTS} parts; the "
+                              f"{decl.name} family declares {len(parts)}")
+        roles = {r: col for r, (col, _, _) in decl.regions.items()}
+        colours = {col: decl.colours[r] for r, (col, _, _) in decl.regions.items()
+                   if r in decl.colours}
+        face = decl.regions.get("face")  # its first point in the point order, where named so
+        first = decl.point_parts().get(face[0]) if face else None
+        face_point = first[0] + face[1] if face and first else None  # None: read the column
+        return cls(decl.quality, parts, roles, colours, face_point)
+
+    @property
+    def rates(self) -> list[str]:
+        return [f"{p}_rate" for p in self.parts]
+
+    @property
+    def hands(self) -> list[str]:
+        """The hands' columns, left first."""
+        return [self.roles[h] for h in HANDS if h in self.roles]
+
+    @property
+    def gaps(self) -> list[str]:
+        return [f"{h}_gap" for h in self.hands]
+
+    @property
+    def columns(self) -> list[str]:
+        """What frame_features reads."""
+        return ["status", "width", "height", *self.parts]
+
+    @property
+    def figures(self) -> tuple[str, ...]:
+        """What block_figures gives per video."""
+        return ("frames", *self.rates, *self.gaps, "swaps", "jitter_px", "outside_frames", "not_ok")
+
+    @property
+    def bits(self) -> dict[str, int]:
+        """column -> its bit in the timeline."""
+        return {p: 1 << j for j, p in enumerate(self.parts)}
+
+    def limits(self, thr: Thresholds) -> dict[str, float]:
+        """rate -> the share below which a video is flagged (0: a part without a role, never)."""
+        by_role = {"body": thr.min_pose_rate, "face": thr.min_face_rate,
+                   **dict.fromkeys(HANDS, thr.min_hand_rate)}
+        column_role = {col: r for r, col in self.roles.items()}
+        return {f"{p}_rate": by_role.get(column_role.get(p, ""), 0.0) for p in self.parts}
 
 
 def _t(default: float, doc: str) -> Any:
@@ -94,9 +158,9 @@ def _far_rows(vals: np.ndarray, margin: float) -> np.ndarray:
     return far
 
 
-def frame_features(batch: pa.RecordBatch | pa.Table, margin: float,
+def frame_features(batch: pa.RecordBatch | pa.Table, rated: Rated, margin: float,
                    face: np.ndarray | None = None) -> dict[str, np.ndarray]:
-    """Per frame: parts found [n, 4], wrists and shoulders in pixels ([n, 2, 2], NaN when not
+    """Per frame: parts found [n, parts], wrists and shoulders in pixels ([n, 2, 2], NaN when not
     found or not visible), a point far outside, status not ok, and that status ("" when ok).
 
     face: whether each row's face was found, when known without the face column (FaceMask).
@@ -105,26 +169,26 @@ def frame_features(batch: pa.RecordBatch | pa.Table, margin: float,
     n = batch.num_rows
     size = np.stack([batch.column(c).to_numpy(zero_copy_only=False) for c in ("width", "height")],
                     axis=1).astype(np.float32)
-    present = np.zeros((n, len(PARTS)), bool)
+    present = np.zeros((n, len(rated.parts)), bool)
     outside = np.zeros(n, bool)
     wrists = np.full((n, 2, 2), np.nan, np.float32)
     shoulders = np.full((n, 2, 2), np.nan, np.float32)
-    for j, (part, (k, c)) in enumerate(PARTS.items()):
-        if part == "face":
+    face_col, body, hands = rated.roles.get("face"), rated.roles.get("body"), rated.hands
+    for j, (part, (k, c)) in enumerate(rated.parts.items()):
+        if part == face_col:
             present[:, j] = face if face is not None else present_values(batch.column(part), k, c)[0]
             continue
         here, vals = present_values(batch.column(part), k, c)
         present[:, j] = here
-        if part == "pose":
-            head = vals[:, HEAD_SHOULDERS]
-            far = ((head[..., :2] < -margin) | (head[..., :2] > 1 + margin)).any(axis=2)
-            outside[here] |= (far & (head[..., 3] >= VISIBLE)).any(axis=1)
-            sh = vals[:, SHOULDERS]
-            sh[sh[..., 3] < VISIBLE] = np.nan
+        if part == body:
+            outside[here] |= _far_body(vals, rated.spec, margin)
+            sh = vals[:, list(rated.spec.shoulders)]
+            sh[sh[..., rated.spec.visibility] < rated.spec.visible] = np.nan
             shoulders[here] = sh[..., :2]
         else:
             outside[here] |= _far_rows(vals, margin)
-            wrists[here, 0 if part == "left_hand" else 1] = vals[:, WRIST, :2]
+            if part in hands:
+                wrists[here, hands.index(part)] = vals[:, rated.spec.wrist, :2]
     wrists *= size[:, None, :]
     shoulders *= size[:, None, :]
     status = batch.column("status")
@@ -136,11 +200,18 @@ def frame_features(batch: pa.RecordBatch | pa.Table, margin: float,
             "not_ok": not_ok, "status": names}
 
 
+def _far_body(vals: np.ndarray, spec: QualitySpec, margin: float) -> np.ndarray:
+    """bool [rows]: a head or shoulder point scored visible lies beyond the frame by the margin."""
+    head = vals[:, :spec.head]
+    far = ((head[..., :2] < -margin) | (head[..., :2] > 1 + margin)).any(axis=2)
+    return (far & (head[..., spec.visibility] >= spec.visible)).any(axis=1)
+
+
 def _starts(splits: np.ndarray, vids: np.ndarray) -> np.ndarray:
     return np.flatnonzero(np.r_[True, (vids[1:] != vids[:-1]) | (splits[1:] != splits[:-1])])
 
 
-def iter_video_blocks(keypoints: Path, margin: float, face: FaceMask | None = None,
+def iter_video_blocks(keypoints: Path, rated: Rated, margin: float, face: FaceMask | None = None,
                       batch_size: int = 8192) -> Iterator[tuple[list[tuple[str, str]], np.ndarray,
                                                                  dict[str, np.ndarray]]]:
     """Whole videos in file order: ([(split, video)], where each starts, their frame features).
@@ -149,7 +220,7 @@ def iter_video_blocks(keypoints: Path, margin: float, face: FaceMask | None = No
     next one: it is carried over, so each block holds only complete videos. Memory: the row
     groups being decoded plus one video.
     """
-    cols = ["split", "video", *(c for c in COLUMNS if face is None or c != "face")]
+    cols = ["split", "video", *(c for c in rated.columns if face is None or c != rated.roles["face"])]
     carry: tuple[np.ndarray, np.ndarray, dict[str, np.ndarray]] | None = None
     for table in iter_tables(keypoints, cols, batch_size=batch_size):
         splits = table.column("split").to_numpy(zero_copy_only=False)
@@ -162,7 +233,7 @@ def iter_video_blocks(keypoints: Path, margin: float, face: FaceMask | None = No
             if carry is not None and (carry[0][0], carry[1][0]) == (splits[0], vids[0]):
                 starts = starts[1:]  # the carried video goes on: it did not start here
             found = face.take(splits, vids, starts)
-        feats = frame_features(table, margin, found)
+        feats = frame_features(table, rated, margin, found)
         if carry is not None:
             splits, vids = np.concatenate([carry[0], splits]), np.concatenate([carry[1], vids])
             feats = {f: np.concatenate([carry[2][f], feats[f]]) for f in FEATURES}
@@ -231,10 +302,10 @@ def jitters(shoulders: np.ndarray, starts: np.ndarray) -> np.ndarray:
     return out
 
 
-def block_figures(feats: dict[str, np.ndarray], starts: np.ndarray,
+def block_figures(feats: dict[str, np.ndarray], starts: np.ndarray, rated: Rated,
                   thr: Thresholds) -> tuple[dict[str, np.ndarray], np.ndarray]:
     """Whole videos' frame features -> (figure name -> one value per video, uint8 timeline per
-    frame with the BIT flags). Vectorised over the block: no per-video Python."""
+    frame with the parts' bits and EVENTS). Vectorised over the block: no per-video Python."""
     present = feats["present"]
     n = len(present)
     frames = _lengths(starts, n)
@@ -242,18 +313,18 @@ def block_figures(feats: dict[str, np.ndarray], starts: np.ndarray,
                         thr.swap_radius)
     found = np.add.reduceat(present.astype(np.int64), starts, axis=0)
     figs: dict[str, np.ndarray] = {"frames": frames}
-    for j, part in enumerate(PARTS):
+    for j, part in enumerate(rated.parts):
         figs[f"{part}_rate"] = found[:, j] / frames
-    for j, hand in ((2, "left_hand"), (3, "right_hand")):
-        figs[f"{hand}_gap"] = longest_gaps(present[:, j], starts)
+    for hand in rated.hands:
+        figs[f"{hand}_gap"] = longest_gaps(present[:, list(rated.parts).index(hand)], starts)
     figs["swaps"] = np.add.reduceat(swaps.astype(np.int64), starts)
     figs["jitter_px"] = jitters(feats["shoulders"], starts)
     figs["outside_frames"] = np.add.reduceat(feats["outside"].astype(np.int64), starts)
     figs["not_ok"] = np.add.reduceat(feats["not_ok"].astype(np.int64), starts)
-    timeline = present.astype(np.uint8) @ np.array([BIT[p] for p in PARTS], np.uint8)
-    timeline |= swaps.astype(np.uint8) * BIT["swap"]
-    timeline |= feats["outside"].astype(np.uint8) * BIT["outside"]
-    timeline |= feats["not_ok"].astype(np.uint8) * BIT["not_ok"]
+    timeline = present.astype(np.uint8) @ np.array(list(rated.bits.values()), np.uint8)
+    timeline |= swaps.astype(np.uint8) * EVENTS["swap"]
+    timeline |= feats["outside"].astype(np.uint8) * EVENTS["outside"]
+    timeline |= feats["not_ok"].astype(np.uint8) * EVENTS["not_ok"]
     return figs, timeline
 
 
@@ -265,7 +336,7 @@ def status_counts(status: np.ndarray) -> dict[str, int]:
 
 # --- flags ------------------------------------------------------------------------------------
 
-def flags(figs: dict[str, Any], thr: Thresholds) -> tuple[list[str], list[str], float]:
+def flags(figs: dict[str, Any], rated: Rated, thr: Thresholds) -> tuple[list[str], list[str], float]:
     """(flag codes, one readable reason per flag, severity) for one video's figures.
 
     Severity adds, per flag, how far the figure is past its threshold relative to the threshold
@@ -282,13 +353,12 @@ def flags(figs: dict[str, Any], thr: Thresholds) -> tuple[list[str], list[str], 
         reasons.append(reason)
         score += min(1.0, max(0.0, excess))
 
-    for part, low in (("pose", thr.min_pose_rate), ("face", thr.min_face_rate),
-                      ("left_hand", thr.min_hand_rate), ("right_hand", thr.min_hand_rate)):
+    for part, low in zip(rated.parts, rated.limits(thr).values(), strict=True):
         rate = figs[f"{part}_rate"]
         if rate < low:
             add(part, f"{part.replace('_', ' ')} found in {rate:.0%} of frames (< {low:.0%})",
                 (low - rate) / low)
-    for hand in ("left_hand", "right_hand"):
+    for hand in rated.hands:
         gap = figs[f"{hand}_gap"]
         if gap > thr.max_hand_gap:
             add(f"{hand}_gap", f"{hand.replace('_', ' ')} missing {gap} frames in a row "

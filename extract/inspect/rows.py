@@ -19,8 +19,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from phoenix_keypoints.extract.keypoints.estimator import declaration_of_columns
-from phoenix_keypoints.extract.keypoints.schema import OPTIONAL_COLUMNS, SCHEMA, leading
+from phoenix_keypoints.extract.keypoints.estimator import declaration_of_columns, names
+from phoenix_keypoints.extract.keypoints.schema import BASE_FIELDS, OPTIONAL_COLUMNS, leading
 
 
 class ReportError(Exception):
@@ -36,10 +36,13 @@ def open_keypoints(path: Path) -> pq.ParquetFile:
     except (OSError, pa.ArrowException) as e:
         raise ReportError(f"{path}: not a readable Parquet file ({e})") from None
     found = declaration_of_columns(pf.schema_arrow.names)  # the family whose columns these are
-    missing = [n for n in (found.schema if found else SCHEMA).names
-               if n not in pf.schema_arrow.names and n not in OPTIONAL_COLUMNS]
+    want = found.schema.names if found else [f.name for f in BASE_FIELDS]
+    missing = [n for n in want if n not in pf.schema_arrow.names and n not in OPTIONAL_COLUMNS]
     if missing:
         raise ReportError(f"{path}: not a keypoints file (no column {', '.join(missing)})")
+    if found is None:
+        raise ReportError(f"{path}: not a keypoints file (no landmark columns of a family this "
+                          f"version knows: {', '.join(names())})")
     return pf
 
 

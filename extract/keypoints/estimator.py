@@ -44,8 +44,9 @@ So a new output-deciding flag (say `--points SET`) is one `add_argument` in add_
 key in asked_settings' dict, and a line in settings_conflicts if a resume must refuse a change;
 the job, run.json, the fingerprint and the parts carry it without an edit. Options on how workers
 run, not on what they write (--batch-size, --device), are the job's, for a family whose
-declaration says `batches`. `ABOUT` (its words in --estimator's help) and `DOCS` (its page) are
-read where the help names the family.
+declaration says `batches`; such a family words --device's help (`DEVICE_HELP`) and says why a
+device cannot run here (`device_refused(device)`: None when it can). `ABOUT` (its words in
+--estimator's help) and `DOCS` (its page) are read where the help names the family.
 """
 
 from __future__ import annotations
@@ -83,8 +84,8 @@ class OptionError(Exception):
 @dataclass(frozen=True)
 class ReportSpec:
     """What the plain report of a family says (extract/inspect/plain.py): per video, each region's
-    found fraction and these count figures; a family without one gets the quality report of
-    extract/inspect/report.py, made for landmark lists that exist where a part was found."""
+    found fraction and these count figures; a family with a QualitySpec instead gets the quality
+    report of extract/inspect/report.py, made for landmark lists that exist where a part was found."""
 
     heading: str  # the page's heading, before the run's title
     note: str  # the paragraph under it: how a part counts as found, what the counts are
@@ -92,6 +93,25 @@ class ReportSpec:
     counts: tuple[tuple[str, str, str, int], ...] = ()
     flag_counts: tuple[str, ...] = ()  # a video is flagged where one of these figures is above 0,
     flag_lost: tuple[str, ...] = ()  # or where none of these regions is found on any frame
+
+
+@dataclass(frozen=True)
+class QualitySpec:
+    """What the quality report (extract/inspect/report.py) and its drawing (extract/inspect/draw.py)
+    need of a family whose parts are landmark lists that exist where a part was found. The parts it
+    rates are the declaration's regions in order (at most four, each a landmark column of its own,
+    which names its figures: `pose_rate`); the regions named body, face, left_hand and right_hand
+    have roles: these are the points and channels the roles read."""
+
+    engine: str  # who finds the parts, as the page says it ("MediaPipe found the part")
+    # points are numbered in their region's column (as the skeleton's limbs are)
+    head: int  # the body's points 0..head-1 (head and shoulders) checked for lying far outside
+    shoulders: tuple[int, int]  # the body's points whose frame-to-frame movement is the jitter
+    visibility: int  # the body's value channel that scores a point visible
+    visible: float  # a body point counts (checked, drawn, moved) where visibility is at least this
+    wrist: int  # the hand point whose position tells a left/right swap
+    thin: tuple[str, ...] = ()  # regions drawn at half the line width (a dense mesh)
+    dotted: tuple[str, ...] = ()  # regions drawn with a dot on every point
 
 
 @dataclass(frozen=True)
@@ -111,8 +131,8 @@ class Declaration:
     # regions the report, show and extract_keypoints name: region -> (column, first, end point)
     regions: dict[str, tuple[str, int, int]] = field(default_factory=dict, compare=False)
     # what `show` draws: region -> limbs (point pairs, in the region's column) and its colour (RGB;
-    # drawn in this order, the last on top); a family with colours is drawn from its declaration
-    # (inspect/declared.py), else by inspect/draw.py (Holistic's parts)
+    # drawn in this order, the last on top): by inspect/draw.py for a family with `quality`, else
+    # by inspect/declared.py
     skeleton: dict[str, tuple[tuple[int, int], ...]] = field(default_factory=dict, compare=False)
     colours: dict[str, tuple[int, int, int]] = field(default_factory=dict, compare=False)
     legend: dict[str, str] = field(default_factory=dict, compare=False)  # region -> legend label
@@ -128,7 +148,8 @@ class Declaration:
     # False: one set of every declared point (outputs/declared.py)
     tensor_presets: bool = False
     batches: bool = False  # takes --batch-size and --device (frames in batches, CPU or CUDA)
-    report: ReportSpec | None = field(default=None, compare=False)  # None: the quality report
+    report: ReportSpec | None = field(default=None, compare=False)  # the plain report
+    quality: QualitySpec | None = field(default=None, compare=False)  # or the quality report
 
     def point_parts(self) -> dict[str, tuple[int, int]]:
         """Named ranges of the point order (first, end)."""

@@ -110,7 +110,7 @@ def failed_videos(failed: dict[str, str]) -> str:
     shown = [f"{v} ({why})" for v, why in sorted(failed.items())]
     return (
         f"{len(failed)} video(s) failed and have no rows: {messages.listing(shown)}. Check their "
-        "frames (the worker logs in logs/ show MediaPipe's last words), fix or remove the bad "
+        "frames (the worker logs in logs/ show the estimator's last words), fix or remove the bad "
         "frames, then run the same command with --retry-failed; or add --allow-partial to merge "
         "without them (run.json's merge section then lists them)."
     )

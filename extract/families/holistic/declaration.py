@@ -8,7 +8,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from phoenix_keypoints.extract.keypoints.estimator import Declaration
+from phoenix_keypoints.extract.keypoints.estimator import Declaration, QualitySpec
 from phoenix_keypoints.extract.keypoints.points import (
     FACE_CONTOUR_EDGES,
     HAND_EDGES,
@@ -21,6 +21,17 @@ from phoenix_keypoints.extract.keypoints.schema import FACE_POINTS_REFINED, is_e
 HOLISTIC = "holistic"
 VALUES = {3: ["x", "y", "z"], 4: ["x", "y", "z", "visibility"]}
 EXPORTS = ("pkl", "pose", "islr", "legacy-pkl", "legacy-npz")
+# What the quality report reads: pose 0-12 (head and shoulders; the model rightly guesses arms and
+# hips below the crop), shoulders 11 and 12, MediaPipe's own cut-off for drawing a pose point
+# (visibility, its 4th value, >= 0.5), the wrist (hand point 0); show draws the face's contours
+# thin and a dot on each hand point.
+QUALITY = QualitySpec(engine="MediaPipe", head=13, shoulders=(11, 12), visibility=3, visible=0.5,
+                      wrist=0, thin=("face",), dotted=("left_hand", "right_hand"))
+# RGB, drawn in this order (hands on top); chosen to stay apart from each other and from PHOENIX's
+# grey-blue background.
+COLOURS = {"face": (0, 220, 255), "body": (255, 210, 0), "left_hand": (40, 230, 40),
+           "right_hand": (255, 60, 170)}
+LEGEND = {"body": "pose", "left_hand": "L hand", "right_hand": "R hand"}
 
 
 def declaration(settings: dict[str, Any] | None = None) -> Declaration:
@@ -32,6 +43,7 @@ def declaration(settings: dict[str, Any] | None = None) -> Declaration:
                  "left_hand": ("left_hand", 0, 21), "right_hand": ("right_hand", 0, 21)},
         skeleton={"body": POSE_EDGES, "face": FACE_CONTOUR_EDGES, "left_hand": HAND_EDGES,
                   "right_hand": HAND_EDGES},
+        colours=COLOURS, legend=LEGEND, quality=QUALITY,
         exports=EXPORTS, error_status="mediapipe_error", tensor_presets=True)
 
 

@@ -170,6 +170,7 @@ def library_version() -> str:
 
 
 ENGINE = "The wholebody estimator (onnxruntime)"  # what runs on the CPU (the idle-cores warning)
+WORKER_HOLDS = "the whole-body ONNX models"  # what each worker process loads (--workers' help)
 
 
 def check_settings(settings: dict[str, Any]) -> None:
@@ -248,7 +249,18 @@ def runs_on(settings: dict[str, Any], batch_size: int | None, device: str | None
             f"{axes}{mode}{head_words(settings)}")
 
 
-def cuda_provider() -> bool:
-    from phoenix_keypoints.extract.families.wholebody.runner import cuda_provider as has_cuda
+# `run --help`'s words for --device (jobs/cli.py reads a batching family's)
+DEVICE_HELP = ("where onnxruntime runs (default auto: CUDA where onnxruntime-gpu is installed and "
+               "the worker has a GPU, else CPU)")
 
-    return has_cuda()
+
+def device_refused(device: str) -> str | None:
+    """Why --device cannot run in this Python (None: it can): cuda needs onnxruntime's CUDA
+    provider (jobs/runner.py refuses before any worker starts, and checks the GPUs itself)."""
+    from phoenix_keypoints.extract.families.wholebody.runner import cuda_provider
+
+    if device == "cuda" and not cuda_provider():
+        return ("this onnxruntime has no CUDAExecutionProvider. Install the GPU build: pip install "
+                "'phoenix-keypoints[gpu]' (onnxruntime-gpu in place of onnxruntime), or pass "
+                "--device cpu.")
+    return None

@@ -45,6 +45,7 @@ def schema_of(layout: Layout) -> pa.Schema:
 WHOLEBODY_SCHEMA = schema_of(WHOLEBODY_LAYOUT)
 LIMBS = WHOLEBODY_LAYOUT.skeleton
 COLOURS = WHOLEBODY_LAYOUT.colours
+LEGEND = {"body": "pose", "left_hand": "L hand", "right_hand": "R hand"}  # show's legend band
 
 
 def report_of(layout: Layout) -> ReportSpec:
@@ -72,7 +73,7 @@ def declaration_for(layout: Layout, units: str = UNITS,
             regions={r: (col, a, b) for r, (a, b) in layout.regions.items()},
             exports=layout.exports, units=units, presence_note="rtmlib's cut",
             names=layout.names, subparts=layout.parts, batches=True, skeleton=layout.skeleton,
-            colours=layout.colours, legend={"body": "pose"}, report=report_of(layout))
+            colours=layout.colours, legend=LEGEND, report=report_of(layout))
     return cache[key]
 
 

@@ -19,9 +19,11 @@ import numpy as np
 import pyarrow as pa
 
 from phoenix_keypoints.extract.families.wholebody import (
+    DEVICE_HELP,
     LIBRARY,
+    WORKER_HOLDS,
     check_recorded,
-    cuda_provider,
+    device_refused,
     library_version,
     model_problems,
     run_line,
@@ -44,9 +46,9 @@ from phoenix_keypoints.extract.families.wholebody3d.options import (
 )
 from phoenix_keypoints.extract.keypoints.estimator import Declaration, Estimator
 
-__all__ = ["ABOUT", "DOCS", "LIBRARY", "asked_settings", "check_recorded", "cuda_provider",
-           "file_record", "library_version", "model_problems", "moved_files", "run_line", "runs_on",
-           "settings_conflicts", "settings_of"]
+__all__ = ["ABOUT", "DEVICE_HELP", "DOCS", "LIBRARY", "WORKER_HOLDS", "asked_settings",
+           "check_recorded", "device_refused", "file_record", "library_version", "model_problems",
+           "moved_files", "run_line", "runs_on", "settings_conflicts", "settings_of"]
 
 
 ENGINE = f"The {WHOLEBODY3D} estimator (onnxruntime)"  # what runs on the CPU (the idle-cores warning)

@@ -16,6 +16,7 @@ import pyarrow as pa
 
 from phoenix_keypoints.extract.families.wholebody.declaration import (
     COLOURS,
+    LEGEND,
     LIMBS,
     SCORE_THRESHOLD,
     WHOLEBODY_NAMES,
@@ -49,7 +50,7 @@ DECLARATION = Declaration(
              "right_hand": (WHOLEBODY3D, *WHOLEBODY_PARTS["right_hand"])},
     exports=("pose",), units=UNITS, presence_note="rtmlib's cut", names=WHOLEBODY_NAMES,
     subparts=WHOLEBODY_PARTS, batches=True, skeleton=LIMBS, colours=COLOURS,
-    legend={"body": "pose"},
+    legend=LEGEND,
     report=ReportSpec(
         "3D whole-body keypoints",
         f"A region is found on a frame when at least half its points score {SCORE_THRESHOLD} or "
