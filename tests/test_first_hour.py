@@ -281,8 +281,22 @@ def test_a_worker_dying_while_starting_is_reported_with_its_cause(sample_root: P
     assert proc.returncode == 1, proc.stderr
     assert "workers die while starting (exit status 1, ImportError: planted by" in proc.stderr, \
         proc.stderr
+    assert "(python -c 'import mediapipe')" in proc.stderr, proc.stderr
     assert_no_traceback(proc)
     assert "Traceback" in (out / "logs" / "worker-0.log").read_text()
+
+
+def test_workers_that_cannot_start_are_told_to_check_their_own_familys_library(
+        sample_root: Path, wholebody_options: list[str], tmp_path: Path) -> None:
+    """A whole-body run whose workers cannot start is told to check onnxruntime, the library its
+    workers import; it was told to check mediapipe whatever the family (issue 38)."""
+    proc = run_cli(["run", "--dataset", sample_root, "--out", tmp_path / "run", "--workers", "1",
+                    *wholebody_options], env={"PHOENIX_KEYPOINTS_FAULTS": "fail-worker-start"})
+    assert proc.returncode == 1, proc.stderr
+    assert "workers die while starting" in proc.stderr, proc.stderr
+    assert "check that onnxruntime imports on this machine (python -c 'import onnxruntime')" \
+        in proc.stderr and "mediapipe" not in proc.stderr, proc.stderr
+    assert_no_traceback(proc)
 
 
 def test_run_job_refuses_with_an_exception(tmp_path: Path) -> None:

@@ -83,6 +83,7 @@ def file_record(settings: dict[str, Any] | None, recorded: dict[str, Any]) -> di
 
 # --- what the job asks of a family before and after it runs -------------------------------------
 ENGINE = "MediaPipe"  # what runs on the CPU (the idle-cores warning)
+IMPORTS = "mediapipe"  # the module a worker needs to start (the advice when workers cannot)
 WORKER_HOLDS = "a MediaPipe graph"  # what each worker process builds (`run --help`'s --workers)
 
 

@@ -170,6 +170,7 @@ def library_version() -> str:
 
 
 ENGINE = "The wholebody estimator (onnxruntime)"  # what runs on the CPU (the idle-cores warning)
+IMPORTS = "onnxruntime"  # the module a worker needs to start (the advice when workers cannot)
 WORKER_HOLDS = "the whole-body ONNX models"  # what each worker process loads (--workers' help)
 
 
