@@ -27,6 +27,7 @@ from phoenix_keypoints.extract.families.wholebody import (
     device_refused,
     library_version,
     model_problems,
+    on_gpu,
     run_line,
     runs_on,
 )
@@ -49,7 +50,7 @@ from phoenix_keypoints.extract.keypoints.estimator import Declaration, Estimator
 
 __all__ = ["ABOUT", "DEVICE_HELP", "DOCS", "IMPORTS", "LIBRARY", "WORKER_HOLDS", "asked_settings",
            "check_recorded", "device_refused", "file_record", "library_version", "model_problems",
-           "moved_files", "run_line", "runs_on", "settings_conflicts", "settings_of"]
+           "moved_files", "on_gpu", "run_line", "runs_on", "settings_conflicts", "settings_of"]
 
 
 ENGINE = f"The {WHOLEBODY3D} estimator (onnxruntime)"  # what runs on the CPU (the idle-cores warning)
