@@ -983,6 +983,29 @@ def test_batch_size_is_bounded_by_the_memory_a_batch_takes(size: str, wholebody_
     run(["--dataset", root, "--out", tmp_path / "R", *wholebody_options, "--batch-size", "123"])
 
 
+def test_the_batch_bound_counts_what_the_familys_declaration_says_a_frame_takes(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """The bound above is the declaration's: a family whose models take 64 MiB of each frame of a
+    batch (its batch_input) bounds --batch-size at 2 GiB / (2 x 5.9 + 64 MiB) = 26, in its words
+    and its docs; the 640x640 detector input was a constant of the generic module (issue 38)."""
+    from phoenix_keypoints.extract.keypoints.estimator import FAMILIES, batch_refused
+
+    (tmp_path / "bigframes.py").write_text(
+        "from phoenix_keypoints.extract.keypoints.estimator import Declaration\n"
+        "DOCS = 'docs/bigframes.md'\n"
+        "DECLARATION = Declaration('bigframes', {'points': (4, 3)}, batches=True,\n"
+        "                          batch_input=(64 * 2**20, 'its 64 MiB volume'))\n"
+        "def declaration(settings):\n"
+        "    return DECLARATION\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setitem(FAMILIES, "bigframes", "bigframes")
+    assert batch_refused(26) == ""
+    assert batch_refused(27) == (
+        "must be at most 26, not 27: a batch holds each of its frames about three times (RGB read "
+        "ahead, RGB in the batch, its 64 MiB volume), about 76 MiB a 1920x1080 frame, and may hold "
+        "2 GiB (docs/bigframes.md)")
+
+
 @pytest.mark.parametrize("args, said", [
     (["--workers", "1000000"], "argument --workers: must be at most 1,024, not 1,000,000"),
     (["--num-gpus", "64", "--workers-per-gpu", "64"],
