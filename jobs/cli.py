@@ -364,9 +364,11 @@ def _inspect_parsers(sub: argparse._SubParsersAction) -> None:
     """report, show, diff: look at what a run extracted."""
     from phoenix_keypoints.extract.inspect.quality import Thresholds
 
-    rp = sub.add_parser("report", help="quality report: RUN/report/index.html + videos.parquet")
+    rp = sub.add_parser("report", help="the report the run's family declares: "
+                                       "RUN/report/index.html + videos.parquet")
     rp.add_argument("--out", type=Path, required=True, help="a merged run folder")
-    th = rp.add_argument_group("thresholds (when a video is flagged)")
+    th = rp.add_argument_group("thresholds of the quality report (when a video is flagged; a "
+                               "family's plain report has none)")
     for name, kind, default, doc in Thresholds.options():
         th.add_argument(f"--{name.replace('_', '-')}", dest=name, type=kind, default=default,
                         metavar="N" if kind is int else "X", help=f"{doc} (default {default})")

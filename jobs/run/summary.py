@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from phoenix_keypoints.extract.keypoints.estimator import DEFAULT_FAMILY, family
+from phoenix_keypoints.extract.keypoints.estimator import DEFAULT_FAMILY, declaration, family
 from phoenix_keypoints.jobs import messages
 from phoenix_keypoints.jobs.rundir.folder import RunDir
 from phoenix_keypoints.jobs.rundir.runinfo import DatasetInfo, MergeInfo, RunInfo
@@ -126,8 +126,9 @@ def merged(rd: RunDir, record: MergeInfo) -> None:
     per_split = ", ".join(f"{s} {n}" for s, n in sorted(record.frames_per_split.items()))
     messages.result(f"keypoints: {rd.keypoints_path} ({record.rows} frames: {per_split})")
     messages.result(f"tensors:   {rd.tensors_dir}/")
-    messages.result(f"report:    phoenix-keypoints report --out {rd.path}  (quality page + "
-                    "per-video figures)")
+    page = "quality page" if declaration(info.options.settings()).quality else "page"
+    messages.result(f"report:    phoenix-keypoints report --out {rd.path}  ({page} + per-video "
+                    "figures)")
     if info.dataset.problems:
         messages.result(f"videos not on disk or without frames: {info.dataset.problem_count} "
                         "(the first in run.json under dataset.problems, all in plan.parquet)")
