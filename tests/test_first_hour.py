@@ -309,6 +309,37 @@ def test_run_job_refuses_with_an_exception(tmp_path: Path) -> None:
     assert not (tmp_path / "run").exists()
 
 
+def test_run_job_types_a_familys_own_negative_flag(tmp_path: Path,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """A keyword given False is typed as the `run` flag that stores False in it, read from the
+    parser: a family's own --no-... flag too. run_job knew Holistic's --no-smooth-landmarks by
+    name (issue 38), so another family's such flag was dropped: False typed no flag at all."""
+    from phoenix_keypoints import RunRefused, run_job
+    from phoenix_keypoints.extract.keypoints.estimator import FAMILIES
+
+    (tmp_path / "negfamily.py").write_text(textwrap.dedent("""\
+        from phoenix_keypoints.extract.keypoints.estimator import Declaration, OptionError
+        DECLARATION = Declaration("negfamily", {"points": (4, 3)})
+        def declaration(settings=None):
+            return DECLARATION
+        def add_run_options(p):
+            p.add_argument("--no-neg-mirror", dest="neg_mirror", action="store_false", default=None,
+                           help="negfamily: do not mirror")
+        def asked_settings(args, estimator, fetched):
+            if args.neg_mirror is False:  # what the flag reached: said back as a refusal
+                raise OptionError("negfamily was given --no-neg-mirror")
+            return None
+        """))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setitem(FAMILIES, "negfamily", "negfamily")
+    with pytest.raises(RunRefused, match="negfamily was given --no-neg-mirror"):
+        run_job(dataset=tmp_path / "nothing", out=tmp_path / "run", estimator="negfamily",
+                neg_mirror=False)
+    with pytest.raises(RunRefused, match="does not exist"):  # and the tool's own, as before
+        run_job(dataset=tmp_path / "nothing", out=tmp_path / "run", follow_links=False,
+                smooth_landmarks=False)
+
+
 def test_the_python_face_in_a_notebook(sample_root: Path, clean_run: Path, tmp_path: Path) -> None:
     """A real Jupyter kernel (ipykernel, this .venv's Python) runs both calls of docs/python.md,
     with the researcher's own `extract.py` and `jobs.py` beside the notebook (issue 40: common
