@@ -173,6 +173,9 @@ def library_version() -> str:
 
 ENGINE = "The wholebody estimator (onnxruntime)"  # what runs on the CPU (the idle-cores warning)
 IMPORTS = "onnxruntime"  # the module a worker needs to start (the advice when workers cannot)
+# `export --help`'s words for each format it exports (jobs/cli.py)
+EXPORT_HELP = {"pose": ".pose files", "twostream-pkl": "TwoStream-SLR's keypoint_file",
+               "unisign-pkl": "Uni-Sign's pose folder"}
 WORKER_HOLDS = "the whole-body ONNX models"  # what each worker process loads (--workers' help)
 
 
