@@ -635,6 +635,30 @@ def test_what_the_decoder_says_reaches_the_row(tmp_path: Path):
     assert got[0]["status"] == got[3]["status"] == "ok" and not got[0]["note"] and not got[3]["note"]
 
 
+def test_a_familys_own_log_lines_stay_out_of_the_decoders_note(tmp_path: Path,
+                                                                monkeypatch: pytest.MonkeyPatch,
+                                                                capfd: pytest.CaptureFixture):
+    """What the decoder writes reaches the note, but lines a family's library writes meanwhile
+    from its own threads (its LOG_LINES) go back to stderr: Holistic's (TensorFlow, absl,
+    mediapipe) were a pattern of the generic module, and another family's were notes (issue 38)."""
+    import os
+    import tempfile
+
+    from phoenix_keypoints.extract.keypoints import frames
+    from phoenix_keypoints.extract.keypoints.estimator import FAMILIES
+
+    (tmp_path / "loudfamily.py").write_text("LOG_LINES = r'^loudlib\\['\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setitem(FAMILIES, "loudfamily", "loudfamily")
+    with tempfile.TemporaryFile() as f:
+        os.write(f.fileno(), b"loudlib[7] warming up\nlibpng error: IDAT: CRC error\n"
+                             b"W0000 00:00:1 absl::InitializeLog\nmediapipe/calculators: ok\n")
+        said = frames._caught(f.fileno())
+    assert said == "libpng error: IDAT: CRC error", said
+    err = capfd.readouterr().err
+    assert "loudlib[7] warming up" in err and "mediapipe/calculators: ok" in err, err
+
+
 def test_many_missing_videos_make_one_line_and_a_few_examples(tmp_path: Path):
     """Listed videos that are not on disk are counted and a few named: run.json names the first 100
     (1,000,000 made a 30 MB run.json), the plan keeps each one's problem, the rest is extracted."""
