@@ -1,8 +1,8 @@
 """`run`: plan once, extract what is not committed yet, merge. The same call resumes after a crash.
 
 The order of events is the data flow: dataset -> plan -> chunks -> workers -> parts -> merge ->
-keypoints + tensors. Local workers are started first, so they import mediapipe and build their
-graphs while the coordinator reads the dataset and plans.
+keypoints + tensors. Local workers are started first, so they import their family's library and
+load its graph or models while the coordinator reads the dataset and plans.
 """
 
 from __future__ import annotations
@@ -241,7 +241,7 @@ def run_whole(req: RunRequest) -> int:
         return 0
     _refuse_unavailable(req)
     with run_folder(rd):
-        # started now: workers import mediapipe and build their graphs while we plan
+        # started now: workers import their family's library and load it while we plan
         backend: Backend | None = make_backend(rd, _settings(rd, req), req.backend, req.num_gpus,
                                                req.workers_per_gpu, req.address)
         try:
