@@ -218,7 +218,7 @@ class PointSet:
 # --- transitional: the default family's skeleton, still imported by extract/inspect/draw.py -----
 # Until extract/inspect draws from the declaration's skeleton (another branch, ins38), these copies
 # of the default family's limbs keep it working; the originals are in its package, nothing else
-# may import these, and the next commit deletes them.
+# may import these: delete this block once draw.py reads the skeleton (after branch ins38).
 # The skeletons drawn on frames: MediaPipe's POSE_CONNECTIONS, HAND_CONNECTIONS and FACEMESH_CONTOURS
 # (mediapipe.python.solutions.*_connections) as sorted local index pairs, spelled out so drawing works
 # where mediapipe is not installed (Python 3.13); a test checks they still agree.

@@ -103,8 +103,8 @@ def as_fixed_size(col: pa.ChunkedArray | pa.Array, width: int) -> pa.ChunkedArra
 # --- transitional: the default family's columns, still imported by extract/inspect -------------
 # extract/inspect (another branch, ins38) is moving to read the parts of the declaration of the file
 # it is given; until it has, these copies of the default family's columns keep it working. They
-# are its declaration's (extract/families/ holds the originals); nothing else may import them,
-# and the next commit deletes them.
+# are its declaration's (extract/families/ holds the originals); nothing else may import them:
+# delete this block once extract/inspect no longer imports them (after branch ins38 is merged).
 PARTS: dict[str, tuple[int, int]] = {"pose": (33, 4), "face": (468, 3), "left_hand": (21, 3),
                                      "right_hand": (21, 3)}
 OFFSETS: dict[str, int] = {"pose": 0, "face": 33, "left_hand": 501, "right_hand": 522}
