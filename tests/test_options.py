@@ -244,6 +244,10 @@ def test_world_coordinate_tensors(refined_run: Path):
     refused = run_cli(["tensors", "--out", refined_run, "--coords", "world"])
     assert refused.returncode != 0 and "Traceback" not in refused.stderr
     assert "pose points only" in refused.stderr, refused.stderr
+    refused = run_cli(["tensors", "--out", refined_run, "--points", "pose", "--coords", "world",
+                       "--normalize", "shoulders"])
+    assert refused.returncode == 2 and "metres around the hip midpoint (pose_world) already" \
+        in refused.stderr, refused.stderr
 
 
 def _unrefined_copy(refined_run: Path, dest: Path) -> Path:

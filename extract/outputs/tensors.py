@@ -63,7 +63,7 @@ class TensorSpec:
     max_gap: int = 3
     dtype: str = "float32"
     name: str | None = None
-    coords: str = "image"  # world: pose points from pose_world (metres around the hips)
+    coords: str = "image"  # world: the points of the table's world column (its `world`)
 
     def __post_init__(self) -> None:
         self._check_coords()
@@ -96,7 +96,7 @@ class TensorSpec:
             raise TensorsError(f"--coords world: world coordinates exist for the {n} {part} points "
                                f"only; choose them with --points {part} (or {part}:N-M)")
         if self.normalize != "none":
-            raise TensorsError("--coords world is in metres around the hips already: use it with "
+            raise TensorsError(f"--coords world is {table.world_units} already: use it with "
                                "--normalize none")
 
     @property

@@ -48,9 +48,9 @@ class CorruptPart(JobFailed):
 def read_part(path: Path, decl: Declaration | None = None) -> pa.Table:
     """A committed part's rows, every page's checksum verified, without our footer metadata.
 
-    `decl`: the run's estimator. A default-family part of an earlier version gets the
-    columns it lacks (time_s, pose_world) all null: not recorded (time_s is null for frame files
-    anyway)."""
+    `decl`: the run's estimator. A part of an earlier version gets the columns it lacks (its
+    declaration's `optional`: time_s, a family's later columns) all null: not recorded (time_s is
+    null for frame files anyway)."""
     decl = decl or declaration(None)
     schema = decl.schema
     table = pq.ParquetFile(path, page_checksum_verification=True).read()
