@@ -43,6 +43,7 @@ from phoenix_keypoints.extract.families.wholebody.published import (
     MODELS_HELP,
     PUBLISHED_MODELS,
 )
+from phoenix_keypoints.extract.families.wholebody.rtmdet import kind_words
 from phoenix_keypoints.extract.keypoints.estimator import Declaration, Estimator
 
 __all__ = ["ABOUT", "DOCS", "MODELS_ABOUT", "MODELS_HELP", "PUBLISHED_MODELS", "add_run_options",
@@ -204,7 +205,7 @@ def run_line(recorded: dict[str, Any]) -> str:
     def one(key: str) -> str:
         m = recorded[key]
         return (f"{key.replace('_', ' ')} {m['path'].rsplit('/', 1)[-1]} "
-                f"({m['input_size']['height']}x{m['input_size']['width']})")
+                f"({m['input_size']['height']}x{m['input_size']['width']}){kind_words(m)}")
     det = one("detector") if "detector" in recorded else "no detector (the whole frame)"
     return f"{det}, {one('pose_model')}; onnxruntime {recorded['onnxruntime']}"
 
@@ -213,7 +214,7 @@ def status_line(settings: dict[str, Any]) -> str:
     """status: the estimator, its two model files and --det-every where not 1, its head and
     point set."""
     files = ", ".join([f"--{k.replace('_', '-')} {Path(settings[k]['path']).name}"
-                       for k in ("detector", "pose_model") if k in settings]
+                       f"{kind_words(settings[k])}" for k in ("detector", "pose_model") if k in settings]
                       + [f"--det-every {k}" for k in [settings.get("det_every", 1)] if k != 1])
     return f"estimator: {WHOLEBODY}" + (f" ({files})" if files else "") + head_words(settings)
 

@@ -13,6 +13,7 @@ from typing import Any
 
 from phoenix_keypoints.extract.families.wholebody.heads import DECODERS
 from phoenix_keypoints.extract.families.wholebody.layouts import DEFAULT_LAYOUT
+from phoenix_keypoints.extract.families.wholebody.rtmdet import kind_of
 from phoenix_keypoints.extract.keypoints.estimator import OptionError
 
 ABOUT = "COCO-WholeBody 133 points from --detector and --pose-model: docs/wholebody.md"
@@ -110,6 +111,9 @@ def settings_conflicts(asked: dict[str, Any] | None, recorded: dict[str, Any]) -
             diffs.append(f"--{key.replace('_', '-')} ({theirs['path']} with sha256 "
                          f"{theirs['sha256'][:12]} when planned, {mine['path']} with "
                          f"{mine['sha256'][:12]} asked{_external_note(mine, theirs)})")
+        elif mine and theirs and kind_of(mine) != kind_of(theirs):  # read as another detector
+            diffs.append(f"--detector read as {kind_of(theirs)} when planned, as {kind_of(mine)} "
+                         "now (the point set's rtmlib solution decides)")
     for flag in ("--point-set", "--decoder"):  # how the pose model's outputs are read
         mine, theirs = _reading(asked, flag), _reading(recorded, flag)
         if (asked or {}).get("pose_model") and mine != theirs:  # a pose model asked again
