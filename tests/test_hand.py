@@ -23,6 +23,8 @@ from tiny_onnx import (
     rtmdet_models,
     rtmlib_hand,
     rtmlib_hand_row,
+    rtmlib_pose,
+    rtmlib_signer,
 )
 
 PX, SCORE = 0.01, 1e-4  # the issue's bounds: pixels, scores
@@ -114,7 +116,39 @@ def test_a_run_whose_detector_was_read_as_yolox_is_not_resumed_as_rtmdet(folder,
     del record["options"]["wholebody"]["detector"]["kind"]
     run_json.write_text(json.dumps(record))
     refused(run_cli(["run", *common, *hand_args(folder, "rtmdet")]), "--detector read as yolox",
-            "as rtmdet now")
+            "as rtmdet now", "--detector-kind yolox")
+    ok(run_cli(["run", *common, *hand_args(folder, "rtmdet", "--detector-kind", "yolox")]),
+       "the advised --detector-kind")
+
+
+def test_detector_kind_reads_an_rtmdet_person_detector_for_a_body_model(folder, tmp_path):
+    """--detector-kind rtmdet (detector_kind= in extract_keypoints) with a 17-point model: rtmlib's
+    RTMDet's boxes, the pose model on the largest (as for YOLOX), equal to rtmlib; recorded; a
+    kind without a detector, or not one of the two, refused naming the choices."""
+    from phoenix_keypoints import extract_keypoints
+
+    frames = sorted(Path(SHARED_SAMPLE).rglob("*.png"))[::10]
+    det, pose = rtmdet_models(folder)["rtmdet_raw"], pose_model(folder, "simcc", 17)
+    kp = extract_keypoints([str(f) for f in frames], estimator="wholebody", detector=det,
+                           pose_model=pose, detector_kind="rtmdet")
+    rtmdet = rtmlib_hand(det, pose_model(folder, "simcc", 21)).det_model
+    ref_pose = rtmlib_pose(pose, "simcc")
+    for got, f in zip(kp["coco17"], frames, strict=True):
+        want, _ = rtmlib_signer(rtmdet, ref_pose, cv2.imread(str(f)))
+        assert np.abs(got[:, :2] - want[:, :2]).max() <= PX
+        assert np.abs(got[:, 2] - want[:, 2]).max() <= SCORE
+    out = tmp_path / "out"
+    ok(run_cli(["run", "--dataset", SHARED_SAMPLE, "--out", out, "--videos", "signer_demo-1",
+                "--estimator", "wholebody", "--detector", det, "--pose-model", pose,
+                "--detector-kind", "rtmdet"]), "run")
+    settings = json.loads((out / "run.json").read_text())["options"]["wholebody"]
+    assert settings["detector"]["kind"] == "rtmdet" and settings["point_set"] == "coco"
+    refused(run_cli(["run", "--dataset", SHARED_SAMPLE, "--out", tmp_path / "o2", "--estimator",
+                     "wholebody", "--pose-model", pose, "--detector-kind", "rtmdet"]),
+            "--detector-kind", "--detector")
+    with pytest.raises(ValueError, match="yolox, rtmdet"):
+        extract_keypoints([str(frames[0])], estimator="wholebody", detector=det, pose_model=pose,
+                          detector_kind="ssd")
 
 
 def test_a_batch_of_frames_gives_each_the_hand_it_gives_alone(folder):

@@ -243,8 +243,8 @@ def test_models_the_family_cannot_read_are_refused_with_the_choices(folder, tmp_
     # the flags are the whole-body family's: refused with a family that does not read them
     refused(run_cli([*base, "--estimator", "wholebody3d", "--detector", det, "--pose-model",
                      tiny_models(folder)["pose3d"], "--point-set", "coco-wholebody"]),
-            "--point-set and --decoder", "--estimator wholebody")
-    refused(run_cli([*base, "--decoder", "mmpose-dark"]), "--point-set and --decoder",
+            "--point-set, --decoder and --detector-kind", "--estimator wholebody")
+    refused(run_cli([*base, "--decoder", "mmpose-dark"]), "--decoder and --detector-kind",
             "--pose-model")
     # rtmlib's tracking follows the detector's boxes: --det-every needs one
     refused(run_cli([*base, "--estimator", "wholebody", "--pose-model", pose_model(folder, "simcc", 21),

@@ -17,10 +17,11 @@ Why the kind follows the point set instead of the file: both detectors' mmdeploy
 the same outputs (`dets` [1, N, 5] and `labels` [1, N], or the same raw grid), and what differs,
 the input normalisation, lives in mmdeploy's pipeline file, not in the ONNX graph. rtmlib pairs
 them by solution: `Hand` runs RTMDet, `Body`, `BodyWithFeet`, `Wholebody` run YOLOX; a run's
-layout (layouts.py) names its solution, so a hand21 run with --detector reads it as RTMDet and
-records that (run.json's detector record: `"kind": "rtmdet"`; no kind is YOLOX, as every run made
-before this module recorded). rtmlib's `Hand` then poses every box the detector kept
-(runner.WholebodyModels, `every_box`).
+layout (layouts.py) names its solution, so a hand21 run with --detector reads it as RTMDet
+(`--detector-kind` says otherwise: an RTMDet person detector, say) and records that (run.json's
+detector record: `"kind": "rtmdet"`; no kind is YOLOX, as every run made before this module
+recorded). rtmlib's `Hand` then poses every box the detector kept (runner.WholebodyModels,
+`every_box`).
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from typing import Any
 import numpy as np
 
 YOLOX, RTMDET = "yolox", "rtmdet"
+KIND_NAMES = (YOLOX, RTMDET)  # --detector-kind's choices
 HAND_SOLUTION = "Hand"  # the rtmlib solution whose detector is RTMDet
 
 
@@ -59,8 +61,11 @@ RTMDET_KIND = DetectorKind(RTMDET, (103.53, 116.28, 123.675), (57.375, 57.12, 58
                            (0,))
 
 
-def kind_for(solution: str) -> str:
-    """The detector rtmlib's solution of a layout runs: RTMDet for `Hand`, YOLOX otherwise."""
+def kind_for(solution: str, asked: str | None = None) -> str:
+    """The detector kind asked (--detector-kind), else the one rtmlib's solution of a layout
+    runs: RTMDet for `Hand`, YOLOX otherwise."""
+    if asked is not None:
+        return asked
     return RTMDET if solution == HAND_SOLUTION else YOLOX
 
 

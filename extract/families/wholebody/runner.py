@@ -237,11 +237,11 @@ def batch_axes(detector: Path | None, pose_model: Path) -> str:
 
 
 def record(detector: Path | None, pose_model: Path, point_set: str | None = None,
-           decoder: str | None = None) -> dict[str, Any]:
+           decoder: str | None = None, detector_kind: str | None = None) -> dict[str, Any]:
     """What a whole-body run records of its models (run.json, part footers, file metadata): the
     files (no detector: none, the pose model takes the whole frame; RTMDet's record says its
-    kind), the pose model's head and decoder, the point layout (--point-set, or the one its
-    number of points decides)."""
+    kind: --detector-kind, or the layout's rtmlib solution's), the pose model's head and decoder,
+    the point layout (--point-set, or the one its number of points decides)."""
     pose = describe(pose_model, "--pose-model")
     det = {}
     if detector is not None:
@@ -250,8 +250,9 @@ def record(detector: Path | None, pose_model: Path, point_set: str | None = None
     model = PoseModel(Path(pose_model), decoder=decoder or DECODERS[0])
     model.probe()
     layout = layout_for(model.head.points, point_set)
-    if det and kind_for(layout.solution) != YOLOX:  # the detector of rtmlib's solution for it
-        det["detector"]["kind"] = kind_for(layout.solution)
+    kind = kind_for(layout.solution, detector_kind)  # by default rtmlib's solution's detector
+    if det and kind != YOLOX:
+        det["detector"]["kind"] = kind
     read = {"point_set": layout.name, "head": model.head.record(model.decoder)}
     if model.head.kind == SIMCC and layout.name == DEFAULT_LAYOUT:
         read = {}  # rtmlib's own SimCC 133: recorded as before heads and point sets were
