@@ -47,7 +47,7 @@ def test_a_hand_run_on_frame_folders_equals_rtmlib_hand(folder, det, tmp_path):
     """`run` on the shared sample's frame folders with a hand model and an RTMDet-style detector
     (NMS inside, or a raw grid): each row is rtmlib's Hand's hand of the largest box (the whole
     frame's where it found none), `persons` its boxes; the detector's kind is said, recorded and
-    shown by status."""
+    shown by status; the report counts frames of more than two hands and of none."""
     out = tmp_path / "out"
     proc = run_cli(["run", "--dataset", SHARED_SAMPLE, "--out", out, *hand_args(folder, det)])
     ok(proc, "run")
@@ -71,6 +71,12 @@ def test_a_hand_run_on_frame_folders_equals_rtmlib_hand(folder, det, tmp_path):
           f"max |dscore| {dscore:.2e}")
     assert dxy <= PX and dscore <= SCORE
     assert max(persons) > 1, "no frame with several boxes: the largest was never chosen"
+    # the report counts hands: two are a signer's, a video is flagged for more
+    ok(run_cli(["report", "--out", out]), "report")
+    videos = pq.read_table(out / "report" / "videos.parquet").to_pandas()
+    over = videos["frames_over_two_hands"].sum()
+    assert over == sum(n > 2 for n in persons) and "frames_multi_person" not in videos
+    assert videos["frames_no_hand_box"].sum() == persons.count(0)
 
 
 def test_the_rtmdet_detector_gives_rtmlib_rtmdets_boxes(folder):
