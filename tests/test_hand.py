@@ -56,6 +56,9 @@ def test_a_hand_run_on_frame_folders_equals_rtmlib_hand(folder, det, tmp_path):
     assert settings["detector"]["kind"] == "rtmdet" and settings["point_set"] == "hand21"
     status = run_cli(["status", "--out", out])
     assert "RTMDet" in status.stdout + status.stderr
+    from phoenix_keypoints.extract.keypoints.filemeta import read_file_metadata
+
+    assert read_file_metadata(out / "keypoints.parquet")["persons"].startswith("hands: ")
     hand = rtmlib_hand(rtmdet_models(folder)[det], pose_model(folder, "simcc", 21))
     rows = pq.read_table(out / "keypoints.parquet").select(["image", "status", "hand21", "persons"])
     dxy = dscore = 0.0

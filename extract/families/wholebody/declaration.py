@@ -34,6 +34,10 @@ HEATMAP_UNITS = ("x, y: pixels of the frame (origin top left), as rtmlib returns
                  "pose model's heatmap maximum")
 
 
+PERSONS_HANDS = ("hands: boxes the hand detector kept on the frame, each posed (rtmlib's Hand); the "
+                 "row is the largest box's hand (0: none, the pose model ran on the whole frame)")
+
+
 def schema_of(layout: Layout) -> pa.Schema:
     """A layout's table: the shared per-frame columns, its points, and `persons`."""
     return pa.schema(
@@ -119,7 +123,8 @@ def file_record(settings: dict[str, Any] | None, recorded: dict[str, Any]) -> di
             "order": "COCO-WholeBody" if layout is WHOLEBODY_LAYOUT else layout.title,
             "parts": {p: list(r) for p, r in layout.parts.items()},
             "names": list(layout.names)}},
-        "persons": "boxes the detector kept on the frame; the signer is the largest (0: none, the "
+        "persons": PERSONS_HANDS if layout.solution == HAND_SOLUTION else
+                   "boxes the detector kept on the frame; the signer is the largest (0: none, the "
                    "pose model ran on the whole frame)",
         "score_threshold": SCORE_THRESHOLD,
     }
