@@ -99,15 +99,3 @@ def as_fixed_size(col: pa.ChunkedArray | pa.Array, width: int) -> pa.ChunkedArra
     reshapes its values without a copy. Raises if a present row has another length."""
     return col.cast(pa.list_(pa.float32(), width))
 
-
-# --- transitional: the default family's columns, still imported by extract/inspect -------------
-# extract/inspect (another branch, ins38) is moving to read the parts of the declaration of the file
-# it is given; until it has, these copies of the default family's columns keep it working. They
-# are its declaration's (extract/families/ holds the originals); nothing else may import them:
-# delete this block once extract/inspect no longer imports them (after branch ins38 is merged).
-PARTS: dict[str, tuple[int, int]] = {"pose": (33, 4), "face": (468, 3), "left_hand": (21, 3),
-                                     "right_hand": (21, 3)}
-OFFSETS: dict[str, int] = {"pose": 0, "face": 33, "left_hand": 501, "right_hand": 522}
-OPTIONAL_COLUMNS: tuple[str, ...] = (*BASE_OPTIONAL, "pose_world")
-SCHEMA = pa.schema(BASE_FIELDS + [pa.field(name, pa.list_(pa.float32()))
-                                  for name in (*PARTS, "pose_world")])
