@@ -27,6 +27,10 @@ from tiny_onnx import (
     rtmlib_signer,
 )
 
+# At collection, before any test imports rtmlib: the runner turns onnxruntime's telemetry off when it
+# loads, which must come before onnxruntime's first import.
+from phoenix_keypoints.extract.families.wholebody.runner import Detector, WholebodyModels
+
 PX, SCORE = 0.01, 1e-4  # the issue's bounds: pixels, scores
 
 
@@ -86,8 +90,6 @@ def test_the_rtmdet_detector_gives_rtmlib_rtmdets_boxes(folder):
     """The family's detector of kind rtmdet gives rtmlib's RTMDet's boxes bit for bit (both
     layouts; a frame of the model's own size, which is not letterboxed, too; in a batch as alone),
     and reading the same file as YOLOX gives other boxes: the kind is what makes them equal."""
-    from phoenix_keypoints.extract.families.wholebody.runner import Detector
-
     frames = [cv2.imread(str(f)) for f in sorted(Path(SHARED_SAMPLE).rglob("*.png"))[::12]]
     frames.append(cv2.resize(frames[0], RTMDET_HW[::-1]))
     differs = 0
@@ -163,8 +165,6 @@ def test_detector_kind_reads_an_rtmdet_person_detector_for_a_body_model(folder, 
 def test_a_batch_of_frames_gives_each_the_hand_it_gives_alone(folder):
     """Every box of a batch's frames posed in calls of the batch's size (models with a dynamic
     batch axis, and fixed at 1): each frame's row and count are rtmlib's Hand's, as alone."""
-    from phoenix_keypoints.extract.families.wholebody.runner import WholebodyModels
-
     frames = [cv2.imread(str(f)) for f in sorted(Path(SHARED_SAMPLE).rglob("*.png"))[::9]]
     rgbs = [cv2.cvtColor(f, cv2.COLOR_BGR2RGB) for f in frames]
     hand = rtmlib_hand(rtmdet_models(folder)["rtmdet_raw"], pose_model(folder, "simcc", 21))
