@@ -275,16 +275,27 @@ def _add_slurm(sub: argparse._SubParsersAction) -> None:
     sl.set_defaults(handler=_slurm)
 
 
+def _preset_help() -> tuple[tuple[str, ...], str]:
+    """--preset's choices and help: every family's presets whose declaration has a PointTable
+    (read through the registry), and each one's default set."""
+    from phoenix_keypoints.extract.keypoints.estimator import family, names
+
+    tables = [t for t in (family(n).declaration(None).points for n in names()) if t is not None]
+    choices = tuple(dict.fromkeys(c for t in tables for c in t.choices()))
+    defaults = [f"{t.full} ({t.wider.full} on {t.wider_run})" if t.wider else t.full
+                for t in tables]
+    return choices, f"default {' or '.join(defaults) or 'every point'}"
+
+
 def _add_tensors(sub: argparse._SubParsersAction) -> None:
-    from phoenix_keypoints.extract.keypoints.points import DEFAULT_PRESET, FULL_PRESETS, PRESETS
     from phoenix_keypoints.extract.outputs.normalize import FILL_MODES, NORMALIZE_MODES
     from phoenix_keypoints.extract.outputs.tensors import COORDS, DTYPES
 
     t = sub.add_parser("tensors", help="write a tensor set (points, normalisation, gap filling)")
     t.add_argument("--out", type=Path, required=True, help="a run folder with keypoints.parquet")
     which = t.add_mutually_exclusive_group()
-    which.add_argument("--preset", choices=(*PRESETS, FULL_PRESETS[1]),
-                       help=f"default {DEFAULT_PRESET} ({FULL_PRESETS[1]} on a refined run)")
+    choices, default = _preset_help()
+    which.add_argument("--preset", choices=choices, help=default)
     which.add_argument("--points", help="explicit points: global indices and ranges (11-16,501-542) "
                                         "or PART[:N-M] (pose:11-16,left_hand,right_hand)")
     t.add_argument("--normalize", choices=NORMALIZE_MODES, default="none")
@@ -558,16 +569,14 @@ def _slurm(args: argparse.Namespace) -> int:
 
 
 def _tensors(args: argparse.Namespace) -> int:
-    from phoenix_keypoints.extract.keypoints.points import DEFAULT_PRESET, PointSet
+    from phoenix_keypoints.extract.keypoints.points import PointSet
     from phoenix_keypoints.extract.outputs.tensors import TensorSpec
     from phoenix_keypoints.jobs.run.outputs import write_set_command
 
-    # Read as a refined run's numbering (the widest) to catch typos now; write_tensors reads the
-    # choice again in the run's own numbering and refuses iris points an unrefined run lacks.
-    points = PointSet.from_list(args.points, refined=True) if args.points else PointSet.preset(
-        args.preset or DEFAULT_PRESET)
-    spec = TensorSpec(points, args.normalize, args.fill, args.max_gap, args.dtype, args.name,
-                      args.coords)
+    # Read in the run's own numbering (its family's table, the file's: write_set), which refuses
+    # points the run lacks with the table's words.
+    spec = TensorSpec(PointSet.ask(args.preset, args.points), args.normalize, args.fill,
+                      args.max_gap, args.dtype, args.name, args.coords)
     return write_set_command(_rd(args.out), spec)
 
 

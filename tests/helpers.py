@@ -73,6 +73,25 @@ def assert_no_traceback(proc: subprocess.CompletedProcess) -> None:
     assert "Traceback" not in proc.stdout, proc.stdout
 
 
+def cli_ok(args: list, env: dict[str, str] | None = None) -> str:
+    """A command that must succeed without a traceback; its stdout."""
+    proc = run_cli(args, env=env)
+    assert_no_traceback(proc)
+    assert proc.returncode == 0, f"{args[0]}: exit {proc.returncode}\n{proc.stdout}\n{proc.stderr}"
+    return proc.stdout
+
+
+def family_env(site: Path, dist: str, entry: str) -> dict[str, str]:
+    """The environment in which a family module of tests/ is known as an installed package
+    makes one known: an entry point (`entry`: "name = module") of group
+    phoenix_keypoints.families in a dist-info under `site`, on PYTHONPATH with tests/."""
+    info = site / f"{dist}-1.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {dist}\nVersion: 1.0\n")
+    (info / "entry_points.txt").write_text(f"[phoenix_keypoints.families]\n{entry}\n")
+    return {"PYTHONPATH": f"{site}:{REPO / 'tests'}"}
+
+
 def read_keypoints(run_dir: Path):
     return pq.read_table(Path(run_dir) / "keypoints.parquet")
 
@@ -254,8 +273,8 @@ def direct_holistic(root: Path, images: list[str], **options: Any) -> list[dict]
     import cv2
     import mediapipe as mp
 
+    from phoenix_keypoints.extract.families.holistic.points import layout
     from phoenix_keypoints.extract.families.holistic.runner import landmarks_to_arrays
-    from phoenix_keypoints.extract.keypoints.schema import layout
 
     parts = layout(options.get("refine_face_landmarks", False))
     out = []

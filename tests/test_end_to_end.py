@@ -14,7 +14,8 @@ import pyarrow.parquet as pq
 import pytest
 from helpers import direct_holistic, popen_cli, read_keypoints, run_cli, wait_for
 
-from phoenix_keypoints.extract.keypoints.schema import OFFSETS, PARTS, SCHEMA
+from phoenix_keypoints.extract.families.holistic.declaration import SCHEMA
+from phoenix_keypoints.extract.families.holistic.points import OFFSETS, PARTS
 
 
 def sha256(path: Path) -> str:

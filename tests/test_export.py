@@ -80,8 +80,8 @@ def check_pose_export(run: Path, out: Path) -> None:
     would fill them."""
     from pose_format import Pose
 
+    from phoenix_keypoints.extract.families.holistic.points import file_layout
     from phoenix_keypoints.extract.families.holistic.pose import HOLISTIC_COMPONENTS
-    from phoenix_keypoints.extract.outputs.export import file_layout
 
     rows = rows_by_video(run)
     parts = file_layout(run / "keypoints.parquet")

@@ -23,14 +23,9 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 import toy_family
-from helpers import REPO, assert_no_traceback, run_cli
+from helpers import REPO, assert_no_traceback, cli_ok, family_env, run_cli
 
 from phoenix_keypoints.extract.keypoints.estimator import FAMILIES, family
-
-# The one module outside a family that still spells one's name: the tensor presets' names users
-# type (--preset holistic-543, holistic-553: Holistic's point numbering, which outputs/tensors.py
-# reads for every family whose declaration has tensor_presets). Only these lines may.
-PRESET_NAMES = {"extract/keypoints/points.py"}
 
 
 def family_names() -> dict[str, set[str]]:
@@ -116,7 +111,7 @@ def test_no_module_outside_a_family_names_it() -> None:
             lines = naming(path, name, words)
             if lines:
                 offenders.setdefault(path.relative_to(REPO).as_posix(), []).append((name, lines))
-    assert set(offenders) <= PRESET_NAMES, {k: v for k, v in offenders.items() if k not in PRESET_NAMES}
+    assert not offenders, offenders
 
 
 def test_the_naming_check_finds_what_names_a_family(tmp_path: Path) -> None:
@@ -139,19 +134,10 @@ def test_the_naming_check_finds_what_names_a_family(tmp_path: Path) -> None:
 def toy_env(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
     """An entry point of group phoenix_keypoints.families naming tests/toy_family.py, as an
     installed package would declare it: on PYTHONPATH for the command line and its workers."""
-    site = tmp_path_factory.mktemp("site")
-    info = site / "toyfamily-1.0.dist-info"
-    info.mkdir()
-    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: toyfamily\nVersion: 1.0\n")
-    (info / "entry_points.txt").write_text("[phoenix_keypoints.families]\ntoy = toy_family\n")
-    return {"PYTHONPATH": f"{site}:{REPO / 'tests'}"}
+    return family_env(tmp_path_factory.mktemp("site"), "toyfamily", "toy = toy_family")
 
 
-def ok(args: list, env: dict[str, str]) -> str:
-    proc = run_cli(args, env=env)
-    assert_no_traceback(proc)
-    assert proc.returncode == 0, f"{args[0]}: exit {proc.returncode}\n{proc.stdout}\n{proc.stderr}"
-    return proc.stdout
+ok = cli_ok
 
 
 @pytest.fixture(scope="module")

@@ -31,9 +31,9 @@ from kinds import clip
 from tiny_onnx import tiny_models
 
 from phoenix_keypoints import extract_keypoints
+from phoenix_keypoints.extract.families.holistic.points import layout
 from phoenix_keypoints.extract.families.wholebody.declaration import WHOLEBODY, WHOLEBODY_PARTS
 from phoenix_keypoints.extract.keypoints.estimator import declaration
-from phoenix_keypoints.extract.keypoints.schema import layout
 from phoenix_keypoints.extract.outputs.tensors import part_blocks
 
 VIDEO = "cameraman-1"  # 16 frames of the embedded sample's dev split

@@ -11,10 +11,10 @@ import pyarrow.parquet as pq
 import pytest
 from helpers import assert_no_traceback, run_cli
 
-from phoenix_keypoints.extract.keypoints.schema import (
+from phoenix_keypoints.extract.families.holistic.declaration import (
     EARLIEST_SCHEMA,
     OPTIONAL_COLUMNS,
-    parquet_write_options,
+    declaration,
 )
 from phoenix_keypoints.jobs.rundir.parts import META_KEY
 
@@ -33,7 +33,7 @@ def _without_world(src: Path, dest: Path) -> None:
         meta[META_KEY] = json.dumps(footer).encode()
     table = pf.read().drop_columns(list(OPTIONAL_COLUMNS)).replace_schema_metadata(meta or None)
     assert table.schema.remove_metadata().equals(EARLIEST_SCHEMA)
-    options = parquet_write_options()
+    options = declaration().write_options()
     options["use_byte_stream_split"] = [c for c in options["use_byte_stream_split"]
                                         if c.split(".")[0] not in OPTIONAL_COLUMNS]
     pq.write_table(table, dest, row_group_size=2048, **options)

@@ -28,7 +28,7 @@ from helpers import (
 from phoenix_keypoints.extract.corpora import discover
 from phoenix_keypoints.extract.corpora.base import DatasetError
 from phoenix_keypoints.extract.corpora.phoenix import LAYOUT_2014, LAYOUT_T, list_frames
-from phoenix_keypoints.extract.keypoints.schema import PARTS
+from phoenix_keypoints.extract.families.holistic.points import PARTS
 from phoenix_keypoints.jobs.run.plan import make_plan
 
 FRAMES = "features/fullFrame-210x260px"

@@ -25,6 +25,9 @@ from test_wholebody import ok, reference_bgr, refused
 from tiny_onnx import (
     pose_heatmap,
     pose_model,
+    rtmdet_models,
+    rtmlib_hand,
+    rtmlib_hand_row,
     rtmlib_pose,
     rtmlib_signer,
     rtmlib_tracked,
@@ -43,13 +46,22 @@ def folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path_factory.mktemp("heads")
 
 
+def detector(folder: Path, k: int) -> Path:
+    """The detector of rtmlib's solution for K points: RTMDet for a hand (Hand), else YOLOX."""
+    return rtmdet_models(folder)["rtmdet"] if k == 21 else tiny_models(folder)["detector"]
+
+
 def args(folder: Path, head: str, k: int, *more: str) -> list:
-    return ["--estimator", "wholebody", "--detector", tiny_models(folder)["detector"],
+    return ["--estimator", "wholebody", "--detector", detector(folder, k),
             "--pose-model", pose_model(folder, head, k), *more]
 
 
 def rtmlib_rows(folder: Path, head: str, k: int, root: Path, images: list[str]) -> list:
-    """rtmlib's (YOLOX, then RTMPose or ViTPose on the largest box) ([K, 3], persons) per frame."""
+    """rtmlib's (YOLOX, then RTMPose or ViTPose on the largest box; a hand: its Hand, RTMDet and
+    every box posed, the largest box's person kept) ([K, 3], persons) per frame."""
+    if k == 21:
+        hand = rtmlib_hand(detector(folder, k), pose_model(folder, head, k), head)
+        return [rtmlib_hand_row(hand, reference_bgr(root, image))[:2] for image in images]
     det, _ = rtmlib_wholebody(tiny_models(folder))
     pose = rtmlib_pose(pose_model(folder, head, k), head)
     return [rtmlib_signer(det, pose, reference_bgr(root, image)) for image in images]
@@ -100,10 +112,12 @@ def test_each_head_and_point_set_equals_rtmlib_through_run(folder, head, k, kind
     assert layout["points"] == k and len(layout["names"]) == k
 
 
-def test_det_every_tracks_a_heatmap_model_as_rtmlib_posetracker(folder, tmp_path):
+@pytest.mark.parametrize("head,k", [("heatmap", 17), ("simcc", 21)])
+def test_det_every_tracks_a_model_as_rtmlib_posetracker(folder, head, k, tmp_path):
     """--det-every 3 with a ViTPose-style 17-point model: each frame equals rtmlib's
     PoseTracker(det_frequency=3) around rtmlib's ViTPose (the head's decoder is the tracker's pose
-    step, its K points make the next boxes)."""
+    step, its K points make the next boxes); with a hand model, PoseTracker around rtmlib's Hand
+    (its RTMDet every third frame, the hands' own boxes in between)."""
     import av
     from test_tracking import FRAMES, _write, decoded
 
@@ -113,13 +127,14 @@ def test_det_every_tracks_a_heatmap_model_as_rtmlib_posetracker(folder, tmp_path
     _write(video, frames)
     out = tmp_path / "out"
     ok(run_cli(["run", "--dataset", video.parent, "--out", out,
-                *args(folder, "heatmap", 17, "--det-every", "3")]), "run")
+                *args(folder, head, k, "--det-every", "3")]), "run")
     rows = pq.read_table(out / "keypoints.parquet").sort_by("frame").to_pylist()
-    models = {**tiny_models(folder), "pose": pose_model(folder, "heatmap", 17)}
-    ref, seen = rtmlib_tracked(models, "detector", 3, decoded(video), "heatmap")
+    models = {**tiny_models(folder), **rtmdet_models(folder), "pose": pose_model(folder, head, k)}
+    det = "rtmdet" if k == 21 else "detector"
+    ref, seen = rtmlib_tracked(models, det, 3, decoded(video), head)
     assert len(rows) == len(ref) == FRAMES and seen["kept_boxes"] > 0, seen
     for row, (want, persons) in zip(rows, ref, strict=True):
-        got = np.asarray(row["coco17"], np.float64).reshape(17, 3)
+        got = np.asarray(row[COLUMN[k]], np.float64).reshape(k, 3)
         assert row["status"] == "ok" and row["persons"] == persons, (row["frame"], persons)
         assert np.abs(got[:, :2] - want[:, :2]).max() <= PX, row["frame"]
         assert np.abs(got[:, 2] - want[:, 2]).max() <= SCORE, row["frame"]
@@ -185,13 +200,13 @@ def test_outputs_of_a_17_point_run_follow_its_layout(folder, tmp_path):
 
 
 def test_extract_keypoints_takes_a_heatmap_model_and_its_point_set(folder, tmp_path):
-    """extract_keypoints(..., pose_model=heatmap model) equals rtmlib's ViTPose; kp[part] slices
-    the layout's parts; to_pose() has 21 points."""
+    """extract_keypoints(..., pose_model=heatmap model) equals rtmlib's ViTPose (a hand: on every
+    box of rtmlib's Hand's RTMDet); kp[part] slices the layout's parts; to_pose() has 21 points."""
     from phoenix_keypoints import extract_keypoints
 
     frames = sorted(Path(SHARED_SAMPLE).rglob("*.png"))[:4]
     kp = extract_keypoints([str(f) for f in frames], estimator="wholebody",
-                           detector=tiny_models(folder)["detector"],
+                           detector=detector(folder, 21),
                            pose_model=pose_model(folder, "heatmap", 21), point_set="hand21")
     got = kp["hand21"]
     assert got.shape == (4, 21, 3) and kp["hand"].shape == (4, 21, 3)
@@ -228,8 +243,8 @@ def test_models_the_family_cannot_read_are_refused_with_the_choices(folder, tmp_
     # the flags are the whole-body family's: refused with a family that does not read them
     refused(run_cli([*base, "--estimator", "wholebody3d", "--detector", det, "--pose-model",
                      tiny_models(folder)["pose3d"], "--point-set", "coco-wholebody"]),
-            "--point-set and --decoder", "--estimator wholebody")
-    refused(run_cli([*base, "--decoder", "mmpose-dark"]), "--point-set and --decoder",
+            "--point-set, --decoder and --detector-kind", "--estimator wholebody")
+    refused(run_cli([*base, "--decoder", "mmpose-dark"]), "--decoder and --detector-kind",
             "--pose-model")
     # rtmlib's tracking follows the detector's boxes: --det-every needs one
     refused(run_cli([*base, "--estimator", "wholebody", "--pose-model", pose_model(folder, "simcc", 21),

@@ -25,11 +25,10 @@ from helpers import (
     wait_for,
 )
 
+from phoenix_keypoints.extract.families.holistic.points import LEGACY_FACE, layout
 from phoenix_keypoints.extract.families.holistic.runner import Extractor, HolisticOptions
 from phoenix_keypoints.extract.keypoints.filemeta import file_metadata, read_file_metadata
 from phoenix_keypoints.extract.keypoints.frames import read_frame
-from phoenix_keypoints.extract.keypoints.points import LEGACY_FACE
-from phoenix_keypoints.extract.keypoints.schema import layout
 from phoenix_keypoints.jobs.rundir.parts import META_KEY
 
 REFINE_STATIC = ["--refine-face-landmarks", "--static-image-mode"]
@@ -245,6 +244,10 @@ def test_world_coordinate_tensors(refined_run: Path):
     refused = run_cli(["tensors", "--out", refined_run, "--coords", "world"])
     assert refused.returncode != 0 and "Traceback" not in refused.stderr
     assert "pose points only" in refused.stderr, refused.stderr
+    refused = run_cli(["tensors", "--out", refined_run, "--points", "pose", "--coords", "world",
+                       "--normalize", "shoulders"])
+    assert refused.returncode == 2 and "metres around the hip midpoint (pose_world) already" \
+        in refused.stderr, refused.stderr
 
 
 def _unrefined_copy(refined_run: Path, dest: Path) -> Path:
@@ -289,10 +292,18 @@ def test_refined_tensors_hold_the_iris(refined_run: Path, tmp_path: Path):
             assert np.array_equal(full[t, 33:511], want), (split, t)
             assert np.array_equal(iris[t], want[468:]), (split, t)
             assert np.array_equal(legacy[t, :68], want[list(LEGACY_FACE)]), (split, t)
+    # the refined numbering asked for by its own name: the default set (553 points) again
+    proc = run_cli(["tensors", "--out", refined_run, "--preset", "holistic-553", "--name", "all553"])
+    assert proc.returncode == 0, proc.stderr  # 430dbcb refused it, reading it as an unrefined run
+    for split in sorted(set(table["split"].to_pylist())):
+        assert np.array_equal(np.load(refined_run / "tensors" / "all553" / f"{split}.npy"),
+                              np.load(refined_run / "tensors" / f"{split}.npy"))
     unrefined = _unrefined_copy(refined_run, tmp_path / "unrefined")
     refused = run_cli(["tensors", "--out", unrefined, "--points", "face:468-477"])
     assert refused.returncode != 0 and "Traceback" not in refused.stderr
     assert "--refine-face-landmarks" in refused.stderr and "iris" in refused.stderr, refused.stderr
+    refused = run_cli(["tensors", "--out", unrefined, "--preset", "holistic-553"])
+    assert refused.returncode == 2 and "holds the iris points" in refused.stderr, refused.stderr
     proc = run_cli(["tensors", "--out", unrefined, "--preset", "legacy-143"])
     assert proc.returncode == 0, proc.stderr
     for split in sorted(set(table["split"].to_pylist())):

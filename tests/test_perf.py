@@ -13,6 +13,7 @@ import pytest
 from mediapipe.framework.formats import landmark_pb2
 
 from phoenix_keypoints.extract.corpora import discover
+from phoenix_keypoints.extract.families.holistic.points import PARTS
 from phoenix_keypoints.extract.families.holistic.runner import (
     Extractor,
     HolisticOptions,
@@ -20,7 +21,6 @@ from phoenix_keypoints.extract.families.holistic.runner import (
     _points_from_bytes,
 )
 from phoenix_keypoints.extract.keypoints.frames import read_frame
-from phoenix_keypoints.extract.keypoints.schema import PARTS
 
 
 def _compare_parts(root: Path) -> dict[str, int]:

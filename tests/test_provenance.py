@@ -14,8 +14,9 @@ import pyarrow as pa
 import pytest
 from helpers import copy_dataset, pad_png, read_keypoints
 
+from phoenix_keypoints.extract.families.holistic.declaration import SCHEMA
 from phoenix_keypoints.extract.keypoints.frames import read_file, read_frame
-from phoenix_keypoints.extract.keypoints.schema import PROVENANCE_COLUMNS, SCHEMA
+from phoenix_keypoints.extract.keypoints.schema import PROVENANCE_COLUMNS
 from phoenix_keypoints.extract.sources.provenance import Mismatch, changed_frames, stat_frames
 
 

@@ -17,7 +17,10 @@ import pyarrow.parquet as pq
 import pytest
 from helpers import REPO, assert_no_traceback, run_cli
 
-from phoenix_keypoints.extract.keypoints.schema import PARTS, parquet_write_options
+from phoenix_keypoints.extract.families.holistic.declaration import declaration
+from phoenix_keypoints.extract.families.holistic.points import PARTS
+
+parquet_write_options = declaration().write_options  # how the default family's files are written
 
 FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
          "--disable-background-networking", "--disable-component-update", "--disable-sync"]

@@ -16,7 +16,7 @@ import pyarrow.parquet as pq
 import pytest
 from helpers import LEGACY_FACE_68, assert_no_traceback, run_cli
 
-from phoenix_keypoints.extract.keypoints.points import (
+from phoenix_keypoints.extract.families.holistic.points import (
     FACE_CONTOUR_EDGES,
     FACE_CONTOURS,
     HAND_EDGES,
@@ -24,9 +24,9 @@ from phoenix_keypoints.extract.keypoints.points import (
     POSE_EDGES,
     POSE_NAMES,
     PRESETS,
-    PointSet,
-    parse_points,
+    point_table,
 )
+from phoenix_keypoints.extract.keypoints.points import PointSet, parse_points
 from phoenix_keypoints.extract.outputs.loader import list_tags, load_split
 from phoenix_keypoints.extract.outputs.tensors import TensorSpec, iter_videos, write_tensors
 
@@ -64,7 +64,7 @@ def tagged_run(tmp_path: Path, table: pa.Table, spec: TensorSpec, **kw) -> Path:
     run = tmp_path / "run"
     run.mkdir(parents=True, exist_ok=True)
     pq.write_table(table, run / "keypoints.parquet", row_group_size=kw.pop("row_group_size", 64))
-    write_tensors(run / "keypoints.parquet", run / "tensors", None, spec, **kw)
+    write_tensors(run / "keypoints.parquet", run / "tensors", point_table(), None, spec, **kw)
     return run
 
 
@@ -133,12 +133,13 @@ def test_presets_pick_the_documented_indices(run_copy: Path) -> None:
 
 
 def test_points_lists() -> None:
-    assert parse_points("pose:11-12,left_hand:0,540-542") == (11, 12, 501, 540, 541, 542)
-    assert parse_points("right_hand") == tuple(range(522, 543))
+    t = point_table()
+    assert parse_points("pose:11-12,left_hand:0,540-542", t) == (11, 12, 501, 540, 541, 542)
+    assert parse_points("right_hand", t) == tuple(range(522, 543))
     for bad in ("pose:30-40", "543", "hand", "1,1", "", "pose:x"):
         with pytest.raises(ValueError):
-            parse_points(bad)
-    assert PointSet.from_list("pose:11-12").name == PointSet.from_list("11,12").name
+            parse_points(bad, t)
+    assert PointSet.from_list("pose:11-12", t).name == PointSet.from_list("11,12", t).name
 
 
 # --- round trips -----------------------------------------------------------------------------
@@ -200,8 +201,8 @@ def test_shoulders_mean_midpoint_zero_and_width_one(run_copy: Path, tmp_path: Pa
     gone = [start[first] + 1, start[first] + 2, start[first] + 4]
     gone += list(range(start[none_video], start[none_video] + vids[none_video].num_rows))
     table = blank(kp, "pose", gone)
-    run = tagged_run(tmp_path, table, TensorSpec(PointSet.preset("compact-187"), "shoulders", name="s"))
-    pf = tagged_run(tmp_path, table, TensorSpec(PointSet.preset("compact-187"), "shoulders-per-frame",
+    run = tagged_run(tmp_path, table, TensorSpec(PointSet.ask("compact-187"), "shoulders", name="s"))
+    pf = tagged_run(tmp_path, table, TensorSpec(PointSet.ask("compact-187"), "shoulders-per-frame",
                                                  name="f"))
     default = {s: load_split(run_copy, s) for s in ("train", "dev", "test")}
     idx = np.asarray(PRESETS["compact-187"])

@@ -30,8 +30,8 @@ from helpers import (
     wait_for,
 )
 
+from phoenix_keypoints.extract.families.holistic.points import PARTS
 from phoenix_keypoints.extract.families.holistic.runner import landmarks_to_arrays
-from phoenix_keypoints.extract.keypoints.schema import PARTS
 
 VIDEOS = SHARED_DATA / "video-sample"
 CLIPS = {"mp4demo": ("train", "signer_demo.mp4"), "webmdemo": ("test", "signer_demo.webm")}

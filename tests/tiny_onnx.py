@@ -101,15 +101,17 @@ def _lead(batch: int | str) -> int:
 
 
 def detector_end2end(path: Path, hw: tuple[int, int] = DETECTOR_HW, boxes: int = 6,
-                     seed: int = 1, batch: int | str = 1) -> Path:
+                     seed: int = 1, batch: int | str = 1, feature: tuple[float, float] = (1 / 255, 0.5),
+                     name: str = "tiny_yolox_end2end") -> Path:
     """A YOLOX with NMS inside: `dets` [1, N, 5] (x1, y1, x2, y2 in input pixels, score) and
     `labels` [1, N]. Every box lies in the input (x1 in the left half, x2 in the right one);
-    scores spread around rtmlib's 0.3 cut, so the person count varies from frame to frame."""
+    scores spread around rtmlib's 0.3 cut, so the person count varies from frame to frame.
+    `feature`: the pooled input's (scale, shift), so the features suit its input's range."""
     _, TensorProto, helper, _ = _helpers()
     rng = np.random.default_rng(seed)
     nodes: list = []
     inits: list = []
-    feat = _features(nodes, inits, hw, "f", 1 / 255, 0.5)
+    feat = _features(nodes, inits, hw, "f", *feature)
     z = _dense(nodes, inits, feat, rng, boxes * 5, 4.0, 0.0, "z")
     h, w = hw
     mul = _const(inits, "box_mul", np.array([w / 2, h / 2, w / 2, h / 2, 1], np.float32))
@@ -126,21 +128,23 @@ def detector_end2end(path: Path, hw: tuple[int, int] = DETECTOR_HW, boxes: int =
                                value=helper.make_tensor("zero", TensorProto.INT64, [1], [0]))]
     outputs = [helper.make_tensor_value_info("dets", TensorProto.FLOAT, [batch, boxes, 5]),
                helper.make_tensor_value_info("labels", TensorProto.INT64, [batch, boxes])]
-    return _save(path, nodes, inits, [_input(hw, batch)], outputs, "tiny_yolox_end2end")
+    return _save(path, nodes, inits, [_input(hw, batch)], outputs, name)
 
 
 def detector_raw(path: Path, hw: tuple[int, int] = DETECTOR_HW, classes: int = 1,
-                 seed: int = 2, batch: int | str = 1) -> Path:
+                 seed: int = 2, batch: int | str = 1, feature: tuple[float, float] = (1 / 255, 0.5),
+                 name: str = "tiny_yolox_raw", level: float = 0.3) -> Path:
     """A YOLOX without NMS: one row per grid cell of strides 8, 16, 32 (cx, cy offsets in the
-    cell, log w, log h, objectness, class scores), decoded and suppressed by the caller."""
+    cell, log w, log h, objectness, class scores), decoded and suppressed by the caller.
+    `feature` as detector_end2end's; `level`: the scores' bias (where they sit about a cut)."""
     _, TensorProto, helper, _ = _helpers()
     rng = np.random.default_rng(seed)
     cells = sum((hw[0] // s) * (hw[1] // s) for s in (8, 16, 32))
     cols = 5 + classes
     nodes: list = []
     inits: list = []
-    feat = _features(nodes, inits, hw, "f", 1 / 255, 0.5)
-    bias = np.tile(np.r_[0.0, 0.0, 0.0, 0.0, 0.3, np.full(classes, 0.3)], cells)
+    feat = _features(nodes, inits, hw, "f", *feature)
+    bias = np.tile(np.r_[0.0, 0.0, 0.0, 0.0, level, np.full(classes, level)], cells)
     z = _dense(nodes, inits, feat, rng, cells * cols, 0.6, bias, "z")
     mul = _const(inits, "mul", np.r_[1.0, 1.0, 2.5, 2.5, np.ones(1 + classes)].astype(np.float32))
     shape = _const(inits, "shape", np.array([_lead(batch), cells, cols], np.int64))
@@ -148,7 +152,7 @@ def detector_raw(path: Path, hw: tuple[int, int] = DETECTOR_HW, classes: int = 1
               helper.make_node("Reshape", ["zs", shape], ["zr"]),
               helper.make_node("Mul", ["zr", mul], ["output"])]
     outputs = [helper.make_tensor_value_info("output", TensorProto.FLOAT, [batch, cells, cols])]
-    return _save(path, nodes, inits, [_input(hw, batch)], outputs, "tiny_yolox_raw")
+    return _save(path, nodes, inits, [_input(hw, batch)], outputs, name)
 
 
 def pose_simcc(path: Path, hw: tuple[int, int] = POSE_HW, points: int = POINTS,
@@ -302,6 +306,66 @@ def tiny_models(folder: Path, dynamic: bool = False) -> dict[str, Path]:
     return out
 
 
+RTMDET_HW = (64, 96)  # (height, width): as rtmlib's Hand's 320x320 RTMDet in miniature, not square
+
+
+def rtmdet_models(folder: Path, dynamic: bool = False) -> dict[str, Path]:
+    """Two RTMDet-style hand detectors (made once): one with NMS inside (`dets` [1, N, 5], `labels`,
+    as rtmlib's published hand detector) and a raw grid of two classes (so keeping class 0 alone,
+    and RTMDet's 0.3 cut, matter). Their features suit a normalised input ((pixel - mean) / std,
+    about -2 to 2.5), which is what tells them from the YOLOX ones: fed raw pixels, they answer
+    other boxes."""
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    tail = "-batch.onnx" if dynamic else ".onnx"
+    batch = "batch" if dynamic else 1
+    out = {"rtmdet": folder / f"tiny-rtmdet-end2end{tail}",
+           "rtmdet_raw": folder / f"tiny-rtmdet-raw{tail}"}
+    if not out["rtmdet"].exists():
+        detector_end2end(out["rtmdet"], RTMDET_HW, boxes=5, seed=7, batch=batch, feature=(1.0, 0.0),
+                         name="tiny_rtmdet_end2end")
+    if not out["rtmdet_raw"].exists():
+        detector_raw(out["rtmdet_raw"], RTMDET_HW, classes=2, seed=8, batch=batch, feature=(1.0, 0.0),
+                     name="tiny_rtmdet_raw", level=-1.8)
+    return out
+
+
+def rtmlib_hand(detector: Path, pose: Path, head: str = "simcc") -> Any:
+    """rtmlib's Hand solution (RTMDet, then RTMPose on every box) on the given files, input sizes
+    read from the files (its RTMDet takes (height, width), its RTMPose (width, height)); head
+    "heatmap": its pose model rtmlib's ViTPose on the same boxes."""
+    import contextlib
+    import io
+
+    import onnx
+
+    rtm = rtmlib_reference()
+
+    def hw(path: Path) -> tuple[int, int]:
+        dims = onnx.load(str(path)).graph.input[0].type.tensor_type.shape.dim
+        return dims[2].dim_value, dims[3].dim_value
+
+    with contextlib.redirect_stdout(io.StringIO()):  # Hand prints its backend
+        hand = rtm.Hand(det=str(detector), det_input_size=hw(detector), pose=str(pose),
+                        pose_input_size=hw(pose)[::-1], backend="onnxruntime", device="cpu")
+    if head != "simcc":
+        hand.pose_model = rtmlib_pose(pose, head)
+    return hand
+
+
+def rtmlib_hand_row(hand: Any, bgr: np.ndarray) -> tuple[np.ndarray, int, np.ndarray]:
+    """rtmlib's Hand on one frame: the row the tool keeps (the person of the largest box, the
+    whole frame's when none) as [K, 3] float64, the boxes' count, and every box's [N, K, 3]."""
+    boxes = hand.det_model(bgr)
+    kpts, scores = hand(bgr)
+    every = np.concatenate([kpts, scores[..., None]], axis=-1)
+    i = 0
+    if len(boxes):
+        b = np.asarray(boxes)
+        i = int(np.argmax((b[:, 2].astype(np.float64) - b[:, 0]) * (b[:, 3] - b[:, 1])))
+    return every[i], len(boxes), every
+
+
 def rtmlib_reference() -> Any:
     """rtmlib as the reference (YOLOX, RTMPose), from `.venv/rtmlib-ref` or the environment."""
     if RTMLIB_DIR.is_dir() and str(RTMLIB_DIR) not in sys.path:
@@ -418,9 +482,12 @@ def rtmlib_tracked(models: dict[str, Path], detector: str, every: int, bgrs: lis
     ([K, 3] float64, boxes), and what happened (frames detected, frames on kept boxes, frames
     whose returned persons are fewer than its boxes, frames that did not advance its count, frames
     whose tracking raised IndexError, after which the tracker is reset, frames whose detector
-    failed: None in the list). head "heatmap": the pose model is rtmlib's ViTPose."""
+    failed: None in the list). head "heatmap": the pose model is rtmlib's ViTPose; a detector
+    named "rtmdet...": rtmlib's RTMDet (PoseTracker around rtmlib's Hand)."""
     rtm = rtmlib_reference()
     det, pose = rtmlib_wholebody(models, detector)
+    if detector.startswith("rtmdet"):  # a hand detector: rtmlib's Hand's RTMDet
+        det = rtmlib_hand(models[detector], models["pose"]).det_model
     if head != "simcc":
         pose = rtmlib_pose(models["pose"], head)
     recorded = _Recorded(pose)

@@ -20,7 +20,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from phoenix_keypoints.extract.keypoints.estimator import declaration_of_columns, names
-from phoenix_keypoints.extract.keypoints.schema import BASE_FIELDS, OPTIONAL_COLUMNS, leading
+from phoenix_keypoints.extract.keypoints.schema import BASE_FIELDS, BASE_OPTIONAL, leading
 
 
 class ReportError(Exception):
@@ -37,7 +37,8 @@ def open_keypoints(path: Path) -> pq.ParquetFile:
         raise ReportError(f"{path}: not a readable Parquet file ({e})") from None
     found = declaration_of_columns(pf.schema_arrow.names)  # the family whose columns these are
     want = found.schema.names if found else [f.name for f in BASE_FIELDS]
-    missing = [n for n in want if n not in pf.schema_arrow.names and n not in OPTIONAL_COLUMNS]
+    optional = found.optional if found else BASE_OPTIONAL
+    missing = [n for n in want if n not in pf.schema_arrow.names and n not in optional]
     if missing:
         raise ReportError(f"{path}: not a keypoints file (no column {', '.join(missing)})")
     if found is None:

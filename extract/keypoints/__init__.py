@@ -4,7 +4,9 @@ What a frame is once read (a frame file's bytes decoded to 8-bit RGB, or the sta
 not: frames.py), what a keypoint family declares and the registry that finds a family's package
 by name (estimator.py; the families live in extract/families/), one video's frames through the
 family's estimator into column blocks (video_rows.py), the keypoint table's schema and Parquet
-encoding (schema.py), point sets and names (points.py), keypoints.parquet's own metadata
+encoding (schema.py), point sets read in a family's numbering (points.py: presets, --points
+lists, point names; the numbering itself is data in the family's package), keypoints.parquet's own
+metadata
 (filemeta.py), and the environment every process of the tool hands on (environ.py: no search
 path reaching the current folder, onnxruntime's telemetry off).
 

@@ -61,7 +61,8 @@ from typing import Any, Protocol
 import numpy as np
 import pyarrow as pa
 
-from phoenix_keypoints.extract.keypoints.schema import OPTIONAL_COLUMNS, SCHEMA
+from phoenix_keypoints.extract.keypoints.points import PointTable
+from phoenix_keypoints.extract.keypoints.schema import BASE_FIELDS, BASE_OPTIONAL
 
 # The registry: family name -> its package (extract/families/NAME/). The first is the default (a
 # settings dict without `estimator`). Tests may add a family of their own (register).
@@ -123,7 +124,8 @@ class Declaration:
     parts: dict[str, tuple[int, int]]  # landmark column -> (points, values per point)
     counts: tuple[str, ...] = ()  # int32 per-frame columns (wholebody: persons)
     values: tuple[str, ...] = ()  # a point's values when every part has the same (x, y, score)
-    schema: pa.Schema = field(default=SCHEMA, compare=False)
+    # the table's schema; None: BASE_FIELDS, a float32 list per part, an int32 per count column
+    schema: pa.Schema = field(default=None, compare=False)  # type: ignore[assignment]
     title: str = ""  # how messages name its points ("COCO-WholeBody 133 points")
     # where a point counts as found: None, wherever its column's list exists (a detector that
     # returns whole parts); a number, where the point's last value (its score) is at least that
@@ -144,15 +146,28 @@ class Declaration:
     # (default: each column one part); read by points.json and the report
     names: tuple[str, ...] = field(default=(), compare=False)
     subparts: dict[str, tuple[int, int]] = field(default_factory=dict, compare=False)
-    # True: tensor sets come from presets, --points and normalisation (outputs/tensors.py);
-    # False: one set of every declared point (outputs/declared.py)
-    tensor_presets: bool = False
+    # its tensor numbering and presets: tensor sets come from presets, --points and normalisation
+    # (outputs/tensors.py); None: one set of every declared point (outputs/declared.py)
+    points: PointTable | None = field(default=None, compare=False)
+    # columns files of its earlier versions lack (read as absent, filled with nulls by a merge)
+    optional: tuple[str, ...] = field(default=BASE_OPTIONAL, compare=False)
     batches: bool = False  # takes --batch-size and --device (frames in batches, CPU or CUDA)
     # what its models take of each frame of a batch, besides the frame (a 1920x1080 frame): bytes
     # and their words ("the detector's input"); --batch-size's bound (batch_refused) counts them
     batch_input: tuple[int, str] = field(default=(0, ""), compare=False)
     report: ReportSpec | None = field(default=None, compare=False)  # the plain report
     quality: QualitySpec | None = field(default=None, compare=False)  # or the quality report
+
+    def __post_init__(self) -> None:
+        if self.schema is None:
+            cols = [pa.field(p, pa.list_(pa.float32())) for p in self.parts]
+            object.__setattr__(self, "schema", pa.schema(
+                [*BASE_FIELDS, *cols, *(pa.field(c, pa.int32()) for c in self.counts)]))
+
+    @property
+    def tensor_presets(self) -> bool:
+        """Its tensor sets come from presets, --points and normalisation (it has a PointTable)."""
+        return self.points is not None
 
     def point_parts(self) -> dict[str, tuple[int, int]]:
         """Named ranges of the point order (first, end)."""
@@ -262,7 +277,7 @@ def declaration_of_columns(columns: list[str]) -> Declaration | None:
     """The family whose landmark columns these are (a table read for show, report or diff)."""
     for name in names():
         for d in _default_declarations(name):
-            if set(d.parts) - set(OPTIONAL_COLUMNS) <= set(columns):
+            if set(d.parts) - set(d.optional) <= set(columns):
                 return d
     return None
 

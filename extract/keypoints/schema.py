@@ -1,9 +1,11 @@
-"""The keypoint table's schema: one row per frame, the same in every part and in the merged file.
+"""The keypoint table's shared columns: one row per frame, the same in every part and in the
+merged file.
 
-Point counts and value layouts are MediaPipe Holistic's (pose 33 x (x, y, z, visibility), face 468,
-or 478 with refine_face_landmarks, hands 21 x (x, y, z), pose_world 33 x (x, y, z, visibility)).
-Landmark arrays are flat float32 lists of exactly points x values, or null where MediaPipe found
-nothing; the file's own metadata (extract/keypoints/filemeta.py) gives each column's width.
+Every family's table starts with BASE_FIELDS (which frame, what it was made from, its status);
+its landmark columns, their point counts and value layouts are the family's declaration's
+(extract/keypoints/estimator.py; the schema is the declaration's `schema`). Landmark arrays are
+flat float32 lists of exactly points x values, or null where nothing was found; the file's own
+metadata (extract/keypoints/filemeta.py) gives each column's width.
 
 They are Parquet LISTs, not Arrow fixed-size lists, because pyarrow 21 (the newest on numpy 1)
 still cannot round-trip a null fixed-size list through Parquet: writing one with a null slot fails
@@ -17,38 +19,6 @@ from __future__ import annotations
 
 import numpy as np
 import pyarrow as pa
-
-# name -> (points, values per point); order is the tensors' point order.
-PARTS: dict[str, tuple[int, int]] = {
-    "pose": (33, 4),
-    "face": (468, 3),
-    "left_hand": (21, 3),
-    "right_hand": (21, 3),
-}
-NUM_POINTS = sum(n for n, _ in PARTS.values())  # 543
-# Recorded beside the image-space parts, not in the 543-point tensor layout: pose_world_landmarks,
-# x, y, z in metres around the hip midpoint, and visibility.
-WORLD_PARTS: dict[str, tuple[int, int]] = {"pose_world": (33, 4)}
-# Columns files of earlier versions lack (time_s: before video input; pose_world: before schema 2);
-# readers treat them as absent, not damage, and a merge fills them with nulls.
-OPTIONAL_COLUMNS: tuple[str, ...] = ("time_s", *WORLD_PARTS)
-FACE_POINTS_REFINED = 478  # refine_face_landmarks: the 468 mesh points, then 10 iris points
-
-
-def layout(refine_face: bool = False) -> dict[str, tuple[int, int]]:
-    """part -> (points, values) of every landmark column, as Holistic returns them with or without
-    refine_face_landmarks (pose_world included)."""
-    face = FACE_POINTS_REFINED if refine_face else PARTS["face"][0]
-    return {p: ((face, c) if p == "face" else (n, c)) for p, (n, c) in (PARTS | WORLD_PARTS).items()}
-
-
-# Where each part's points start in the [543, 3] tensor layout.
-OFFSETS: dict[str, int] = {}
-_o = 0
-for _name, (_n, _) in PARTS.items():
-    OFFSETS[_name] = _o
-    _o += _n
-del _o, _name, _n
 
 # The columns that say what each row was made from, in the order extract/sources/provenance.py
 # reads them.
@@ -72,17 +42,10 @@ BASE_FIELDS: list[pa.Field] = [
     pa.field("file_mtime_ns", pa.int64()),
     pa.field("file_sha256", pa.string()),
 ]
-SCHEMA = pa.schema(BASE_FIELDS + [pa.field(name, pa.list_(pa.float32()))
-                                  for name in (*PARTS, *WORLD_PARTS)])
-# The schema of files written before time_s and pose_world existed (still read: OPTIONAL_COLUMNS).
-EARLIEST_SCHEMA = pa.schema([f for f in SCHEMA if f.name not in OPTIONAL_COLUMNS])
-
-
-def is_earlier_schema(schema: pa.Schema) -> bool:
-    """This version's schema, or one that lacks only some OPTIONAL_COLUMNS (an earlier version's)."""
-    missing = set(SCHEMA.names) - set(schema.names)
-    return missing <= set(OPTIONAL_COLUMNS) and schema.equals(
-        pa.schema([f for f in SCHEMA if f.name not in missing]))
+# Shared columns files of earlier versions lack (time_s: before video input); readers treat them
+# as absent, not damage, and a merge fills them with nulls (a family adds its own: its
+# declaration's `optional`).
+BASE_OPTIONAL: tuple[str, ...] = ("time_s",)
 
 
 def part_column(block: np.ndarray, present: np.ndarray, width: int) -> pa.Array:
@@ -96,8 +59,9 @@ def part_column(block: np.ndarray, present: np.ndarray, width: int) -> pa.Array:
 
 
 def leading(flat: np.ndarray, rows: int, width: int) -> np.ndarray | None:
-    """[rows, width] from `rows` lists of `width` values, or of more (a refined face: 478 points
-    whose first 468 are the mesh every 468-point reader expects); None if the sizes fit neither."""
+    """[rows, width] from `rows` lists of `width` values, or of more (a column that records more
+    points on some runs, whose first ones are those every reader expects); None if the sizes fit
+    neither."""
     if flat.size == rows * width:
         return flat.reshape(rows, width)
     if rows and flat.size % rows == 0 and flat.size // rows > width:
@@ -115,7 +79,8 @@ def list_width(col: pa.ChunkedArray | pa.Array) -> int | None:
 def column_block(col: pa.ChunkedArray | pa.Array, width: int) -> tuple[np.ndarray, np.ndarray]:
     """A landmark column -> (float32 [rows, width], 0 in null rows; bool [rows], True if present).
 
-    A refined face (478 points) is cut to its first `width` values."""
+    A column with more points per row (a run that records more) is cut to its first `width`
+    values."""
     arr = col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
     n = len(arr)
     present = ~np.asarray(arr.is_null(), dtype=bool)
@@ -134,20 +99,3 @@ def as_fixed_size(col: pa.ChunkedArray | pa.Array, width: int) -> pa.ChunkedArra
     reshapes its values without a copy. Raises if a present row has another length."""
     return col.cast(pa.list_(pa.float32(), width))
 
-
-def parquet_write_options() -> dict:
-    """How parts and keypoints.parquet are encoded (pyarrow.parquet writer keywords).
-
-    Dictionary encoding only for the string columns: on landmark floats it never pays (the values
-    hardly repeat), yet the writer tries it on every page and falls back, which halved the merge's
-    write speed and left files ~15% larger. Floats use BYTE_STREAM_SPLIT, which lets zstd find the
-    repeated exponent bytes: smaller and faster to read. Page checksums let readers catch damage.
-    The sha256 column is one distinct value per row, so a dictionary there is pure overhead too.
-    """
-    return {
-        "compression": "zstd",
-        "write_page_checksum": True,
-        "use_dictionary": [f.name for f in SCHEMA
-                           if f.type == pa.string() and f.name != "file_sha256"],
-        "use_byte_stream_split": [f"{p}.list.element" for p in (*PARTS, *WORLD_PARTS)],
-    }

@@ -166,7 +166,7 @@ def write_family_tensors(keypoints: Path, out_dir: Path,
     point, refused with another spec."""
     decl = declaration(read_file_metadata(keypoints))
     if decl.tensor_presets:
-        return write_tensors(keypoints, out_dir, corpus, spec, batch_size)
+        return write_tensors(keypoints, out_dir, decl.points, corpus, spec, batch_size)
     if spec is not None and not spec.is_default:
         raise TensorsError(f"{keypoints} holds {decl.title or decl.name}: their tensor set is "
                            "the default one (tensors/); presets and normalisation are made for "

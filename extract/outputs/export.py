@@ -18,7 +18,6 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from phoenix_keypoints.extract.keypoints.estimator import Declaration
-from phoenix_keypoints.extract.keypoints.schema import FACE_POINTS_REFINED, layout, list_width
 from phoenix_keypoints.extract.outputs.declared import video_tensor
 from phoenix_keypoints.extract.outputs.loader import SplitData
 from phoenix_keypoints.extract.outputs.tensors import TensorsError, iter_videos
@@ -104,20 +103,6 @@ def video_size(table: pa.Table) -> tuple[int, int]:
     pairs, counts = np.unique(np.stack([w[ok], h[ok]], 1).astype(np.int64), axis=0, return_counts=True)
     width, height = pairs[np.argmax(counts)]
     return int(width), int(height)
-
-
-def file_layout(keypoints: Path) -> dict[str, tuple[int, int]]:
-    """The landmark columns a keypoints file holds and their point counts: a 478-point face when
-    it was extracted with refine_face_landmarks, pose_world when the file records it."""
-    pf = pq.ParquetFile(keypoints)
-    refined = False
-    for batch in pf.iter_batches(batch_size=4096, columns=["face"]):
-        width = list_width(batch.column(0))
-        if width is not None:
-            refined = width == FACE_POINTS_REFINED * 3
-            break
-    return {p: nc for p, nc in layout(refined).items() if p in pf.schema_arrow.names}
-
 
 
 def video_fps(table: pa.Table, root: Path | None, default: float) -> float:

@@ -1,8 +1,10 @@
 """Model-input tensors from keypoints.parquet, streamed one video at a time (memory stays flat).
 
-A tensor set (a "tag") is one choice of points, normalisation, gap filling and dtype. Per split:
+A tensor set (a "tag") is one choice of points, normalisation, gap filling and dtype, read in the
+run's family's `PointTable` (its declaration's `points`: parts, names, presets, the normalisation's
+anchor points, the world column, its points.json words). Per split:
 `<split>.npy` [frames, K, 3] (x, y, z; 0 where nothing was detected nor filled),
-`<split>.mask.npy` bool [frames, K] (True only where MediaPipe detected the point),
+`<split>.mask.npy` bool [frames, K] (True only where the point was detected),
 `<split>.index.parquet` (video, start, length, speaker, gloss, translation, and the normalisation
 of each video when there is one), and one `points.json` naming the K points and the options.
 
@@ -29,21 +31,8 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from phoenix_keypoints.extract.keypoints.filemeta import read_file_metadata
-from phoenix_keypoints.extract.keypoints.points import (
-    FULL_PRESETS,
-    SHOULDERS,
-    PointSet,
-    num_points,
-    point_layout,
-)
-from phoenix_keypoints.extract.keypoints.schema import (
-    FACE_POINTS_REFINED,
-    OFFSETS,
-    PARTS,
-    WORLD_PARTS,
-    column_block,
-    layout,
-)
+from phoenix_keypoints.extract.keypoints.points import PointSet, PointTable
+from phoenix_keypoints.extract.keypoints.schema import column_block
 from phoenix_keypoints.extract.outputs.normalize import (
     FILL_MODES,
     NORMALIZE_MODES,
@@ -68,13 +57,13 @@ class TensorsError(Exception):
 class TensorSpec:
     """What one tensor set holds; its tag names the folder (the default set has tag "")."""
 
-    points: PointSet = field(default_factory=lambda: PointSet.preset(FULL_PRESETS[0]))
+    points: PointSet = field(default_factory=PointSet.ask)  # read in the run's table (for_run)
     normalize: str = "none"
     fill: str = "zero"
     max_gap: int = 3
     dtype: str = "float32"
     name: str | None = None
-    coords: str = "image"  # world: pose points from pose_world (metres around the hips)
+    coords: str = "image"  # world: the points of the table's world column (its `world`)
 
     def __post_init__(self) -> None:
         self._check_coords()
@@ -93,19 +82,26 @@ class TensorSpec:
     def _check_coords(self) -> None:
         if self.coords not in COORDS:
             raise TensorsError(f"--coords must be one of {', '.join(COORDS)}")
-        if self.coords == "image":
+        table = self.points.table
+        if table is not None and self.normalize != "none" and table.anchor is None:
+            raise TensorsError(f"--normalize {self.normalize}: these points have no anchor to "
+                               "normalise by; use --normalize none")
+        if self.coords == "image" or table is None:  # a choice not yet read: checked in for_run
             return
-        pose = PARTS["pose"][0]
-        if int(self.points.array.max()) >= OFFSETS["pose"] + pose:
-            raise TensorsError("--coords world: world coordinates exist for the 33 pose points "
-                               "only; choose them with --points pose (or pose:N-M)")
+        if table.world is None:
+            raise TensorsError("--coords world: these points have no world coordinates")
+        o, n = table.offsets()[table.world[0]]
+        if int(self.points.array.min()) < o or int(self.points.array.max()) >= o + n:
+            part = table.world[0]
+            raise TensorsError(f"--coords world: world coordinates exist for the {n} {part} points "
+                               f"only; choose them with --points {part} (or {part}:N-M)")
         if self.normalize != "none":
-            raise TensorsError("--coords world is in metres around the hips already: use it with "
+            raise TensorsError(f"--coords world is {table.world_units} already: use it with "
                                "--normalize none")
 
     @property
     def is_default(self) -> bool:
-        return (self.points.name in FULL_PRESETS and self.normalize == "none"
+        return (self.points.is_full and self.normalize == "none"
                 and self.fill == "zero" and self.dtype == "float32" and self.coords == "image")
 
     @property
@@ -125,9 +121,9 @@ class TensorSpec:
             bits.append(self.coords)
         return "-".join(bits)
 
-    def for_run(self, refined: bool) -> TensorSpec:
-        """This set in the point numbering of a run with (or without) a refined face."""
-        return replace(self, points=self.points.for_run(refined))
+    def for_run(self, table: PointTable) -> TensorSpec:
+        """This set in a run's point numbering (its family's table, the file's own: of_file)."""
+        return replace(self, points=self.points.for_run(table))
 
     def as_dict(self) -> dict[str, Any]:
         return {"points": self.points.name, "normalize": self.normalize, "fill": self.fill,
@@ -189,13 +185,13 @@ def tag_dir(tensors_root: Path, tag: str | None) -> Path:
 # --- reading keypoints.parquet ---------------------------------------------------------------
 
 def part_blocks(table: pa.Table | pa.RecordBatch, parts: Sequence[str],
-                layout: dict[str, tuple[int, int]] | None = None) -> dict[str, tuple]:
+                layout: dict[str, tuple[int, int]]) -> dict[str, tuple]:
     """part -> (float32 [rows, points, values], bool [rows] present) for the parts asked, with
-    the point counts of `layout` (default PARTS: a refined face's first 468 points)."""
+    the point counts of `layout` (fewer than a row has: its first ones)."""
     out = {}
     n = table.num_rows
     for part in parts:
-        k, c = (layout or PARTS)[part]
+        k, c = layout[part]
         block, present = column_block(table.column(part), k * c)
         out[part] = (block.reshape(n, k, c), present)
     return out
@@ -249,28 +245,35 @@ def split_index(keypoints: Path) -> dict[str, pa.Table]:
 # --- one video -------------------------------------------------------------------------------
 
 def needed_parts(spec: TensorSpec) -> list[str]:
-    """Parts to read: those the points come from, plus pose when normalising by the shoulders."""
-    names = list(PARTS)
-    starts = np.array([o for o, _ in point_layout(spec.points.refined).values()])
+    """Parts to read: those the points come from, plus the anchor's when normalising by it."""
+    t = _table(spec)
+    names = list(t.parts)
+    starts = np.array([o for o, _ in t.offsets().values()])
     # Vectorised part lookup: called once per video, and 543 part_of() calls were ~16% of its time.
     parts = {names[i] for i in np.unique(np.searchsorted(starts, spec.points.array, "right") - 1)}
-    if spec.normalize != "none":
-        parts.add("pose")
-    if spec.coords == "world":
-        return list(WORLD_PARTS)
-    return [p for p in PARTS if p in parts]
+    if spec.normalize != "none" and t.anchor is not None:
+        parts.add(t.anchor[0])
+    if spec.coords == "world" and t.world is not None:
+        return [t.world[1]]
+    return [p for p in t.parts if p in parts]
+
+
+def _table(spec: TensorSpec) -> PointTable:
+    if spec.points.table is None:
+        raise TensorsError("a tensor set's points must be read in its run's numbering (for_run)")
+    return spec.points.table
 
 
 def video_tensor(table: pa.Table,
                  spec: TensorSpec) -> tuple[np.ndarray, np.ndarray, ShoulderFrame | None]:
     """One video's rows -> ([T, K, 3] float64 values, [T, K] detected, its shoulder frame or None)."""
-    n, refined = table.num_rows, spec.points.refined
-    blocks = part_blocks(table, needed_parts(spec), layout(refined))
-    if spec.coords == "world":  # pose_world stands in the pose's place
-        blocks = {"pose": blocks["pose_world"]}
-    xyz = np.zeros((n, num_points(refined), 3), np.float32)
-    mask = np.zeros((n, num_points(refined)), bool)
-    for part, (o, k) in point_layout(refined).items():
+    n, t = table.num_rows, _table(spec)
+    blocks = part_blocks(table, needed_parts(spec), t.columns)
+    if spec.coords == "world" and t.world is not None:  # the world column in its part's place
+        blocks = {t.world[0]: blocks[t.world[1]]}
+    xyz = np.zeros((n, t.num_points, 3), np.float32)
+    mask = np.zeros((n, t.num_points), bool)
+    for part, (o, k) in t.offsets().items():
         if part not in blocks:
             continue
         block, present = blocks[part]
@@ -290,8 +293,9 @@ def video_tensor(table: pa.Table,
     if spec.fill == "interpolate":
         px, filled = interpolate_gaps(px, det, spec.max_gap)
         valid = det | filled
-    pose_block, pose_present = blocks["pose"]
-    shoulders = to_pixels(pose_block[:, list(SHOULDERS), :3], width, height)
+    anchor, pair = t.anchor or ("", (0, 0))  # TensorSpec refuses normalising without one
+    pose_block, pose_present = blocks[anchor]
+    shoulders = to_pixels(pose_block[:, list(pair), :3], width, height)
     out, frame = normalize_shoulders(px, valid, shoulders, pose_present,
                                      per_frame=spec.normalize == "shoulders-per-frame")
     if not frame.normalized:  # no pose anywhere: keep the values as keypoints.parquet has them
@@ -353,10 +357,11 @@ class TensorSetWriter:
 
     def __init__(self, out_dir: Path, capacity: Mapping[str, int], spec: TensorSpec | None = None,
                  corpus: Mapping[str, Mapping[str, str]] | None = None,
-                 refined: bool = False) -> None:
-        """refined: the run's face has 478 points (refine_face_landmarks); the set's points are
-        read in that numbering (PointSet.for_run)."""
-        self.spec, self.corpus = (spec or TensorSpec()).for_run(refined), corpus
+                 table: PointTable | None = None) -> None:
+        """table: the run's point numbering; the set's points are read in it (PointSet.for_run).
+        None: a writer that says its points itself (outputs/declared.py)."""
+        spec = spec or TensorSpec()
+        self.spec, self.corpus = spec.for_run(table) if table is not None else spec, corpus
         self.out_dir, self.capacity = Path(out_dir), dict(capacity)
         self.tmp = self.out_dir / f".tmp-{self.spec.tag or 'default'}"
         shutil.rmtree(self.tmp, ignore_errors=True)
@@ -427,32 +432,36 @@ class TensorSetWriter:
         shutil.rmtree(self.tmp, ignore_errors=True)
 
 
-def refined_face(keypoints: Path) -> bool:
-    """Whether the file's face has 478 points (its metadata says; files without one have 468)."""
-    meta = read_file_metadata(keypoints)
-    return bool(meta) and meta.get("face_points") == FACE_POINTS_REFINED
+def file_table(keypoints: Path, table: PointTable) -> PointTable:
+    """The numbering of a keypoints file of a family with this table: the wider one where the
+    file's metadata says it was recorded (files without metadata: the table itself)."""
+    return table.of_file(read_file_metadata(keypoints))
 
 
 def write_tensors(
     keypoints: Path,
     out_dir: Path,
+    table: PointTable,
     corpus: Mapping[str, Mapping[str, str]] | None = None,
     spec: TensorSpec | None = None,
     batch_size: int = 4096,
 ) -> dict[str, int]:
     """Write one tensor set for keypoints.parquet under out_dir (tensors/); returns frames per split.
 
+    table: the family's point numbering (its declaration's `points`), read for this file.
     corpus: video -> {"speaker", "gloss", "translation"[, "extra"]}, copied into the index (extra:
     a corpus's other columns as a JSON object, only when some video has any).
     """
     keypoints = Path(keypoints)
-    spec = spec or TensorSpec()
-    if spec.coords == "world" and "pose_world" not in pq.read_schema(keypoints).names:
-        raise TensorsError(f"{keypoints} was made before pose_world was recorded: --coords world "
+    table = file_table(keypoints, table)
+    spec = (spec or TensorSpec()).for_run(table)
+    world = table.world[1] if table.world else ""
+    if spec.coords == "world" and world not in pq.read_schema(keypoints).names:
+        raise TensorsError(f"{keypoints} was made before {world} was recorded: --coords world "
                            "needs a run made by this version (run again into a new --out).")
     index = split_index(keypoints)
     capacity = {s: int(np.sum(t["length"].to_numpy())) if t.num_rows else 0 for s, t in index.items()}
-    writer = TensorSetWriter(out_dir, capacity, spec, corpus, refined_face(keypoints))
+    writer = TensorSetWriter(out_dir, capacity, spec, corpus, table)
     nth = dict.fromkeys(index, 0)
     try:
         for split, video, table in iter_videos(keypoints, writer.columns, batch_size):
@@ -468,9 +477,7 @@ def write_tensors(
         raise
 
 
-UNITS = {
-    "none": "x, y: MediaPipe's normalised image coordinates (x / frame width, y / frame height); "
-            "z: MediaPipe's relative depth, as in keypoints.parquet",
+UNITS = {  # the normalised sets' units ("none": the table's own words)
     "shoulders": "pixels (x*width, y*height, z*width), minus the video's mean shoulder midpoint "
                  "(x, y only), divided by the video's mean shoulder width in pixels",
     "shoulders-per-frame": "pixels (x*width, y*height, z*width), minus the frame's shoulder "
@@ -482,19 +489,19 @@ UNITS = {
 def points_meta(spec: TensorSpec, frames: Mapping[str, int], videos: Mapping[str, int],
                 not_normalized: list[str], keypoints: Path) -> dict[str, Any]:
     """The set's points.json: what each of the K points is and how the values were made."""
-    st = keypoints.stat()
+    st, t = keypoints.stat(), _table(spec)
     return {
         "format": TENSORS_FORMAT,
         "tag": spec.tag,
         **spec.as_dict(),
         "num_points": len(spec.points.indices),
-        "face_points": FACE_POINTS_REFINED if spec.points.refined else PARTS["face"][0],
+        **t.meta,
         "indices": list(spec.points.indices),
         "points": spec.points.describe(),
         "channels": ["x", "y", "z"],
-        "units": UNITS[spec.normalize] if spec.coords == "image" else
-        "x, y, z in metres around the hip midpoint (pose_world)",
-        "mask": "True where MediaPipe detected the point; filled or missing points are False",
+        "units": t.world_units if spec.coords == "world" else
+        UNITS.get(spec.normalize, t.units),
+        "mask": t.mask,
         "files": {"array": "<split>.npy", "mask": "<split>.mask.npy", "index": "<split>.index.parquet"},
         "splits": {s: {"frames": int(frames[s]), "videos": int(videos[s])} for s in frames},
         "not_normalized": not_normalized,

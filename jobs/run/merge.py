@@ -25,7 +25,6 @@ import pyarrow.parquet as pq
 
 from phoenix_keypoints.extract.keypoints.estimator import Declaration, declaration
 from phoenix_keypoints.extract.keypoints.filemeta import file_metadata
-from phoenix_keypoints.extract.keypoints.schema import OPTIONAL_COLUMNS
 from phoenix_keypoints.extract.outputs.declared import DeclaredTensorWriter
 from phoenix_keypoints.extract.outputs.tensors import TensorSetWriter, video_runs
 from phoenix_keypoints.jobs.run.outputs import corpus_from_plan
@@ -49,12 +48,13 @@ class CorruptPart(JobFailed):
 def read_part(path: Path, decl: Declaration | None = None) -> pa.Table:
     """A committed part's rows, every page's checksum verified, without our footer metadata.
 
-    `decl`: the run's estimator. A default-family part of an earlier version gets the
-    columns it lacks (time_s, pose_world) all null: not recorded (time_s is null for frame files
-    anyway)."""
-    schema = (decl or declaration(None)).schema
+    `decl`: the run's estimator. A part of an earlier version gets the columns it lacks (its
+    declaration's `optional`: time_s, a family's later columns) all null: not recorded (time_s is
+    null for frame files anyway)."""
+    decl = decl or declaration(None)
+    schema = decl.schema
     table = pq.ParquetFile(path, page_checksum_verification=True).read()
-    for name in OPTIONAL_COLUMNS:
+    for name in decl.optional:
         if name not in table.column_names and name in schema.names:
             table = table.append_column(schema.field(name), pa.nulls(table.num_rows,
                                                                     schema.field(name).type))
@@ -197,9 +197,8 @@ class Merger:
             self.tensors: TensorSetWriter = DeclaredTensorWriter(
                 rd.tensors_dir, capacity, decl, corpus=corpus_from_plan(plan))
         else:
-            refined = bool(options.recorded.get("refine_face_landmarks"))
             self.tensors = TensorSetWriter(rd.tensors_dir, capacity, corpus=corpus_from_plan(plan),
-                                           refined=refined)
+                                           table=decl.points)
         self.stages = [_Stage("merge-keypoints", self.keypoints.append),
                        _Stage("merge-tensors", self._add_videos)]
         self.merged: list[int] = []  # positions in merge_order

@@ -18,7 +18,7 @@ import pyarrow.parquet as pq
 from phoenix_keypoints.extract.keypoints.estimator import Declaration, declaration, family
 from phoenix_keypoints.extract.outputs.declared import write_family_tensors
 from phoenix_keypoints.extract.outputs.loader import load_meta, load_split
-from phoenix_keypoints.extract.outputs.tensors import TensorsError, TensorSpec, refined_face, tag_dir
+from phoenix_keypoints.extract.outputs.tensors import TensorsError, TensorSpec, file_table, tag_dir
 from phoenix_keypoints.jobs import messages
 from phoenix_keypoints.jobs.run.identity import corpus_spelling
 from phoenix_keypoints.jobs.rundir.folder import JobFailed, RunDir, RunError
@@ -67,7 +67,9 @@ def write_set(rd: RunDir, spec: TensorSpec) -> dict[str, Any]:
     """Write one tensor set of a finished run and note it in run.json under `tensors`."""
     rd.load()  # a clear error for a folder that is not a run
     keypoints = _need_keypoints(rd)
-    spec = spec.for_run(refined_face(keypoints))  # its tag and points in the run's numbering
+    points = run_declaration(rd).points
+    if points is not None:  # its tag and points in the run's numbering (the file's)
+        spec = spec.for_run(file_table(keypoints, points))
     t0 = time.monotonic()
     frames = write_family_tensors(keypoints, rd.tensors_dir, corpus_from_plan(rd.load_plan()), spec)
     meta = load_meta(rd.path, spec.tag)
@@ -160,22 +162,6 @@ def presets_apply(rd: RunDir) -> None:
                        f"exports: {', '.join(decl.exports)}.")
 
 
-def export_islr(rd: RunDir, to: Path) -> int:
-    """One Kaggle isolated-sign parquet per video; says what that layout leaves out."""
-    from phoenix_keypoints.extract.keypoints.schema import PARTS
-    from phoenix_keypoints.extract.outputs.export import file_layout
-    from phoenix_keypoints.extract.outputs.islr import write_islr_files
-
-    rd.load()
-    keypoints = _need_keypoints(rd)
-    n = write_islr_files(keypoints, to)
-    if file_layout(keypoints)["face"][0] > PARTS["face"][0]:
-        messages.note("the run's face is refined (478 points): the islr layout holds face points "
-                      "0-467 only, so the 10 iris points (468-477) were left out")
-    messages.note("the islr layout has no pose visibility and no pose_world: those were left out")
-    return n
-
-
 def write_set_command(rd: RunDir, spec: TensorSpec) -> int:
     """`tensors`: one more tensor set of a finished run (under the run's lock)."""
     presets_apply(rd)
@@ -197,8 +183,9 @@ def write_set_command(rd: RunDir, spec: TensorSpec) -> int:
 def export_own(rd: RunDir, fmt: str, to: Path, tag: str, write: Callable[..., str],
                flat: bool = False) -> int:
     """An export a family writes itself (its `EXPORTS`): the layouts its models' loaders read.
-    A writer gets `flat`, `tag` and `run` (run_facts) where it names them as parameters, and
-    refuses them itself; one that does not name them is refused them here."""
+    A writer gets `flat`, `tag`, `run` (run_facts) and `note` (a line for stderr: what the layout
+    left out) where it names them as parameters, and refuses them itself; one that does not name
+    them is refused them here."""
     takes = inspect.signature(write).parameters
     if flat and "flat" not in takes:
         raise RunError(f"--flat applies to an export that writes a file per video into split "
@@ -210,14 +197,17 @@ def export_own(rd: RunDir, fmt: str, to: Path, tag: str, write: Callable[..., st
     options |= {"tag": tag} if tag else {}
     if "run" in takes:
         options["run"] = run_facts(rd.load(), rd)
+    if "note" in takes:
+        options["note"] = messages.note
     messages.result(write(_need_keypoints(rd), to, **options))
     return 0
 
 
 def export_command(rd: RunDir, fmt: str, to: Path, tag: str = "", fps: float | None = None,
                    flat: bool = False) -> int:
-    """`export`: the keypoints as a pkl dict (of a tensor set), .pose files, the older pipeline's
-    pkl / npz, or a family's own layouts; refused where the run's family does not list `fmt`."""
+    """`export`: the keypoints as a pkl dict (of a tensor set), .pose files, or a family's own
+    layouts (the older pipeline's pkl / npz, Kaggle's islr); refused where the run's family does
+    not list `fmt`."""
     decl = run_declaration(rd)
     why = decl.refuse_export(fmt, rd.path)
     if why:
@@ -232,8 +222,8 @@ def export_command(rd: RunDir, fmt: str, to: Path, tag: str = "", fps: float | N
         n = export_pkl(rd, to, tag)
     else:
         if tag:
-            raise RunError("--tag applies to --format pkl: .pose and islr files hold all points, "
-                           "read from keypoints.parquet.")
-        n = export_pose(rd, to, fps) if fmt == "pose" else export_islr(rd, to)
+            raise RunError("--tag applies to --format pkl: .pose files hold all points, read from "
+                           "keypoints.parquet.")
+        n = export_pose(rd, to, fps)
     messages.result(f"{fmt}: {to} ({n} videos)")
     return 0

@@ -25,7 +25,9 @@ import pyarrow as pa
 
 from phoenix_keypoints.extract.corpora.base import SPLITS, Dataset, Video
 from phoenix_keypoints.extract.corpora.phoenix import FRAMES_DIR
-from phoenix_keypoints.extract.keypoints.schema import SCHEMA, layout, part_column
+from phoenix_keypoints.extract.families.holistic.declaration import SCHEMA
+from phoenix_keypoints.extract.families.holistic.points import layout
+from phoenix_keypoints.extract.keypoints.schema import part_column
 from phoenix_keypoints.jobs.run.options import RunOptions
 from phoenix_keypoints.jobs.run.prepare import new_run
 from phoenix_keypoints.jobs.rundir.folder import RunDir

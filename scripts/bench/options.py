@@ -36,9 +36,9 @@ def main() -> None:
     args = ap.parse_args()
     os.sched_setaffinity(0, [sorted(os.sched_getaffinity(0))[0]])
 
+    from phoenix_keypoints.extract.families.holistic.points import PARTS
     from phoenix_keypoints.extract.families.holistic.runner import Extractor, HolisticOptions
     from phoenix_keypoints.extract.keypoints.frames import read_frame
-    from phoenix_keypoints.extract.keypoints.schema import PARTS
 
     frames = [read_frame(p)[0] for p in sorted(args.dataset.glob(f"features/*/*/{VIDEO}/*.png"))]
     options = {"default": HolisticOptions(), "no-world": HolisticOptions(),

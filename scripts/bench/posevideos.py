@@ -16,8 +16,8 @@ from pathlib import Path
 import numpy as np
 
 from phoenix_keypoints.extract.corpora import discover
+from phoenix_keypoints.extract.families.holistic.points import OFFSETS, PARTS
 from phoenix_keypoints.extract.keypoints.frames import read_frame
-from phoenix_keypoints.extract.keypoints.schema import OFFSETS, PARTS
 
 CODEC, PIX_FMT, SUFFIX, FPS = "ffv1", "bgr0", ".mkv", 25
 CODEC_TEXT = f"{CODEC} (pix_fmt {PIX_FMT}) in {SUFFIX}, {FPS} fps, written with PyAV"

@@ -24,7 +24,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from phoenix_keypoints.extract.keypoints.schema import PARTS, SCHEMA, WORLD_PARTS
+from phoenix_keypoints.extract.families.holistic.declaration import SCHEMA
+from phoenix_keypoints.extract.families.holistic.points import PARTS, WORLD_PARTS
 from phoenix_keypoints.jobs.run.options import RunOptions
 from phoenix_keypoints.jobs.run.prepare import new_run
 from phoenix_keypoints.jobs.run.resume import scan_parts

@@ -24,13 +24,14 @@ import pyarrow.parquet as pq
 
 CASES = {
     "default": "TensorSpec()",
-    "compact-shoulders-interp": "TensorSpec(PointSet.preset('compact-187'), 'shoulders', "
+    "compact-shoulders-interp": "TensorSpec(PointSet.ask('compact-187'), 'shoulders', "
                                 "'interpolate', 3)",
 }
 
 CHILD = """
 import json, resource, sys, time
 from pathlib import Path
+from phoenix_keypoints.extract.families.holistic.points import point_table
 from phoenix_keypoints.extract.keypoints.points import PointSet
 from phoenix_keypoints.extract.outputs.tensors import TensorSpec, write_tensors
 kp, out, case = Path(sys.argv[1]), Path(sys.argv[2]), sys.argv[3]
@@ -41,7 +42,7 @@ if case == "pkl":
     meta = json.loads((out / "points.json").read_text())
     write_pkl((load_split(out.parent, s, mmap=False) for s in meta["splits"]), out.parent / "k.pkl")
 else:
-    write_tensors(kp, out, None, eval(sys.argv[4]))
+    write_tensors(kp, out, point_table(), None, eval(sys.argv[4]))
 print(json.dumps({"seconds": time.monotonic() - t0,
                   "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
 """

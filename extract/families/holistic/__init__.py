@@ -1,7 +1,9 @@
 """The Holistic family: MediaPipe's legacy Holistic, the default (every value as before families
-existed). Its declaration (declaration.py), its runner (runner.py: the graph, the only module that
-imports mediapipe) and the output it alone has (legacy.py: the older pipeline's 143-point pkl and
-npz). Its tensors, normalisation presets and .pose header are the generic outputs' defaults.
+existed). Its declaration (declaration.py: columns, schema, regions), its numbering, point names
+and tensor presets (points.py: the PointTable its declaration carries for outputs/tensors.py), its
+runner (runner.py: the graph, the only module that imports mediapipe), its .pose components
+(pose.py) and the outputs it alone has (exports.py: Kaggle's islr (islr.py), the older pipeline's
+143-point pkl and npz (legacy.py)).
 """
 
 from __future__ import annotations

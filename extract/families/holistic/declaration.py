@@ -8,19 +8,39 @@ from typing import Any
 
 import pyarrow as pa
 
-from phoenix_keypoints.extract.keypoints.estimator import Declaration, QualitySpec
-from phoenix_keypoints.extract.keypoints.points import (
+from phoenix_keypoints.extract.families.holistic.points import (
     FACE_CONTOUR_EDGES,
+    FACE_POINTS_REFINED,
     HAND_EDGES,
-    HAND_NAMES,
+    PARTS,
     POSE_EDGES,
-    POSE_NAMES,
+    WORLD_PARTS,
+    layout,
+    point_names,
+    point_table,
 )
-from phoenix_keypoints.extract.keypoints.schema import FACE_POINTS_REFINED, is_earlier_schema, layout
+from phoenix_keypoints.extract.keypoints.estimator import Declaration, QualitySpec
+from phoenix_keypoints.extract.keypoints.schema import BASE_FIELDS, BASE_OPTIONAL
 
 HOLISTIC = "holistic"
 VALUES = {3: ["x", "y", "z"], 4: ["x", "y", "z", "visibility"]}
 EXPORTS = ("pkl", "pose", "islr", "legacy-pkl", "legacy-npz")
+# Columns files of earlier versions lack (time_s: before video input; pose_world: before schema 2);
+# readers treat them as absent, not damage, and a merge fills them with nulls.
+OPTIONAL_COLUMNS: tuple[str, ...] = (*BASE_OPTIONAL, *WORLD_PARTS)
+SCHEMA = pa.schema(BASE_FIELDS + [pa.field(name, pa.list_(pa.float32()))
+                                  for name in (*PARTS, *WORLD_PARTS)])
+# The schema of files written before time_s and pose_world existed (still read: OPTIONAL_COLUMNS).
+EARLIEST_SCHEMA = pa.schema([f for f in SCHEMA if f.name not in OPTIONAL_COLUMNS])
+
+
+def is_earlier_schema(schema: pa.Schema) -> bool:
+    """This version's schema, or one that lacks only some OPTIONAL_COLUMNS (an earlier version's)."""
+    missing = set(SCHEMA.names) - set(schema.names)
+    return missing <= set(OPTIONAL_COLUMNS) and schema.equals(
+        pa.schema([f for f in SCHEMA if f.name not in missing]))
+
+
 # What the quality report reads: pose 0-12 (head and shoulders; the model rightly guesses arms and
 # hips below the crop), shoulders 11 and 12, MediaPipe's own cut-off for drawing a pose point
 # (visibility, its 4th value, >= 0.5), the wrist (hand point 0); show draws the face's contours
@@ -36,28 +56,20 @@ LEGEND = {"body": "pose", "left_hand": "L hand", "right_hand": "R hand"}
 
 def declaration(settings: dict[str, Any] | None = None) -> Declaration:
     """Holistic's declaration: its settings are its options dict (refine_face_landmarks: 478)."""
-    parts = layout(bool((settings or {}).get("refine_face_landmarks")))
+    refined = bool((settings or {}).get("refine_face_landmarks"))
+    parts = layout(refined)
     return Declaration(
-        HOLISTIC, parts, title="MediaPipe Holistic's points",
+        HOLISTIC, parts, schema=SCHEMA, optional=OPTIONAL_COLUMNS, title="MediaPipe Holistic's points",
         regions={"body": ("pose", 0, parts["pose"][0]), "face": ("face", 0, parts["face"][0]),
                  "left_hand": ("left_hand", 0, 21), "right_hand": ("right_hand", 0, 21)},
         skeleton={"body": POSE_EDGES, "face": FACE_CONTOUR_EDGES, "left_hand": HAND_EDGES,
                   "right_hand": HAND_EDGES},
         colours=COLOURS, legend=LEGEND, quality=QUALITY,
-        exports=EXPORTS, error_status="mediapipe_error", tensor_presets=True)
+        exports=EXPORTS, error_status="mediapipe_error", points=point_table(refined))
 
 
 def declaration_of_schema(schema: pa.Schema) -> Declaration | None:
     return declaration(None) if is_earlier_schema(schema) else None
-
-
-def point_names(part: str, points: int) -> list[str]:
-    """Names of a part's points in column order (face: mesh indices; 468-477 are the iris)."""
-    if part in ("pose", "pose_world"):
-        return list(POSE_NAMES)
-    if part in ("left_hand", "right_hand"):
-        return list(HAND_NAMES)
-    return [f"iris.{i}" if i >= 468 else str(i) for i in range(points)]
 
 
 def layout_record(parts: dict[str, tuple[int, int]]) -> dict[str, Any]:

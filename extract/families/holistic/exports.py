@@ -1,10 +1,12 @@
-"""The exports Holistic alone has (its `EXPORTS`: `export --format legacy-pkl | legacy-npz`, and
-`run --output_path`): the older pipeline's 143-point pkl and npz (legacy.py), with the dataset
+"""The exports Holistic alone has (its `EXPORTS`: `export --format islr | legacy-pkl | legacy-npz`,
+and `run --output_path`): Kaggle ISLR's 543-point parquets (islr.py), the older pipeline's
+143-point pkl and npz (legacy.py), with the dataset
 record that pkl carries, made from what the job says of the run (`run`: jobs/run/outputs.py's
 run_facts)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -65,4 +67,17 @@ def legacy_npz(keypoints: Path, to: Path, run: dict[str, Any], tag: str = "") ->
     return f"legacy npz: {to}/ ({shown or 'no split has a frame with anything detected'})"
 
 
-EXPORTS = {"legacy-pkl": legacy_pkl, "legacy-npz": legacy_npz}
+def islr(keypoints: Path, to: Path, note: Callable[[str], None]) -> str:
+    """One Kaggle isolated-sign parquet per video; says (`note`) what that layout leaves out."""
+    from phoenix_keypoints.extract.families.holistic.islr import write_islr_files
+    from phoenix_keypoints.extract.families.holistic.points import PARTS, file_layout
+
+    n = write_islr_files(keypoints, to)
+    if file_layout(keypoints)["face"][0] > PARTS["face"][0]:
+        note("the run's face is refined (478 points): the islr layout holds face points 0-467 "
+             "only, so the 10 iris points (468-477) were left out")
+    note("the islr layout has no pose visibility and no pose_world: those were left out")
+    return f"islr: {to} ({n} videos)"
+
+
+EXPORTS = {"islr": islr, "legacy-pkl": legacy_pkl, "legacy-npz": legacy_npz}

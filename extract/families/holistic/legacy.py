@@ -24,7 +24,8 @@ from typing import Any
 import numpy as np
 import pyarrow.parquet as pq
 
-from phoenix_keypoints.extract.keypoints.points import LEGACY_FACE, PointSet
+from phoenix_keypoints.extract.families.holistic.points import LEGACY_FACE, point_table
+from phoenix_keypoints.extract.keypoints.points import PointSet
 from phoenix_keypoints.extract.outputs.tensors import (
     NpyWriter,
     TensorsError,
@@ -38,7 +39,7 @@ from phoenix_keypoints.extract.sources.base import parse_image
 SPLITS = ("train", "dev", "test")  # the pkl always has all three, in this order
 # (name, first point, points) of the legacy-143 layout, the frame dict's parts in their order
 REGIONS = (("face", 0, 68), ("left_hand", 68, 21), ("right_hand", 89, 21), ("pose", 110, 33))
-SPEC = TensorSpec(PointSet.preset("legacy-143"))
+SPEC = TensorSpec(PointSet.preset("legacy-143", point_table()))
 KEYPOINT_INFO: dict[str, Any] = {
     "face": {"num_points": 68, "description": "68 of MediaPipe's 468 face-mesh points: outline 17, "
              "right brow 5, left brow 5, nose 9, right eye 6, left eye 6, outer lips 12, inner lips "

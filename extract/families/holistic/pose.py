@@ -15,10 +15,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from phoenix_keypoints.extract.keypoints.schema import PARTS
+from phoenix_keypoints.extract.families.holistic.points import PARTS, file_layout
 from phoenix_keypoints.extract.outputs.export import (
     PHOENIX_FPS,
-    file_layout,
     pose_install_hint,
     video_fps,
     video_size,

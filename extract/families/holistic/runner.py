@@ -26,8 +26,8 @@ from typing import Any
 import numpy as np
 
 from phoenix_keypoints.extract.families.holistic.declaration import HOLISTIC, declaration
+from phoenix_keypoints.extract.families.holistic.points import layout
 from phoenix_keypoints.extract.keypoints.estimator import ModelFileError
-from phoenix_keypoints.extract.keypoints.schema import layout
 
 LAYOUT = layout()
 

@@ -44,6 +44,7 @@ from phoenix_keypoints.extract.families.wholebody.published import (
     PUBLISHED_AT,
     PUBLISHED_MODELS,
 )
+from phoenix_keypoints.extract.families.wholebody.rtmdet import KIND_NAMES, kind_words
 from phoenix_keypoints.extract.keypoints.estimator import Declaration, Estimator
 
 __all__ = ["ABOUT", "DOCS", "MODELS_ABOUT", "MODELS_HELP", "PUBLISHED_AT", "PUBLISHED_MODELS",
@@ -74,7 +75,8 @@ def open_estimator(settings: dict[str, Any], num_threads: int | None = 1) -> Est
 
 def clip_settings(options: dict[str, Any]) -> dict[str, Any]:
     """extract_keypoints' options (detector=, pose_model= paths, point_set=, decoder=,
-    det_every=K) as a run records them; the model files are checked as `run` checks them."""
+    detector_kind=, det_every=K) as a run records them; the model files are checked as `run`
+    checks them."""
     if options.get("pose_model") is None:
         missing = [k for k in ("detector", "pose_model") if options.get(k) is None]
         raise TypeError(f"estimator 'wholebody' needs {' and '.join(f'{k}=PATH.onnx' for k in missing)}"
@@ -89,16 +91,22 @@ def clip_settings(options: dict[str, Any]) -> dict[str, Any]:
                          "detect on every frame)")
     if every not in (None, 1) and det is None:
         raise ValueError(f"det_every={every}: tracking follows the detector's boxes; give detector=")
+    kind = options.get("detector_kind")
+    if kind is not None and (kind not in KIND_NAMES or det is None):
+        raise ValueError(f"detector_kind={kind!r}: says how detector= is read, one of "
+                         f"{', '.join(KIND_NAMES)}; give it with detector=")
     return {"estimator": WHOLEBODY, **record(Path(det) if det is not None else None,
                                              Path(options["pose_model"]),
-                                             options.get("point_set"), options.get("decoder")),
+                                             options.get("point_set"), options.get("decoder"),
+                                             options.get("detector_kind")),
             **({"det_every": every} if every is not None else {})}
 
 
 def clip_options() -> tuple[str, ...]:
     """The options extract_keypoints takes for this family: the two model files, --det-every, and
-    where the model leaves them open the point set (--point-set) and heatmap decoder (--decoder)."""
-    return ("detector", "pose_model", "det_every", "point_set", "decoder")
+    where the model leaves them open the point set (--point-set), heatmap decoder (--decoder) and
+    how the detector is read (--detector-kind)."""
+    return ("detector", "pose_model", "det_every", "point_set", "decoder", "detector_kind")
 
 
 def clip_parts(parts: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
@@ -211,7 +219,7 @@ def run_line(recorded: dict[str, Any]) -> str:
     def one(key: str) -> str:
         m = recorded[key]
         return (f"{key.replace('_', ' ')} {m['path'].rsplit('/', 1)[-1]} "
-                f"({m['input_size']['height']}x{m['input_size']['width']})")
+                f"({m['input_size']['height']}x{m['input_size']['width']}){kind_words(m)}")
     det = one("detector") if "detector" in recorded else "no detector (the whole frame)"
     return f"{det}, {one('pose_model')}; onnxruntime {recorded['onnxruntime']}"
 
@@ -220,7 +228,7 @@ def status_line(settings: dict[str, Any]) -> str:
     """status: the estimator, its two model files and --det-every where not 1, its head and
     point set."""
     files = ", ".join([f"--{k.replace('_', '-')} {Path(settings[k]['path']).name}"
-                       for k in ("detector", "pose_model") if k in settings]
+                       f"{kind_words(settings[k])}" for k in ("detector", "pose_model") if k in settings]
                       + [f"--det-every {k}" for k in [settings.get("det_every", 1)] if k != 1])
     return f"estimator: {WHOLEBODY}" + (f" ({files})" if files else "") + head_words(settings)
 

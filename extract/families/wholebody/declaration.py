@@ -14,6 +14,7 @@ from phoenix_keypoints.extract.families.wholebody.layouts import (
     WHOLEBODY_LAYOUT,
     Layout,
 )
+from phoenix_keypoints.extract.families.wholebody.rtmdet import HAND_SOLUTION
 from phoenix_keypoints.extract.keypoints.estimator import Declaration, ReportSpec
 from phoenix_keypoints.extract.keypoints.schema import BASE_FIELDS
 
@@ -36,6 +37,10 @@ HEATMAP_UNITS = ("x, y: pixels of the frame (origin top left), as rtmlib returns
                  "pose model's heatmap maximum")
 
 
+PERSONS_HANDS = ("hands: boxes the hand detector kept on the frame, each posed (rtmlib's Hand); the "
+                 "row is the largest box's hand (0: none, the pose model ran on the whole frame)")
+
+
 def schema_of(layout: Layout) -> pa.Schema:
     """A layout's table: the shared per-frame columns, its points, and `persons`."""
     return pa.schema(
@@ -53,7 +58,17 @@ LEGEND = {"body": "pose", "left_hand": "L hand", "right_hand": "R hand"}  # show
 
 def report_of(layout: Layout) -> ReportSpec:
     """What the report says of a layout's run: its regions found, the detector's persons; a video
-    is flagged for several persons, or for no hand found where the layout has hands."""
+    is flagged for several persons, or for no hand found where the layout has hands. A hand
+    layout's boxes are hands (rtmlib's Hand): two are a signer's, more are flagged."""
+    if layout.solution == HAND_SOLUTION:
+        return ReportSpec(
+            f"Keypoints: {layout.title}",
+            f"A part is found on a frame when at least half its points score {SCORE_THRESHOLD} or "
+            "more. Hands: boxes the hand detector kept (the row is the largest box's hand; 0: "
+            "none, or no detector, the pose model ran on the whole frame).",
+            counts=(("frames_over_two_hands", "persons", ">", 2),
+                    ("frames_no_hand_box", "persons", "==", 0)),
+            flag_counts=("frames_over_two_hands",), flag_lost=("hand",))
     return ReportSpec(
         "Whole-body keypoints" if layout is WHOLEBODY_LAYOUT else f"Keypoints: {layout.title}",
         f"A part is found on a frame when at least half its points score {SCORE_THRESHOLD} or "
@@ -113,7 +128,8 @@ def file_record(settings: dict[str, Any] | None, recorded: dict[str, Any]) -> di
             "order": "COCO-WholeBody" if layout is WHOLEBODY_LAYOUT else layout.title,
             "parts": {p: list(r) for p, r in layout.parts.items()},
             "names": list(layout.names)}},
-        "persons": "boxes the detector kept on the frame; the signer is the largest (0: none, the "
+        "persons": PERSONS_HANDS if layout.solution == HAND_SOLUTION else
+                   "boxes the detector kept on the frame; the signer is the largest (0: none, the "
                    "pose model ran on the whole frame)",
         "score_threshold": SCORE_THRESHOLD,
     }

@@ -13,6 +13,7 @@ from typing import Any
 
 from phoenix_keypoints.extract.families.wholebody.heads import DECODERS
 from phoenix_keypoints.extract.families.wholebody.layouts import DEFAULT_LAYOUT
+from phoenix_keypoints.extract.families.wholebody.rtmdet import KIND_NAMES, kind_of
 from phoenix_keypoints.extract.keypoints.estimator import OptionError
 
 ABOUT = "COCO-WholeBody 133 points from --detector and --pose-model: docs/wholebody.md"
@@ -29,6 +30,10 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--point-set", metavar="NAME",
                    help="wholebody: the pose model's points: coco-wholebody, coco, halpe26, hand21 "
                         "(default: the one its number of points decides)")
+    p.add_argument("--detector-kind", choices=KIND_NAMES,
+                   help="wholebody: how --detector is read: as rtmlib's YOLOX (raw pixels) or its "
+                        "RTMDet (normalised input; default for a hand21 pose model, as rtmlib's "
+                        "Hand; docs/heads.md)")
     p.add_argument("--decoder", choices=DECODERS,
                    help="wholebody, heatmap heads: rtmlib's ViTPose DARK-UDP (default) or mmpose's "
                         "DARK (docs/heads.md)")
@@ -63,11 +68,15 @@ def _model_files(args: argparse.Namespace, estimator: str | None,
     from phoenix_keypoints.extract.families.wholebody.runner import record
 
     det, pose = getattr(args, "detector", None), getattr(args, "pose_model", None)
-    reading = getattr(args, "point_set", None), getattr(args, "decoder", None)
+    reading = (getattr(args, "point_set", None), getattr(args, "decoder", None),
+               getattr(args, "detector_kind", None))
     other = estimator not in (None, "wholebody")
+    if reading[2] is not None and not other and det is None and getattr(args, "models", None) is None:
+        raise OptionError("--detector-kind says how --detector is read: give it with --detector.")
     if any(reading) and (other or (pose is None and getattr(args, "models", None) is None)):
-        raise OptionError("--point-set and --decoder say how a whole-body pose model's outputs are "
-                          "read: give them with --pose-model (or --models), --estimator wholebody.")
+        raise OptionError("--point-set, --decoder and --detector-kind say how a whole-body model's "
+                          "outputs are read: give them with --pose-model (or --models), --estimator "
+                          "wholebody.")
     if getattr(args, "models", None) is not None:
         if det is not None or pose is not None or other:
             raise OptionError("--models NAME names a whole-body detector and pose model: give it "
@@ -110,6 +119,9 @@ def settings_conflicts(asked: dict[str, Any] | None, recorded: dict[str, Any]) -
             diffs.append(f"--{key.replace('_', '-')} ({theirs['path']} with sha256 "
                          f"{theirs['sha256'][:12]} when planned, {mine['path']} with "
                          f"{mine['sha256'][:12]} asked{_external_note(mine, theirs)})")
+        elif mine and theirs and kind_of(mine) != kind_of(theirs):  # read as another detector
+            diffs.append(f"--detector read as {kind_of(theirs)} when planned, as {kind_of(mine)} "
+                         f"now (pass --detector-kind {kind_of(theirs)})")
     for flag in ("--point-set", "--decoder"):  # how the pose model's outputs are read
         mine, theirs = _reading(asked, flag), _reading(recorded, flag)
         if (asked or {}).get("pose_model") and mine != theirs:  # a pose model asked again

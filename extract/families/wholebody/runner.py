@@ -17,6 +17,9 @@ What rtmlib does, and so what this module does (rtmlib 0.0.16: YOLOX, RTMPose):
   own NMS), so the affine matrix, hence the warped pixels, are the same bits.
 
 One signer per frame: the largest box (the first of equal ones). `persons` counts the boxes.
+A hand model (hand21) with a detector is rtmlib's `Hand`: the detector read as its RTMDet
+(rtmdet.py: normalised input, its cuts, class 0) and the pose model run on every box; the row is
+still the largest box's hand.
 onnxruntime runs with one thread per session (workers = cores, as for Holistic), on the CPU or on
 device 0 of the worker's own CUDA_VISIBLE_DEVICES (`--device`); it is imported only here, when a
 whole-body run starts, and its telemetry is turned off when this module loads, before onnxruntime
@@ -50,6 +53,15 @@ from phoenix_keypoints.extract.families.wholebody.heads import (
     read_head,
 )
 from phoenix_keypoints.extract.families.wholebody.layouts import DEFAULT_LAYOUT, layout_for
+from phoenix_keypoints.extract.families.wholebody.rtmdet import (
+    HAND_SOLUTION,
+    RTMDET,
+    RTMDET_KIND,
+    YOLOX,
+    DetectorKind,
+    kind_for,
+    kind_of,
+)
 from phoenix_keypoints.extract.families.wholebody.tracking import Tracker, track_batch
 from phoenix_keypoints.extract.keypoints.environ import telemetry_off
 from phoenix_keypoints.extract.keypoints.estimator import RUNTIME, ModelFileError, runtime
@@ -87,6 +99,8 @@ GREY = 114
 DEVICES = ("auto", "cpu", "cuda")
 CUDA = "CUDAExecutionProvider"
 CPU = "CPUExecutionProvider"
+YOLOX_KIND = DetectorKind(YOLOX, None, None, RAW_SCORE, RAW_NMS, None)  # raw pixels, every class
+KINDS = {YOLOX: YOLOX_KIND, RTMDET: RTMDET_KIND}  # rtmdet.py: why a run's layout picks one
 
 
 class DeviceError(ModelFileError):
@@ -223,10 +237,11 @@ def batch_axes(detector: Path | None, pose_model: Path) -> str:
 
 
 def record(detector: Path | None, pose_model: Path, point_set: str | None = None,
-           decoder: str | None = None) -> dict[str, Any]:
+           decoder: str | None = None, detector_kind: str | None = None) -> dict[str, Any]:
     """What a whole-body run records of its models (run.json, part footers, file metadata): the
-    files (no detector: none, the pose model takes the whole frame), the pose model's head and
-    decoder, the point layout (--point-set, or the one its number of points decides)."""
+    files (no detector: none, the pose model takes the whole frame; RTMDet's record says its
+    kind: --detector-kind, or the layout's rtmlib solution's), the pose model's head and decoder,
+    the point layout (--point-set, or the one its number of points decides)."""
     pose = describe(pose_model, "--pose-model")
     det = {}
     if detector is not None:
@@ -235,6 +250,9 @@ def record(detector: Path | None, pose_model: Path, point_set: str | None = None
     model = PoseModel(Path(pose_model), decoder=decoder or DECODERS[0])
     model.probe()
     layout = layout_for(model.head.points, point_set)
+    kind = kind_for(layout.solution, detector_kind)  # by default rtmlib's solution's detector
+    if det and kind != YOLOX:
+        det["detector"]["kind"] = kind
     read = {"point_set": layout.name, "head": model.head.record(model.decoder)}
     if model.head.kind == SIMCC and layout.name == DEFAULT_LAYOUT:
         read = {}  # rtmlib's own SimCC 133: recorded as before heads and point sets were
@@ -269,10 +287,12 @@ def check_record(settings: dict[str, Any]) -> None:
 
 
 class Detector:
-    """A YOLOX person detector: frame (BGR) -> boxes [N, 4] in frame pixels, as rtmlib's YOLOX."""
+    """A YOLOX person detector (or rtmlib's RTMDet, kind="rtmdet": rtmdet.py): frame (BGR) ->
+    boxes [N, 4] in frame pixels, as rtmlib's YOLOX (RTMDet) gives them."""
 
-    def __init__(self, path: Path, device: str = "cpu") -> None:
+    def __init__(self, path: Path, device: str = "cpu", kind: str = YOLOX) -> None:
         self.path = Path(path)
+        self.kind = KINDS[kind]
         self.session = _session(Path(path), "--detector", device)
         self.hw = _input_hw(self.session, Path(path), "--detector")
         self.input = self.session.get_inputs()[0].name
@@ -307,7 +327,7 @@ class Detector:
     def outputs(self, bgrs: list[np.ndarray]) -> tuple[np.ndarray, tuple[float, ...]]:
         """The model's answer for the frames, and each frame's letterbox ratio."""
         canvases, ratios = zip(*(self._letterbox(b) for b in bgrs), strict=True)
-        x = np.ascontiguousarray(np.stack(canvases).transpose(0, 3, 1, 2), np.float32)
+        x = self.kind.model_input(np.stack(canvases))
         out = run_model(lambda: _run(self.session, self.input, x, self.dynamic), "--detector",
                         self.path)[0]
         return out, ratios
@@ -319,7 +339,8 @@ class Detector:
         return self._decode_raw(out, ratio)
 
     def _decode_raw(self, out: np.ndarray, ratio: float) -> np.ndarray:
-        """Grid decode, objectness x class, per-class NMS; float64 boxes as rtmlib's."""
+        """Grid decode, objectness x class, per-class NMS (the classes the kind keeps); float64
+        boxes as rtmlib's."""
         grid, stride = _grid(self.hw)
         pred = out[0].copy()
         pred[:, :2] = (pred[:, :2] + grid) * stride
@@ -329,10 +350,10 @@ class Detector:
         boxes = np.concatenate([pred[:, :2] - half, pred[:, :2] + half], axis=1) / ratio
         kept = []
         for c in range(scores.shape[1]):
-            sel = scores[:, c] > RAW_SCORE
-            if sel.any():
+            sel = scores[:, c] > self.kind.raw_score
+            if sel.any() and self.kind.keeps(c):
                 b = boxes[sel]
-                kept.append(b[_nms(b, scores[sel, c], RAW_NMS)].astype(np.float64))
+                kept.append(b[_nms(b, scores[sel, c], self.kind.raw_nms)].astype(np.float64))
         return np.concatenate(kept) if kept else np.zeros((0, 4))
 
 
@@ -457,12 +478,16 @@ def largest_index(boxes: np.ndarray) -> int:
 
 
 class WholebodyModels:
-    """Detector and pose model of one process: RGB frames -> ([K * 3] float32, persons) each."""
+    """Detector and pose model of one process: RGB frames -> ([K * 3] float32, persons) each.
+    every_box: the pose model runs on every box, as rtmlib's Hand does (the row is still the
+    largest box's person); otherwise on the largest box alone."""
 
     def __init__(self, detector: Path | None, pose_model: Path, device: str = "cpu",
-                 decoder: str = DECODERS[0]) -> None:
-        self.detector = Detector(Path(detector), device) if detector else None
+                 decoder: str = DECODERS[0], detector_kind: str = YOLOX,
+                 every_box: bool = False) -> None:
+        self.detector = Detector(Path(detector), device, detector_kind) if detector else None
         self.pose = PoseModel(Path(pose_model), device, decoder)
+        self.every_box = every_box
         if device == "cuda" and CUDA not in self.providers():
             # onnxruntime falls back to the CPU, with a warning only, when CUDA cannot start
             raise DeviceError("--device cuda: onnxruntime-gpu is installed but could not start CUDA "
@@ -487,14 +512,34 @@ class WholebodyModels:
         keep = [i for i, f in enumerate(found) if not isinstance(f, BadOutput)]
         if not keep:
             return out
+        if self.every_box:
+            return self._every_box(bgrs, found, keep, out)
         boxes = [largest(found[i]) if len(found[i]) else whole(bgrs[i]) for i in keep]
         for i, pose in zip(keep, self.poses([bgrs[i] for i in keep], boxes), strict=True):
             out[i] = pose if isinstance(pose, BadOutput) else (signer_row(*pose), len(found[i]))
         return out
 
+    def _every_box(self, bgrs: list[np.ndarray], found: list[Any], keep: list[int],
+                   out: list[Any]) -> list[Any]:
+        """The frames `keep` with every box posed (rtmlib's Hand), the crops in calls of as many
+        as the batch has frames (so a detector keeping many boxes holds no more crops at once):
+        each frame's row is its largest box's person; a frame any of whose crops the pose model
+        answers with nonsense gets that BadOutput."""
+        owner = [i for i in keep for _ in range(max(1, len(found[i])))]
+        boxes = [b for i in keep for b in (list(found[i]) if len(found[i]) else [whole(bgrs[i])])]
+        step = len(bgrs)
+        poses = [p for s in range(0, len(boxes), step)
+                 for p in self.poses([bgrs[i] for i in owner[s:s + step]], boxes[s:s + step])]
+        for i in keep:
+            mine = [p for j, p in zip(owner, poses, strict=True) if j == i]
+            bad = next((p for p in mine if isinstance(p, BadOutput)), None)
+            signer = mine[largest_index(found[i])] if len(found[i]) else mine[0]
+            out[i] = bad if bad is not None else (signer_row(*signer), len(found[i]))
+        return out
+
     def detect(self, bgrs: list[np.ndarray]) -> list[np.ndarray | BadOutput]:
-        """Each frame's boxes (rtmlib's YOLOX), the frames in one call; BadOutput where the
-        detector's answer is nonsense. No detector: no boxes."""
+        """Each frame's boxes (rtmlib's YOLOX, or its RTMDet), the frames in one call; BadOutput
+        where the detector's answer is nonsense. No detector: no boxes."""
         if self.detector is None:  # no detector: no boxes, the pose model takes the whole frame
             return [np.zeros((0, 4))] * len(bgrs)
         raw, ratios = self.detector.outputs(bgrs)
@@ -549,7 +594,9 @@ class WholebodyEstimator:
         self._models = WholebodyModels((settings.get("detector") or {}).get("path"),
                                        settings["pose_model"]["path"],
                                        run["device"], (settings.get("head") or {}).get("decoder",
-                                                                                      DECODERS[0]))
+                                                                                      DECODERS[0]),
+                                       kind_of(settings.get("detector")),
+                                       layout_of(settings).solution == HAND_SOLUTION)
         self.providers = self._models.providers()
         self.tracker = Tracker(int(settings.get("det_every", 1)))
 

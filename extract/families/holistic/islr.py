@@ -5,7 +5,7 @@ Each frame has 543 rows in the competition's order: face 0-467, left_hand 0-20, 
 right_hand 0-20; columns frame, row_id ("<frame>-<type>-<landmark_index>"), type, landmark_index,
 x, y, z (float64, as the competition's files). A part not detected has its rows with NaN x, y, z.
 The layout has no room for a refined face's 10 iris points (468-477) nor for pose visibility or
-pose_world: they are left out (the caller says so).
+pose_world: they are left out (the command says so). Holistic's alone: its `EXPORTS` "islr".
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from phoenix_keypoints.extract.keypoints.schema import PARTS
+from phoenix_keypoints.extract.families.holistic.points import PARTS
 from phoenix_keypoints.extract.outputs.export import write_file
 from phoenix_keypoints.extract.outputs.tensors import iter_videos, part_blocks
 
@@ -35,7 +35,7 @@ def islr_table(rows: pa.Table) -> pa.Table:
     frames = rows.column("frame").to_numpy()
     if frames.size and frames.max() > np.iinfo(np.int16).max:
         raise ValueError(f"frame {frames.max()} does not fit the layout's int16 frame column")
-    blocks = part_blocks(rows, ORDER)  # PARTS' point counts: a refined face's first 468 points
+    blocks = part_blocks(rows, ORDER, PARTS)  # PARTS' point counts: a refined face's first 468
     xyz = np.concatenate([np.where(present[:, None, None], block[:, :, :3], np.nan)
                           for block, present in (blocks[p] for p in ORDER)], axis=1)
     n = len(frames)
