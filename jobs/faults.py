@@ -2,7 +2,7 @@
 
 The value is a comma-separated list of:
 - `kill-video=NAME`: a worker SIGKILLs itself when it starts video NAME, every time (a frame that
-  crashes the estimator, as far as the coordinator can tell).
+  crashes MediaPipe, as far as the coordinator can tell).
 - `enospc-chunk=N`: writing the part of chunk N fails with ENOSPC (disk full).
 - `frame-delay=SECONDS`: sleep that long after each frame, so that tests can kill mid-chunk.
 - `write-delay=SECONDS`: sleep that long with a part's temp file written but not yet renamed, so
