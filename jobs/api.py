@@ -8,14 +8,12 @@ returned as a RunResult (where `run` exits 0 or 1).
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import io
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-
-# keyword -> the flag it is typed as, where that is not `--key-with-dashes`
-_FLAG_OF = {"smooth_landmarks": "--no-smooth-landmarks", "follow_links": "--no-follow-links"}
 
 
 class RunRefused(Exception):
@@ -33,14 +31,24 @@ class RunResult:
     failed_videos: dict[str, str] = field(default_factory=dict)  # video -> why
 
 
-def _argv(options: dict[str, Any]) -> list[str]:
-    """Keywords as `run` flags: True is the flag alone, a list is comma-joined, None is left out."""
+def _negations(parser: argparse.ArgumentParser) -> dict[str, str]:
+    """keyword -> the `run` flag that stores False in it (--no-follow-links, and a family's own
+    such as Holistic's --no-smooth-landmarks): read from the parser, so a family's flag needs no
+    entry here."""
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    return {a.dest: a.option_strings[0] for a in sub.choices["run"]._actions
+            if a.option_strings and a.nargs == 0 and a.const is False}
+
+
+def _argv(options: dict[str, Any], negations: dict[str, str]) -> list[str]:
+    """Keywords as `run` flags: True is the flag alone, False the flag that stores False where
+    `run` has one, a list is comma-joined, None is left out."""
     argv = []
     for key, value in options.items():
         if value is None:
             continue
-        if key in _FLAG_OF and value is False:
-            argv.append(_FLAG_OF[key])
+        if key in negations and value is False:
+            argv.append(negations[key])
             continue
         flag = "--" + key.replace("_", "-")
         if isinstance(value, bool):
@@ -61,11 +69,13 @@ def run_job(dataset: str | Path | None = None, out: str | Path | None = None,
     from phoenix_keypoints.jobs.cli import _refusals, _run, build_parser
     from phoenix_keypoints.jobs.rundir.folder import JobFailed, RunDir
 
-    argv = ["run", *_argv({"dataset": dataset, "out": out, "workers": workers, **options})]
+    parser = build_parser()
+    argv = ["run", *_argv({"dataset": dataset, "out": out, "workers": workers, **options},
+                          _negations(parser))]
     err = io.StringIO()
     try:
         with contextlib.redirect_stderr(err):
-            args = build_parser().parse_args(argv)
+            args = parser.parse_args(argv)
         args.argv = argv
     except SystemExit:
         raise RunRefused(err.getvalue().strip().splitlines()[-1]) from None

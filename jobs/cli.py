@@ -183,6 +183,21 @@ def _runtime_args(p: argparse.ArgumentParser) -> None:
                    help=f"{which}: {where}")
 
 
+def _export_formats() -> dict[str, str]:
+    """Each `export --format` a family supports -> its words (the first family's EXPORT_HELP that
+    words it) and, where not every family supports it, the families whose runs it takes."""
+    from phoenix_keypoints.extract.keypoints.estimator import family, names
+
+    takes: dict[str, list[str]] = {}
+    words: dict[str, str] = {}
+    for n in names():
+        for f in family(n).declaration(None).exports:
+            takes.setdefault(f, []).append(n)
+            words.setdefault(f, getattr(family(n), "EXPORT_HELP", {}).get(f, ""))
+    return {f: words[f] + ("" if len(runs) == len(names()) else f" ({', '.join(runs)} runs)")
+            for f, runs in takes.items()}
+
+
 def _add_run(sub: argparse._SubParsersAction) -> None:
     r = sub.add_parser("run", help="plan, extract what is not done yet, merge (resumes)")
     r.add_argument("--dataset", "--dataset_path", type=Path,
@@ -297,7 +312,6 @@ def _add_tensors(sub: argparse._SubParsersAction) -> None:
 
 def _add_small(sub: argparse._SubParsersAction) -> None:
     """The commands with a handful of options: status, merge, export, sample."""
-    from phoenix_keypoints.extract.keypoints.estimator import family, names
     s = sub.add_parser("status", help="progress of a run folder (safe beside a live run)")
     s.add_argument("--out", type=Path, required=True)
     s.set_defaults(handler=_status)
@@ -311,14 +325,8 @@ def _add_small(sub: argparse._SubParsersAction) -> None:
     e = sub.add_parser("export", help="export keypoints for existing code (pkl dict, .pose files, "
                                       "Kaggle islr parquets)")
     e.add_argument("--out", type=Path, required=True, help="a finished run folder")
-    e.add_argument("--format", choices=tuple(dict.fromkeys(
-                       f for n in names() for f in family(n).declaration(None).exports)),
-                   required=True,
-                   help="pkl: {video: arrays} of a tensor set; pose: .pose files; islr: Kaggle "
-                        "isolated-sign parquets; legacy-pkl: the older script's pkl (what run "
-                        "--output_path writes); legacy-npz: its model input, "
-                        "<split>_keypoints.npz [N, 143, 3]; whole-body runs: twostream-pkl "
-                        "(TwoStream-SLR's keypoint_file), unisign-pkl (Uni-Sign's pose folder)")
+    e.add_argument("--format", choices=tuple(_export_formats()), required=True,
+                   help="; ".join(f"{f}: {words}" for f, words in _export_formats().items()))
     e.add_argument("--to", type=Path, required=True,
                    help="pkl, legacy-pkl: the file to write; pose: a folder (one <split>/<video>.pose "
                         "each); islr: a folder (one <split>/<video>.parquet each); legacy-npz: a "
@@ -375,9 +383,11 @@ def _inspect_parsers(sub: argparse._SubParsersAction) -> None:
     """report, show, diff: look at what a run extracted."""
     from phoenix_keypoints.extract.inspect.quality import Thresholds
 
-    rp = sub.add_parser("report", help="quality report: RUN/report/index.html + videos.parquet")
+    rp = sub.add_parser("report", help="the report the run's family declares: "
+                                       "RUN/report/index.html + videos.parquet")
     rp.add_argument("--out", type=Path, required=True, help="a merged run folder")
-    th = rp.add_argument_group("thresholds (when a video is flagged)")
+    th = rp.add_argument_group("thresholds of the quality report (when a video is flagged; a "
+                               "family's plain report has none)")
     for name, kind, default, doc in Thresholds.options():
         th.add_argument(f"--{name.replace('_', '-')}", dest=name, type=kind, default=default,
                         metavar="N" if kind is int else "X", help=f"{doc} (default {default})")

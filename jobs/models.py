@@ -42,7 +42,6 @@ from phoenix_keypoints.extract.keypoints.estimator import family, names
 from phoenix_keypoints.jobs import messages
 from phoenix_keypoints.jobs.rundir.folder import JobFailed, RunError
 
-BASE_URL = "https://download.openmmlab.com/mmpose/v1/projects/"  # rtmlib 0.0.16's host
 DIR_ENV = "PHOENIX_KEYPOINTS_MODELS_DIR"  # the cache folder (or --models-dir)
 URL_ENV = "PHOENIX_KEYPOINTS_MODELS_URL"  # another base URL serving the same paths (or --base-url)
 INDEX_ENV = "PHOENIX_KEYPOINTS_MODELS_INDEX"  # a JSON file of other names and pins (tests, mirrors)
@@ -110,9 +109,15 @@ def allowed_url(url: str) -> str | None:
     return f"{messages.terminal(url)} is not https (only https, or http on 127.0.0.1, is fetched)"
 
 
+def published_at() -> str:
+    """Where the family that publishes models serves them (its PUBLISHED_AT)."""
+    return str(family(models_family()).PUBLISHED_AT)
+
+
 def base_url(option: str | None) -> str:
-    """--base-url, else $PHOENIX_KEYPOINTS_MODELS_URL, else OpenMMLab's; always ending in '/'."""
-    url = option or os.environ.get(URL_ENV, "") or BASE_URL
+    """--base-url, else $PHOENIX_KEYPOINTS_MODELS_URL, else where the family publishes (its
+    PUBLISHED_AT); always ending in '/'."""
+    url = option or os.environ.get(URL_ENV, "") or published_at()
     why = allowed_url(url)
     if why:
         raise RunError(f"base URL {why}.")
@@ -144,7 +149,8 @@ def catalogue() -> dict[str, tuple[Published, Published]]:
         out = {name: (_entry(raw[name]["detector"]), _entry(raw[name]["pose"])) for name in raw}
     except (OSError, ValueError, KeyError, TypeError) as e:
         raise RunError(f"{where} cannot be read as a models index: {messages.terminal(str(e))}. "
-                       f"Fix it, or unset {INDEX_ENV} to use rtmlib's models.") from None
+                       f"Fix it, or unset {INDEX_ENV} to use "
+                       f"{family(models_family()).MODELS_ABOUT}.") from None
     bad = [messages.terminal(n) for n in out if not _NAME.fullmatch(n)]
     if bad:
         raise RunError(f"{where}: names must be lower-case letters, digits, - and _: {bad[:3]}.")
@@ -414,13 +420,14 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     f = msub.add_parser("fetch", help="download NAME's detector and pose model into the cache, "
                                       "checked against pinned sha256s (the only command that "
                                       "reaches the network)")
-    f.add_argument("name", metavar="NAME", help="lightweight, balanced or performance")
+    f.add_argument("name", metavar="NAME",
+                   help=" or ".join(", ".join(family(models_family()).PUBLISHED_MODELS).rsplit(", ", 1)))
     ls = msub.add_parser("list", help="the names, their URLs and what is in the cache")
     for q in (f, ls):
         q.add_argument("--models-dir", type=Path, metavar="DIR",
                        help=f"the cache folder (default ${DIR_ENV}, else the user's cache folder)")
         q.add_argument("--base-url", metavar="URL",
                        help=f"fetch from another host serving the same paths (default ${URL_ENV}, "
-                            f"else {BASE_URL}; https only, or http on 127.0.0.1 for tests)")
+                            f"else {published_at()}; https only, or http on 127.0.0.1 for tests)")
     f.set_defaults(handler=lambda a: fetch(a.name, a.models_dir, a.base_url))
     ls.set_defaults(handler=lambda a: list_models(a.models_dir, a.base_url))

@@ -1,8 +1,8 @@
 """`run`: plan once, extract what is not committed yet, merge. The same call resumes after a crash.
 
 The order of events is the data flow: dataset -> plan -> chunks -> workers -> parts -> merge ->
-keypoints + tensors. Local workers are started first, so they import mediapipe and build their
-graphs while the coordinator reads the dataset and plans.
+keypoints + tensors. Local workers are started first, so they import their family's library and
+load its graph or models while the coordinator reads the dataset and plans.
 """
 
 from __future__ import annotations
@@ -170,7 +170,7 @@ def _starting(rd: RunDir, req: RunRequest, info: RunInfo, backend: Backend) -> N
         unusable += chunk < 0
     writes = f"{rd.path}/ (keypoints.parquet, tensors/)" + (f" and {req.pkl}" if req.pkl else "")
     summary.starting(info, frames, slots, len(usable_cpus()), writes, req.worker_flags, unusable,
-                     _runs_on(req, info, slots))
+                     _runs_on(req, info, slots), _on_gpu(req, info, slots))
 
 
 def _runs_on(req: RunRequest, info: RunInfo, slots: list) -> str:
@@ -180,6 +180,13 @@ def _runs_on(req: RunRequest, info: RunInfo, slots: list) -> str:
     if runs_on is None:
         return ""
     return runs_on(info.options.settings(), req.batch_size, req.device, any(s.gpu for s in slots))
+
+
+def _on_gpu(req: RunRequest, info: RunInfo, slots: list) -> bool:
+    """Whether the family's workers will run on their GPUs (its on_gpu: a family without it runs
+    on the CPU, a GPU only pins its workers)."""
+    on_gpu = getattr(family(info.options.estimator), "on_gpu", None)
+    return on_gpu is not None and on_gpu(req.device, any(s.gpu for s in slots))
 
 
 def _refuse_unavailable(req: RunRequest) -> None:
@@ -234,7 +241,7 @@ def run_whole(req: RunRequest) -> int:
         return 0
     _refuse_unavailable(req)
     with run_folder(rd):
-        # started now: workers import mediapipe and build their graphs while we plan
+        # started now: workers import their family's library and load it while we plan
         backend: Backend | None = make_backend(rd, _settings(rd, req), req.backend, req.num_gpus,
                                                req.workers_per_gpu, req.address)
         try:

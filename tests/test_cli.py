@@ -95,3 +95,16 @@ def test_sample_command(tmp_path: Path):
     assert proc.returncode == 0
     root = Path(proc.stdout.strip())
     assert (root / "annotations" / "manual" / "PHOENIX-2014-T.train.corpus.csv").is_file()
+
+
+def test_export_help_words_each_format_as_the_families_that_take_it_do():
+    """`export --format`'s help reads each family's words for its formats (EXPORT_HELP) and says
+    which families' runs a format takes where not all do; it named the whole-body formats in
+    the command line's own text (issue 38)."""
+    proc = run_cli(["export", "--help"], env={"COLUMNS": "1000"})  # one line: no wrap at a -
+    said = " ".join(proc.stdout.split())
+    assert proc.returncode == 0, proc.stderr
+    for words in ("pose: .pose files;", "legacy-pkl: the older script's pkl (what run --output_path "
+                  "writes) (holistic runs)", "twostream-pkl: TwoStream-SLR's keypoint_file "
+                  "(wholebody runs)", "unisign-pkl: Uni-Sign's pose folder (wholebody runs)"):
+        assert words in said, said

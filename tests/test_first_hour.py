@@ -281,8 +281,22 @@ def test_a_worker_dying_while_starting_is_reported_with_its_cause(sample_root: P
     assert proc.returncode == 1, proc.stderr
     assert "workers die while starting (exit status 1, ImportError: planted by" in proc.stderr, \
         proc.stderr
+    assert "(python -c 'import mediapipe')" in proc.stderr, proc.stderr
     assert_no_traceback(proc)
     assert "Traceback" in (out / "logs" / "worker-0.log").read_text()
+
+
+def test_workers_that_cannot_start_are_told_to_check_their_own_familys_library(
+        sample_root: Path, wholebody_options: list[str], tmp_path: Path) -> None:
+    """A whole-body run whose workers cannot start is told to check onnxruntime, the library its
+    workers import; it was told to check mediapipe whatever the family (issue 38)."""
+    proc = run_cli(["run", "--dataset", sample_root, "--out", tmp_path / "run", "--workers", "1",
+                    *wholebody_options], env={"PHOENIX_KEYPOINTS_FAULTS": "fail-worker-start"})
+    assert proc.returncode == 1, proc.stderr
+    assert "workers die while starting" in proc.stderr, proc.stderr
+    assert "check that onnxruntime imports on this machine (python -c 'import onnxruntime')" \
+        in proc.stderr and "mediapipe" not in proc.stderr, proc.stderr
+    assert_no_traceback(proc)
 
 
 def test_run_job_refuses_with_an_exception(tmp_path: Path) -> None:
@@ -293,6 +307,37 @@ def test_run_job_refuses_with_an_exception(tmp_path: Path) -> None:
     with pytest.raises(RunRefused, match="--workers"):
         run_job(dataset=tmp_path, out=tmp_path / "run", workers=0)
     assert not (tmp_path / "run").exists()
+
+
+def test_run_job_types_a_familys_own_negative_flag(tmp_path: Path,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """A keyword given False is typed as the `run` flag that stores False in it, read from the
+    parser: a family's own --no-... flag too. run_job knew Holistic's --no-smooth-landmarks by
+    name (issue 38), so another family's such flag was dropped: False typed no flag at all."""
+    from phoenix_keypoints import RunRefused, run_job
+    from phoenix_keypoints.extract.keypoints.estimator import FAMILIES
+
+    (tmp_path / "negfamily.py").write_text(textwrap.dedent("""\
+        from phoenix_keypoints.extract.keypoints.estimator import Declaration, OptionError
+        DECLARATION = Declaration("negfamily", {"points": (4, 3)})
+        def declaration(settings=None):
+            return DECLARATION
+        def add_run_options(p):
+            p.add_argument("--no-neg-mirror", dest="neg_mirror", action="store_false", default=None,
+                           help="negfamily: do not mirror")
+        def asked_settings(args, estimator, fetched):
+            if args.neg_mirror is False:  # what the flag reached: said back as a refusal
+                raise OptionError("negfamily was given --no-neg-mirror")
+            return None
+        """))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setitem(FAMILIES, "negfamily", "negfamily")
+    with pytest.raises(RunRefused, match="negfamily was given --no-neg-mirror"):
+        run_job(dataset=tmp_path / "nothing", out=tmp_path / "run", estimator="negfamily",
+                neg_mirror=False)
+    with pytest.raises(RunRefused, match="does not exist"):  # and the tool's own, as before
+        run_job(dataset=tmp_path / "nothing", out=tmp_path / "run", follow_links=False,
+                smooth_landmarks=False)
 
 
 def test_the_python_face_in_a_notebook(sample_root: Path, clean_run: Path, tmp_path: Path) -> None:

@@ -635,6 +635,30 @@ def test_what_the_decoder_says_reaches_the_row(tmp_path: Path):
     assert got[0]["status"] == got[3]["status"] == "ok" and not got[0]["note"] and not got[3]["note"]
 
 
+def test_a_familys_own_log_lines_stay_out_of_the_decoders_note(tmp_path: Path,
+                                                                monkeypatch: pytest.MonkeyPatch,
+                                                                capfd: pytest.CaptureFixture):
+    """What the decoder writes reaches the note, but lines a family's library writes meanwhile
+    from its own threads (its LOG_LINES) go back to stderr: Holistic's (TensorFlow, absl,
+    mediapipe) were a pattern of the generic module, and another family's were notes (issue 38)."""
+    import os
+    import tempfile
+
+    from phoenix_keypoints.extract.keypoints import frames
+    from phoenix_keypoints.extract.keypoints.estimator import FAMILIES
+
+    (tmp_path / "loudfamily.py").write_text("LOG_LINES = r'^loudlib\\['\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setitem(FAMILIES, "loudfamily", "loudfamily")
+    with tempfile.TemporaryFile() as f:
+        os.write(f.fileno(), b"loudlib[7] warming up\nlibpng error: IDAT: CRC error\n"
+                             b"W0000 00:00:1 absl::InitializeLog\nmediapipe/calculators: ok\n")
+        said = frames._caught(f.fileno())
+    assert said == "libpng error: IDAT: CRC error", said
+    err = capfd.readouterr().err
+    assert "loudlib[7] warming up" in err and "mediapipe/calculators: ok" in err, err
+
+
 def test_many_missing_videos_make_one_line_and_a_few_examples(tmp_path: Path):
     """Listed videos that are not on disk are counted and a few named: run.json names the first 100
     (1,000,000 made a 30 MB run.json), the plan keeps each one's problem, the rest is extracted."""
@@ -981,6 +1005,29 @@ def test_batch_size_is_bounded_by_the_memory_a_batch_takes(size: str, wholebody_
     assert "a batch holds each of its frames about three times" in proc.stderr
     assert not (tmp_path / "R").exists()
     run(["--dataset", root, "--out", tmp_path / "R", *wholebody_options, "--batch-size", "123"])
+
+
+def test_the_batch_bound_counts_what_the_familys_declaration_says_a_frame_takes(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """The bound above is the declaration's: a family whose models take 64 MiB of each frame of a
+    batch (its batch_input) bounds --batch-size at 2 GiB / (2 x 5.9 + 64 MiB) = 26, in its words
+    and its docs; the 640x640 detector input was a constant of the generic module (issue 38)."""
+    from phoenix_keypoints.extract.keypoints.estimator import FAMILIES, batch_refused
+
+    (tmp_path / "bigframes.py").write_text(
+        "from phoenix_keypoints.extract.keypoints.estimator import Declaration\n"
+        "DOCS = 'docs/bigframes.md'\n"
+        "DECLARATION = Declaration('bigframes', {'points': (4, 3)}, batches=True,\n"
+        "                          batch_input=(64 * 2**20, 'its 64 MiB volume'))\n"
+        "def declaration(settings):\n"
+        "    return DECLARATION\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setitem(FAMILIES, "bigframes", "bigframes")
+    assert batch_refused(26) == ""
+    assert batch_refused(27) == (
+        "must be at most 26, not 27: a batch holds each of its frames about three times (RGB read "
+        "ahead, RGB in the batch, its 64 MiB volume), about 76 MiB a 1920x1080 frame, and may hold "
+        "2 GiB (docs/bigframes.md)")
 
 
 @pytest.mark.parametrize("args, said", [

@@ -188,6 +188,16 @@ def test_default_options_give_no_idle_warning(shared_sample: Path, tmp_path: Pat
     wb = idle_cores(1, 2, "--num_gpus 0 --num_workers_per_gpu 1", "wholebody")
     assert "wholebody estimator (onnxruntime) runs on the CPU" in wb and "MediaPipe" not in wb, wb
     assert "--num_workers_per_gpu 2" in wb
+    # a family whose workers run it on their GPUs (as its on_gpu decides) is not told the GPUs
+    # only pin workers (issue 38): the cores read and decode frames
+    cuda = idle_cores(1, 2, "--num_gpus 1 --num_workers_per_gpu 1", "wholebody", on_gpu=True)
+    assert "runs on the workers' GPUs here" in cuda and "only pin" not in cuda, cuda
+    assert "--num_workers_per_gpu 2" in cuda
+    from phoenix_keypoints.extract.keypoints.estimator import family
+
+    assert family("wholebody").on_gpu("cpu", True) is False  # --device cpu: the CPU
+    assert family("wholebody").on_gpu("cuda", False) is False  # a worker without a GPU
+    assert not hasattr(family("holistic"), "on_gpu")  # MediaPipe: the CPU, whatever the GPUs
 
 
 def edited_copy(run: Path, dest: Path) -> dict[str, Any]:

@@ -84,6 +84,26 @@ def test_each_part_records_what_its_values_depend_on(clean_wholebody_run: Path):
     assert run_json(clean_wholebody_run)["versions"].items() >= here.items()
 
 
+def test_a_run_records_its_own_familys_library_and_not_another(clean_wholebody_run: Path,
+                                                                 tmp_path: Path):
+    """run.json and keypoints.parquet name the library the run's family depends on (onnxruntime for
+    a whole-body run), not another family's: every run recorded mediapipe (issue 38). A run planned
+    before, whose run.json holds mediapipe, keeps its record through a resume and the merge."""
+    planned = run_json(clean_wholebody_run)["versions"]
+    assert "mediapipe" not in planned and planned["onnxruntime"] == version("onnxruntime"), planned
+    assert "mediapipe" not in file_versions(clean_wholebody_run)
+    out = tmp_path / "run"
+    shutil.copytree(clean_wholebody_run, out)
+    record = run_json(out)
+    record["versions"]["mediapipe"] = "0.10.21"  # as the run.json of a run planned before
+    (out / "run.json").write_text(json.dumps(record, indent=2, sort_keys=True) + "\n")
+    (out / "keypoints.parquet").unlink()
+    max((out / "parts").glob("chunk-*.parquet")).unlink()
+    proc = run_cli(["run", "--out", out, "--workers", "2"])
+    assert proc.returncode == 0, proc.stderr
+    assert run_json(out)["versions"]["mediapipe"] == file_versions(out)["mediapipe"] == "0.10.21"
+
+
 def test_a_resume_under_another_opencv_is_refused(clean_wholebody_run: Path, other_opencv: Path,
                                                   tmp_path: Path):
     """A run with one chunk left, resumed by a Python with another OpenCV: exit 2 before any frame

@@ -152,6 +152,9 @@ class Declaration:
     # columns files of its earlier versions lack (read as absent, filled with nulls by a merge)
     optional: tuple[str, ...] = field(default=BASE_OPTIONAL, compare=False)
     batches: bool = False  # takes --batch-size and --device (frames in batches, CPU or CUDA)
+    # what its models take of each frame of a batch, besides the frame (a 1920x1080 frame): bytes
+    # and their words ("the detector's input"); --batch-size's bound (batch_refused) counts them
+    batch_input: tuple[int, str] = field(default=(0, ""), compare=False)
     report: ReportSpec | None = field(default=None, compare=False)  # the plain report
     quality: QualitySpec | None = field(default=None, compare=False)  # or the quality report
 
@@ -292,31 +295,43 @@ class Estimator(Protocol):
 
 DEFAULT_BATCH = 8  # frames per model call on the CPU: docs/performance.md
 # What a batch holds, a frame at a time: the frame as RGB twice (read ahead, and waiting in the
-# batch) and the detector's 640x640 float input; for a 1920x1080 frame 2 x 5.9 + 4.7 MiB, about
-# 16 MiB. A batch may hold BATCH_BYTES, so --batch-size is at most BATCH_BYTES / BATCH_FRAME_BYTES
+# batch: video_rows.py), 2 x 5.9 MiB for a 1920x1080 frame, and what the family's models take of
+# it (its declaration's batch_input: the whole-body detector's 640x640 float input, 4.7 MiB; about
+# 16 MiB in all). A batch may hold BATCH_BYTES, so --batch-size is at most BATCH_BYTES / that
 # (a batch of 1,000,000 held a whole video: 3.4 GB on 600 frames of 540x720, 425 MiB at 8).
-BATCH_FRAME_BYTES = 2 * 1920 * 1080 * 3 + 640 * 640 * 3 * 4
+BATCH_FRAME_BYTES = 2 * 1920 * 1080 * 3
 BATCH_BYTES = 2 * 2**30
-MAX_BATCH = BATCH_BYTES // BATCH_FRAME_BYTES
+_TIMES = {2: "twice", 3: "three times"}
 
 
 def batch_refused(n: int) -> str:
     """Why --batch-size n is refused ("" when it is not): fewer than 1, or more frames than a batch
-    may hold in BATCH_BYTES."""
+    may hold in BATCH_BYTES, for the batching family whose frames take the most (the flag is read
+    before the family is known)."""
     if n < 1:
         return f"must be >= 1, not {n}"
-    if n > MAX_BATCH:
-        return (f"must be at most {MAX_BATCH}, not {n:,}: a batch holds each of its frames about three "
-                f"times (RGB read ahead, RGB in the batch, the detector's input), about "
-                f"{BATCH_FRAME_BYTES / 2**20:.0f} MiB a 1920x1080 frame, and may hold "
-                f"{BATCH_BYTES // 2**30} GiB (docs/wholebody.md)")
-    return ""
+    batching = [family(name) for name in names() if family(name).declaration(None).batches]
+    if not batching:
+        return ""
+    fam = max(batching, key=lambda f: f.declaration(None).batch_input[0])
+    extra, words = fam.declaration(None).batch_input
+    frame = BATCH_FRAME_BYTES + extra
+    if n <= BATCH_BYTES // frame:
+        return ""
+    held = ["RGB read ahead", "RGB in the batch", *([words] if extra else [])]
+    return (f"must be at most {BATCH_BYTES // frame}, not {n:,}: a batch holds each of its frames "
+            f"about {_TIMES.get(len(held), f'{len(held)} times')} ({', '.join(held)}), about "
+            f"{frame / 2**20:.0f} MiB a 1920x1080 frame, and may hold {BATCH_BYTES // 2**30} GiB "
+            f"({getattr(fam, 'DOCS', 'docs/options.md')})")
+
+
 RUNTIME = "runtime"  # settings key of how a worker runs (batch size, device), not what it writes
 
 
 def runtime(batch_size: int | None = None, device: str | None = None) -> dict[str, Any]:
-    """How a whole-body worker runs: frames per batch and --device. Not the output's identity (a
-    batch gives each frame what it gives alone), so never recorded in parts or the fingerprint."""
+    """How a worker of a family that batches frames runs (its declaration's `batches`): frames per
+    batch and --device. Not the output's identity (a batch gives each frame what it gives alone),
+    so never recorded in parts or the fingerprint."""
     return {"batch_size": batch_size or DEFAULT_BATCH, "device": device or "auto"}
 
 

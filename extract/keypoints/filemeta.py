@@ -1,6 +1,6 @@
 """What keypoints.parquet says about itself in its own Parquet key-value metadata, so that a copy
-taken away from its run folder still names the tool, versions, Holistic options, dataset and point
-layout it was made with. Read back with pyarrow alone:
+taken away from its run folder still names the tool, versions, the family's settings (its
+file_record), dataset and point layout it was made with. Read back with pyarrow alone:
 
     json.loads(pq.read_schema(path).metadata[b"phoenix_keypoints.file"])
 

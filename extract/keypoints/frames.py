@@ -1,4 +1,4 @@
-"""Read one frame into the 8-bit RGB array MediaPipe wants, or say why it cannot be, and record
+"""Read one frame into the 8-bit RGB array an estimator takes, or say why it cannot be, and record
 what the frame was made from.
 
 Choices (documented in the README's bad-input table):
@@ -10,8 +10,8 @@ Choices (documented in the README's bad-input table):
   row is kept either way, so frame numbers never shift.
 - 16-bit: scaled to 8 bit (>> 8); grayscale: replicated to RGB; RGBA: alpha dropped. These are
   processed and the row's `note` says what was converted.
-- another size than the video's first frame: processed as it is (MediaPipe's x, y are normalised by
-  the frame's own width and height, which the row records) and noted.
+- another size than the video's first frame: processed as it is (points are made in the
+  frame's own width and height, which the row records) and noted.
 - bounded before decoding: more pixels than --max-pixels is `too_large`; work beyond the pixels
   (PNG data inflating past what its size needs, PNG text or ICC chunks past PIL's limits, more JPEG
   scans than --max-scans, counted from the markers) is `over_budget`.
@@ -21,7 +21,7 @@ Choices (documented in the README's bad-input table):
   never turned.
 
 Provenance: size and mtime come from fstat of the descriptor the bytes are read from, and the
-sha256 from those very bytes, so the three always describe what MediaPipe was shown (a stat before
+sha256 from those very bytes, so the three always describe what the estimator was shown (a stat before
 opening could describe another file than the one read). sha256, because anyone can check it with
 `sha256sum`; it adds well under 1% to a frame's time (docs/provenance.md).
 """
@@ -77,7 +77,7 @@ _READ_TRIES = 3
 
 
 class Frame(NamedTuple):
-    """One planned row's frame: the image MediaPipe is shown, or why there is none."""
+    """One planned row's frame: the image the estimator is shown, or why there is none."""
 
     rgb: np.ndarray | None  # uint8 [H, W, 3] RGB, or None
     status: str  # "ok" when rgb is usable
@@ -434,9 +434,20 @@ def _refused(data: bytes, name: str, max_pixels: int,
 _said_file: list = []  # the one temporary file a process's decoders' stderr goes to, made once
 _SAID_LOCK = threading.Lock()
 _TRUNCATED = "premature end of data segment"  # libjpeg: the rest of the image is made up (grey)
-# Lines other threads of the process may write meanwhile (MediaPipe's graph runs on beside the
-# decode: TFLite, glog, absl): not the decoder's words, so they go back to stderr, not into a note
-_NOT_DECODER = re.compile(r"^(INFO|WARNING|ERROR|FATAL): |^[IWEF]\d{4} |TensorFlow|absl::|mediapipe")
+# Lines other threads of the process may write meanwhile (a family's library runs on beside the
+# decode): not the decoder's words, so they go back to stderr, not into a note. Log prefixes
+# (glog, Python's logging) here; each family's own lines are its LOG_LINES (a regex).
+_LOG_PREFIXES = r"^(INFO|WARNING|ERROR|FATAL): |^[IWEF]\d{4} "
+
+
+@cache
+def _not_decoder(families: tuple[str, ...]) -> re.Pattern[str]:
+    """The lines that are not the decoder's, for the families this process knows (`names()`:
+    a family registered later makes another pattern)."""
+    from phoenix_keypoints.extract.keypoints.estimator import family
+
+    own = [str(getattr(family(n), "LOG_LINES", "")) for n in families]
+    return re.compile("|".join([_LOG_PREFIXES, *filter(None, own)]))
 
 
 def _imdecode(data: bytes) -> tuple[np.ndarray | None, str]:
@@ -469,7 +480,10 @@ def _caught(fd: int) -> str:
         os.ftruncate(fd, 0)
         os.lseek(fd, 0, os.SEEK_SET)
         lines = [line.strip() for line in text.splitlines() if line.strip()]
-        others = [line for line in lines if _NOT_DECODER.search(line)]
+        from phoenix_keypoints.extract.keypoints.estimator import names
+
+        not_decoder = _not_decoder(names())
+        others = [line for line in lines if not_decoder.search(line)]
         if others:
             os.write(2, ("\n".join(others) + "\n").encode())
         said = "; ".join(dict.fromkeys(line for line in lines if line not in others))

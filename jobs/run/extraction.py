@@ -11,6 +11,7 @@ from collections.abc import Callable
 
 import pyarrow as pa
 
+from phoenix_keypoints.extract.keypoints.estimator import FAMILIES, family
 from phoenix_keypoints.jobs.run.todo import Work
 from phoenix_keypoints.jobs.rundir.folder import RunDir
 from phoenix_keypoints.jobs.rundir.runinfo import ExtractionInfo, RunInfo
@@ -47,11 +48,19 @@ def extract(rd: RunDir, info: RunInfo, plan: pa.Table, work: Work, backend: Back
     progress = Progress(label, backend.name, work.frames_total, work.frames_done, len(work.todo),
                         rd.progress_file(shard))
     sched = Scheduler(backend, queue or ChunkQueue(work.todo), chunks.task, progress,
-                      chunks_wanted=len(work.todo), on_commit=on_commit)
+                      chunks_wanted=len(work.todo), on_commit=on_commit,
+                      start_advice=start_advice(info.options.estimator))
     outcome = run(sched)
     if shard is None:
         rd.update(lambda i: setattr(i, "extraction", milestones(outcome)))
     return outcome
+
+
+def start_advice(estimator: str) -> str:
+    """What to check when this family's workers die before they are ready: that the module its
+    workers need imports (its IMPORTS), else its own package (a family that names none)."""
+    module = getattr(family(estimator), "IMPORTS", FAMILIES[estimator])
+    return f"check that {module} imports on this machine (python -c 'import {module}')"
 
 
 def milestones(outcome: Outcome) -> ExtractionInfo:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from phoenix_keypoints.extract.keypoints.estimator import DEFAULT_FAMILY, family
+from phoenix_keypoints.extract.keypoints.estimator import DEFAULT_FAMILY, declaration, family
 from phoenix_keypoints.jobs import messages
 from phoenix_keypoints.jobs.rundir.folder import RunDir
 from phoenix_keypoints.jobs.rundir.runinfo import DatasetInfo, MergeInfo, RunInfo
@@ -67,23 +67,27 @@ def input_anomalies(info: RunInfo) -> list[str]:
     return out
 
 
-def idle_cores(workers: int, cpus: int, typed: str = "", estimator: str = DEFAULT_FAMILY
-               ) -> str | None:
+def idle_cores(workers: int, cpus: int, typed: str = "", estimator: str = DEFAULT_FAMILY,
+               on_gpu: bool = False) -> str | None:
     """The warning for fewer workers than usable cores (None when every core has a worker); it
-    names the flags the user typed (`typed`), not others, and what runs on the CPU (`estimator`)."""
+    names the flags the user typed (`typed`), not others, and what runs where (`estimator`, and
+    `on_gpu`: its workers run it on their GPUs, as the family decides)."""
     if workers >= cpus:
         return None
     per_gpu = next((f for f in ("--num_workers_per_gpu", "--workers-per-gpu") if f in typed), "")
     fix = f"{per_gpu} {-(-cpus // max(1, workers))}" if per_gpu else f"--workers {cpus}"
     asked = f"{typed} asks for {workers}" if typed else f"{workers} worker slot(s) here"
     what = getattr(family(estimator), "ENGINE", f"The {estimator} estimator")
+    where = (f"{what} runs on the workers' GPUs here, but each worker reads and decodes its frames "
+             "on one CPU core: more workers may keep the GPUs busy, where their memory holds them"
+             if on_gpu else f"{what} runs on the CPU here (GPUs only pin workers), one worker per core")
     return (f"{workers} worker(s) for {cpus} usable CPU core(s): {cpus - workers} core(s) will idle "
-            f"({asked}). {what} runs on the CPU here (GPUs only pin workers), one worker per "
-            f"core: ask for {fix}" + (f", or leave out {typed}" if typed else ""))
+            f"({asked}). {where}: ask for {fix}" + (f", or leave out {typed}" if typed else ""))
 
 
 def starting(info: RunInfo, split_frames: dict[str, int], slots: list, cpus: int,
-             writes: str, typed: str = "", unusable: int = 0, runs_on: str = "") -> None:
+             writes: str, typed: str = "", unusable: int = 0, runs_on: str = "",
+             on_gpu: bool = False) -> None:
     """What the run will do, before it does it: dataset, plan, workers, where it writes. The frames
     are those of the planned chunks: a video that cannot be processed (say a truncated archive
     ends inside it) counts among the videos, said so, but not among the frames. `typed`: the
@@ -100,7 +104,7 @@ def starting(info: RunInfo, split_frames: dict[str, int], slots: list, cpus: int
     line = getattr(family(info.options.estimator), "run_line", None)
     if line is not None and info.options.recorded:  # e.g. the model files it runs
         messages.say(f"estimator: {info.options.estimator}: {line(info.options.recorded)}{runs_on}")
-    warning = idle_cores(len(slots), cpus, typed, info.options.estimator)
+    warning = idle_cores(len(slots), cpus, typed, info.options.estimator, on_gpu)
     if warning:
         messages.warn(warning)
 
@@ -122,8 +126,9 @@ def merged(rd: RunDir, record: MergeInfo) -> None:
     per_split = ", ".join(f"{s} {n}" for s, n in sorted(record.frames_per_split.items()))
     messages.result(f"keypoints: {rd.keypoints_path} ({record.rows} frames: {per_split})")
     messages.result(f"tensors:   {rd.tensors_dir}/")
-    messages.result(f"report:    phoenix-keypoints report --out {rd.path}  (quality page + "
-                    "per-video figures)")
+    page = "quality page" if declaration(info.options.settings()).quality else "page"
+    messages.result(f"report:    phoenix-keypoints report --out {rd.path}  ({page} + per-video "
+                    "figures)")
     if info.dataset.problems:
         messages.result(f"videos not on disk or without frames: {info.dataset.problem_count} "
                         "(the first in run.json under dataset.problems, all in plan.parquet)")

@@ -69,11 +69,13 @@ def write_json(path: Path, obj: Any) -> None:
 
 
 def versions() -> dict[str, str]:
-    """Versions the numbers depend on, recorded with every run."""
+    """Versions recorded with every run, whatever its family: the family's own library (mediapipe,
+    onnxruntime) is added by extract.keypoints.versions.value_versions, so a run records what IT
+    depends on. A run planned before keeps the record it was planned with."""
     from importlib.metadata import PackageNotFoundError, version
 
     out = {"python": sys.version.split()[0]}
-    for dist in ("phoenix-keypoints", "mediapipe", "numpy", "opencv-contrib-python", "pyarrow"):
+    for dist in ("phoenix-keypoints", "numpy", "opencv-contrib-python", "pyarrow"):
         try:
             out[dist] = version(dist)
         except PackageNotFoundError:

@@ -6,7 +6,8 @@
 - A worker that dies while writing its part, or before its first video, `max_attempts` times on the
   same chunk stops the run: that is the machine's fault (disk, memory), not a video's.
 - Workers that die before they are ready (or while idle) `max_start_failures` times in a row stop
-  the run: mediapipe does not import, or the machine cannot start them; retrying forever hides it.
+  the run: the family's library does not import, or the machine cannot start them; retrying
+  forever hides it.
 """
 
 from __future__ import annotations

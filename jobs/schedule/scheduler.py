@@ -35,6 +35,9 @@ from phoenix_keypoints.jobs.schedule.retries import FailurePolicy, FailVideo, Fa
 from phoenix_keypoints.jobs.schedule.workqueue import WorkQueue
 
 WAIT_S = 0.5
+# what to check when workers keep dying before they are ready; the run's family words its own
+# (jobs.run.extraction.start_advice: the module its workers import)
+START_ADVICE = "check that the estimator's library imports on this machine"
 STOP_GRACE_S = 30.0
 
 
@@ -107,8 +110,10 @@ class Scheduler:
     def __init__(self, backend: Backend, queue: WorkQueue, make_task: Callable[[int, dict], ChunkTask],
                  progress: Progress, policy: FailurePolicy | None = None,
                  clock: Callable[[], float] = time.monotonic, chunks_wanted: int = 0,
-                 on_commit: Callable[[int], None] | None = None) -> None:
+                 on_commit: Callable[[int], None] | None = None,
+                 start_advice: str = START_ADVICE) -> None:
         self.backend, self.queue, self.make_task = backend, queue, make_task
+        self.start_advice = start_advice  # what to check when workers die while starting
         self.on_commit = on_commit  # told of every committed part (the merge beside the run)
         self.progress, self.policy = progress, policy or FailurePolicy()
         self.clock = clock
@@ -219,8 +224,7 @@ class Scheduler:
             verdict: Verdict = self.policy.died_starting(how)
             if isinstance(verdict, Fatal):
                 self.fatal(f"{verdict.why}. Each worker's whole output is in its log in RUN/logs/; "
-                           "check that mediapipe imports on this machine (python -c 'import "
-                           "mediapipe').")
+                           f"{self.start_advice}.")
         else:
             verdict = self._crash(s, how)
         self.slots[s.index] = SlotState(s.index)

@@ -3,11 +3,11 @@ parts out, events to its coordinator.
 
 ChunkWorker is what a local worker process and a Ray actor share: both build it once and call `run`
 per chunk, so the parts they write are the same and a run can move between backends. It needs no
-plan: each ChunkTask carries its videos' frame files, so workers start (import mediapipe, build the
-graph) while the coordinator is still planning.
+plan: each ChunkTask carries its videos' frame files, so workers start (import the family's library,
+build its graph or load its models) while the coordinator is still planning.
 
 A local worker process is started with the spawn method (a graph inherited through fork crashes),
-pinned to its CPU before MediaPipe starts a thread, with CUDA_VISIBLE_DEVICES already set by the
+pinned to its CPU before the estimator starts a thread, with CUDA_VISIBLE_DEVICES already set by the
 coordinator. SIGINT is ignored (Ctrl-C reaches the whole process group; the coordinator decides);
 SIGTERM makes it stop at the next frame boundary: the chunk in flight is dropped, its temp removed.
 """
@@ -253,7 +253,7 @@ def _die_with_parent() -> None:
 
 
 def log_to_file(path: Path) -> None:
-    """MediaPipe's C++ logs go to fd 2; send them to a per-slot log, keeping the terminal's bar clean."""
+    """A family's C++ logs go to fd 2; send them to a per-slot log, keeping the terminal's bar clean."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
     os.dup2(fd, 1)

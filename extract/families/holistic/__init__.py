@@ -85,6 +85,15 @@ def file_record(settings: dict[str, Any] | None, recorded: dict[str, Any]) -> di
 
 # --- what the job asks of a family before and after it runs -------------------------------------
 ENGINE = "MediaPipe"  # what runs on the CPU (the idle-cores warning)
+IMPORTS = "mediapipe"  # the module a worker needs to start (the advice when workers cannot)
+# what its graph's threads (TFLite, absl, mediapipe) write to stderr beside a frame's decode: not
+# the decoder's words (extract/keypoints/frames.py sends them back to stderr, out of the note)
+LOG_LINES = r"TensorFlow|absl::|mediapipe"
+# `export --help`'s words for each format it exports (jobs/cli.py)
+EXPORT_HELP = {"pkl": "{video: arrays} of a tensor set", "pose": ".pose files",
+               "islr": "Kaggle isolated-sign parquets",
+               "legacy-pkl": "the older script's pkl (what run --output_path writes)",
+               "legacy-npz": "its model input, <split>_keypoints.npz [N, 143, 3]"}
 WORKER_HOLDS = "a MediaPipe graph"  # what each worker process builds (`run --help`'s --workers)
 
 

@@ -41,13 +41,15 @@ from phoenix_keypoints.extract.families.wholebody.options import (
 from phoenix_keypoints.extract.families.wholebody.published import (
     MODELS_ABOUT,
     MODELS_HELP,
+    PUBLISHED_AT,
     PUBLISHED_MODELS,
 )
 from phoenix_keypoints.extract.families.wholebody.rtmdet import KIND_NAMES, kind_words
 from phoenix_keypoints.extract.keypoints.estimator import Declaration, Estimator
 
-__all__ = ["ABOUT", "DOCS", "MODELS_ABOUT", "MODELS_HELP", "PUBLISHED_MODELS", "add_run_options",
-           "asked_settings", "file_record", "moved_files", "settings_conflicts", "settings_of"]
+__all__ = ["ABOUT", "DOCS", "MODELS_ABOUT", "MODELS_HELP", "PUBLISHED_AT", "PUBLISHED_MODELS",
+           "add_run_options", "asked_settings", "file_record", "moved_files", "settings_conflicts",
+           "settings_of"]
 
 
 def declaration(settings: dict[str, Any] | None = None) -> Declaration:
@@ -178,6 +180,10 @@ def library_version() -> str:
 
 
 ENGINE = "The wholebody estimator (onnxruntime)"  # what runs on the CPU (the idle-cores warning)
+IMPORTS = "onnxruntime"  # the module a worker needs to start (the advice when workers cannot)
+# `export --help`'s words for each format it exports (jobs/cli.py)
+EXPORT_HELP = {"pose": ".pose files", "twostream-pkl": "TwoStream-SLR's keypoint_file",
+               "unisign-pkl": "Uni-Sign's pose folder"}
 WORKER_HOLDS = "the whole-body ONNX models"  # what each worker process loads (--workers' help)
 
 
@@ -240,16 +246,24 @@ def head_words(settings: dict[str, Any]) -> str:
     return f"; pose model: {said}; points: {layout.title} (--point-set {layout.name})"
 
 
+def on_gpu(device: str | None, gpu: bool) -> bool:
+    """Whether its workers will run the models on their GPU (--device auto or cuda, a worker
+    with a GPU, onnxruntime with CUDA), as the workers decide it: the idle-cores warning and
+    runs_on read it."""
+    from phoenix_keypoints.extract.families.wholebody.runner import cuda_provider
+
+    return (device or "auto") != "cpu" and gpu and bool(cuda_provider())
+
+
 def runs_on(settings: dict[str, Any], batch_size: int | None, device: str | None,
             gpu: bool) -> str:
     """The run's device and batches as its workers will decide them (--device auto: CUDA where
     onnxruntime has it and the worker a GPU), and each model's batch axis."""
-    from phoenix_keypoints.extract.families.wholebody.runner import batch_axes, cuda_provider
+    from phoenix_keypoints.extract.families.wholebody.runner import batch_axes
     from phoenix_keypoints.extract.keypoints.estimator import runtime
 
     run = runtime(batch_size, device)
-    gpu = run["device"] != "cpu" and cuda_provider() and gpu
-    where = "CUDA, device 0 of each worker's GPU" if gpu else "the CPU"
+    where = "CUDA, device 0 of each worker's GPU" if on_gpu(device, gpu) else "the CPU"
     axes = batch_axes((settings.get("detector") or {}).get("path"), settings["pose_model"]["path"])
     every = settings.get("det_every", 1)
     mode = f"; a detection every {every} frames (rtmlib's PoseTracker)" if every != 1 else ""

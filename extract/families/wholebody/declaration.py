@@ -30,6 +30,9 @@ WHOLEBODY_NAMES: tuple[str, ...] = WHOLEBODY_LAYOUT.names
 SCORE_THRESHOLD = 0.3
 UNITS = ("x, y: pixels of the frame (origin top left), as rtmlib returns them; score: the pose "
          "model's SimCC confidence")
+# what the models take of each frame of a batch (estimator.batch_refused): the detector's 640x640
+# float input at the largest published detector's size
+BATCH_INPUT = (640 * 640 * 3 * 4, "the detector's input")
 HEATMAP_UNITS = ("x, y: pixels of the frame (origin top left), as rtmlib returns them; score: the "
                  "pose model's heatmap maximum")
 
@@ -87,7 +90,8 @@ def declaration_for(layout: Layout, units: str = UNITS,
             schema_of(layout), title=layout.title, score_threshold=SCORE_THRESHOLD,
             regions={r: (col, a, b) for r, (a, b) in layout.regions.items()},
             exports=layout.exports, units=units, presence_note="rtmlib's cut",
-            names=layout.names, subparts=layout.parts, batches=True, skeleton=layout.skeleton,
+            names=layout.names, subparts=layout.parts, batches=True, batch_input=BATCH_INPUT,
+            skeleton=layout.skeleton,
             colours=layout.colours, legend=LEGEND, report=report_of(layout))
     return cache[key]
 

@@ -33,6 +33,7 @@ _RTMW_X_L_384 = {"path": "rtmw/onnx_sdk/rtmw-dw-x-l_simcc-cocktail14_270e-384x28
                  "onnx_sha256": "bd033156e5104c4f5d2edfe0453e02661e30a2f3da453ec93c8764d561b83054",
                  "zip_sha256": "a87e1af41a0a067776dba7d46e1c21c8f6e9f18e247e0e606718dd1f31e96ffd"}
 # rtmlib 0.0.16's Wholebody modes (rtmlib/tools/solution/wholebody.py): a detector, a pose model
+PUBLISHED_AT = "https://download.openmmlab.com/mmpose/v1/projects/"  # rtmlib 0.0.16's host
 PUBLISHED_MODELS: dict[str, dict[str, dict[str, Any]]] = {
     "lightweight": {"detector": _YOLOX_TINY, "pose": _RTMW_L_M},
     "balanced": {"detector": _YOLOX_M, "pose": _RTMW_X_L},

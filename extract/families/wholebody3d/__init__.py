@@ -20,12 +20,14 @@ import pyarrow as pa
 
 from phoenix_keypoints.extract.families.wholebody import (
     DEVICE_HELP,
+    IMPORTS,
     LIBRARY,
     WORKER_HOLDS,
     check_recorded,
     device_refused,
     library_version,
     model_problems,
+    on_gpu,
     run_line,
     runs_on,
 )
@@ -46,9 +48,9 @@ from phoenix_keypoints.extract.families.wholebody3d.options import (
 )
 from phoenix_keypoints.extract.keypoints.estimator import Declaration, Estimator
 
-__all__ = ["ABOUT", "DEVICE_HELP", "DOCS", "LIBRARY", "WORKER_HOLDS", "asked_settings",
+__all__ = ["ABOUT", "DEVICE_HELP", "DOCS", "IMPORTS", "LIBRARY", "WORKER_HOLDS", "asked_settings",
            "check_recorded", "device_refused", "file_record", "library_version", "model_problems",
-           "moved_files", "run_line", "runs_on", "settings_conflicts", "settings_of"]
+           "moved_files", "on_gpu", "run_line", "runs_on", "settings_conflicts", "settings_of"]
 
 
 ENGINE = f"The {WHOLEBODY3D} estimator (onnxruntime)"  # what runs on the CPU (the idle-cores warning)

@@ -15,6 +15,7 @@ from typing import Any
 import pyarrow as pa
 
 from phoenix_keypoints.extract.families.wholebody.declaration import (
+    BATCH_INPUT,
     COLOURS,
     LEGEND,
     LIMBS,
@@ -49,7 +50,8 @@ DECLARATION = Declaration(
              "left_hand": (WHOLEBODY3D, *WHOLEBODY_PARTS["left_hand"]),
              "right_hand": (WHOLEBODY3D, *WHOLEBODY_PARTS["right_hand"])},
     exports=("pose",), units=UNITS, presence_note="rtmlib's cut", names=WHOLEBODY_NAMES,
-    subparts=WHOLEBODY_PARTS, batches=True, skeleton=LIMBS, colours=COLOURS,
+    subparts=WHOLEBODY_PARTS, batches=True, batch_input=BATCH_INPUT, skeleton=LIMBS,
+    colours=COLOURS,
     legend=LEGEND,
     report=ReportSpec(
         "3D whole-body keypoints",
