@@ -221,14 +221,17 @@ def test_manifest_values_are_read_as_written(tmp_path: Path):
     assert sha256(listed / " a.mp4") != sha256(listed / "a.mp4")
 
 
-def test_point_numbers_are_ascii_digits_too(tmp_path: Path, wholebody_options: list[str]):
+def test_point_numbers_are_ascii_digits_too(tmp_path: Path):
     """`--points face:1²` and `--points ٣`: refused, saying what an item may be (before: a
-    traceback for `1²`, which str.isdigit() accepts and int() refuses; `٣` was read as 3)."""
+    traceback for `1²`, which str.isdigit() accepts and int() refuses; `٣` was read as 3). The
+    points are read in the run's own numbering, so the run is one whose family has tensor presets
+    (the default family, on three frames)."""
     folder = tmp_path / "take"
-    shutil.copytree(PHX_FRAMES / "train" / "signer_demo-1", folder)
+    folder.mkdir()
+    for frame in sorted((PHX_FRAMES / "train" / "signer_demo-1").iterdir())[:3]:
+        shutil.copy(frame, folder / frame.name)
     out = tmp_path / "out"
-    assert run_cli(["run", "--dataset", folder, "--out", out, "--workers-per-gpu", "1",
-                    *wholebody_options]).returncode == 0
+    assert run_cli(["run", "--dataset", folder, "--out", out, "--workers-per-gpu", "1"]).returncode == 0
     for item, said in (("face:1\u00b2", "'1\u00b2' is not N or N-M"),
                        ("\u0663", "use N, N-M, PART or PART:N-M")):
         proc = run_cli(["tensors", "--out", out, "--points", item])
