@@ -140,15 +140,16 @@ def _exactly(frames: Iterable[Frame], n: int, image: str) -> Iterator[Frame]:
         yield f
 
 
-def prefetched(frames: Iterable[Frame], depth: int, turn: threading.Lock | None = None
-               ) -> Iterator[Frame]:
+def prefetched(frames: Iterable[Frame], depth: int | threading.Semaphore,
+               turn: threading.Lock | None = None) -> Iterator[Frame]:
     """The frames, read and decoded by a thread up to `depth` ahead, so decoding overlaps the
     models' calls (onnxruntime releases the GIL) and neither waits. A frame is decoded only once
-    one of the `depth` slots is free, so at most `depth` decoded frames wait here. Readers given
-    the same `turn` read one at a time: a source may keep one open file a process (an archive's
-    reader seeks one file position), which two threads must not move at once."""
+    one of the `depth` slots is free, so at most `depth` decoded frames wait here (a semaphore:
+    the caller's, which it may release to let the reader further ahead). Readers given the same
+    `turn` read one at a time: a source may keep one open file a process (an archive's reader
+    seeks one file position), which two threads must not move at once."""
     q: queue.Queue = queue.Queue()
-    slots = threading.Semaphore(max(1, depth))
+    slots = depth if isinstance(depth, threading.Semaphore) else threading.Semaphore(max(1, depth))
     stop = threading.Event()
     end = object()
 
@@ -231,9 +232,9 @@ def extract_videos(extractor: Estimator, videos: Iterable[Video], out: Block,
     in its video's order; each frame's result, as `process` would give it) gets that many videos at
     once, each lane's next frames in one call, so its models can take frame t of every lane
     together. A lane whose video ends takes the chunk's next one. The frames of a call number
-    about `batch_size` (1 a lane when every lane is busy, more as the lanes empty), and each
-    lane's reader decodes at most batch_size / lanes ahead: about 2 x batch_size frames held, as
-    for one video. The lanes' readers take turns (an archive's one reader). Without lanes: the
+    about `batch_size` (1 a lane when every lane is busy, more as the last videos end), and each
+    lane's reader decodes as many ahead as its lane takes a call: about 2 x batch_size frames
+    held, as for one video. The lanes' readers take turns (an archive's one reader). Without lanes: the
     videos one after another (extract_video).
     """
     lanes = int(getattr(extractor, "lanes", 1) or 1)
@@ -250,10 +251,13 @@ def extract_videos(extractor: Estimator, videos: Iterable[Video], out: Block,
                 if video is None:
                     break
                 extractor.start_lane(lane)  # type: ignore[attr-defined]
-                going.append(_Going(extractor, video, on_frame, max(1, size // lanes), lane, turn))
+                going.append(_Going(extractor, video, on_frame, 1, lane, turn))
             if not going:
                 return
-            ended = [g for g in going if not g.fill(max(1, size // len(going)))]
+            window = max(1, size // len(going))  # grows as the last videos end
+            for g in going:
+                g.ahead(window)
+            ended = [g for g in going if not g.fill(window)]
             _run_lanes(extractor, going)
             for g in ended:
                 g.finish(out)
@@ -273,8 +277,15 @@ class _Going:
         self.block = Block(declaration=extractor.declaration)
         self.rows = _Rows(extractor, video.n, on_frame)
         source = _exactly(video.open(), video.n, video.locator)
-        self.frames = prefetched(source, depth, turn) if depth else source
+        self.depth, self.slots = depth or 0, threading.Semaphore(max(1, depth or 1))
+        self.frames = prefetched(source, self.slots, turn) if depth else source
         self.first_size: tuple[int, int] | None = None
+
+    def ahead(self, depth: int) -> None:
+        """Let the reader decode up to `depth` frames ahead (never fewer than it may already)."""
+        if depth > self.depth:
+            self.slots.release(depth - self.depth)
+            self.depth = depth
 
     def read(self) -> bool:
         """The next frame's row, its pixels pending; False once the video has no more."""
