@@ -453,3 +453,28 @@ def test_lockstep_reads_an_archive_as_the_folder(models, folders, suffix, tmp_pa
     assert got["status"].to_pylist().count("ok") == got.num_rows - 1  # broken's frame
     assert got.equals(want)
 
+
+
+def test_a_frame_killing_its_worker_in_lockstep_fails_its_own_video_alone(models, folders,
+                                                                          tmp_path):
+    """kill-frame: the worker dies reading frame 9 of `alone` while two later videos of its chunk
+    are under way beside it (three lanes), so the last video it started is not the culprit. After
+    the retries only `alone` is failed; every other video's rows equal an uninterrupted run's."""
+    from phoenix_keypoints.jobs.rundir.parts import read_part_info
+
+    args = ["--dataset", folders, *wholebody(models, "detector_raw", 5), "--workers", "1",
+            "--chunk-frames", "1000", "--batch-size", "3"]
+    ok(run_cli(["run", "--out", tmp_path / "clean", *args]), "clean")
+    out = tmp_path / "run"
+    proc = run_cli(["run", "--out", out, *args], env={"PHOENIX_KEYPOINTS_FAULTS": "kill-frame=alone:9"})
+    assert_no_traceback(proc)
+    assert proc.returncode == 1, proc.stderr
+    last = proc.stderr.strip().splitlines()[-1]
+    assert last.startswith("error: 1 video(s) failed") and "alone" in last, proc.stderr
+    info, _ = read_part_info(next((out / "parts").glob("chunk-*.parquet")))
+    assert list(info.failed) == ["alone"], proc.stderr
+    ok(run_cli(["merge", "--out", out, "--allow-partial"]), "merge")
+    got, want = run_rows(out), run_rows(tmp_path / "clean")
+    assert set(got) == set(want) - {"alone"}
+    for video, rows in got.items():
+        assert rows == want[video], video

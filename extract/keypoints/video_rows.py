@@ -222,7 +222,7 @@ def extract_video(
 
 
 def extract_videos(extractor: Estimator, videos: Iterable[Video], out: Block,
-                   on_frame: Callable[[], None] | None = None) -> None:
+                   on_frame: Callable[[], None] | None = None, lockstep: bool = True) -> None:
     """Append each video's rows to `out` (each video's rows together, exactly n; the videos in the
     order they end).
 
@@ -234,10 +234,11 @@ def extract_videos(extractor: Estimator, videos: Iterable[Video], out: Block,
     together. A lane whose video ends takes the chunk's next one. The frames of a call number
     about `batch_size` (1 a lane when every lane is busy, more as the last videos end), and each
     lane's reader decodes as many ahead as its lane takes a call: about 2 x batch_size frames
-    held, as for one video. The lanes' readers take turns (an archive's one reader). Without lanes: the
-    videos one after another (extract_video).
+    held, as for one video. The lanes' readers take turns (an archive's one reader). Without lanes,
+    or not `lockstep` (a chunk that killed a worker: a crash must name its one video): the videos
+    one after another (extract_video).
     """
-    lanes = int(getattr(extractor, "lanes", 1) or 1)
+    lanes = int(getattr(extractor, "lanes", 1) or 1) if lockstep else 1
     if lanes < 2:
         for v in videos:
             extract_video(extractor, v.split, v.name, v.open(), v.n, out, on_frame, v.locator)

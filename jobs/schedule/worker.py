@@ -141,12 +141,13 @@ class ChunkWorker:
         def opened(v: VideoRef) -> Iterable[Frame]:
             send(VideoStarted(self.slot, task.chunk, v.name))
             faults.on_video_start(v.name)
-            return sources.get(v.source).frames(root, v.ref(task.max_pixels, task.max_scans))
+            return faults.frames(v.name, sources.get(v.source).frames(
+                root, v.ref(task.max_pixels, task.max_scans)))
 
         extract_videos(self.extractor, (Video(v.split, v.name, v.num_frames, v.folder,
                                               partial(opened, v))
                                         for v in (videos[k] for k in read_order(root, videos))),
-                       out, counter)
+                       out, counter, lockstep=not task.one_by_one)
         counter.flush()
         send(Writing(self.slot, task.chunk))
         info = PartInfo.of_rows(task.chunk, out.video, out.status, dict(task.skip),
