@@ -385,9 +385,9 @@ class _Rows:
         self.owed = 0
 
     def _run(self) -> list[tuple[dict, str | None]]:
-        return _each([rgb for _, rgb, _ in self.pending], getattr(self.extractor, "process_batch",
-                                                                  None),
-                     self.extractor.process, self.extractor.start_video)
+        est = self.extractor
+        return _each([rgb for _, rgb, _ in self.pending], getattr(est, "process_batch", None),
+                     est.process, est.start_video)
 
 
 def _each(rgbs: list[np.ndarray], batch: Callable[[list[np.ndarray]], list[dict]] | None,
