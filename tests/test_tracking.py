@@ -7,6 +7,11 @@ model is tests/tiny_onnx.py's pose_steady, whose points stay in place within the
 rtmlib's tracking follows persons from frame to frame; its quirks (a count that stops, a reset
 where it raises) are reached and checked to be reached. Each row of a run is compared with rtmlib
 fed the same decoded frames: max |dx|, |dy| <= 0.01 px, scores 1e-4, the same box count.
+
+The last part runs a chunk's videos in lockstep (a worker advances up to --batch-size videos
+together, frame t of each in one pose-model call): five frame folders of different lengths, in
+folders and in archives, equal to PoseTracker per video and to --batch-size 1 byte for byte, and
+a frame that kills its worker beside other videos fails its own video alone.
 """
 
 from __future__ import annotations
