@@ -3,6 +3,9 @@
 The value is a comma-separated list of:
 - `kill-video=NAME`: a worker SIGKILLs itself when it starts video NAME, every time (a frame that
   crashes MediaPipe, as far as the coordinator can tell).
+- `kill-frame=NAME:N`: a worker SIGKILLs itself when it reads frame N (0-based) of video NAME,
+  every time: a frame that crashes the worker in the middle of a video, while other videos of
+  its chunk may be under way beside it (--det-every's lockstep).
 - `enospc-chunk=N`: writing the part of chunk N fails with ENOSPC (disk full).
 - `frame-delay=SECONDS`: sleep that long after each frame, so that tests can kill mid-chunk.
 - `write-delay=SECONDS`: sleep that long with a part's temp file written but not yet renamed, so
@@ -20,10 +23,13 @@ import errno
 import os
 import signal
 import time
+from collections.abc import Iterable, Iterator
 from functools import cache
 from pathlib import Path
+from typing import TypeVar
 
 ENV = "PHOENIX_KEYPOINTS_FAULTS"
+T = TypeVar("T")
 
 
 @cache
@@ -38,6 +44,21 @@ def _faults() -> dict[str, str]:
 def on_video_start(video: str) -> None:
     if _faults().get("kill-video") == video:
         os.kill(os.getpid(), signal.SIGKILL)
+
+
+def frames(video: str, source: Iterable[T]) -> Iterable[T]:
+    """The video's frames, the worker killed at the frame `kill-frame` names."""
+    name, _, at = _faults().get("kill-frame", "").rpartition(":")
+    if name != video:
+        return source
+    return _killed_at(source, int(at))
+
+
+def _killed_at(source: Iterable[T], at: int) -> Iterator[T]:
+    for i, frame in enumerate(source):
+        if i == at:
+            os.kill(os.getpid(), signal.SIGKILL)
+        yield frame
 
 
 def before_write(chunk: int, path: Path) -> None:

@@ -99,6 +99,25 @@ def test_failed_video_is_skipped_in_the_redo() -> None:
     assert [t.skip for t in tasks] == [{}, {}, {}, {"v0-1": sched.outcome.failed[0]["v0-1"]}]
 
 
+def test_a_chunk_that_killed_a_worker_is_handed_out_one_video_at_a_time() -> None:
+    """A worker may have several videos under way (lockstep): after a death in a chunk, that chunk
+    is handed out with one_by_one, so the next death is counted against its own video; the
+    chunks that never killed a worker keep lockstep."""
+    clock = SimClock()
+    backend = FakeBackend(clock, 1, speed=lambda s: 20.0,
+                          faults=Faults(kill_video=Counter({"v1-1": 1})))
+    given: list[ChunkTask] = []
+    assign = backend.assign
+    backend.assign = lambda slot, task: (given.append(task), assign(slot, task))[1]
+    sched = Scheduler(backend, ChunkQueue([0, 1, 2]), make_task,
+                      Progress("", "simulated", 150, 0, 3, None, show_bar=False, clock=clock.now),
+                      clock=clock.now, chunks_wanted=3)
+    out = run(sched)
+    assert sorted(out.done) == [0, 1, 2] and not out.failed
+    assert [(t.chunk, t.one_by_one) for t in given] == [(0, False), (1, False), (1, True),
+                                                        (2, False)]
+
+
 def test_deaths_outside_a_video_stop_the_run() -> None:
     out, _, _ = schedule(slots=1, faults=Faults(die_writing=Counter({0: 3})))
     assert "chunk 0 killed its worker 3 times outside any video" in out.error

@@ -12,7 +12,9 @@ import queue
 import threading
 import weakref
 from collections.abc import Callable, Iterable, Iterator
+from contextlib import nullcontext
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -50,6 +52,16 @@ class Block:
 
     def __len__(self) -> int:
         return len(self.frame)
+
+    def extend(self, other: Block) -> None:
+        """Append another block's rows (a video's, extracted beside others) after these."""
+        for name, mine in vars(self).items():
+            theirs = getattr(other, name)
+            if isinstance(mine, list):
+                mine.extend(theirs)
+            elif isinstance(mine, dict):
+                for key, items in theirs.items():
+                    mine.setdefault(key, []).extend(items)
 
     def to_table(self) -> pa.Table:
         cols: dict[str, pa.Array] = {
@@ -128,40 +140,58 @@ def _exactly(frames: Iterable[Frame], n: int, image: str) -> Iterator[Frame]:
         yield f
 
 
-def prefetched(frames: Iterable[Frame], depth: int) -> Iterator[Frame]:
+def prefetched(frames: Iterable[Frame], depth: int | threading.Semaphore,
+               turn: threading.Lock | None = None) -> Iterator[Frame]:
     """The frames, read and decoded by a thread up to `depth` ahead, so decoding overlaps the
-    models' calls (onnxruntime releases the GIL) and neither waits; the queue bounds memory."""
-    q: queue.Queue = queue.Queue(maxsize=max(1, depth))
+    models' calls (onnxruntime releases the GIL) and neither waits. A frame is decoded only once
+    one of the `depth` slots is free, so at most `depth` decoded frames wait here (a semaphore:
+    the caller's, which it may release to let the reader further ahead). Readers given the same
+    `turn` read one at a time: a source may keep one open file a process (an archive's reader
+    seeks one file position), which two threads must not move at once."""
+    q: queue.Queue = queue.Queue()
+    slots = depth if isinstance(depth, threading.Semaphore) else threading.Semaphore(max(1, depth))
     stop = threading.Event()
     end = object()
 
-    def put(item: object) -> bool:
-        while not stop.is_set():
-            try:
-                q.put(item, timeout=0.1)
-                return True
-            except queue.Full:
-                continue
-        return False
-
     def read() -> None:
         try:
-            for f in frames:
-                if not put(f):
+            it = iter(frames)
+            while True:
+                while not slots.acquire(timeout=0.1):
+                    if stop.is_set():
+                        return
+                if stop.is_set():
                     return
-            put(end)
+                with turn or nullcontext():
+                    f = next(it, end)
+                q.put(f)
+                if f is end:
+                    return
         except BaseException as e:  # handed to the consumer, raised there
-            put(e)
+            q.put(e)
 
     thread = threading.Thread(target=read, name="frame-prefetch", daemon=True)
     thread.start()
     try:
         while (item := q.get()) is not end:
+            slots.release()
             if isinstance(item, BaseException):
                 raise item
             yield item
     finally:
         stop.set()
+
+
+@dataclass(frozen=True)
+class Video:
+    """A video to extract: its split, name, planned frame count and locator (the image named by a
+    row the source could not give), and how to open its frames (called when its turn comes)."""
+
+    split: str
+    name: str
+    n: int
+    locator: str
+    open: Callable[[], Iterable[Frame]]
 
 
 def extract_video(
@@ -183,24 +213,99 @@ def extract_video(
     with a `batch_size` (whole-body) gets its frames in batches, read ahead by a thread.
     """
     extractor.start_video()
-    parts, count_names = extractor.declaration.parts, extractor.declaration.counts
-    rows = _Rows(extractor, n, on_frame)
-    batch = getattr(extractor, "batch_size", None)
-    source = _exactly(frames, n, locator)
-    first_size: tuple[int, int] | None = None
-    for i, f in enumerate(prefetched(source, batch) if batch else source):
+    going = _Going(extractor, Video(split, video, n, locator, lambda: frames), on_frame,
+                   getattr(extractor, "batch_size", None))
+    while going.read():
+        if going.rows.full():
+            going.rows.flush(going.block)
+    going.finish(out)
+
+
+def extract_videos(extractor: Estimator, videos: Iterable[Video], out: Block,
+                   on_frame: Callable[[], None] | None = None, lockstep: bool = True) -> None:
+    """Append each video's rows to `out` (each video's rows together, exactly n; the videos in the
+    order they end).
+
+    An estimator whose frames depend on the frame before (a tracker) cannot batch a video's frames
+    for its models, but videos are independent: one that gives `lanes` (> 1), `start_lane(lane)`
+    (a new video in that lane) and `process_lanes([(lane, rgbs), ...])` (each lane's next frames,
+    in its video's order; each frame's result, as `process` would give it) gets that many videos at
+    once, each lane's next frames in one call, so its models can take frame t of every lane
+    together. A lane whose video ends takes the chunk's next one. The frames of a call number
+    about `batch_size` (1 a lane when every lane is busy, more as the last videos end), and each
+    lane's reader decodes as many ahead as its lane takes a call: about 2 x batch_size frames
+    held, as for one video. The lanes' readers take turns (an archive's one reader). Without lanes,
+    or not `lockstep` (a chunk that killed a worker: a crash must name its one video): the videos
+    one after another (extract_video).
+    """
+    lanes = int(getattr(extractor, "lanes", 1) or 1) if lockstep else 1
+    if lanes < 2:
+        for v in videos:
+            extract_video(extractor, v.split, v.name, v.open(), v.n, out, on_frame, v.locator)
+        return
+    size = int(getattr(extractor, "batch_size", 1) or 1)
+    todo, going, turn = iter(videos), list[_Going](), threading.Lock()
+    try:
+        while True:
+            for lane in sorted(set(range(lanes)) - {g.lane for g in going}):
+                video = next(todo, None)
+                if video is None:
+                    break
+                extractor.start_lane(lane)  # type: ignore[attr-defined]
+                going.append(_Going(extractor, video, on_frame, 1, lane, turn))
+            if not going:
+                return
+            window = max(1, size // len(going))  # grows as the last videos end
+            for g in going:
+                g.ahead(window)
+            ended = [g for g in going if not g.fill(window)]
+            _run_lanes(extractor, going)
+            for g in ended:
+                g.finish(out)
+                going.remove(g)
+    finally:
+        for g in going:
+            g.close()
+
+
+class _Going:
+    """One video under way: its rows in a block of its own, its frames read (ahead by a thread
+    where `depth`), its pixels pending in `rows` until a call runs them."""
+
+    def __init__(self, extractor: Estimator, video: Video, on_frame: Callable[[], None] | None,
+                 depth: int | None, lane: int = 0, turn: threading.Lock | None = None) -> None:
+        self.video, self.lane, self.i = video, lane, 0
+        self.block = Block(declaration=extractor.declaration)
+        self.rows = _Rows(extractor, video.n, on_frame)
+        source = _exactly(video.open(), video.n, video.locator)
+        self.depth, self.slots = depth or 0, threading.Semaphore(max(1, depth or 1))
+        self.frames = prefetched(source, self.slots, turn) if depth else source
+        self.first_size: tuple[int, int] | None = None
+
+    def ahead(self, depth: int) -> None:
+        """Let the reader decode up to `depth` frames ahead (never fewer than it may already)."""
+        if depth > self.depth:
+            self.slots.release(depth - self.depth)
+            self.depth = depth
+
+    def read(self) -> bool:
+        """The next frame's row, its pixels pending; False once the video has no more."""
+        f = next(self.frames, None)
+        if f is None:
+            return False
         note, width, height = f.note, None, None
         if f.rgb is not None:
             height, width = f.rgb.shape[:2]
-            if first_size is None:
-                first_size = (width, height)
-            elif (width, height) != first_size:
-                size_note = f"size {width}x{height}, video's first frame {first_size[0]}x" \
-                            f"{first_size[1]}"
+            if self.first_size is None:
+                self.first_size = (width, height)
+            elif (width, height) != self.first_size:
+                size_note = f"size {width}x{height}, video's first frame {self.first_size[0]}x" \
+                            f"{self.first_size[1]}"
                 note = f"{note}; {size_note}" if note else size_note
-        out.split.append(split)
-        out.video.append(video)
-        out.frame.append(i)
+        out = self.block
+        out.split.append(self.video.split)
+        out.video.append(self.video.name)
+        out.frame.append(self.i)
         out.time_s.append(f.time_s)
         out.image.append(f.image)
         out.width.append(width)
@@ -210,13 +315,32 @@ def extract_video(
         out.file_size.append(f.size)
         out.file_mtime_ns.append(f.mtime_ns)
         out.file_sha256.append(f.sha256)
-        rows.add(i, f.rgb, out, len(out.status) - 1)
-    rows.flush(out)
-    for part in parts:
-        out.values.setdefault(part, []).append(rows.values[part])
-        out.present.setdefault(part, []).append(rows.present[part])
-    for name in count_names:
-        out.counts.setdefault(name, []).extend(rows.counts[name])
+        self.rows.add(self.i, f.rgb, len(out.status) - 1)
+        self.i += 1
+        return True
+
+    def fill(self, frames: int) -> bool:
+        """Read until `frames` frames are pending; False once the video has no more."""
+        while len(self.rows.pending) < frames:
+            if not self.read():
+                return False
+        return True
+
+    def finish(self, out: Block) -> None:
+        """Run what is pending, and append the video's rows to `out`."""
+        self.rows.flush(self.block)
+        for part in self.block.declaration.parts:
+            self.block.values.setdefault(part, []).append(self.rows.values[part])
+            self.block.present.setdefault(part, []).append(self.rows.present[part])
+        for name in self.block.declaration.counts:
+            self.block.counts.setdefault(name, []).extend(self.rows.counts[name])
+        out.extend(self.block)
+        self.close()
+
+    def close(self) -> None:
+        close = getattr(self.frames, "close", None)
+        if close is not None:
+            close()  # the reader thread stops
 
 
 class _Rows:
@@ -234,17 +358,20 @@ class _Rows:
         self.pending: list[tuple[int, np.ndarray, int]] = []  # (frame, rgb, row in out)
         self.owed = 0  # frames to report done once their batch has run
 
-    def add(self, i: int, rgb: np.ndarray | None, out: Block, row: int) -> None:
+    def add(self, i: int, rgb: np.ndarray | None, row: int) -> None:
         self.owed += 1
         if rgb is not None:
             self.pending.append((i, rgb, row))
-        if len(self.pending) >= self.size or not self.pending:
-            self.flush(out)
 
-    def flush(self, out: Block) -> None:
-        """Run the pending frames, place their results, report them done."""
+    def full(self) -> bool:
+        """Whether to run now: a batch is pending, or a frame without pixels is owed alone."""
+        return len(self.pending) >= self.size or not self.pending
+
+    def flush(self, out: Block, results: list[tuple[dict, str | None]] | None = None) -> None:
+        """Run the pending frames (or take their `results`), place them, report them done."""
         if self.pending:
-            for (i, _, row), (found, error) in zip(self.pending, self._run(), strict=True):
+            ran = self._run() if results is None else results
+            for (i, _, row), (found, error) in zip(self.pending, ran, strict=True):
                 if error is not None:
                     out.status[row], out.note[row] = _error_status(self.extractor), error
                 elif "status" in found:  # the estimator refused what its model answered
@@ -258,22 +385,46 @@ class _Rows:
         self.owed = 0
 
     def _run(self) -> list[tuple[dict, str | None]]:
-        """Each pending frame's result and error; a batch that raises is run again one frame
-        at a time, so the error is pinned on its frame as with a batch of one."""
-        batch = getattr(self.extractor, "process_batch", None)
-        if batch is not None and len(self.pending) > 1:
-            try:
-                return [(found, None) for found in batch([rgb for _, rgb, _ in self.pending])]
-            except (RuntimeError, ValueError):
-                pass
-        out = []
-        for _, rgb, _ in self.pending:
-            try:
-                out.append((self.extractor.process(rgb), None))
-            except (RuntimeError, ValueError) as e:  # the estimator refused this frame
-                out.append(({}, str(e)[:200]))
-                self.extractor.start_video()  # the graph's state is unknown after an error
-        return out
+        est = self.extractor
+        return _each([rgb for _, rgb, _ in self.pending], getattr(est, "process_batch", None),
+                     est.process, est.start_video)
+
+
+def _each(rgbs: list[np.ndarray], batch: Callable[[list[np.ndarray]], list[dict]] | None,
+          one: Callable[[np.ndarray], dict], reset: Callable[[], None]
+          ) -> list[tuple[dict, str | None]]:
+    """Each frame's result and error: the frames in one `batch` call, or where it raises (or there
+    is none) one frame at a time, so an error is pinned on its frame as with a batch of one."""
+    if batch is not None and len(rgbs) > 1:
+        try:
+            return [(found, None) for found in batch(rgbs)]
+        except (RuntimeError, ValueError):
+            pass
+    out = []
+    for rgb in rgbs:
+        try:
+            out.append((one(rgb), None))
+        except (RuntimeError, ValueError) as e:  # the estimator refused this frame
+            out.append(({}, str(e)[:200]))
+            reset()  # the graph's state is unknown after an error
+    return out
+
+
+def _run_lanes(extractor: Any, going: list[_Going]) -> None:
+    """Every lane's pending frames in one process_lanes call (where it raises: lane by lane, frame
+    by frame, as _each), their results placed, the frames reported done."""
+    busy = [g for g in going if g.rows.pending]
+    windows = [(g.lane, [rgb for _, rgb, _ in g.rows.pending]) for g in busy]
+    try:
+        ran = [[(found, None) for found in each] for each in extractor.process_lanes(windows)
+               ] if busy else []
+    except (RuntimeError, ValueError):
+        ran = [_each(rgbs, None, lambda rgb, lane=lane: extractor.process_lanes([(lane, [rgb])])[0][0],
+                     lambda lane=lane: extractor.start_lane(lane)) for lane, rgbs in windows]
+    for g, results in zip(busy, ran, strict=True):
+        g.rows.flush(g.block, results)
+    for g in going:
+        g.rows.flush(g.block)  # the lanes not run: their frames without pixels reported done
 
 
 def _error_status(extractor: Estimator) -> str:

@@ -13,7 +13,7 @@ import signal
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Protocol
 
 from phoenix_keypoints.jobs import messages
@@ -122,6 +122,7 @@ class Scheduler:
         self.outcome = Outcome()
         self.outcome.timings.began = clock()
         self.stop_signal = 0
+        self.crashed: set[int] = set()  # chunks a worker died in: handed out one video at a time
 
     # --- state -----------------------------------------------------------------------------------
     @property
@@ -165,7 +166,10 @@ class Scheduler:
                     self.outcome.timings.first_idle = self.clock()
                 return
             s.chunk = chunk
-            self.backend.assign(s.index, self.make_task(chunk, self.outcome.failed.get(chunk, {})))
+            task = self.make_task(chunk, self.outcome.failed.get(chunk, {}))
+            if chunk in self.crashed:  # a worker died in it: which video is known only one by one
+                task = replace(task, one_by_one=True)
+            self.backend.assign(s.index, task)
 
     # --- events ----------------------------------------------------------------------------------
     def handle(self, ev: Event) -> None:
@@ -235,6 +239,7 @@ class Scheduler:
         """A worker died holding a chunk: say where, apply the policy, hand the chunk out again."""
         chunk = s.chunk
         assert chunk is not None
+        self.crashed.add(chunk)
         self.progress.add(-s.frames)
         verdict = self.policy.died_in_chunk(chunk, s.video, how)
         where = f"video {s.video}" if s.video else ("writing its part" if s.writing

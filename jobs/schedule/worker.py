@@ -20,8 +20,9 @@ import signal
 import socket
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from functools import partial
 from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
@@ -31,6 +32,7 @@ import pyarrow as pa
 
 from phoenix_keypoints.extract import sources
 from phoenix_keypoints.extract.keypoints.estimator import ModelFileError, estimator_name, open_estimator
+from phoenix_keypoints.extract.keypoints.frames import Frame
 from phoenix_keypoints.extract.keypoints.versions import (
     DECODER,
     differences,
@@ -38,7 +40,12 @@ from phoenix_keypoints.extract.keypoints.versions import (
     pip_hint,
     value_versions,
 )
-from phoenix_keypoints.extract.keypoints.video_rows import Block, KeepsFailing, extract_video
+from phoenix_keypoints.extract.keypoints.video_rows import (
+    Block,
+    KeepsFailing,
+    Video,
+    extract_videos,
+)
 from phoenix_keypoints.jobs import faults
 from phoenix_keypoints.jobs.rundir.folder import RunDir
 from phoenix_keypoints.jobs.rundir.parts import PartInfo, write_part
@@ -131,12 +138,16 @@ class ChunkWorker:
         counter = _FrameCounter(self.slot, send)
         root = Path(task.root)
         videos = [v for v in task.videos if v.name not in task.skip]
-        for v in (videos[k] for k in read_order(root, videos)):
+        def opened(v: VideoRef) -> Iterable[Frame]:
             send(VideoStarted(self.slot, task.chunk, v.name))
             faults.on_video_start(v.name)
-            frames = sources.get(v.source).frames(root, v.ref(task.max_pixels, task.max_scans))
-            extract_video(self.extractor, v.split, v.name, frames, v.num_frames, out, counter,
-                          v.folder)
+            return faults.frames(v.name, sources.get(v.source).frames(
+                root, v.ref(task.max_pixels, task.max_scans)))
+
+        extract_videos(self.extractor, (Video(v.split, v.name, v.num_frames, v.folder,
+                                              partial(opened, v))
+                                        for v in (videos[k] for k in read_order(root, videos))),
+                       out, counter, lockstep=not task.one_by_one)
         counter.flush()
         send(Writing(self.slot, task.chunk))
         info = PartInfo.of_rows(task.chunk, out.video, out.status, dict(task.skip),

@@ -62,7 +62,11 @@ from phoenix_keypoints.extract.families.wholebody.rtmdet import (
     kind_for,
     kind_of,
 )
-from phoenix_keypoints.extract.families.wholebody.tracking import Tracker, track_batch
+from phoenix_keypoints.extract.families.wholebody.tracking import (
+    Tracker,
+    track_batch,
+    track_lanes,
+)
 from phoenix_keypoints.extract.keypoints.environ import telemetry_off
 from phoenix_keypoints.extract.keypoints.estimator import RUNTIME, ModelFileError, runtime
 from phoenix_keypoints.extract.keypoints.onnx_files import (
@@ -560,12 +564,24 @@ class WholebodyModels:
                   ) -> tuple[np.ndarray, int, list[np.ndarray]] | BadOutput:
         """One frame on given boxes (the whole frame when none), all in one call: the signer's
         row (the largest box's person), the box count, and every person's xy (video mode)."""
-        poses = self.poses([bgr] * max(1, len(boxes)), boxes or [whole(bgr)])
-        bad = next((p for p in poses if isinstance(p, BadOutput)), None)
-        if bad is not None:
-            return bad
-        signer = poses[largest_index(np.asarray(boxes))] if boxes else poses[0]
-        return signer_row(*signer), len(boxes), [xy for xy, _ in poses]
+        return self.frames_on_boxes([bgr], [boxes])[0]
+
+    def frames_on_boxes(self, bgrs: list[np.ndarray], boxes: list[list[np.ndarray]]
+                        ) -> list[tuple[np.ndarray, int, list[np.ndarray]] | BadOutput]:
+        """one_frame for several frames (of different videos), every crop in one call."""
+        crops = [(bgr, box) for bgr, mine in zip(bgrs, boxes, strict=True)
+                 for box in (mine or [whole(bgr)])]
+        poses = self.poses([c[0] for c in crops], [c[1] for c in crops])
+        out: list[Any] = []
+        for mine in boxes:
+            frame, poses = poses[:max(1, len(mine))], poses[max(1, len(mine)):]
+            bad = next((p for p in frame if isinstance(p, BadOutput)), None)
+            if bad is not None:
+                out.append(bad)
+                continue
+            signer = frame[largest_index(np.asarray(mine))] if mine else frame[0]
+            out.append((signer_row(*signer), len(mine), [xy for xy, _ in frame]))
+        return out
 
 
 def whole(bgr: np.ndarray) -> np.ndarray:
@@ -599,9 +615,16 @@ class WholebodyEstimator:
                                        layout_of(settings).solution == HAND_SOLUTION)
         self.providers = self._models.providers()
         self.tracker = Tracker(int(settings.get("det_every", 1)))
+        # tracked, a video's frames wait on each other: batch_size videos go in lockstep instead
+        self.lanes = self.batch_size if self.tracker.every > 1 else 1
+        self._lanes: dict[int, Tracker] = {}
 
     def start_video(self) -> None:
         self.tracker.reset()
+
+    def start_lane(self, lane: int) -> None:
+        """A new video in lane `lane` (extract_videos): its own tracker, from the start."""
+        self._lanes[lane] = Tracker(self.tracker.every)
 
     def process(self, rgb: np.ndarray) -> dict[str, Any]:
         return self.process_batch([rgb])[0]
@@ -609,9 +632,16 @@ class WholebodyEstimator:
     def process_batch(self, rgbs: list[np.ndarray]) -> list[dict[str, Any]]:
         """Each frame's result, as `process` gives it alone (a frame whose model outputs are
         nonsense: its status and note, no keypoints)."""
-        return [r.as_result() if not isinstance(r, tuple) else {self.column: r[0], "persons": r[1]}
-                for r in (self._models.batch(rgbs) if self.tracker.every == 1 else
-                          track_batch(self._models, self.tracker, rgbs))]
+        return [self._result(r) for r in (self._models.batch(rgbs) if self.tracker.every == 1 else
+                                          track_batch(self._models, self.tracker, rgbs))]
+
+    def process_lanes(self, windows: list[tuple[int, list[np.ndarray]]]) -> list[list[dict]]:
+        """Each lane's next frames' results, as each lane's video alone gives them."""
+        found = track_lanes(self._models, [(self._lanes[lane], rgbs) for lane, rgbs in windows])
+        return [[self._result(r) for r in each] for each in found]
+
+    def _result(self, r: tuple[np.ndarray, int] | BadOutput) -> dict[str, Any]:
+        return r.as_result() if not isinstance(r, tuple) else {self.column: r[0], "persons": r[1]}
 
     def blame(self, status: str) -> str:
         """The model file a frame status says is at fault (KeepsFailing's message)."""

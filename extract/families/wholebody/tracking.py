@@ -24,11 +24,14 @@ The tool keeps one signer a frame, as without tracking: the person whose box (th
 model ran on) is the largest, the first of equal ones; `persons` counts the boxes. With K = 1
 every frame is detected and this is the tool's output without tracking, exactly.
 
-Batches: a frame's boxes come from the frame before, so the pose model runs one frame after the
-other (all persons of a frame in one call). The detector runs in one call on the frames of a batch
-that will detect if the count advances; a frame that detects out of that order (after a stalled
-count) is detected alone. A detector's answer does not depend on its batch, so the output is
-the frame-by-frame one (tests/test_tracking.py).
+Batches: a frame's boxes come from the frame before, so within a video the pose model runs one
+frame after the other; videos are independent, so several are advanced in lockstep (the
+estimator's lanes, extract/keypoints/video_rows.py's extract_videos): frame t of every lane, all
+persons of each, in one pose-model call. The detector runs in one call on the frames of every
+lane that will detect if the counts advance; a frame that detects out of that order (after a
+stalled count) is detected in a call of its step. A model's answer for a frame or crop does not
+depend on what else is in its batch, so the output is the frame-by-frame one
+(tests/test_tracking.py).
 """
 
 from __future__ import annotations
@@ -128,30 +131,50 @@ def track_batch(models: Any, tracker: Tracker, rgbs: list[np.ndarray]) -> list[A
     """Each frame's (row, persons) or BadOutput, frame after frame of one video, as
     PoseTracker(det_frequency=tracker.every) gives them (`models`: runner.WholebodyModels). A
     batch that raises leaves the state as it found it, so it can be run again frame by frame."""
-    saved = replace(tracker, boxes=list(tracker.boxes), ids=list(tracker.ids))
+    return track_lanes(models, [(tracker, rgbs)])[0]
+
+
+def track_lanes(models: Any, lanes: list[tuple[Tracker, list[np.ndarray]]]) -> list[list[Any]]:
+    """track_batch for several videos at once, each with its own tracker: frame t of every lane
+    through the pose model in one call, the detector on every lane's frames due to detect in one.
+    Lanes are independent, so each gets what it gets alone. A call that raises leaves every
+    tracker as it found it."""
+    saved = [replace(t, boxes=list(t.boxes), ids=list(t.ids)) for t, _ in lanes]
     try:
-        return _track(models, tracker, rgbs)
+        return _track(models, lanes)
     except BaseException:
-        vars(tracker).update(vars(saved))
+        for (tracker, _), was in zip(lanes, saved, strict=True):
+            vars(tracker).update(vars(was))
         raise
 
 
-def _track(models: Any, tracker: Tracker, rgbs: list[np.ndarray]) -> list[Any]:
-    bgrs = [cv2.cvtColor(rgb, cv2.COLOR_RGB2BGR) for rgb in rgbs]
-    planned = [i for i in range(len(bgrs)) if tracker.detects(i)]
-    detected = dict(zip(planned, models.detect([bgrs[i] for i in planned]), strict=True)
-                    ) if planned else {}
-    out: list[Any] = []
-    for i, bgr in enumerate(bgrs):
-        if tracker.detects():
-            found = detected[i] if i in detected else models.detect([bgr])[0]
-            boxes = found if isinstance(found, BadOutput) else list(found)
-        else:
-            boxes = list(tracker.boxes)
-        done = boxes if isinstance(boxes, BadOutput) else models.one_frame(bgr, boxes)
-        if isinstance(done, BadOutput):  # PoseTracker's early return: the state is left as it is
-            out.append(done)
-            continue
-        out.append(done[:2])
-        tracker.update(done[2])
+def _track(models: Any, lanes: list[tuple[Tracker, list[np.ndarray]]]) -> list[list[Any]]:
+    bgrs = [[cv2.cvtColor(rgb, cv2.COLOR_RGB2BGR) for rgb in rgbs] for _, rgbs in lanes]
+    planned = [(k, i) for k, (t, _) in enumerate(lanes) for i in range(len(bgrs[k])) if t.detects(i)]
+    detected = _detect(models, bgrs, planned)
+    out: list[list[Any]] = [[] for _ in lanes]
+    for i in range(max(map(len, bgrs), default=0)):
+        now = [k for k in range(len(lanes)) if i < len(bgrs[k])]
+        due = [k for k in now if lanes[k][0].detects()]
+        detected |= _detect(models, bgrs, [(k, i) for k in due if (k, i) not in detected])
+        boxes = {k: detected[k, i] if k in due else list(lanes[k][0].boxes) for k in now}
+        posed = [k for k in now if not isinstance(boxes[k], BadOutput)]
+        done = dict(zip(posed, models.frames_on_boxes([bgrs[k][i] for k in posed],
+                                                      [list(boxes[k]) for k in posed]),
+                        strict=True)) if posed else {}
+        for k in now:
+            result = done.get(k, boxes[k])
+            if isinstance(result, BadOutput):  # PoseTracker's early return: the state is as it was
+                out[k].append(result)
+                continue
+            out[k].append(result[:2])
+            lanes[k][0].update(result[2])
     return out
+
+
+def _detect(models: Any, bgrs: list[list[np.ndarray]], which: list[tuple[int, int]]
+            ) -> dict[tuple[int, int], Any]:
+    """The detector's boxes (or BadOutput) for frames (lane, frame), all in one call. A frame due
+    out of the planned order (after a count that stopped) is detected in a call of its step."""
+    return dict(zip(which, models.detect([bgrs[k][i] for k, i in which]), strict=True)
+                ) if which else {}
