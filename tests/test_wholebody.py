@@ -10,6 +10,7 @@ archive, a folder of videos and a manifest, with both detector layouts.
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 import tarfile
@@ -638,3 +639,33 @@ def test_prefetch_keeps_order_bounds_reading_ahead_and_passes_errors_on():
 
     with pytest.raises(OSError, match="disk gone"):
         list(prefetched(broken(), 2))
+
+
+@pytest.mark.parametrize("extra", [["--batch-size", "4"], ["--batch-size", "1"],
+                                   ["--det-every", "2", "--batch-size", "2"]])
+def test_a_frame_too_thin_for_the_detector_fails_alone(batch_models, extra, tmp_path):
+    """A 1x3000 and a 3000x1 frame letterbox to 0 px on one side of the detector's input (rtmlib's
+    resize asserts there): each gets the family's error status and a note naming its size, and
+    the frames after them, in the same batch, keep exactly what they get without them (before: the
+    worker died three times and the whole video failed). First in the video, so that each is due
+    to detect in the video mode too."""
+    shot = sorted((PHX_FRAMES / "train" / "signer_demo-1").iterdir())[:2]
+    clip, plain = tmp_path / "clip", tmp_path / "plain"
+    clip.mkdir(), plain.mkdir()
+    for name, frame in (("0002.png", shot[0]), ("0003.png", shot[1])):
+        shutil.copy(frame, clip / name), shutil.copy(frame, plain / name)
+    grey = cv2.imread(str(shot[0]))[:1, :1]
+    cv2.imwrite(str(clip / "0000.png"), np.repeat(grey, 3000, axis=1))  # 1 high, 3000 wide
+    cv2.imwrite(str(clip / "0001.png"), np.repeat(grey, 3000, axis=0))  # 3000 high, 1 wide
+    for folder in (clip, plain):
+        proc = run_cli(["run", "--dataset", folder, "--out", tmp_path / f"out-{folder.name}",
+                        *wholebody(batch_models), "--workers", 1, *extra])
+        assert_no_traceback(proc)
+        assert proc.returncode == 0, proc.stderr
+    rows = pq.read_table(tmp_path / "out-clip" / "keypoints.parquet").to_pylist()
+    alone = pq.read_table(tmp_path / "out-plain" / "keypoints.parquet").to_pylist()
+    assert [r["status"] for r in rows] == ["wholebody_error", "wholebody_error", "ok", "ok"]
+    assert "3000x1 px" in rows[0]["note"] and "1x3000 px" in rows[1]["note"], rows[:2]
+    assert "too thin" in rows[0]["note"]
+    for row, same in zip(rows[2:], alone, strict=True):
+        assert (row["wholebody"], row["persons"]) == (same["wholebody"], same["persons"])

@@ -316,6 +316,10 @@ class Detector:
             return bgr.copy(), 1.0
         ratio = min(h / bgr.shape[0], w / bgr.shape[1])
         rh, rw = int(bgr.shape[0] * ratio), int(bgr.shape[1] * ratio)
+        if not (rh and rw):  # cv2.resize asserts (rtmlib's too): this frame alone fails
+            raise ValueError(f"a {bgr.shape[1]}x{bgr.shape[0]} px frame is too thin for the "
+                             f"detector's {w}x{h} input (it would be {rw}x{rh} px there); "
+                             "crop, pad or remove it")
         canvas = np.full((h, w, 3), GREY, np.uint8)
         canvas[:rh, :rw] = cv2.resize(bgr, (rw, rh), interpolation=cv2.INTER_LINEAR)
         return canvas, ratio
