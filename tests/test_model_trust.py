@@ -252,7 +252,7 @@ def test_a_model_failing_when_run_exits_2_naming_the_file_not_the_frames(models,
     assert "MediaPipe" not in err and "died" not in err, err
     assert not (out / "keypoints.parquet").exists()
     frames = np.full((2, 64, 48, 3), 255, np.uint8)
-    from phoenix_keypoints.extract.keypoints.onnx_outputs import ModelRunError
+    from phoenix_keypoints.extract.families.wholebody.onnx_outputs import ModelRunError
 
     with pytest.raises(ModelRunError, match="fails-on-frames.onnx"):
         extract_keypoints(frames, estimator="wholebody", detector=on_frames,

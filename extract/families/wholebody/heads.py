@@ -79,8 +79,8 @@ def head_of(shapes: list[list[Any]]) -> Head | None:
 def read_head(session: Any, wh: tuple[int, int], flag: str, path: Any) -> Head:
     """The pose model's head from its declared outputs, refused unless it is a SimCC pair or
     one heatmap tensor (a SimCC triple is a 3D model: another family's)."""
+    from phoenix_keypoints.extract.families.wholebody.onnx_outputs import check_pose, escaped, what_it_is
     from phoenix_keypoints.extract.keypoints.estimator import ModelFileError
-    from phoenix_keypoints.extract.keypoints.onnx_outputs import check_pose, escaped, what_it_is
 
     shapes = [list(o.shape) for o in session.get_outputs()]
     head = head_of(shapes)

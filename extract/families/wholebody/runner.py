@@ -53,6 +53,19 @@ from phoenix_keypoints.extract.families.wholebody.heads import (
     read_head,
 )
 from phoenix_keypoints.extract.families.wholebody.layouts import DEFAULT_LAYOUT, layout_for
+from phoenix_keypoints.extract.families.wholebody.onnx_outputs import (
+    STATUS_BAD_DETECTOR,
+    STATUS_BAD_POSE,
+    BadOutput,
+    captured,
+    check_answer,
+    check_detector,
+    detector_problem,
+    escaped,
+    pose_problem,
+    quiet_run_options,
+    run_model,
+)
 from phoenix_keypoints.extract.families.wholebody.rtmdet import (
     HAND_SOLUTION,
     RTMDET,
@@ -75,19 +88,6 @@ from phoenix_keypoints.extract.keypoints.onnx_files import (
     external_record,
     model_problem,
     sha256_of,
-)
-from phoenix_keypoints.extract.keypoints.onnx_outputs import (
-    STATUS_BAD_DETECTOR,
-    STATUS_BAD_POSE,
-    BadOutput,
-    captured,
-    check_answer,
-    check_detector,
-    detector_problem,
-    escaped,
-    pose_problem,
-    quiet_run_options,
-    run_model,
 )
 
 telemetry_off()  # before any `import onnxruntime` below: read once, when the library loads

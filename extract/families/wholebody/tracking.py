@@ -43,7 +43,7 @@ from typing import Any
 import cv2
 import numpy as np
 
-from phoenix_keypoints.extract.keypoints.onnx_outputs import BadOutput
+from phoenix_keypoints.extract.families.wholebody.onnx_outputs import BadOutput
 
 EXPANSION = 1.25  # pose_to_bbox
 TRACKING_THR = 0.3  # PoseTracker(tracking_thr=0.3)

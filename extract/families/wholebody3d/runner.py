@@ -22,6 +22,16 @@ from typing import Any
 import cv2
 import numpy as np
 
+from phoenix_keypoints.extract.families.wholebody.onnx_outputs import (
+    MAX_SCORE,
+    STATUS_BAD_DETECTOR,
+    STATUS_BAD_POSE,
+    BadOutput,
+    check_answer,
+    detector_problem,
+    escaped,
+    run_model,
+)
 from phoenix_keypoints.extract.families.wholebody.runner import (
     CUDA,
     Detector,
@@ -42,16 +52,6 @@ from phoenix_keypoints.extract.families.wholebody3d.declaration import (
     Z_RANGE,
 )
 from phoenix_keypoints.extract.keypoints.estimator import RUNTIME, ModelFileError, runtime
-from phoenix_keypoints.extract.keypoints.onnx_outputs import (
-    MAX_SCORE,
-    STATUS_BAD_DETECTOR,
-    STATUS_BAD_POSE,
-    BadOutput,
-    check_answer,
-    detector_problem,
-    escaped,
-    run_model,
-)
 
 POINTS = 133
 SPLIT_RATIO = 2.0
