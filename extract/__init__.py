@@ -7,7 +7,7 @@ The public face, for a notebook's one clip and for code that reads a run's outpu
 (docs/python.md), is the package's: `from phoenix_keypoints import extract_keypoints, load_split,
 as_fixed_size, changed_frames` (phoenix_keypoints/__init__.py names where each lives).
 
-- `extract_keypoints(source, estimator="holistic", fps=None, **options)`: one video file, folder
+- `extract_keypoints(source, estimator=DEFAULT_FAMILY, fps=None, **options)`: one video file, folder
   of frames, list of images or RGB array to keypoints in this process, the numbers a run gives
   (extract.clip)
 - `load_split(run_dir, split, tag=None)`: a tensor set's split, memory-mapped (extract.outputs.loader)

@@ -86,10 +86,9 @@ def extract_keypoints(source: Source, estimator: str = DEFAULT_FAMILY, *, fps: f
     """Keypoints of one clip: a video file, a folder of frames, a list of image paths, or an RGB
     uint8 array [T, H, W, 3]. `fps` is the rate of frames and arrays (PHOENIX's 25 by default; a
     video's own: its stream's rate, else its frames' times); `options` are the estimator's, as `run`
-    takes them: each family's own (docs/python.md lists them: the default family's MediaPipe
-    options, the model files and their settings of the ONNX families). `progress`: a
+    takes them: each family's own (docs/python.md lists them per family). `progress`: a
     bar of frames done, None: where tqdm.auto shows one (a terminal, a notebook with ipywidgets),
-    True: always, False: never. MediaPipe's own log lines are kept out of the output."""
+    True: always, False: never. Native libraries' own log lines are kept out of the output."""
     with _native_logs_kept_out() as real_stderr:
         extractor = _open(estimator, options)
         try:
@@ -102,14 +101,14 @@ def extract_keypoints(source: Source, estimator: str = DEFAULT_FAMILY, *, fps: f
     return _keypoints(block, fps or clip_fps or rate_of_times(block.time_s) or float(PHOENIX_FPS))
 
 
-# MediaPipe's C++ logging (glog/absl info and warnings, TFLite's INFO): about 8 lines a MediaPipe
+# Native libraries' C++ logging (glog/absl info and warnings, TFLite's INFO): several lines a
 # call, written to file descriptor 2, which a notebook's kernel copies into the cell's output
 _NATIVE_NOISE = re.compile(r"^[IW]\d{4} |^INFO: |^WARNING: All log messages before absl::")
 
 
 @contextmanager
 def _native_logs_kept_out() -> Iterator[int | None]:
-    """File descriptor 2 into a temporary file for the call, then every line of it but MediaPipe's
+    """File descriptor 2 into a temporary file for the call, then every line of it but native
     log lines passed on to sys.stderr (a library's real error still shows). Yields a copy of the
     real stderr's descriptor (for the progress bar), or None where there is no fd 2 to take."""
     try:
@@ -168,8 +167,8 @@ def _is_fd2(stream: Any) -> bool:
 
 
 def _open(estimator: str, options: dict[str, Any]) -> Estimator:
-    """The estimator as a run's worker opens it (one thread), from the options a run takes; the
-    whole-body model files are checked and recorded as `run` records them."""
+    """The estimator as a run's worker opens it (one thread), from the options a run takes; a
+    family's model files are checked and recorded as `run` records them."""
     if estimator not in names(rescan=True):
         raise ValueError(f"estimator {estimator!r} is not known; known: {', '.join(names())}")
     fam = family(estimator)

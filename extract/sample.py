@@ -3,7 +3,7 @@
 The real dataset is large and cannot be shipped or downloaded in tests, so this module writes a
 few short "videos" in exactly the release's on-disk layout. They are built only from photos that
 ship inside installed packages (matplotlib, scikit-image), animated by small deterministic camera
-moves so MediaPipe's video-mode tracking sees motion. One video shows no person at all, so the
+moves so an estimator's video-mode tracking sees motion. One video shows no person at all, so the
 null-keypoint path gets exercised. The same bytes are written on every call.
 
 Usage: ``build_sample(out_dir)`` or ``python -m phoenix_keypoints.extract.sample OUT_DIR`` (prints
@@ -78,7 +78,7 @@ class _Video:
     translation: str
 
 
-# Crops keep head, shoulders and upper body in view, so MediaPipe finds pose and face.
+# Crops keep head, shoulders and upper body in view, so an estimator finds body and face.
 # fmt: off
 VIDEOS: tuple[_Video, ...] = (
     _Video("hopper-1", "train", _grace_hopper, 20, (256, 330), 540, (1.5, -1.0), 0.995,

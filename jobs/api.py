@@ -33,7 +33,7 @@ class RunResult:
 
 def _negations(parser: argparse.ArgumentParser) -> dict[str, str]:
     """keyword -> the `run` flag that stores False in it (--no-follow-links, and a family's own
-    such as Holistic's --no-smooth-landmarks): read from the parser, so a family's flag needs no
+    such as a --no-... flag): read from the parser, so a family's flag needs no
     entry here."""
     sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
     return {a.dest: a.option_strings[0] for a in sub.choices["run"]._actions

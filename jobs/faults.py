@@ -2,7 +2,7 @@
 
 The value is a comma-separated list of:
 - `kill-video=NAME`: a worker SIGKILLs itself when it starts video NAME, every time (a frame that
-  crashes MediaPipe, as far as the coordinator can tell).
+  crashes the estimator, as far as the coordinator can tell).
 - `kill-frame=NAME:N`: a worker SIGKILLs itself when it reads frame N (0-based) of video NAME,
   every time: a frame that crashes the worker in the middle of a video, while other videos of
   its chunk may be under way beside it (--det-every's lockstep).

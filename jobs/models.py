@@ -1,6 +1,6 @@
 """Models by name: `phoenix-keypoints models fetch NAME` and `run --models NAME`.
 
-rtmlib users name a mode (mode="balanced") and get its two files fetched once; this module does
+A pose library's users name a mode (mode="balanced") and get its two files fetched once; this module does
 that for the family that publishes its models (its PUBLISHED_MODELS, with their pins and where they
 come from), and only when asked: `models fetch
 NAME` downloads each file of the mode into a cache folder, checks it against a sha256 this project
@@ -57,7 +57,7 @@ class Published:
     """One file a mode names: its path under the base URL and the bytes this project expects."""
 
     path: str  # e.g. rtmposev1/onnx_sdk/yolox_m_8xb8-300e_humanart-c2c7a14a.zip
-    input_hw: tuple[int, int]  # the model's input (height, width), as rtmlib's mode says
+    input_hw: tuple[int, int]  # the model's input (height, width), as the publisher's mode says
     onnx_sha256: str | None  # of the end2end.onnx inside; None: no source states it (refused)
     zip_sha256: str | None = None  # of the zip itself, where a source states it
     max_bytes: int = MAX_BYTES
@@ -68,7 +68,7 @@ class Published:
 
     @property
     def onnx_name(self) -> str:
-        """rtmlib's own cache name: the zip's name with .onnx (so a user can copy one cache over)."""
+        """The publisher's own cache name: the zip's name with .onnx (a user can copy one cache over)."""
         return self.zip_name.removesuffix(".zip") + ".onnx"
 
 
@@ -136,9 +136,10 @@ def models_family() -> str:
 
 
 def catalogue() -> dict[str, tuple[Published, Published]]:
-    """The names `models` knows: rtmlib's modes, or those of $PHOENIX_KEYPOINTS_MODELS_INDEX (a
-    JSON file {NAME: {"detector": FILE, "pose": FILE}}, FILE {"path", "input_hw", "onnx_sha256",
-    "zip_sha256", "max_bytes"}: for tests against a local server, or a site's own files)."""
+    """The names `models` knows: the publishing family's modes, or those of
+    $PHOENIX_KEYPOINTS_MODELS_INDEX (a JSON file {NAME: {"detector": FILE, "pose": FILE}}, FILE {"path",
+    "input_hw", "onnx_sha256", "zip_sha256", "max_bytes"}: for tests against a local server, or a site's
+    own files)."""
     index = os.environ.get(INDEX_ENV, "")
     if not index:
         raw = family(models_family()).PUBLISHED_MODELS

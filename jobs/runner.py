@@ -190,10 +190,9 @@ def _on_gpu(req: RunRequest, info: RunInfo, slots: list) -> bool:
 
 
 def _refuse_unavailable(req: RunRequest) -> None:
-    """A family that cannot run in this Python (its library has no wheel here, e.g. mediapipe on
-    3.13): refuse before any worker starts, in one line that says why and what to do. A finished
-    run answers without it; the family is the one asked, or the run folder's own when resumed
-    without one."""
+    """A family that cannot run in this Python (its library has no wheel here, e.g. the default family's
+    on 3.13): refuse before any worker starts, in one line that says why and what to do. A finished run
+    answers without it; the family is the one asked, or the run folder's own when resumed without one."""
     estimator = _estimator_of(req)
     unavailable = getattr(family(estimator), "unavailable", None)
     if unavailable is not None and (why := unavailable()) is not None:

@@ -137,7 +137,7 @@ def _corpus_lines(rd: RunDir, info: RunInfo) -> list[str]:
 
 def _estimator_lines(info: RunInfo) -> list[str]:
     """Which family makes this run's keypoints, where it is not the default (unsaid as before):
-    the family's own line (a whole-body run names its two model files), else its name."""
+    the family's own line (a run with model files names them), else its name."""
     from phoenix_keypoints.extract.keypoints.estimator import DEFAULT_FAMILY, family
 
     if info.options.estimator == DEFAULT_FAMILY:

@@ -169,7 +169,7 @@ def _mixed_versions(rd: RunDir, info: RunInfo) -> bool:
 
 
 def _models_changed(info: RunInfo) -> bool:
-    """A whole-body run's model files against the sha256 and size it recorded; each one changed or
+    """A run's model files against the sha256 and size it recorded; each one changed or
     gone is a line on stdout ("-", "-", its path, why) and named on stderr."""
     from phoenix_keypoints.extract.keypoints.estimator import family
 

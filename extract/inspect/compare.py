@@ -119,7 +119,7 @@ def names(side: str, x: list[str]) -> str:
 def compare_video(split: str, video: str, ta: pa.Table, tb: pa.Table,
                   counts: tuple[str, ...] = ()) -> VideoDiff:
     """Differences between one video's rows in A and in B, aligned on frame number; `counts`: the
-    per-frame count columns compared, each named on its own (a whole-body file's `persons`)."""
+    per-frame count columns compared, each named on its own (such as `persons`)."""
     fa, fb = ta["frame"].to_numpy(), tb["frame"].to_numpy()
     common, ia, ib = np.intersect1d(fa, fb, assume_unique=True, return_indices=True)
     d = VideoDiff(split, video, len(fa) - len(common), len(fb) - len(common))

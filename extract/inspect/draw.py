@@ -5,7 +5,7 @@ declaration's QualitySpec): each region in its declared colour and limbs, in the
 A part the estimator did not find is shown as missing in a legend band under the frame (its name
 struck through in grey), so a frame without a hand cannot be mistaken for one where the hand was
 drawn off-screen. Body limbs are drawn only between points the estimator scores visible (the
-declared channel and cut-off: MediaPipe's own drawing utilities do so at 0.5). Images are RGB
+channel and cut-off the family's declaration gives). Images are RGB
 uint8 throughout.
 """
 

@@ -87,8 +87,8 @@ def write_pkl(splits: Iterable[SplitData], path: Path) -> int:
 # --- pose-format -----------------------------------------------------------------------------
 
 def pose_install_hint() -> str:
-    """How to install the pose extra on this Python: constraints.txt pins mediapipe and numpy < 2,
-    which do not resolve on 3.13; constraints-py313.txt is that Python's set."""
+    """How to install the pose extra on this Python: constraints.txt pins the default family's library
+    and numpy < 2, which do not resolve on 3.13; constraints-py313.txt is that Python's set."""
     pins = "constraints-py313.txt" if sys.version_info >= (3, 13) else "constraints.txt"
     return f"the pose export needs pose-format: pip install -c {pins} -e '.[pose]'"
 

@@ -3,9 +3,9 @@
 Everything here works on one whole video at a time ([T, K, 3] with a [T, K] detection mask), so
 streaming code only has to hand over complete videos.
 
-Units. keypoints.parquet keeps MediaPipe's normalised image coordinates: x / frame width, y / frame
+Units. A family with tensor presets keeps normalised image coordinates: x / frame width, y / frame
 height, so one unit of x (210 px in PHOENIX) is not one unit of y (260 px). Shoulder normalisation
-therefore first goes to pixels (x * width, y * height, and z * width, the scale MediaPipe gives z)
+therefore first goes to pixels (x * width, y * height, and z * width, the scale its z is given in)
 so that the shoulder width is a true length, then shifts x, y by the shoulder midpoint and divides
 x, y, z by the shoulder width. z is scaled but not shifted: its origin is each part's own (hips for
 pose, wrist for a hand, face centre), which a shoulder shift would not make more comparable.
@@ -44,7 +44,7 @@ def interpolate_gaps(xyz: np.ndarray, mask: np.ndarray, max_gap: int) -> tuple[n
     Returns (filled copy, filled) where filled [T, K] is True only where a value was made up; mask
     itself is never changed. Gaps longer than max_gap, and gaps before the first or after the last
     detection (nothing to interpolate towards), stay 0. Points are grouped by their detection
-    pattern over time (a whole MediaPipe part is found or not), so the work is per part, not per
+    pattern over time (a whole part is found or not), so the work is per part, not per
     point.
     """
     out = xyz.copy()

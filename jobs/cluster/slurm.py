@@ -47,7 +47,8 @@ class SlurmOptions:
     account: str | None = None
     sbatch_args: list[str] = field(default_factory=list)
     mem: str | None = None  # sbatch --mem of a shard; None: shard_mem()
-    batch_size: int | None = None  # whole-body --batch-size and --device, passed to each shard's run
+    # --batch-size and --device of a family that batches, passed to each shard's run
+    batch_size: int | None = None
     device: str | None = None
 
 
@@ -100,7 +101,7 @@ def worker_args(so: SlurmOptions) -> list[str]:
     """How a shard's `run` uses its allocation: C CPUs, G GPUs -> G GPUs x C/G workers each.
 
     Without GPUs the run already starts one worker per CPU the allocation lets it use (affinity).
-    A whole-body run's --batch-size and --device are passed on as given.
+    A run's --batch-size and --device are passed on as given.
     """
     args = [*(["--batch-size", str(so.batch_size)] if so.batch_size else []),
             *(["--device", so.device] if so.device else [])]

@@ -33,11 +33,11 @@ class RunOptions:
     estimator: str | None = None
     max_scans: int | None = None
     # family -> what its own options asked, as it records them (its `asked_settings`: the
-    # default family's options, the whole-body family's model files); a family not asked is absent
+    # default family's options, another family's model files); a family not asked is absent
     asked: dict[str, dict] = field(default_factory=dict)
 
     def family_asked(self) -> str | None:
-        """The family asked: --estimator, or the one another family's options imply (the whole-body
+        """The family asked: --estimator, or the one another family's options imply (a
         family's --detector, --pose-model), or None."""
         return self.estimator or next((n for n in self.asked if n != DEFAULT_FAMILY), None)
 

@@ -69,9 +69,9 @@ def write_json(path: Path, obj: Any) -> None:
 
 
 def versions() -> dict[str, str]:
-    """Versions recorded with every run, whatever its family: the family's own library (mediapipe,
-    onnxruntime) is added by extract.keypoints.versions.value_versions, so a run records what IT
-    depends on. A run planned before keeps the record it was planned with."""
+    """Versions recorded with every run, whatever its family: the family's own library is added by
+    extract.keypoints.versions.value_versions, so a run records what IT depends on. A run planned before
+    keeps the record it was planned with."""
     from importlib.metadata import PackageNotFoundError, version
 
     out = {"python": sys.version.split()[0]}

@@ -41,7 +41,7 @@ class PlanOptions:
     follow_links: bool = True  # False: videos behind a link leaving the dataset are left out
     estimator: str = DEFAULT_FAMILY  # --estimator (extract/keypoints/estimator.py)
     # the family's settings as recorded: the default family's options; another family's what it
-    # records (the whole-body family: each model file's path, sha256, size, input size)
+    # records (a family with model files: each file's path, sha256, size, input size)
     recorded: dict[str, Any] = field(default_factory=dict)
 
     def settings(self) -> dict[str, Any]:
@@ -163,7 +163,7 @@ class ExtractionInfo:
     first_idle: float | None = None  # a worker first found nothing left to take
     last_frame: float | None = None
     ended: float | None = None
-    # whole-body, per worker slot: batch_size, device asked, the onnxruntime providers that ran
+    # a family that batches, per worker slot: batch_size, device asked, the providers that ran
     # (how it ran, not what it wrote: not in the fingerprint)
     runtime: dict[str, dict] = field(default_factory=dict)
 

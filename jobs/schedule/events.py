@@ -68,7 +68,7 @@ class Ready:
     host: str
     gpu: str  # its CUDA_VISIBLE_DEVICES ("" when none)
     cpus: tuple[int, ...]
-    runtime: dict | None = None  # whole-body: batch_size, device asked, providers that run
+    runtime: dict | None = None  # a family that batches: batch_size, device asked, providers that run
 
 
 @dataclass(frozen=True)
