@@ -35,6 +35,10 @@ from tiny_onnx import (
     tiny_models,
 )
 
+# At collection, before any test imports rtmlib: the runner turns onnxruntime's telemetry off when it
+# loads, which must come before onnxruntime's first import.
+from phoenix_keypoints.extract.families.wholebody.runner import Detector, PoseModel, largest
+
 PX, SCORE = 0.01, 1e-4  # the issue's bounds: pixels, scores
 KIND = {k.id: k for k in KINDS}
 COLUMN = {17: "coco17", 26: "halpe26", 21: "hand21", 133: "wholebody"}
@@ -322,8 +326,6 @@ def mm_decode(encoded, input_size, center, scale):
 def heatmaps_of_tiny_models(folder: Path, k: int, model: Path | None = None
                             ) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
     """(maps [K, h, w], centre, scale) of a tiny heatmap model on the shared sample's crops."""
-    from phoenix_keypoints.extract.families.wholebody.runner import Detector, PoseModel, largest
-
     det = Detector(tiny_models(folder)["detector"])
     pose = PoseModel(model or pose_model(folder, "heatmap", k))
     out = []

@@ -30,6 +30,8 @@ from typing import Any
 import cv2
 import numpy as np
 
+from phoenix_keypoints.extract.families.wholebody.onnx_outputs import values_problem
+
 SPLIT_RATIO = 2.0  # rtmlib's SimCC bins per input pixel
 SIMCC, SIMCC3D, HEATMAP = "simcc", "simcc3d", "heatmap"
 DECODERS = ("rtmlib", "mmpose-dark")  # --decoder: rtmlib's own for the head, or mmpose's DARK
@@ -226,9 +228,4 @@ def decode_heatmaps(maps: np.ndarray, centre: np.ndarray, scale: np.ndarray,
 
 def heatmap_problem(maps: np.ndarray) -> str:
     """Why one crop's heatmaps are nonsense ("" when they are not)."""
-    if not np.isfinite(maps).all():
-        bad = maps[~np.isfinite(maps)].flat[0]
-        return f"the pose model's heatmaps hold {bad:g} (not a finite number)"
-    if maps.size and np.abs(maps).max() > MAX_VALUE:
-        return f"the pose model's heatmaps hold {maps.flat[np.abs(maps).argmax()]:g}"
-    return ""
+    return values_problem([("heatmaps hold", maps)], MAX_VALUE)

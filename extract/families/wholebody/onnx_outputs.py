@@ -20,7 +20,7 @@ import os
 import re
 import sys
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
@@ -203,11 +203,17 @@ def detector_problem(out: np.ndarray, boxes: np.ndarray, frame_hw: tuple[int, ..
     return ""
 
 
+def values_problem(named: Iterable[tuple[str, np.ndarray]], limit: float = MAX_SCORE) -> str:
+    """Why a crop's pose outputs are nonsense ("" when they are not): the first of `named` (what
+    it is and its verb, "SimCC x vector holds") holding a non-finite number or one beyond limit."""
+    for what, v in named:
+        if not np.isfinite(v).all():
+            return f"the pose model's {what} {_describe(v)} (not a finite number)"
+        if v.size and np.abs(v).max() > limit:
+            return f"the pose model's {what} {v.flat[np.abs(v).argmax()]:g}"
+    return ""
+
+
 def pose_problem(sx: np.ndarray, sy: np.ndarray) -> str:
     """Why one frame's SimCC vectors are nonsense ("" when they are not)."""
-    for axis, v in (("x", sx), ("y", sy)):
-        if not np.isfinite(v).all():
-            return f"the pose model's SimCC {axis} vector holds {_describe(v)} (not a finite number)"
-        if v.size and np.abs(v).max() > MAX_SCORE:
-            return f"the pose model's SimCC {axis} vector holds {v.flat[np.abs(v).argmax()]:g}"
-    return ""
+    return values_problem([("SimCC x vector holds", sx), ("SimCC y vector holds", sy)])

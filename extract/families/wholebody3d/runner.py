@@ -23,7 +23,6 @@ import cv2
 import numpy as np
 
 from phoenix_keypoints.extract.families.wholebody.onnx_outputs import (
-    MAX_SCORE,
     STATUS_BAD_DETECTOR,
     STATUS_BAD_POSE,
     BadOutput,
@@ -31,6 +30,7 @@ from phoenix_keypoints.extract.families.wholebody.onnx_outputs import (
     detector_problem,
     escaped,
     run_model,
+    values_problem,
 )
 from phoenix_keypoints.extract.families.wholebody.runner import (
     CUDA,
@@ -77,13 +77,8 @@ def check_pose3d(session: Any, wh: tuple[int, int], path: Path) -> None:
 
 def pose3d_problem(vectors: tuple[np.ndarray, ...]) -> str:
     """Why one crop's three SimCC vectors are nonsense ("" when they are not)."""
-    for axis, v in zip("xyz", vectors, strict=True):
-        if not np.isfinite(v).all():
-            bad = v[~np.isfinite(v)].flat[0]
-            return f"the pose model's SimCC {axis} vector holds {bad:g} (not a finite number)"
-        if v.size and np.abs(v).max() > MAX_SCORE:
-            return f"the pose model's SimCC {axis} vector holds {v.flat[np.abs(v).argmax()]:g}"
-    return ""
+    return values_problem([(f"SimCC {axis} vector holds", v)
+                           for axis, v in zip("xyz", vectors, strict=True)])
 
 
 class PoseModel3d(PoseModel):
