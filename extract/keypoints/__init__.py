@@ -7,8 +7,9 @@ family's estimator into column blocks (video_rows.py), the keypoint table's sche
 encoding (schema.py), point sets read in a family's numbering (points.py: presets, --points
 lists, point names; the numbering itself is data in the family's package), keypoints.parquet's own
 metadata
-(filemeta.py), and the environment every process of the tool hands on (environ.py: no search
-path reaching the current folder, onnxruntime's telemetry off).
+(filemeta.py), the environment every process of the tool hands on (environ.py: no search
+path reaching the current folder, onnxruntime's telemetry off), and how messages say a name they
+did not choose (words.py: "an openpose25 run").
 
 May import: nothing of this project.
 """

@@ -63,6 +63,7 @@ import pyarrow as pa
 
 from phoenix_keypoints.extract.keypoints.points import PointTable
 from phoenix_keypoints.extract.keypoints.schema import BASE_FIELDS, BASE_OPTIONAL
+from phoenix_keypoints.extract.keypoints.words import a
 
 # The registry: family name -> its package (extract/families/NAME/). The first is the default (a
 # settings dict without `estimator`). Tests may add a family of their own (register).
@@ -199,7 +200,7 @@ class Declaration:
             return None
         others = [d for d in (family(n).declaration(None) for n in names()) if fmt in d.exports]
         made = " or ".join(f"{d.title} (--estimator {d.name})" for d in others) or "no family here"
-        return (f"--format {fmt} is made from {made}; {where} is a {self.name} run ({self.title}). "
+        return (f"--format {fmt} is made from {made}; {where} is {a(self.name)} run ({self.title}). "
                 f"Its exports: {', '.join(self.exports) or 'none'}.")
 
 

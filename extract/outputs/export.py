@@ -26,6 +26,43 @@ PHOENIX_FPS = 25
 PHOENIX_SIZE = (210, 260)
 
 
+# --- what --to names ------------------------------------------------------------------------
+# An export writes one file (--to FILE) or a folder of them, one per video or split (--to FOLDER).
+# The one-file formats: `pkl`, and each family's own that it lists (its ONE_FILE_EXPORTS).
+ONE_FILE = ("pkl",)
+# names of the files exports write: a folder export's --to so named is a file name given by mistake
+WRITTEN = (".pkl", ".pickle", ".npz", ".npy", ".pose", ".parquet")
+
+
+def one_file_formats() -> tuple[str, ...]:
+    """The `export --format` values whose --to is the one file written (every family's)."""
+    from phoenix_keypoints.extract.keypoints.estimator import family, names
+
+    return tuple(dict.fromkeys([*ONE_FILE, *(f for n in names()
+                                             for f in getattr(family(n), "ONE_FILE_EXPORTS", ()))]))
+
+
+def to_refused(fmt: str, to: Path) -> str:
+    """Why --to cannot take what `--format fmt` writes ("" when it can): a folder where one file is
+    written, a file (or a file's name, X.pkl) where a folder is. A folder export never makes a
+    folder named like a file: `--format unisign-pkl --to X.pkl` is refused, not made a folder."""
+    from shlex import quote
+
+    if fmt in one_file_formats():
+        if to.is_dir():
+            return (f"--to {quote(str(to))} is a folder; --format {fmt} writes one file: name it, "
+                    f"such as --to {quote(str(to / fmt.removesuffix('-pkl')))}.pkl")
+        return ""
+    if to.exists() and not to.is_dir():
+        return (f"--to {quote(str(to))} is a file; --format {fmt} writes a folder (a file per "
+                "video or per split): name a folder")
+    if not to.exists() and to.suffix.lower() in WRITTEN:
+        return (f"--to {quote(str(to))} names a file ({to.suffix}), but --format {fmt} writes a "
+                f"folder of files (one per video or per split): name a folder, such as --to "
+                f"{quote(str(to.with_suffix('')))}")
+    return ""
+
+
 def pkl_entry(sample: dict[str, Any]) -> dict[str, Any]:
     """One video in the pkl layout: keypoints [T, K, 3], mask [T, K], split, gloss, text, speaker."""
     return {

@@ -16,6 +16,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from phoenix_keypoints.extract.keypoints.estimator import Declaration, declaration, family
+from phoenix_keypoints.extract.keypoints.words import a
 from phoenix_keypoints.extract.outputs.declared import write_family_tensors
 from phoenix_keypoints.extract.outputs.loader import load_meta, load_split
 from phoenix_keypoints.extract.outputs.tensors import TensorsError, TensorSpec, file_table, tag_dir
@@ -157,7 +158,7 @@ def presets_apply(rd: RunDir) -> None:
     decl = run_declaration(rd)
     if not decl.tensor_presets:
         raise RunError(f"`tensors` (its presets, --points, normalisation) is made for families "
-                       f"without a tensor set of their own; {rd.path} is a {decl.name} run "
+                       f"without a tensor set of their own; {rd.path} is {a(decl.name)} run "
                        f"({decl.title}): its tensor set is tensors/, which the run writes. Its "
                        f"exports: {', '.join(decl.exports)}.")
 
@@ -208,8 +209,10 @@ def export_command(rd: RunDir, fmt: str, to: Path, tag: str = "", fps: float | N
     """`export`: the keypoints as a pkl dict (of a tensor set), .pose files, or a family's own
     layouts (the older pipeline's pkl / npz, Kaggle's islr); refused where the run's family does
     not list `fmt`."""
+    from phoenix_keypoints.extract.outputs.export import to_refused
+
     decl = run_declaration(rd)
-    why = decl.refuse_export(fmt, rd.path)
+    why = decl.refuse_export(fmt, rd.path) or to_refused(fmt, to)
     if why:
         raise RunError(why)
     own = getattr(family(decl.name), "EXPORTS", {}).get(fmt)
