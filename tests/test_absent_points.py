@@ -121,8 +121,9 @@ def test_a_point_the_family_calls_absent_is_absent_in_each_export(folder, datase
     assert absent.any() and (~absent).any(), "the case needs points of both kinds"
     if head == "heatmap":  # the points: a heatmap maximum <= 0 on a frame that was posed
         assert (vals[..., -1][~np.asarray(t[COLUMN[(name, k)]].is_null(), bool)] <= 0).any()
+    to = {"pose": "pose", "twostream-pkl": "twostream.pkl", "unisign-pkl": "unisign"}
     for fmt in exports:
-        ok(["export", "--out", out, "--format", fmt, "--to", tmp_path / fmt.replace("-pkl", ".pkl")])
+        ok(["export", "--out", out, "--format", fmt, "--to", tmp_path / to[fmt]])
     two = pickle.loads((tmp_path / "twostream.pkl").read_bytes()) if "twostream-pkl" in exports \
         else {}
     videos = sorted(set(zip(t["split"].to_pylist(), t["video"].to_pylist(), strict=True)))
@@ -132,7 +133,7 @@ def test_a_point_the_family_calls_absent_is_absent_in_each_export(folder, datase
         if two:
             check_twostream(two[f"{split}/{video}"]["keypoints"], vals[rows], absent[rows])
         if "unisign-pkl" in exports:
-            check_unisign(tmp_path / "unisign.pkl" / split / f"{video}.pkl", vals[rows],
+            check_unisign(tmp_path / "unisign" / split / f"{video}.pkl", vals[rows],
                           absent[rows])
 
 

@@ -121,7 +121,8 @@ class _Streak:
     def start(self) -> int:
         """A new video's number (its place in the order the streak counts)."""
         self.started += 1
-        self.videos[self.started - 1] = []
+        if not self.dead:
+            self.videos[self.started - 1] = []
         return self.started - 1
 
     def count(self, video: int, status: str, note: str | None) -> None:
@@ -133,11 +134,13 @@ class _Streak:
             mine.append((status, note or ""))
             self._judge()
 
-    def end(self, video: int) -> None:
-        """A video has no more frames to run: those after it may join the streak."""
-        if not self.dead:
+    def end(self, video: int, judge: bool = True) -> None:
+        """A video has no more frames to run: those after it may join the streak (not judged
+        now for a video given up, closed while another error stops its chunk)."""
+        if not self.dead and video in self.videos:
             self.ended.add(video)
-            self._judge()
+            if judge:
+                self._judge()
 
     def _judge(self) -> None:
         while self.first in self.ended:  # fold ended videos at the front into `done`
@@ -396,6 +399,8 @@ class _Going:
         self.close()
 
     def close(self) -> None:
+        if self.streak is not None:  # a video given up does not hold back the streak's verdict
+            self.streak.end(self.number, judge=False)
         close = getattr(self.frames, "close", None)
         if close is not None:
             close()  # the reader thread stops

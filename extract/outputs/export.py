@@ -190,10 +190,10 @@ def write_file(dest: Path, write: Callable[[BinaryIO], Any]) -> None:
 
 
 # --- the .pose header of a family without pose-format header of its own ---------------------
-def pose_values(decl: Declaration, vals: np.ndarray, rows: np.ndarray, xy: list[int] | None = None
-                ) -> tuple[np.ndarray, np.ndarray]:
-    """One video's [T, points, channels] values -> a .pose body's (data [T, 1, points, len(xy)],
-    confidence [T, 1, points]) float32: the `xy` channels (default x, y: the first two),
+def pose_values(decl: Declaration, vals: np.ndarray, rows: np.ndarray,
+                channels: list[int] | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """One video's [T, points, channels] values -> a .pose body's (data [T, 1, points, len(channels)],
+    confidence [T, 1, points]) float32: the `channels` asked (default x, y: the first two),
     confidence = the score (the last value; 1 for a family without one). A point the declaration
     calls absent (found_points: its row's list missing, `rows` False, or its score under the
     threshold) has confidence 0 and zeros, so pose-format masks it as it masks a point its own
@@ -201,7 +201,7 @@ def pose_values(decl: Declaration, vals: np.ndarray, rows: np.ndarray, xy: list[
     found = found_points(decl, vals, rows)
     score = vals[..., -1] if decl.score_threshold is not None else np.ones(vals.shape[:2])
     conf = np.where(found, score, 0).astype(np.float32)[:, None]
-    chosen = vals[..., xy if xy is not None else [0, 1]]
+    chosen = vals[..., channels if channels is not None else [0, 1]]
     data = np.ascontiguousarray(np.where(found[..., None], chosen, 0)[:, None], dtype=np.float32)
     return data, conf
 
