@@ -113,6 +113,7 @@ def check_unisign(path: Path, vals: np.ndarray, absent: np.ndarray) -> None:
     np.testing.assert_array_equal(scores[~absent], vals[..., 2][~absent])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", list(CASES))
 def test_a_point_the_family_calls_absent_is_absent_in_each_export(folder, dataset, case, tmp_path):
     name, head, k, exports, xyz = CASES[case]
@@ -172,6 +173,7 @@ def holistic_case(run: Path, dest: Path) -> tuple[str, str, dict[str, np.ndarray
     return split, video, absent
 
 
+@pytest.mark.slow
 def test_a_holistic_part_not_found_is_absent_in_each_export(run_copy, tmp_path):
     pytest.importorskip("pose_format")
     from pose_format import Pose

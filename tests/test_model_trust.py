@@ -255,6 +255,7 @@ def white_and_dark(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     return out
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("order", ["fails-first", "fails-second"])
 def test_the_stop_rule_gives_one_verdict_whatever_the_batch_size(white_and_dark, order, tmp_path):
     """--det-every 2 (lockstep: --batch-size lanes of videos at once): the first 16 frames counted
