@@ -10,18 +10,22 @@ nothing is fetched unless `models fetch` is asked.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import io
 import json
+import os
+import signal
 import socket
 import threading
+import time
 import zipfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
-from helpers import assert_no_traceback, run_cli
+from helpers import assert_no_traceback, popen_cli, run_cli
 from tiny_onnx import tiny_models
 
 
@@ -43,18 +47,25 @@ def shipped_zip(onnx: bytes, stem: str, extra: dict[str, bytes] | None = None) -
 
 class Server:
     """A real HTTP server on 127.0.0.1 in a thread: path -> bytes; `truncate` paths announce the
-    whole length and close after half; `redirect` paths answer 302 to another URL."""
+    whole length and close after half; `redirect` paths answer 302 to another URL; `raw` paths
+    are answered by a function of the handler (a server that misbehaves as it likes)."""
 
     def __init__(self) -> None:
         self.files: dict[str, bytes] = {}
         self.truncate: set[str] = set()
         self.redirect: dict[str, str] = {}
+        self.raw: dict[str, Callable[[BaseHTTPRequestHandler], None]] = {}
         self.requests: list[str] = []
         outer = self
 
         class Handler(BaseHTTPRequestHandler):
             def do_GET(self) -> None:  # noqa: N802 (http.server's name)
                 outer.requests.append(self.path)
+                if self.path in outer.raw:
+                    with contextlib.suppress(OSError):  # the client may hang up: its business
+                        outer.raw[self.path](self)
+                    self.close_connection = True
+                    return
                 if self.path in outer.redirect:
                     self.send_response(302)
                     self.send_header("Location", outer.redirect[self.path])
@@ -272,3 +283,202 @@ def test_a_bad_index_is_refused(tmp_path: Path) -> None:
     proc = run_cli(["models", "fetch", "x"], env={"PHOENIX_KEYPOINTS_MODELS_INDEX":
                                                   str(tmp_path / "index.json")})
     refused(proc, 2, "cannot be read as a models index", "relative path")
+
+
+# --- issue 46 item 4: a fetch goes only where the catalogue says -------------------------------------
+class Listener:
+    """A TCP listener on another loopback port that must hear nothing: each connection and its
+    first bytes are recorded; `answer` is written back (a proxy refusing a CONNECT)."""
+
+    def __init__(self, answer: bytes = b"") -> None:
+        self.heard: list[bytes] = []
+        self.answer = answer
+        self.sock = socket.create_server(("127.0.0.1", 0))
+        self.port = self.sock.getsockname()[1]
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self) -> None:
+        while True:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            with conn:
+                conn.settimeout(2)
+                try:
+                    data = conn.recv(4096)
+                except OSError:
+                    data = b""
+                self.heard.append(data or b"(a connection)")
+                with contextlib.suppress(OSError):
+                    conn.sendall(self.answer)
+
+
+@pytest.fixture
+def listener() -> Iterator[Listener]:
+    one = Listener()
+    yield one
+    one.sock.close()
+
+
+def test_redirects_go_only_to_public_https_and_within_the_users_own_origin(
+        server: Server, tmp_path: Path, onnx_bytes: dict[str, bytes], listener: Listener) -> None:
+    """Each hop is checked as the first URL is not: https only, and every address its host
+    resolves to public (the name is resolved, not judged); the listener on another loopback port
+    hears nothing. A redirect inside the user's own base URL's origin is followed."""
+    port = listener.port
+    hostile = {"plain": (f"http://127.0.0.1:{port}/admin?x=1", "not https"),
+               "tls-loopback": (f"https://127.0.0.1:{port}/admin?x=1", "loopback"),
+               "by-name": (f"https://localhost:{port}/admin", "loopback"),
+               "mapped": (f"https://[::ffff:127.0.0.1]:{port}/admin", "loopback"),
+               "metadata": ("https://169.254.169.254/latest/meta-data/", "link-local"),
+               "private": ("https://10.20.30.40/det.zip", "private")}
+    variants = {name: {"detector": entry(f"sdk/{name}.zip", onnx_bytes["detector"]),
+                       "pose": entry("sdk/pose.zip", onnx_bytes["pose"])}
+                for name in [*hostile, "moved", "loop"]}
+    env = publish(server, tmp_path, onnx_bytes, **variants)
+    for name, (target, _) in hostile.items():
+        server.redirect[f"/sdk/{name}.zip"] = target
+    for name, (_, why) in hostile.items():
+        proc = run_cli(["models", "fetch", name], env=env)
+        refused(proc, 1, f"{server.url}sdk/{name}.zip", why, "Nothing was kept")
+        assert cache_files(tmp_path) == [], (name, proc.stderr)
+    assert listener.heard == []
+    server.redirect["/sdk/moved.zip"] = f"{server.url}sdk/det.zip"  # the user's own origin
+    server.redirect["/sdk/loop.zip"] = f"{server.url}sdk/loop.zip"
+    refused(run_cli(["models", "fetch", "loop"], env=env), 1, "more than 5 redirects")
+    moved = run_cli(["models", "fetch", "moved"], env=env)
+    assert moved.returncode == 0, moved.stderr
+    assert cache_files(tmp_path) == ["moved.onnx", "pose.onnx"]
+
+
+@pytest.mark.parametrize("length", ["²", "1e3", "+7", "0x10", "-1"])
+def test_a_content_length_that_is_no_ascii_number_is_refused(
+        server: Server, tmp_path: Path, onnx_bytes: dict[str, bytes], length: str) -> None:
+    def odd(h: BaseHTTPRequestHandler) -> None:
+        h.send_response(200)
+        h.send_header("Content-Length", length)  # http.server writes it as latin-1
+        h.end_headers()
+        h.wfile.write(server.files["/sdk/pose.zip"])
+
+    env = publish(server, tmp_path, onnx_bytes)
+    server.raw["/sdk/det.zip"] = odd
+    proc = run_cli(["models", "fetch", "tiny"], env=env)
+    refused(proc, 2, "Content-Length", repr(length), "ASCII digits", "nothing kept")
+    assert cache_files(tmp_path) == []
+
+
+@pytest.mark.parametrize("where", ["body", "headers"])
+def test_a_server_trickling_bytes_is_cut_off_by_the_rate_floor(
+        server: Server, tmp_path: Path, onnx_bytes: dict[str, bytes], where: str) -> None:
+    """A byte every 0.2 s, in the body or in a header line: the floor (here 1000 bytes a second after
+    2 s, set by the environment; 32 KiB/s after 60 s by default) cuts the transfer off, where a
+    per-read timeout alone never would."""
+    def trickle(h: BaseHTTPRequestHandler) -> None:
+        h.wfile.write(b"HTTP/1.1 200 OK\r\n")
+        h.wfile.write(b"Content-Length: 100000\r\n\r\n" if where == "body" else b"X-Slow: ")
+        for _ in range(300):  # a minute at most: the test's own bound
+            h.wfile.write(b"x")  # a body, or one header line that never ends
+            h.wfile.flush()
+            time.sleep(0.2)
+
+    env = publish(server, tmp_path, onnx_bytes)
+    env |= {"PHOENIX_KEYPOINTS_FETCH_MIN_RATE": "1000", "PHOENIX_KEYPOINTS_FETCH_GRACE": "2"}
+    server.raw["/sdk/det.zip"] = trickle
+    began = time.monotonic()
+    proc = run_cli(["models", "fetch", "tiny"], env=env, timeout=40)
+    refused(proc, 1, "too slow", "PHOENIX_KEYPOINTS_FETCH_MIN_RATE", "Nothing was kept")
+    assert time.monotonic() - began < 20
+    assert cache_files(tmp_path) == []
+    bad = run_cli(["models", "fetch", "tiny"], env={**env, "PHOENIX_KEYPOINTS_FETCH_GRACE": "٣"})
+    refused(bad, 2, "PHOENIX_KEYPOINTS_FETCH_GRACE", "ASCII digits")
+
+
+def test_a_killed_fetch_leaves_a_part_the_next_fetch_sweeps_but_not_a_live_ones(
+        server: Server, tmp_path: Path, onnx_bytes: dict[str, bytes]) -> None:
+    """A fetch stalled after 9 MiB is a live one: another fetch into the same cache leaves its
+    .part alone (it holds a lock on it). Killed with SIGKILL, its .part stays; the next fetch
+    removes it."""
+    release = threading.Event()
+
+    def stall(h: BaseHTTPRequestHandler) -> None:
+        h.send_response(200)
+        h.send_header("Content-Length", str(10 * 2**20))
+        h.end_headers()
+        h.wfile.write(b"\0" * 9 * 2**20)
+        h.wfile.flush()
+        release.wait(60)
+
+    stalled = {"detector": entry("sdk/stall.zip", onnx_bytes["detector"]),
+               "pose": entry("sdk/pose.zip", onnx_bytes["pose"])}
+    env = publish(server, tmp_path, onnx_bytes, stalled=stalled)
+    server.raw["/sdk/stall.zip"] = stall
+    live = popen_cli(["models", "fetch", "stalled"], env=env)
+    cache = tmp_path / "cache"
+    try:
+        for _ in range(300):
+            parts = list(cache.glob(".stall.zip.*.part")) if cache.exists() else []
+            if parts and parts[0].stat().st_size >= 9 * 2**20:
+                break
+            time.sleep(0.1)
+        assert parts and parts[0].stat().st_size >= 9 * 2**20, live.poll()
+        os.utime(parts[0], (time.time() - 60, time.time() - 60))  # old, but held
+        other = run_cli(["models", "fetch", "tiny"], env=env)
+        assert other.returncode == 0, other.stderr
+        assert parts[0].exists()  # a live fetch's file is left alone
+    finally:
+        os.killpg(live.pid, signal.SIGKILL)
+        live.wait()
+        release.set()
+    assert parts[0].exists() and parts[0].stat().st_size >= 9 * 2**20  # what SIGKILL leaves
+    os.utime(parts[0], (time.time() - 60, time.time() - 60))
+    server.raw.clear()
+    server.files["/sdk/stall.zip"] = server.files["/sdk/det.zip"]
+    after = run_cli(["models", "fetch", "stalled"], env=env)
+    assert after.returncode == 0, after.stderr
+    assert "left by a fetch that did not finish" in after.stderr, after.stderr
+    assert cache_files(tmp_path) == ["det.onnx", "pose.onnx", "stall.onnx"]
+
+
+def test_proxies_are_taken_as_pip_takes_them_and_never_for_loopback(
+        server: Server, tmp_path: Path, onnx_bytes: dict[str, bytes], listener: Listener) -> None:
+    """http_proxy, https_proxy, all_proxy set, no_proxy empty: the loopback server is fetched
+    directly, the proxy hears nothing. An https URL goes through https_proxy as a CONNECT (the
+    proxy refuses it here), unless no_proxy names its host."""
+    env = publish(server, tmp_path, onnx_bytes)
+    proxy = f"http://127.0.0.1:{listener.port}"
+    env |= {k: proxy for k in ("http_proxy", "https_proxy", "all_proxy", "HTTP_PROXY",
+                               "HTTPS_PROXY", "ALL_PROXY")} | {"no_proxy": "", "NO_PROXY": ""}
+    proc = run_cli(["models", "fetch", "tiny"], env=env)
+    assert proc.returncode == 0, proc.stderr
+    assert listener.heard == [] and cache_files(tmp_path) == ["det.onnx", "pose.onnx"]
+
+    refusing = Listener(answer=b"HTTP/1.1 403 Forbidden\r\nContent-Length: 0\r\n\r\n")
+    env |= {"https_proxy": f"http://127.0.0.1:{refusing.port}",
+            "PHOENIX_KEYPOINTS_MODELS_URL": "https://models.invalid/", "PHOENIX_KEYPOINTS_MODELS_DIR":
+            str(tmp_path / "other")}
+    through = run_cli(["models", "fetch", "tiny"], env=env)
+    refused(through, 1, "https://models.invalid/sdk/det.zip", "403")
+    assert [h.split(b"\r\n")[0] for h in refusing.heard] == [b"CONNECT models.invalid:443 HTTP/1.0"]
+    bypass = run_cli(["models", "fetch", "tiny"], env={**env, "no_proxy": "models.invalid"})
+    refused(bypass, 1, "models.invalid cannot be resolved")
+    assert len(refusing.heard) == 1
+    refusing.sock.close()
+
+
+def test_a_zip_whose_central_directory_is_too_large_is_refused_unread(
+        server: Server, tmp_path: Path, onnx_bytes: dict[str, bytes]) -> None:
+    """No zip_sha256 pinned (a custom index): the end record's entry count and size are read
+    before zipfile reads the directory (3,000,000 entries took it 1.2 GB); 20,000 here."""
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as z:
+        z.writestr("big/end2end.onnx", onnx_bytes["detector"])
+        for i in range(20_000):
+            z.writestr(f"big/{i}", b"")
+    big = {"detector": entry("sdk/big.zip", onnx_bytes["detector"]),
+           "pose": entry("sdk/pose.zip", onnx_bytes["pose"])}
+    env = publish(server, tmp_path, onnx_bytes, big=big)
+    server.files["/sdk/big.zip"] = buf.getvalue()
+    proc = run_cli(["models", "fetch", "big"], env=env)
+    refused(proc, 2, "central directory says 20001 entries", "refused unread")
+    assert cache_files(tmp_path) == []

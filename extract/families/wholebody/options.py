@@ -78,6 +78,8 @@ def _model_files(args: argparse.Namespace, estimator: str | None,
                           "outputs are read: give them with --pose-model (or --models), --estimator "
                           "wholebody.")
     if getattr(args, "models", None) is not None:
+        if other and _built_on(str(estimator)):  # a family built on this one reads it
+            return None
         if det is not None or pose is not None or other:
             raise OptionError("--models NAME names a whole-body detector and pose model: give it "
                               "with --estimator wholebody, without --detector and --pose-model.")
