@@ -477,8 +477,9 @@ def _models_choose(args: argparse.Namespace) -> None:
 
     chosen = run_choices(args.models)
     if args.estimator not in (None, chosen["estimator"]):
-        raise RunError(f"--models {args.models} names models of --estimator {chosen['estimator']}, "
-                       f"not {args.estimator}: give it without --estimator, or with that one.")
+        raise RunError(f"--models NAME chooses the family: {args.models} is models of --estimator "
+                       f"{chosen['estimator']}, not {args.estimator}. Give it without --estimator, "
+                       "or with that one.")
     args.estimator = chosen["estimator"]
     for key in ("point_set", "detector_kind"):
         if getattr(args, key, None) is None:

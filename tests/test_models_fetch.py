@@ -482,3 +482,97 @@ def test_a_zip_whose_central_directory_is_too_large_is_refused_unread(
     proc = run_cli(["models", "fetch", "big"], env=env)
     refused(proc, 2, "central directory says 20001 entries", "refused unread")
     assert cache_files(tmp_path) == []
+
+
+# --- issue 48 item 5: models by name for each family rtmlib publishes --------------------------------
+@pytest.mark.slow
+def test_run_models_name_chooses_the_family_point_set_and_detector_kind(
+        server: Server, tmp_path: Path, onnx_bytes: dict[str, bytes], sample_root: Path) -> None:
+    """Names of a custom index as the published ones are: a 3D pair (family wholebody3d, its
+    pose model a bare .onnx, as rtmlib's RTMW3D-x is), a hand pair (RTMDet detector, 21 points)
+    and a body pair (17 points). Fetched, then `run --models NAME` without --estimator: each run
+    is of the name's family, point set and detector kind."""
+    from tiny_onnx import pose_model, rtmdet_models, tiny_models
+
+    tiny = tiny_models(tmp_path / "m")
+    hand_det = rtmdet_models(tmp_path / "m")["rtmdet"].read_bytes()
+    hand = pose_model(tmp_path / "m", "simcc", 21).read_bytes()
+    body = pose_model(tmp_path / "m", "simcc", 17).read_bytes()
+    pose3d = tiny["pose3d"].read_bytes()
+    server.files |= {"/sdk/hdet.zip": shipped_zip(hand_det, "rtmdet"),
+                     "/sdk/hand.zip": shipped_zip(hand, "hand5"),
+                     "/sdk/body.zip": shipped_zip(body, "body7"), "/hf/rtmw3d.onnx": pose3d}
+    det = entry("sdk/det.zip", onnx_bytes["detector"])
+    names = {"tiny3d": {"family": "wholebody3d", "detector": det,
+                        "pose": entry("hf/rtmw3d.onnx", pose3d)},
+             "tinyhand": {"detector": entry("sdk/hdet.zip", hand_det),
+                          "pose": entry("sdk/hand.zip", hand), "point_set": "hand21",
+                          "detector_kind": "rtmdet"},
+             "tinybody": {"detector": det, "pose": entry("sdk/body.zip", body), "point_set": "coco"}}
+    env = publish(server, tmp_path, onnx_bytes, **names)
+    listed = run_cli(["models", "list"], env=env)
+    assert listed.returncode == 0, listed.stderr
+    assert "wholebody3d, its default point set (run --models NAME: --estimator wholebody3d):" \
+        in listed.stdout, listed.stdout
+    assert "  tinyhand: tinyhand, --detector-kind rtmdet" in listed.stdout, listed.stdout
+    expect = {"tiny3d": ("wholebody3d", None, None), "tinyhand": ("wholebody", "hand21", "rtmdet"),
+              "tinybody": ("wholebody", "coco", None)}
+    for name, (fam, points, kind) in expect.items():
+        got = run_cli(["models", "fetch", name], env=env)
+        assert got.returncode == 0, got.stderr
+        out = tmp_path / f"run-{name}"
+        proc = run_cli(["run", "--dataset", sample_root, "--out", out, "--models", name, "--videos",
+                        "cameraman-1", "--workers", "1"], env=env)
+        assert proc.returncode == 0, proc.stderr
+        options = json.loads((out / "run.json").read_text())["options"]
+        assert fam in options, options.keys()
+        assert options[fam].get("point_set") == points and \
+            options[fam]["detector"].get("kind") == kind, options[fam]
+    assert cache_files(tmp_path)[:1] == ["body.onnx"] and "rtmw3d.onnx" in cache_files(tmp_path)
+    refused(run_cli(["run", "--dataset", sample_root, "--out", tmp_path / "x", "--estimator",
+                     "wholebody", "--models", "tiny3d"], env=env), 2, "--models NAME chooses the family",
+            "tiny3d is models of --estimator wholebody3d")
+
+
+def test_the_published_names_cover_rtmlibs_solutions_and_refuse_what_no_pin_covers(
+        tmp_path: Path) -> None:
+    """rtmlib 0.0.16's Wholebody, Body, BodyWithFeet, Hand and Wholebody3d modes by name, listed
+    by family and point set; a name one of whose files no public source pins a sha256 for is
+    refused before any request, naming that file and how to pass it by hand."""
+    env = {"PHOENIX_KEYPOINTS_MODELS_INDEX": "", "PHOENIX_KEYPOINTS_MODELS_URL": "",
+           "PHOENIX_KEYPOINTS_MODELS_DIR": str(tmp_path / "cache")}
+    listed = run_cli(["models", "list"], env=env)
+    assert listed.returncode == 0, listed.stderr
+    for line in ("wholebody, coco-wholebody (run --models NAME: --estimator wholebody):",
+                 "wholebody, coco (run --models NAME: --estimator wholebody):",
+                 "wholebody, halpe26 (run --models NAME: --estimator wholebody):",
+                 "wholebody, hand21 (run --models NAME: --estimator wholebody):",
+                 "  body-balanced: rtmlib Body, mode balanced",
+                 "  body-with-feet-balanced: rtmlib BodyWithFeet, mode balanced",
+                 "  hand-lightweight: rtmlib Hand, mode lightweight, --detector-kind rtmdet",
+                 "  wholebody3d-balanced: rtmlib Wholebody3d, mode balanced"):
+        assert line in listed.stdout, (line, listed.stdout)
+    for name, file, flags in (
+            ("hand-lightweight", "rtmpose-m_simcc-hand5_pt-aic-coco_210e-256x256-74fb594_20230320.zip",
+             "--estimator wholebody --point-set hand21 --detector-kind rtmdet"),
+            ("wholebody3d-balanced", "https://huggingface.co/Soykaf/RTMW3D-x/resolve/main/onnx/"
+             "rtmw3d-x_8xb64_cocktail14-384x288-b0a0eab7_20240626.onnx", "--estimator wholebody3d"),
+            ("body-with-feet-lightweight", "halpe26_700e-256x192-7f134165", "--point-set halpe26")):
+        refused(run_cli(["models", "fetch", name], env=env), 2, "pins no sha256", file, flags,
+                "--pose-model")
+    refused(run_cli(["run", "--dataset", tmp_path, "--out", tmp_path / "r", "--models",
+                     "body-balanced"], env=env), 2, "`phoenix-keypoints models fetch body-balanced`")
+    assert not (tmp_path / "cache").exists()
+
+
+def test_the_catalogue_reads_the_built_in_publishers_and_no_plugin(monkeypatch) -> None:
+    """A family registered from outside (a plugin's entry) is neither listed as a publisher nor
+    imported by the catalogue: its module here does not even exist."""
+    from phoenix_keypoints.extract.keypoints import estimator
+    from phoenix_keypoints.jobs import models
+
+    monkeypatch.setitem(estimator.FAMILIES, "aplugin", "no_such_plugin_module.family")
+    assert list(models.publishers()) == ["wholebody", "wholebody3d"]
+    names = models.catalogue()
+    assert {"balanced", "body-balanced", "hand-lightweight", "wholebody3d-balanced"} <= set(names)
+    assert {m.family for m in names.values()} == {"wholebody", "wholebody3d"}
