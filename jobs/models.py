@@ -473,8 +473,7 @@ def directory_of(archive: Path) -> tuple[int, int]:
             record = f.read(56)
             if len(record) != 56 or record[:4] != b"PK\x06\x06":
                 raise zipfile.BadZipFile("a zip64 locator without its end record")
-            entries64, directory64 = struct.unpack("<32xQQ8x", record)
-            entries, directory = max(entries, entries64), max(directory, directory64)
+            entries, directory = struct.unpack("<32xQQ8x", record)  # zipfile reads these then
     return entries, directory
 
 

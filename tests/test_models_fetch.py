@@ -484,6 +484,22 @@ def test_a_zip_whose_central_directory_is_too_large_is_refused_unread(
     assert cache_files(tmp_path) == []
 
 
+def test_the_directory_is_sized_where_zipfile_reads_it_zip64_too(tmp_path: Path) -> None:
+    """70,000 entries: zipfile writes zip64 end records (the 16-bit count says 0xFFFF); the sizes
+    read are those zipfile then reads, as its own infolist and directory bear out."""
+    from phoenix_keypoints.jobs.models import directory_of
+
+    path = tmp_path / "wide.zip"
+    with zipfile.ZipFile(path, "w") as z:
+        for i in range(70_000):
+            z.writestr(f"{i}", b"")
+    with zipfile.ZipFile(path) as z:
+        entries = len(z.infolist())
+    data = path.read_bytes()  # the directory: from its first entry to the zip64 end record
+    assert directory_of(path) == (entries, data.rindex(b"PK\x06\x06") - data.index(b"PK\x01\x02"))
+    assert entries == 70_000 and data[-12:-10] == b"\xff\xff"  # the 16-bit count could not say it
+
+
 # --- issue 48 item 5: models by name for each family rtmlib publishes --------------------------------
 @pytest.mark.slow
 def test_run_models_name_chooses_the_family_point_set_and_detector_kind(
