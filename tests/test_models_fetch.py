@@ -10,7 +10,6 @@ nothing is fetched unless `models fetch` is asked.
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import io
 import json
@@ -20,12 +19,13 @@ import socket
 import threading
 import time
 import zipfile
-from collections.abc import Callable, Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
 import pytest
 from helpers import assert_no_traceback, popen_cli, run_cli
+from local_http import Listener, Server
 from tiny_onnx import tiny_models
 
 
@@ -43,51 +43,6 @@ def shipped_zip(onnx: bytes, stem: str, extra: dict[str, bytes] | None = None) -
         for name, data in (extra or {}).items():
             z.writestr(name, data)
     return buf.getvalue()
-
-
-class Server:
-    """A real HTTP server on 127.0.0.1 in a thread: path -> bytes; `truncate` paths announce the
-    whole length and close after half; `redirect` paths answer 302 to another URL; `raw` paths
-    are answered by a function of the handler (a server that misbehaves as it likes)."""
-
-    def __init__(self) -> None:
-        self.files: dict[str, bytes] = {}
-        self.truncate: set[str] = set()
-        self.redirect: dict[str, str] = {}
-        self.raw: dict[str, Callable[[BaseHTTPRequestHandler], None]] = {}
-        self.requests: list[str] = []
-        outer = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_GET(self) -> None:  # noqa: N802 (http.server's name)
-                outer.requests.append(self.path)
-                if self.path in outer.raw:
-                    with contextlib.suppress(OSError):  # the client may hang up: its business
-                        outer.raw[self.path](self)
-                    self.close_connection = True
-                    return
-                if self.path in outer.redirect:
-                    self.send_response(302)
-                    self.send_header("Location", outer.redirect[self.path])
-                    self.end_headers()
-                    return
-                data = outer.files.get(self.path)
-                if data is None:
-                    self.send_error(404)
-                    return
-                self.send_response(200)
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data[: len(data) // 2] if self.path in outer.truncate else data)
-                self.close_connection = True
-
-            def log_message(self, *args: object) -> None:
-                pass
-
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/"
-        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
-        self.thread.start()
 
 
 @pytest.fixture
@@ -286,34 +241,6 @@ def test_a_bad_index_is_refused(tmp_path: Path) -> None:
 
 
 # --- issue 46 item 4: a fetch goes only where the catalogue says -------------------------------------
-class Listener:
-    """A TCP listener on another loopback port that must hear nothing: each connection and its
-    first bytes are recorded; `answer` is written back (a proxy refusing a CONNECT)."""
-
-    def __init__(self, answer: bytes = b"") -> None:
-        self.heard: list[bytes] = []
-        self.answer = answer
-        self.sock = socket.create_server(("127.0.0.1", 0))
-        self.port = self.sock.getsockname()[1]
-        threading.Thread(target=self._serve, daemon=True).start()
-
-    def _serve(self) -> None:
-        while True:
-            try:
-                conn, _ = self.sock.accept()
-            except OSError:
-                return
-            with conn:
-                conn.settimeout(2)
-                try:
-                    data = conn.recv(4096)
-                except OSError:
-                    data = b""
-                self.heard.append(data or b"(a connection)")
-                with contextlib.suppress(OSError):
-                    conn.sendall(self.answer)
-
-
 @pytest.fixture
 def listener() -> Iterator[Listener]:
     one = Listener()
@@ -321,6 +248,7 @@ def listener() -> Iterator[Listener]:
     one.sock.close()
 
 
+@pytest.mark.slow
 def test_redirects_go_only_to_public_https_and_within_the_users_own_origin(
         server: Server, tmp_path: Path, onnx_bytes: dict[str, bytes], listener: Listener) -> None:
     """Each hop is checked as the first URL is not: https only, and every address its host
@@ -350,6 +278,31 @@ def test_redirects_go_only_to_public_https_and_within_the_users_own_origin(
     moved = run_cli(["models", "fetch", "moved"], env=env)
     assert moved.returncode == 0, moved.stderr
     assert cache_files(tmp_path) == ["moved.onnx", "pose.onnx"]
+
+
+def test_the_connection_goes_to_the_address_that_was_checked(monkeypatch) -> None:
+    """DNS that answers a public address, then loopback (a rebinding attack): the name is resolved
+    once, and the socket is opened to the address checked, never to the name again."""
+    from phoenix_keypoints.jobs import download
+
+    answers = iter(["93.184.216.34", "127.0.0.1", "127.0.0.1"])
+    asked, connected = [], []
+
+    def resolve(host, port, *args, **kwargs):
+        asked.append(host)
+        return [(socket.AF_INET, socket.SOCK_STREAM, 6, "", (next(answers), port))]
+
+    def connect(address, *args, **kwargs):
+        connected.append(address)
+        raise ConnectionRefusedError(111, "Connection refused")
+
+    monkeypatch.setattr(download.socket, "getaddrinfo", resolve)
+    monkeypatch.setattr(download.socket, "create_connection", connect)
+    for key in ("https_proxy", "HTTPS_PROXY", "all_proxy", "ALL_PROXY"):
+        monkeypatch.delenv(key, raising=False)
+    with pytest.raises(download.DownloadFailed, match="refused"):
+        download.download("https://rebind.test/x.zip", io.BytesIO(), 100, lambda n: lambda b: None)
+    assert asked == ["rebind.test"] and connected == [("93.184.216.34", 443)]
 
 
 @pytest.mark.parametrize("length", ["²", "1e3", "+7", "0x10", "-1"])

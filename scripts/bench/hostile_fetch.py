@@ -16,7 +16,6 @@ import io
 import json
 import os
 import signal
-import socket
 import struct
 import subprocess
 import sys
@@ -24,13 +23,13 @@ import tempfile
 import threading
 import time
 import zipfile
-from collections.abc import Callable
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
 sys.path[:0] = [str(Path(__file__).resolve().parent), str(Path(__file__).resolve().parents[2]),
                 str(Path(__file__).resolve().parents[2] / "tests")]
 from common import machine, save_json  # noqa: E402
+from local_http import Listener, Server  # noqa: E402
 from tiny_onnx import tiny_models  # noqa: E402
 
 
@@ -67,55 +66,6 @@ def wide_zip(onnx: bytes, entries: int) -> bytes:
     return local + bytes(cd) + z64 + loc + end
 
 
-class Server:
-    """path -> bytes, or a function of the handler."""
-
-    def __init__(self) -> None:
-        self.files: dict[str, bytes | Callable[[BaseHTTPRequestHandler], None]] = {}
-        outer = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_GET(self) -> None:  # noqa: N802
-                what = outer.files.get(self.path)
-                try:
-                    if callable(what):
-                        what(self)
-                    elif what is None:
-                        self.send_error(404)
-                    else:
-                        self.send_response(200)
-                        self.send_header("Content-Length", str(len(what)))
-                        self.end_headers()
-                        self.wfile.write(what)
-                except OSError:
-                    pass
-                self.close_connection = True
-
-            def log_message(self, *args: object) -> None:
-                pass
-
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/"
-        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
-
-
-class Listener:
-    def __init__(self) -> None:
-        self.heard = 0
-        self.sock = socket.create_server(("127.0.0.1", 0))
-        self.port = self.sock.getsockname()[1]
-        threading.Thread(target=self._serve, daemon=True).start()
-
-    def _serve(self) -> None:
-        while True:
-            try:
-                conn, _ = self.sock.accept()
-            except OSError:
-                return
-            self.heard += 1
-            conn.close()
-
-
 def fetch(name: str, env: dict[str, str], timeout: float = 900) -> dict:
     t0 = time.monotonic()
     p = subprocess.run(["/usr/bin/time", "-f", "%M", sys.executable, "-m", "phoenix_keypoints",
@@ -145,10 +95,10 @@ def setup(tmp: Path, server: Server, listener: Listener) -> tuple[dict[str, str]
     m = tiny_models(tmp / "m")
     det, pose = m["detector"].read_bytes(), m["pose"].read_bytes()
     server.files |= {"/det.zip": shipped(det), "/pose.zip": shipped(pose),
-                     "/wide.zip": wide_zip(det, 3_000_000), "/slow.zip": trickle,
-                     "/odd.zip": odd_length,
-                     "/plain.zip": redirect(f"http://127.0.0.1:{listener.port}/admin?x=1"),
-                     "/named.zip": redirect(f"https://localhost:{listener.port}/admin")}
+                     "/wide.zip": wide_zip(det, 3_000_000)}
+    server.raw |= {"/slow.zip": trickle, "/odd.zip": odd_length}
+    server.redirect |= {"/plain.zip": f"http://127.0.0.1:{listener.port}/admin?x=1",
+                        "/named.zip": f"https://localhost:{listener.port}/admin"}
     pose_entry = {"path": "pose.zip", "input_hw": [96, 128], "onnx_sha256": sha(pose)}
     index = {name: {"detector": {"path": f"{name}.zip", "input_hw": [96, 128],
                                  "onnx_sha256": sha(det)}, "pose": pose_entry}
@@ -156,15 +106,7 @@ def setup(tmp: Path, server: Server, listener: Listener) -> tuple[dict[str, str]
     (tmp / "index.json").write_text(json.dumps(index))
     env = {"PHOENIX_KEYPOINTS_MODELS_INDEX": str(tmp / "index.json"),
            "PHOENIX_KEYPOINTS_MODELS_URL": server.url, "no_proxy": "127.0.0.1", "NO_PROXY": "127.0.0.1"}
-    return env, {"wide_zip_bytes": len(server.files["/wide.zip"])}  # type: ignore[arg-type]
-
-
-def redirect(to: str) -> Callable[[BaseHTTPRequestHandler], None]:
-    def answer(h: BaseHTTPRequestHandler) -> None:
-        h.send_response(302)
-        h.send_header("Location", to)
-        h.end_headers()
-    return answer
+    return env, {"wide_zip_bytes": len(server.files["/wide.zip"])}
 
 
 def killed_part(tmp: Path, env: dict[str, str], server: Server) -> dict:
@@ -178,7 +120,7 @@ def killed_part(tmp: Path, env: dict[str, str], server: Server) -> dict:
         h.wfile.write(b"\0" * 9 * 2**20)
         hold.wait(120)
 
-    server.files["/det.zip"], real = stall, server.files["/det.zip"]
+    server.raw["/det.zip"] = stall
     cache = tmp / "killed"
     env = {**env, "PHOENIX_KEYPOINTS_MODELS_DIR": str(cache)}
     p = subprocess.Popen([sys.executable, "-m", "phoenix_keypoints", "models", "fetch", "det"],
@@ -190,7 +132,7 @@ def killed_part(tmp: Path, env: dict[str, str], server: Server) -> dict:
     p.wait()
     hold.set()
     left = sum(f.stat().st_size for f in cache.glob(".*.part"))
-    server.files["/det.zip"] = real
+    del server.raw["/det.zip"]
     time.sleep(2.5)
     out = fetch("det", env)
     return out | {"left_by_sigkill_bytes": left,
@@ -222,7 +164,7 @@ def main() -> None:
                 continue
             cache = {"PHOENIX_KEYPOINTS_MODELS_DIR": str(tmp / f"cache-{k}")}
             results[case] = fetch(name, {**env, **extra, **cache}) | {
-                "listener_heard": listener.heard, "proxy_heard": proxy.heard}
+                "listener_heard": len(listener.heard), "proxy_heard": len(proxy.heard)}
             print(case, results[case], flush=True)
         if "SIGKILL".startswith(args.only) or not args.only:
             results["a SIGKILLed fetch's 9 MiB .part, then a fetch"] = killed_part(tmp, env, server)
