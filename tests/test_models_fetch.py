@@ -238,6 +238,16 @@ def test_a_bad_index_is_refused(tmp_path: Path) -> None:
     proc = run_cli(["models", "fetch", "x"], env={"PHOENIX_KEYPOINTS_MODELS_INDEX":
                                                   str(tmp_path / "index.json")})
     refused(proc, 2, "cannot be read as a models index", "relative path")
+    file = {"path": "a/b.zip", "onnx_sha256": "0" * 64}
+    (tmp_path / "index.json").write_text(json.dumps(
+        {"odd": {"detector": file, "pose": file, "detector_kind": "evil"},
+         "alien": {"detector": file, "pose": file, "family": "holistic"}}))
+    env = {"PHOENIX_KEYPOINTS_MODELS_INDEX": str(tmp_path / "index.json")}
+    refused(run_cli(["models", "list"], env=env), 2, "family 'holistic' publishes no models here")
+    (tmp_path / "index.json").write_text(json.dumps(
+        {"odd": {"detector": file, "pose": file, "detector_kind": "evil"}}))
+    refused(run_cli(["run", "--dataset", tmp_path, "--out", tmp_path / "r", "--models", "odd"],
+                    env=env), 2, "--detector-kind 'evil': one of yolox, rtmdet")
 
 
 # --- issue 46 item 4: a fetch goes only where the catalogue says -------------------------------------

@@ -71,6 +71,8 @@ def _model_files(args: argparse.Namespace, estimator: str | None,
     reading = (getattr(args, "point_set", None), getattr(args, "decoder", None),
                getattr(args, "detector_kind", None))
     other = estimator not in (None, "wholebody")
+    if reading[2] is not None and reading[2] not in KIND_NAMES:  # a models index names it too
+        raise OptionError(f"--detector-kind {reading[2]!r}: one of {', '.join(KIND_NAMES)}.")
     if reading[2] is not None and not other and det is None and getattr(args, "models", None) is None:
         raise OptionError("--detector-kind says how --detector is read: give it with --detector.")
     if any(reading) and (other or (pose is None and getattr(args, "models", None) is None)):
