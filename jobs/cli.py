@@ -152,16 +152,17 @@ def _worker_holds() -> str:
 
 
 def _family_args(p: argparse.ArgumentParser) -> None:
-    """Each family's own options (its add_run_options), and --models for the one that publishes
-    models (jobs/models.py)."""
+    """Each family's own options (its add_run_options), and --models for the built-in families
+    that publish models (jobs/models.py reads their data, never a plugin's)."""
     from phoenix_keypoints.extract.keypoints.estimator import family
+    from phoenix_keypoints.jobs.models import publishers
 
-    models = False  # --models once, after the first family that publishes models
+    models, publishing = False, publishers()  # --models once, after the first that publishes
     for name in _family_order():
         add = getattr(family(name), "add_run_options", None)
         if add is not None:
             add(p)
-        if not models and hasattr(family(name), "PUBLISHED_MODELS"):
+        if not models and name in publishing:
             _models_args(p)
             models = True
 
@@ -447,6 +448,8 @@ def _family_options(args: argparse.Namespace) -> dict[str, dict]:
 
         return files(args.models, args.models_dir)
 
+    _models_choose(args)
+
     def ask(name: str, estimator: str | None) -> dict | None:
         asked = getattr(family(name), "asked_settings", None)
         try:
@@ -462,6 +465,25 @@ def _family_options(args: argparse.Namespace) -> dict[str, dict]:
         if name not in out and (got := ask(name, args.estimator)) is not None:
             out[name] = got
     return out
+
+
+def _models_choose(args: argparse.Namespace) -> None:
+    """--models NAME chooses the family (--estimator), and the point set and detector kind the
+    name's files are read with, where they are not given; another --estimator is refused."""
+    if getattr(args, "models", None) is None:
+        return
+    from phoenix_keypoints.jobs.models import run_choices
+    from phoenix_keypoints.jobs.rundir.folder import RunError
+
+    chosen = run_choices(args.models)
+    if args.estimator not in (None, chosen["estimator"]):
+        raise RunError(f"--models NAME chooses the family: {args.models} is models of --estimator "
+                       f"{chosen['estimator']}, not {args.estimator}. Give it without --estimator, "
+                       "or with that one.")
+    args.estimator = chosen["estimator"]
+    for key in ("point_set", "detector_kind"):
+        if getattr(args, key, None) is None:
+            setattr(args, key, chosen[key])
 
 
 def _resumed_family(args: argparse.Namespace) -> str | None:

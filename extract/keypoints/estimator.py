@@ -31,8 +31,8 @@ optional; extract/families/holistic/options.py and wholebody/options.py are two 
   checked, as the family records them (None: none of its flags given); `estimator` is --estimator
   as given (None when not); raise `OptionError` for flags that do not go together. A family other
   than the default that returns something is chosen by it (--detector implies the whole-body
-  family). `fetched()` gives the files of `--models NAME` to the family that publishes models
-  (`PUBLISHED_MODELS`, read by jobs/models.py).
+  family). `fetched()` gives the files of `--models NAME` to the family the name is of (a
+  built-in family's published.py, read by jobs/models.py, which sets --estimator from it).
 - `settings_of(asked, recorded)`: the settings a run records, what was asked over what the run
   recorded ({} for a new run); without it, the two dicts merged.
 - `settings_conflicts(asked, recorded)`: why a resume refuses what was asked ("flag (X when
