@@ -218,3 +218,17 @@ def test_the_guide_documents_every_hook_with_its_signature() -> None:
     guide = (REPO / "docs" / "families.md").read_text()
     missing = [h.signature for h in contract.HOOKS if f"`{h.signature}`" not in guide]
     assert not missing, missing
+
+
+def test_run_job_refuses_a_broken_plugin_it_names(broken, monkeypatch: pytest.MonkeyPatch,
+                                                  sample_root: Path, tmp_path: Path) -> None:
+    """run_job(estimator=...) of a broken plugin: RunRefused in the command line's words."""
+    from phoenix_keypoints import RunRefused, run_job
+
+    env, markers = broken
+    monkeypatch.syspath_prepend(env["PYTHONPATH"])
+    for attr, empty in (("PLUGINS", {}), ("_loaded", {}), ("_broken", {}), ("_scanned", [])):
+        monkeypatch.setattr(estimator, attr, empty)
+    with pytest.raises(RunRefused, match="plugin bad-plugin-raises 2.3 .* failed to import"):
+        run_job(dataset=sample_root, out=tmp_path / "R", estimator="raises")
+    assert not (tmp_path / "R").exists()
