@@ -180,12 +180,14 @@ def _open(estimator: str, options: dict[str, Any]) -> Estimator:
     if estimator not in names(rescan=True):
         raise ValueError(f"estimator {estimator!r} is not known; known: {', '.join(names())}")
     fam = family(estimator)
-    known = fam.clip_options()
+    known = getattr(fam, "clip_options", tuple)()  # a family without them takes none
     unknown = sorted(set(options) - set(known))
     if unknown:
         raise TypeError(f"unknown option(s) {', '.join(unknown)}; estimator {estimator!r} takes "
-                        f"{', '.join(known)}")
-    return open_estimator(fam.clip_settings(options), num_threads=1)
+                        f"{', '.join(known) or 'none'}")
+    own = getattr(fam, "clip_settings", None)
+    return open_estimator(own(options) if own is not None else {"estimator": estimator},
+                          num_threads=1)
 
 
 def _keypoints(block: Block, fps: float) -> Keypoints:
@@ -196,7 +198,8 @@ def _keypoints(block: Block, fps: float) -> Keypoints:
         values = np.concatenate(block.values[part]).reshape(-1, n, c)
         values[~np.concatenate(block.present[part])] = np.nan
         parts[part] = values
-    parts = family(block.declaration.name).clip_parts(parts)
+    own = getattr(family(block.declaration.name), "clip_parts", None)
+    parts = own(parts) if own is not None else parts
     return Keypoints(parts, float(fps), block.declaration.name, block.status, block.image,
                      block.width, block.height, block.time_s, block.declaration)
 

@@ -65,9 +65,6 @@ class FamilyModule(Protocol):
     def open_estimator(self, settings: dict[str, Any], num_threads: int | None) -> Estimator: ...
     def file_record(self, settings: dict[str, Any] | None, recorded: dict[str, Any]
                     ) -> dict[str, Any]: ...
-    def clip_options(self) -> tuple[str, ...]: ...
-    def clip_settings(self, options: dict[str, Any]) -> dict[str, Any]: ...
-    def clip_parts(self, parts: dict[str, np.ndarray]) -> dict[str, np.ndarray]: ...
 
 
 @dataclass(frozen=True)
@@ -103,14 +100,14 @@ REQUIRED = (
           when="in each worker (and extract_keypoints): the estimator, models loaded"),
     _hook("file_record", "settings", "recorded", required=True,
           when="at the merge: what keypoints.parquet's metadata says of the family"),
-    _hook("clip_options", required=True, when="extract_keypoints: the keyword options it takes"),
-    _hook("clip_settings", "options", required=True,
-          when="extract_keypoints: its options as a run records them (files checked)"),
-    _hook("clip_parts", "parts", required=True,
-          when="extract_keypoints: the clip's arrays, with any named slices added"),
 )
 
 OPTIONAL = (
+    _hook("clip_options", when="extract_keypoints: the keyword options it takes"),
+    _hook("clip_settings", "options",
+          when="extract_keypoints: its options as a run records them (files checked)"),
+    _hook("clip_parts", "parts",
+          when="extract_keypoints: the clip's arrays, with any named slices added"),
     _hook("variants", when="show, report, diff: declarations of its other point sets"),
     _hook("add_run_options", "parser", when="building `run` and `slurm`: its own flags"),
     _hook("asked_settings", "args", "estimator", "fetched",
