@@ -112,9 +112,9 @@ def names(rescan: bool = False) -> tuple[str, ...]:
     packages declare (entry points of group ENTRY_POINTS, read once a process, or again with
     `rescan`; a name already known keeps its module)."""
     if rescan or not _scanned:
-        for plugin in _installed_families():
-            if plugin.name not in FAMILIES:
-                PLUGINS.setdefault(plugin.name, plugin)
+        for found in _installed_families():
+            if found.name not in FAMILIES:
+                PLUGINS.setdefault(found.name, found)
         _scanned.append(True)
     return (*FAMILIES, *(n for n in PLUGINS if n not in FAMILIES))
 
