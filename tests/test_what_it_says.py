@@ -35,9 +35,10 @@ def test_the_article_fits_how_the_name_is_said(name, said):
 def test_a_refusal_names_a_plugin_family_with_its_article(tmp_path):
     """The one refusal of an export a family lacks, for a family named with a vowel first."""
     from phoenix_keypoints.extract.families.wholebody.declaration import DECLARATION
+    from phoenix_keypoints.extract.keypoints.estimator import export_refused
 
     decl = replace(DECLARATION, name="openpose25", title="OpenPose 25 points", exports=("pose",))
-    why = decl.refuse_export("unisign-pkl", tmp_path)
+    why = export_refused(decl, "unisign-pkl", tmp_path)
     assert f"{tmp_path} is an openpose25 run (OpenPose 25 points)" in why, why
 
 

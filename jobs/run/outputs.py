@@ -15,7 +15,12 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from phoenix_keypoints.extract.keypoints.estimator import Declaration, declaration, family
+from phoenix_keypoints.extract.keypoints.estimator import (
+    Declaration,
+    declaration,
+    export_refused,
+    family,
+)
 from phoenix_keypoints.extract.keypoints.words import a
 from phoenix_keypoints.extract.outputs.declared import write_family_tensors
 from phoenix_keypoints.extract.outputs.loader import load_meta, load_split
@@ -212,7 +217,7 @@ def export_command(rd: RunDir, fmt: str, to: Path, tag: str = "", fps: float | N
     from phoenix_keypoints.extract.outputs.export import to_refused
 
     decl = run_declaration(rd)
-    why = decl.refuse_export(fmt, rd.path) or to_refused(fmt, to)
+    why = export_refused(decl, fmt, rd.path) or to_refused(fmt, to)
     if why:
         raise RunError(why)
     own = getattr(family(decl.name), "EXPORTS", {}).get(fmt)

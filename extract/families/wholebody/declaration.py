@@ -86,8 +86,9 @@ def declaration_for(layout: Layout, units: str = UNITS,
     if key not in cache:
         col = layout.column
         cache[key] = Declaration(
-            WHOLEBODY, {col: (layout.points, 3)}, ("persons",), ("x", "y", "score"),
-            schema_of(layout), title=layout.title, score_threshold=SCORE_THRESHOLD,
+            name=WHOLEBODY, parts={col: (layout.points, 3)}, counts=("persons",),
+            values=("x", "y", "score"), schema=schema_of(layout), title=layout.title,
+            score_threshold=SCORE_THRESHOLD,
             regions={r: (col, a, b) for r, (a, b) in layout.regions.items()},
             exports=layout.exports, units=units, presence_note="rtmlib's cut",
             names=layout.names, subparts=layout.parts, batches=True, batch_input=BATCH_INPUT,

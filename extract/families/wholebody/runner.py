@@ -83,12 +83,14 @@ from phoenix_keypoints.extract.families.wholebody.tracking import (
 from phoenix_keypoints.extract.keypoints.environ import telemetry_off
 from phoenix_keypoints.extract.keypoints.estimator import RUNTIME, ModelFileError, runtime
 from phoenix_keypoints.extract.keypoints.onnx_files import (
+    as_given,
     check_model_file,
     external_problems,
     external_record,
     model_problem,
     sha256_of,
 )
+from phoenix_keypoints.extract.keypoints.words import a
 
 telemetry_off()  # before any `import onnxruntime` below: read once, when the library loads
 
@@ -145,15 +147,18 @@ class ModelFile:
     """A model file as recorded: where it was, its bytes' digest and size, its input (h, w), and
     its external data files (location, sha256, size; recorded only where it has some)."""
 
-    path: str
+    path: str  # as given, absolute: what onnxruntime opens (external data beside it)
     sha256: str
     size: int
     input_hw: tuple[int, int]
     external_data: list[dict[str, Any]] = field(default_factory=list)
+    resolved: str = ""  # where the path's links lead, where that is elsewhere
 
     def as_dict(self) -> dict[str, Any]:
         out = {"path": self.path, "sha256": self.sha256, "size": self.size,
                "input_size": {"height": self.input_hw[0], "width": self.input_hw[1]}}
+        if self.resolved and self.resolved != self.path:
+            out["resolved"] = self.resolved
         return out | ({"external_data": self.external_data} if self.external_data else {})
 
 
@@ -221,7 +226,8 @@ def describe(path: Path, flag: str) -> ModelFile:
     session = _session(path, flag)
     hw = _input_hw(session, path, flag)
     sha, size = sha256_of(path, flag)
-    return ModelFile(str(path.resolve()), sha, size, hw, external_record(path, flag))
+    given, resolved = as_given(path)
+    return ModelFile(given, sha, size, hw, external_record(path, flag), resolved)
 
 
 def onnxruntime_version() -> str:
@@ -317,7 +323,7 @@ class Detector:
         ratio = min(h / bgr.shape[0], w / bgr.shape[1])
         rh, rw = int(bgr.shape[0] * ratio), int(bgr.shape[1] * ratio)
         if not (rh and rw):  # cv2.resize asserts (rtmlib's too): this frame alone fails
-            raise ValueError(f"a {bgr.shape[1]}x{bgr.shape[0]} px frame is too thin for the "
+            raise ValueError(f"{a(bgr.shape[1])}x{bgr.shape[0]} px frame is too thin for the "
                              f"detector's {w}x{h} input (it would be {rw}x{rh} px there); "
                              "crop, pad or remove it")
         canvas = np.full((h, w, 3), GREY, np.uint8)
