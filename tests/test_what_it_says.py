@@ -23,7 +23,8 @@ ARCHIVE = next(k for k in KINDS if k.id == "archive-top.tar.gz")
 
 @pytest.mark.parametrize("name,said", [
     ("openpose25", "an openpose25"), ("wholebody", "a wholebody"), ("holistic", "a holistic"),
-    ("xz", "an xz"), ("gzip", "a gzip"), ("7z", "a 7z"), ("int", "an int"), ("list", "a list"),
+    ("xz", "an xz"), ("gzip", "a gzip"), ("7z", "a 7z"), ("int", "an int"), ("str", "a str"),
+    ("list", "a list"),
     ("8x6", "an 8x6"), ("11x4", "an 11x4"), ("1100", "a 1100"), ("18000", "an 18000"),
     ("RTMPose", "an RTMPose"), ("unisign", "a unisign"), ("hour", "an hour"), ("mp4", "an mp4")])
 def test_the_article_fits_how_the_name_is_said(name, said):

@@ -15,6 +15,8 @@ _VOWEL_NAMED = frozenset("aefhilmnorsx")
 # words said with a consonant first though they start with a vowel letter, or the reverse
 _CONSONANT_START = ("one", "once", "uni", "use", "usu", "uti", "ura", "ure", "uro", "eu", "ewe")
 _VOWEL_START = ("hour", "honest", "honor", "honour", "heir")
+# names without a vowel said as words, not letter by letter (Python's str: "a string")
+_SAID_AS_WORDS = ("str",)
 
 
 def _number_article(digits: str) -> str:
@@ -32,7 +34,8 @@ def article(name: str) -> str:
     if word[0].isdigit():
         return _number_article(re.match(r"\d+", word).group())  # type: ignore[union-attr]
     low = word.lower()
-    if not re.search(r"[aeiouy]", low) or re.match(r"[A-Z]{2}", word):  # said letter by letter
+    letters = not re.search(r"[aeiouy]", low) and low not in _SAID_AS_WORDS
+    if letters or re.match(r"[A-Z]{2}", word):  # said letter by letter
         return "an" if low[0] in _VOWEL_NAMED else "a"
     if low.startswith(_VOWEL_START):
         return "an"

@@ -35,11 +35,13 @@ WRITTEN = (".pkl", ".pickle", ".npz", ".npy", ".pose", ".parquet")
 
 
 def one_file_formats() -> tuple[str, ...]:
-    """The `export --format` values whose --to is the one file written (every family's)."""
-    from phoenix_keypoints.extract.keypoints.estimator import family, names
+    """The `export --format` values whose --to is the one file written: of the families loaded
+    (the built-in ones, and a plugin once its run named it: an installed one is not imported
+    for this)."""
+    from phoenix_keypoints.extract.keypoints.estimator import loaded
 
-    return tuple(dict.fromkeys([*ONE_FILE, *(f for n in names()
-                                             for f in getattr(family(n), "ONE_FILE_EXPORTS", ()))]))
+    return tuple(dict.fromkeys([*ONE_FILE, *(f for _, fam in loaded()
+                                             for f in getattr(fam, "ONE_FILE_EXPORTS", ()))]))
 
 
 def to_refused(fmt: str, to: Path) -> str:
