@@ -561,7 +561,7 @@ class WholebodyModels:
             return out
         boxes = [largest(found[i])[:4] if len(found[i]) else whole(bgrs[i]) for i in keep]
         for i, pose in zip(keep, self.poses([bgrs[i] for i in keep], boxes), strict=True):
-            out[i] = pose if isinstance(pose, BadOutput) else Posed(signer_row(*pose),
+            out[i] = pose if isinstance(pose, BadOutput) else Posed(person_row(*pose),
                                                                     len(found[i]))
         return out
 
@@ -614,7 +614,7 @@ class WholebodyModels:
             rows = np.array([[*box[:4], score] for box, score in posed], np.float64)
             signer = frame[largest_index(np.asarray([box for box, _ in posed]))] if mine else \
                 frame[0]
-            out.append(Posed(signer_row(*signer), len(mine), frame, rows, cut, self.max_persons,
+            out.append(Posed(person_row(*signer), len(mine), frame, rows, cut, self.max_persons,
                              bgr.shape[1]))
         return out
 
@@ -632,9 +632,6 @@ class WholebodyModels:
 def whole(bgr: np.ndarray) -> np.ndarray:
     """rtmlib's box when nobody is found: the whole frame."""
     return np.array([0, 0, bgr.shape[1], bgr.shape[0]])
-
-
-signer_row = person_row  # one person's points as the column stores them
 
 
 class WholebodyEstimator:
