@@ -28,7 +28,9 @@ import numpy as np
 
 from phoenix_keypoints.extract.keypoints.estimator import (
     DEFAULT_FAMILY,
+    Declaration,
     Estimator,
+    export_refused,
     family,
     names,
     open_estimator,
@@ -52,6 +54,8 @@ class Keypoints:
     width: list[int | None] = field(default_factory=list)
     height: list[int | None] = field(default_factory=list)
     time_s: list[float | None] = field(default_factory=list)  # per frame: the video's timestamp
+    # what its family declares of these points (None: the family's default declaration)
+    declaration: Declaration | None = field(default=None, repr=False, compare=False)
 
     def __len__(self) -> int:
         return len(self.status)
@@ -65,14 +69,18 @@ class Keypoints:
         return list(self.parts)
 
     def to_pose(self) -> Any:
-        """A pose-format `Pose` (needs the pose extra), laid out as `export --format pose` writes."""
+        """A pose-format `Pose` (needs the pose extra), laid out as `export --format pose` writes;
+        refused (ValueError) where that export refuses a run of the family: the one rule is its
+        declaration's (`has_pose`)."""
+        fam = family(self.estimator)
+        decl = self.declaration or fam.declaration(None)
+        if not decl.has_pose:
+            raise ValueError(f"to_pose(): {export_refused(decl, 'pose', 'this clip')}")
         sizes = [(w, h) for w, h in zip(self.width, self.height, strict=True) if w is not None]
         width, height = max(set(sizes), key=sizes.count) if sizes else (0, 0)
-        fam = family(self.estimator)
         own = getattr(fam, "pose_of_clip", None)
         if own is not None:  # a family with a .pose header of its own
             return own(self.parts, width, height, self.fps)
-        decl = fam.declaration(None)
         from phoenix_keypoints.extract.outputs.export import declared_pose
 
         vals = np.concatenate([self.parts[p] for p in decl.parts], axis=1)
@@ -172,12 +180,14 @@ def _open(estimator: str, options: dict[str, Any]) -> Estimator:
     if estimator not in names(rescan=True):
         raise ValueError(f"estimator {estimator!r} is not known; known: {', '.join(names())}")
     fam = family(estimator)
-    known = fam.clip_options()
+    known = getattr(fam, "clip_options", tuple)()  # a family without them takes none
     unknown = sorted(set(options) - set(known))
     if unknown:
         raise TypeError(f"unknown option(s) {', '.join(unknown)}; estimator {estimator!r} takes "
-                        f"{', '.join(known)}")
-    return open_estimator(fam.clip_settings(options), num_threads=1)
+                        f"{', '.join(known) or 'none'}")
+    own = getattr(fam, "clip_settings", None)
+    return open_estimator(own(options) if own is not None else {"estimator": estimator},
+                          num_threads=1)
 
 
 def _keypoints(block: Block, fps: float) -> Keypoints:
@@ -190,10 +200,10 @@ def _keypoints(block: Block, fps: float) -> Keypoints:
         parts[part] = values
     for name, width in block.declaration.lists.items():  # every item of each frame, NaN after
         parts[name] = _padded(block.lists.get(name, []), width)
-    parts = family(block.declaration.name).clip_parts(parts)
+    own = getattr(family(block.declaration.name), "clip_parts", None)
+    parts = own(parts) if own is not None else parts
     return Keypoints(parts, float(fps), block.declaration.name, block.status, block.image,
-                     block.width, block.height,
-                     block.time_s)
+                     block.width, block.height, block.time_s, block.declaration)
 
 
 def _padded(rows: list[np.ndarray | None], width: int) -> np.ndarray:

@@ -66,9 +66,13 @@ def run_job(dataset: str | Path | None = None, out: str | Path | None = None,
     `run` option as a keyword: limit_videos=5, videos=["a", "b"], refine_face_landmarks=True) and
     say what happened. Raises RunRefused where `run` would refuse the input (exit 2)."""
     from phoenix_keypoints.jobs import messages
-    from phoenix_keypoints.jobs.cli import _refusals, _run, build_parser
+    from phoenix_keypoints.jobs.cli import _load_named, _refusals, _run, build_parser
     from phoenix_keypoints.jobs.rundir.folder import JobFailed, RunDir
 
+    try:  # an installed family named by estimator= (or the run in out): its flags join
+        _load_named(_argv({"estimator": options.get("estimator"), "out": out}, {}))
+    except _refusals() as e:
+        raise RunRefused(str(e)) from None
     parser = build_parser()
     argv = ["run", *_argv({"dataset": dataset, "out": out, "workers": workers, **options},
                           _negations(parser))]

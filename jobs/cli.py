@@ -127,41 +127,53 @@ def _default_about() -> str:
 
 
 def _family_order() -> list[str]:
-    """The families, the default last (its options close the list, as they always have)."""
-    from phoenix_keypoints.extract.keypoints.estimator import DEFAULT_FAMILY, names
+    """The families whose flags and words the parser holds, the default last (its options close
+    the list, as they always have): the built-in ones and an installed one the command names
+    (imported before the parser is built: _load_named)."""
+    from phoenix_keypoints.extract.keypoints.estimator import DEFAULT_FAMILY, loaded
 
-    return [n for n in names() if n != DEFAULT_FAMILY] + [DEFAULT_FAMILY]
+    return [n for n, _ in loaded() if n != DEFAULT_FAMILY] + [DEFAULT_FAMILY]
 
 
 def _estimator_help() -> str:
-    """--estimator's help: each family with its words (its ABOUT), the default first."""
-    from phoenix_keypoints.extract.keypoints.estimator import DEFAULT_FAMILY, family, names
+    """--estimator's help: each family with its words (its ABOUT), the default first; an
+    installed family not imported by its distribution's metadata (its own words and flags are
+    read where --estimator names it)."""
+    from phoenix_keypoints.extract.keypoints.estimator import DEFAULT_FAMILY, family, names, plugin
 
     def about(name: str) -> str:
+        if (p := plugin(name)) is not None and name not in _family_order():
+            return f"{name} (installed: {p.distribution} {p.version})"
         words = getattr(family(name), "ABOUT", "")
         return f"{name} ({'default: ' if name == DEFAULT_FAMILY else ''}{words})" if words else name
-    return " or ".join(about(n) for n in names())
+    said = " or ".join(about(n) for n in names())
+    if any(plugin(n) is not None for n in names()):
+        said += ("; an installed family's own flags: `run --estimator NAME --help` "
+                 "(docs/families.md: installing one is trusting its code)")
+    return said
 
 
 def _worker_holds() -> str:
     """What a worker process holds, in each family's words (its WORKER_HOLDS), each once."""
-    from phoenix_keypoints.extract.keypoints.estimator import family, names
+    from phoenix_keypoints.extract.keypoints.estimator import family
 
-    said = dict.fromkeys(w for n in names() if (w := getattr(family(n), "WORKER_HOLDS", "")))
+    said = dict.fromkeys(w for n in _family_order()
+                         if (w := getattr(family(n), "WORKER_HOLDS", "")))
     return ", or ".join(said) or "the estimator"
 
 
 def _family_args(p: argparse.ArgumentParser) -> None:
-    """Each family's own options (its add_run_options), and --models for the one that publishes
-    models (jobs/models.py)."""
+    """Each family's own options (its add_run_options), and --models for the built-in families
+    that publish models (jobs/models.py reads their data, never a plugin's)."""
     from phoenix_keypoints.extract.keypoints.estimator import family
+    from phoenix_keypoints.jobs.models import publishers
 
-    models = False  # --models once, after the first family that publishes models
+    models, publishing = False, publishers()  # --models once, after the first that publishes
     for name in _family_order():
         add = getattr(family(name), "add_run_options", None)
         if add is not None:
             add(p)
-        if not models and hasattr(family(name), "PUBLISHED_MODELS"):
+        if not models and name in publishing:
             _models_args(p)
             models = True
 
@@ -169,9 +181,9 @@ def _family_args(p: argparse.ArgumentParser) -> None:
 def _runtime_args(p: argparse.ArgumentParser) -> None:
     """How the workers of a family that batches frames (its declaration's `batches`) run (run,
     and each shard of slurm): not part of the output."""
-    from phoenix_keypoints.extract.keypoints.estimator import family, names
+    from phoenix_keypoints.extract.keypoints.estimator import family
 
-    batching = [n for n in names() if family(n).declaration(None).batches]
+    batching = [n for n in _family_order() if family(n).declaration(None).batches]
     which = "/".join(batching)
     docs = ", ".join(getattr(family(n), "DOCS", "docs/") for n in batching)
     where = "; ".join(dict.fromkeys(getattr(family(n), "DEVICE_HELP", "where its workers run")
@@ -186,15 +198,16 @@ def _runtime_args(p: argparse.ArgumentParser) -> None:
 def _export_formats() -> dict[str, str]:
     """Each `export --format` a family supports -> its words (the first family's EXPORT_HELP that
     words it) and, where not every family supports it, the families whose runs it takes."""
-    from phoenix_keypoints.extract.keypoints.estimator import family, names
+    from phoenix_keypoints.extract.keypoints.estimator import family
 
     takes: dict[str, list[str]] = {}
     words: dict[str, str] = {}
-    for n in names():
+    order = _family_order()
+    for n in order:
         for f in family(n).declaration(None).exports:
             takes.setdefault(f, []).append(n)
             words.setdefault(f, getattr(family(n), "EXPORT_HELP", {}).get(f, ""))
-    return {f: words[f] + ("" if len(runs) == len(names()) else f" ({', '.join(runs)} runs)")
+    return {f: words[f] + ("" if len(runs) == len(order) else f" ({', '.join(runs)} runs)")
             for f, runs in takes.items()}
 
 
@@ -278,9 +291,10 @@ def _add_slurm(sub: argparse._SubParsersAction) -> None:
 def _preset_help() -> tuple[tuple[str, ...], str]:
     """--preset's choices and help: every family's presets whose declaration has a PointTable
     (read through the registry), and each one's default set."""
-    from phoenix_keypoints.extract.keypoints.estimator import family, names
+    from phoenix_keypoints.extract.keypoints.estimator import family
 
-    tables = [t for t in (family(n).declaration(None).points for n in names()) if t is not None]
+    tables = [t for t in (family(n).declaration(None).points for n in _family_order())
+              if t is not None]
     choices = tuple(dict.fromkeys(c for t in tables for c in t.choices()))
     defaults = [f"{t.full} ({t.wider.full} on {t.wider_run})" if t.wider else t.full
                 for t in tables]
@@ -360,11 +374,49 @@ def build_parser() -> argparse.ArgumentParser:
         prog="phoenix-keypoints",
         description=f"RWTH-PHOENIX-Weather 2014 T frames to {_default_about()} keypoints.",
     )
+    p.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
     sub = p.add_subparsers(dest="command", required=True)
     for add in (_add_run, _add_slurm, _add_small, _add_verify, _add_tensors, _inspect_parsers,
                 _add_models):
         add(sub)
     return p
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("phoenix-keypoints")
+    except PackageNotFoundError:
+        return "(not installed: a source checkout)"
+
+
+class _Quiet(argparse.ArgumentParser):
+    """A parser that says nothing of what it cannot read (the full parser says it)."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        raise ValueError(message)
+
+
+def named_family(argv: list[str]) -> str | None:
+    """The installed family a command names, if any: `--estimator NAME`, or the run in `--out`
+    (not with --fresh). Built-in families are always known; an installed one is imported only
+    where a command names it."""
+    from phoenix_keypoints.extract.keypoints.estimator import plugin
+
+    pre = _Quiet(add_help=False)
+    pre.add_argument("--estimator")
+    pre.add_argument("--out")
+    pre.add_argument("--fresh", action="store_true")
+    try:
+        known = pre.parse_known_args(argv)[0]
+    except ValueError:
+        return None
+    try:
+        name = known.estimator or _resumed_family(known)
+    except (OSError, ValueError):  # a folder that cannot be read: the command says so itself
+        return None
+    return name if name is not None and plugin(name) is not None else None
 
 
 def _models_args(p: argparse.ArgumentParser) -> None:
@@ -447,6 +499,8 @@ def _family_options(args: argparse.Namespace) -> dict[str, dict]:
 
         return files(args.models, args.models_dir)
 
+    _models_choose(args)
+
     def ask(name: str, estimator: str | None) -> dict | None:
         asked = getattr(family(name), "asked_settings", None)
         try:
@@ -462,6 +516,25 @@ def _family_options(args: argparse.Namespace) -> dict[str, dict]:
         if name not in out and (got := ask(name, args.estimator)) is not None:
             out[name] = got
     return out
+
+
+def _models_choose(args: argparse.Namespace) -> None:
+    """--models NAME chooses the family (--estimator), and the point set and detector kind the
+    name's files are read with, where they are not given; another --estimator is refused."""
+    if getattr(args, "models", None) is None:
+        return
+    from phoenix_keypoints.jobs.models import run_choices
+    from phoenix_keypoints.jobs.rundir.folder import RunError
+
+    chosen = run_choices(args.models)
+    if args.estimator not in (None, chosen["estimator"]):
+        raise RunError(f"--models NAME chooses the family: {args.models} is models of --estimator "
+                       f"{chosen['estimator']}, not {args.estimator}. Give it without --estimator, "
+                       "or with that one.")
+    args.estimator = chosen["estimator"]
+    for key in ("point_set", "detector_kind"):
+        if getattr(args, key, None) is None:
+            setattr(args, key, chosen[key])
 
 
 def _resumed_family(args: argparse.Namespace) -> str | None:
@@ -493,10 +566,10 @@ def _run(args: argparse.Namespace) -> int:
         raise RunError("--address is for --backend ray.")
     pkl, out = args.output_path, args.out
     if pkl is not None:
-        from phoenix_keypoints.extract.keypoints.estimator import declaration
+        from phoenix_keypoints.extract.keypoints.estimator import declaration, export_refused
 
-        why = args.estimator and declaration({"estimator": args.estimator}).refuse_export(
-            "legacy-pkl", "this")
+        why = args.estimator and export_refused(declaration({"estimator": args.estimator}),
+                                                "legacy-pkl", "this")
         if why:
             raise RunError(f"--output_path writes the older pipeline's pkl (--format legacy-pkl): {why}")
         if pkl.is_dir():
@@ -652,6 +725,34 @@ def _sample(args: argparse.Namespace) -> int:
     return 0
 
 
+def _load_named(argv: list[str]) -> None:
+    """Import the installed family the command names (its flags, formats and words join the
+    parser); a FamilyError where it cannot be used (exit 2, naming its distribution)."""
+    from phoenix_keypoints.extract.keypoints.estimator import family
+
+    name = named_family(argv)
+    if name is not None:
+        family(name)
+
+
+def _plugin_warnings() -> None:
+    """An installed family skipped by a question about every family: said as a warning line
+    (messages.warn), not Python's warning with its source line."""
+    import warnings
+
+    from phoenix_keypoints.extract.keypoints.estimator import PluginWarning
+
+    shown = warnings.showwarning
+
+    def show(message, category, filename, lineno, file=None, line=None):  # noqa: ANN001
+        if issubclass(category, PluginWarning):
+            messages.warn(str(message))
+        else:
+            shown(message, category, filename, lineno, file, line)
+
+    warnings.showwarning = show
+
+
 class Terminated(BaseException):
     """SIGTERM outside the extraction loop (planning, merging): unwind like Ctrl-C, exit 143."""
 
@@ -664,12 +765,13 @@ def _refusals() -> tuple[type[Exception], ...]:
     """The errors that mean refused input (exit 2): each says what, where and what to do."""
     from phoenix_keypoints.extract.corpora.base import DatasetError
     from phoenix_keypoints.extract.inspect.rows import ReportError
-    from phoenix_keypoints.extract.keypoints.estimator import ModelFileError
+    from phoenix_keypoints.extract.keypoints.estimator import FamilyError, ModelFileError
     from phoenix_keypoints.extract.keypoints.points import PointsError
     from phoenix_keypoints.extract.outputs.tensors import TensorsError
     from phoenix_keypoints.jobs.rundir.folder import RunError
 
-    return DatasetError, RunError, ModelFileError, TensorsError, PointsError, ReportError
+    return (DatasetError, RunError, ModelFileError, TensorsError, PointsError, ReportError,
+            FamilyError)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -677,6 +779,12 @@ def main(argv: list[str] | None = None) -> int:
 
     clean_os_environ()  # before anything loads onnxruntime or starts a child (docs/how-it-works.md)
     argv = sys.argv[1:] if argv is None else [str(a) for a in argv]
+    _plugin_warnings()
+    try:
+        _load_named(argv)
+    except _refusals() as e:
+        messages.error(str(e))
+        return 2
     args = build_parser().parse_args(argv)
     args.argv = argv
     signal.signal(signal.SIGTERM, _on_sigterm)  # so temp files are removed on the way out

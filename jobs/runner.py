@@ -11,7 +11,7 @@ import contextlib
 from pathlib import Path
 
 from phoenix_keypoints.extract.corpora.base import DatasetError
-from phoenix_keypoints.extract.keypoints.estimator import DEFAULT_FAMILY, ModelFileError, family, names
+from phoenix_keypoints.extract.keypoints.estimator import DEFAULT_FAMILY, ModelFileError, family, loaded
 from phoenix_keypoints.extract.outputs.declared import write_family_tensors
 from phoenix_keypoints.extract.sources.archive_index import ArchiveError
 from phoenix_keypoints.jobs import messages
@@ -206,7 +206,7 @@ def _refuse_device(req: RunRequest, estimator: str) -> None:
     pin workers to. Refused before any worker starts (exit 2)."""
     if not family(estimator).declaration(None).batches:
         if req.batch_size is not None or req.device not in (None, "auto", "cpu"):
-            batching = [n for n in names() if family(n).declaration(None).batches]
+            batching = [n for n, f in loaded() if f.declaration(None).batches]
             raise RunError(f"--batch-size and --device cuda are for --estimator "
                            f"{' or '.join(batching)}; the {estimator} family runs one frame at a "
                            "time on the CPU.")

@@ -13,12 +13,21 @@ import fcntl
 import json
 import os
 import shutil
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import SHARED_INDEX, SHARED_SAMPLE, assert_no_traceback, build_wheel, run_cli
+from helpers import (
+    REPO,
+    SHARED_INDEX,
+    SHARED_SAMPLE,
+    assert_no_traceback,
+    build_wheel,
+    install_wheel,
+    run_cli,
+)
 
 from phoenix_keypoints.extract.sample import build_sample
 
@@ -189,6 +198,23 @@ def shared_run(shared_sample: Path, tmp_path_factory: pytest.TempPathFactory) ->
 def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The wheel built from this tree (tests/test_wheel.py and tests/test_py313.py install it)."""
     return _once(tmp_path_factory, "dist", build_wheel)
+
+
+@pytest.fixture(scope="session")
+def installed(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A fresh venv (made once a session: a few minutes) with the wheel of this tree and the
+    example plugin's (examples/openpose25, built here) installed, not editable, under
+    constraints.txt, and pose-format: tests/test_wheel.py and tests/test_example_plugin.py run
+    the installed tool from it, outside the source tree."""
+    def make(folder: Path) -> Path:
+        plugin = build_wheel(folder / "plugin-dist", REPO / "examples" / "openpose25")
+        venv = folder / "venv"
+        proc = install_wheel(sys.executable, venv, wheel, REPO / "constraints.txt",
+                             (plugin, "pose-format"))
+        assert proc.returncode == 0, proc.stderr
+        return venv
+
+    return _once(tmp_path_factory, "installed", make)
 
 
 @pytest.fixture(scope="module")

@@ -361,11 +361,12 @@ def sh(args: list, cwd: Path, env: dict[str, str], timeout: float = 600) -> str:
     return proc.stdout
 
 
-def build_wheel(dest: Path) -> Path:
-    """The wheel of this tree, built without its dependencies into dest."""
-    sh([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", dest, REPO], dest.parent,
+def build_wheel(dest: Path, project: Path = REPO) -> Path:
+    """The wheel of this tree (or of another project in it: examples/openpose25), built without
+    its dependencies into dest."""
+    sh([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", dest, project], dest.parent,
        outside_env())
-    return next(dest.glob("phoenix_keypoints-*.whl"))
+    return next(dest.glob("phoenix_keypoints-*.whl" if project == REPO else "*.whl"))
 
 
 # What pip says when PyPI cannot be reached (a test that needs it then skips, saying so)
@@ -373,15 +374,16 @@ OFFLINE = ("NewConnectionError", "Failed to establish a new connection", "Networ
            "Temporary failure in name resolution", "ProxyError", "Max retries exceeded")
 
 
-def install_wheel(python: str | Path, venv: Path, wheel: Path, constraints: Path | None
-                  ) -> subprocess.CompletedProcess:
+def install_wheel(python: str | Path, venv: Path, wheel: Path, constraints: Path | None,
+                  more: tuple[str | Path, ...] = ()) -> subprocess.CompletedProcess:
     """A fresh venv of `python` with the wheel installed (not editable) under `constraints` (None:
-    as a user's `pip install` does, with what pyproject.toml pins alone).
+    as a user's `pip install` does, with what pyproject.toml pins alone), and `more` beside it
+    in the same pip call (other wheels, requirements).
     Returns pip's process for the caller to judge: a test may skip where PyPI cannot be reached."""
     sh([python, "-m", "venv", venv], venv.parent, outside_env())
     pinned = ["-c", str(constraints)] if constraints is not None else []
     return subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "install", "-q",
-                           "--disable-pip-version-check", *pinned, str(wheel)],
+                           "--disable-pip-version-check", *pinned, str(wheel), *map(str, more)],
                           env=outside_env(), capture_output=True, text=True, timeout=900)
 
 

@@ -192,13 +192,16 @@ def test_the_toy_family_resumes_to_the_same_bytes(toy_run: Path, sample_root: Pa
 
 def test_a_family_adds_its_own_option_to_run(sample_root: Path, toy_env: dict[str, str],
                                              tmp_path: Path) -> None:
-    """The toy family's --toy-bright (its add_run_options): in `run --help`, choosing the family
-    by itself, recorded in run.json under the family's name, deciding the values, and met by a
-    resume (settings_conflicts) without a line outside the test knowing it."""
-    assert "--toy-bright F" in ok(["run", "--help"], toy_env)
+    """The toy family's --toy-bright (its add_run_options): in `run --estimator toy --help` (an
+    installed family's flags join the parser where a command names it, issue 46: `run --help`
+    imports no installed family), recorded in run.json under the family's name, deciding the
+    values, and met by a resume (settings_conflicts; the run in --out names the family) without
+    a line outside the test knowing it."""
+    assert "--toy-bright F" in ok(["run", "--estimator", "toy", "--help"], toy_env)
+    assert "--toy-bright" not in ok(["run", "--help"], toy_env)
     out = tmp_path / "run"
-    ok(["run", "--dataset", sample_root, "--out", out, "--toy-bright", "0.25", "--limit-videos",
-        "1"], toy_env)
+    ok(["run", "--dataset", sample_root, "--out", out, "--estimator", "toy", "--toy-bright", "0.25",
+        "--limit-videos", "1"], toy_env)
     options = json.loads((out / "run.json").read_text())["options"]
     assert options["estimator"] == "toy" and options["toy"] == {"bright_at": 0.25}
     t = pq.read_table(out / "keypoints.parquet")
@@ -257,3 +260,60 @@ def test_the_pose_export_and_extract_keypoints(toy_run: Path, sample_root: Path,
     kp.to_pose().write(buf)
     assert buf.getvalue() == written
     assert family("toy") is sys.modules["toy_family"]
+
+
+# --- what every family is promised (issue 48 item 4) ----------------------------------------------
+def test_every_family_gets_the_plain_report_at_least(toy_run: Path, toy_env: dict[str, str],
+                                                     tmp_path: Path,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """A family with no report of its own, no ReportSpec and no QualitySpec (the toy without its
+    write_report): `report` writes the plain report made from its declaration, each region's
+    found fraction per video, where it refused ("declares no quality report") though `run` and
+    `status` tell its user to run it."""
+    from phoenix_keypoints.extract.inspect.report import write_report
+    from phoenix_keypoints.extract.keypoints.estimator import names
+    from phoenix_keypoints.jobs.inspect import report_input
+
+    monkeypatch.delattr(toy_family, "write_report")
+    monkeypatch.syspath_prepend(toy_env["PYTHONPATH"].split(":")[0])
+    names(rescan=True)
+    info = write_report(report_input(toy_run), tmp_path / "report")
+    videos = pq.read_table(tmp_path / "report" / "videos.parquet").to_pandas()
+    video, values = video_values(toy_run)
+    row = videos[videos["video"] == video].iloc[0]
+    found = values[:, :, 2] >= 0.5  # the declared presence rule; a region: half its points
+    assert row["frames"] == len(values)
+    assert row["top_found"] == pytest.approx((found[:, 0:2].mean(axis=1) >= 0.5).mean())
+    assert row["bottom_found"] == pytest.approx((found[:, 2:4].mean(axis=1) >= 0.5).mean())
+    assert info["videos"] == len(videos) > 1
+    assert "toy quarter points keypoints" in (tmp_path / "report" / "index.html").read_text()
+
+
+def test_to_pose_and_the_pose_export_read_one_rule(toy_run: Path, toy_env: dict[str, str],
+                                                   sample_root: Path, tmp_path: Path,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """A family whose declaration lists no `pose` export: `export --format pose` refuses its run
+    and `Keypoints.to_pose()` refuses its clip, in the same words (it made a .pose the export
+    would not)."""
+    from dataclasses import replace
+
+    from phoenix_keypoints import extract_keypoints
+    from phoenix_keypoints.extract.keypoints.estimator import names
+    from phoenix_keypoints.jobs.run.outputs import export_command
+    from phoenix_keypoints.jobs.rundir.folder import RunDir, RunError
+
+    no_pose = replace(toy_family.DECLARATION, exports=())
+    monkeypatch.setattr(toy_family, "DECLARATION", no_pose)
+    monkeypatch.setattr(toy_family.ToyEstimator, "declaration", no_pose)
+    monkeypatch.syspath_prepend(toy_env["PYTHONPATH"].split(":")[0])
+    names(rescan=True)
+    with pytest.raises(RunError) as exported:
+        export_command(RunDir(toy_run), "pose", tmp_path / "poses")
+    video, _ = video_values(toy_run)
+    folder = next(p.parent for p in sorted(sample_root.rglob("*.png")) if p.parent.name == video)
+    kp = extract_keypoints(folder, estimator="toy")
+    with pytest.raises(ValueError) as posed:
+        kp.to_pose()
+    said = str(exported.value).replace(str(toy_run), "this clip")
+    assert str(posed.value) == f"to_pose(): {said}", (str(posed.value), said)
+    assert "Its exports: none." in said and not (tmp_path / "poses").exists()

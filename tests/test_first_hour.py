@@ -319,7 +319,7 @@ def test_run_job_types_a_familys_own_negative_flag(tmp_path: Path,
 
     (tmp_path / "negfamily.py").write_text(textwrap.dedent("""\
         from phoenix_keypoints.extract.keypoints.estimator import Declaration, OptionError
-        DECLARATION = Declaration("negfamily", {"points": (4, 3)})
+        DECLARATION = Declaration(name="negfamily", parts={"points": (4, 3)})
         def declaration(settings=None):
             return DECLARATION
         def add_run_options(p):

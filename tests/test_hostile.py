@@ -1017,7 +1017,7 @@ def test_the_batch_bound_counts_what_the_familys_declaration_says_a_frame_takes(
     (tmp_path / "bigframes.py").write_text(
         "from phoenix_keypoints.extract.keypoints.estimator import Declaration\n"
         "DOCS = 'docs/bigframes.md'\n"
-        "DECLARATION = Declaration('bigframes', {'points': (4, 3)}, batches=True,\n"
+        "DECLARATION = Declaration(name='bigframes', parts={'points': (4, 3)}, batches=True,\n"
         "                          batch_input=(64 * 2**20, 'its 64 MiB volume'))\n"
         "def declaration(settings):\n"
         "    return DECLARATION\n")

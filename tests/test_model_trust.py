@@ -128,6 +128,46 @@ def test_external_data_is_part_of_the_model_record_verify_and_resume(models, one
     refused(run_cli(["run", "--out", out]), "w.bin", "not the file this run was made with")
 
 
+@pytest.mark.slow
+def test_a_model_given_as_a_link_is_recorded_as_given_and_checked_where_onnxruntime_reads(
+        models, one_video, tmp_path):
+    """Issue 46 item 6: `here/det.onnx` is a link to `real/det.onnx`; onnxruntime reads the
+    external data beside the link (`here/w.bin`), the target's folder holds other weights. The
+    record's path is the one given (the target beside it, as `resolved`), its external data is
+    `here/w.bin`'s, and verify, a resume and a resume naming another link check those files."""
+    root = tmp_path.resolve()
+    real, here, there = root / "real", root / "here", root / "there"
+    for folder in (real, here, there):
+        folder.mkdir()
+    det = with_external_data(models["detector"], real / "det.onnx", "w.bin")
+    weights = np.frombuffer((real / "w.bin").read_bytes(), np.float32).copy()
+    for folder in (here, there):
+        (folder / "w.bin").write_bytes(weights.tobytes())
+        os.symlink(det, folder / "det.onnx")
+    (real / "w.bin").write_bytes((weights * 1.5).tobytes())  # the target's own: other weights
+    out = root / "run"
+    proc = run_cli(["run", "--dataset", one_video, "--out", out, *wb(here / "det.onnx", models["pose"])])
+    assert proc.returncode == 0, proc.stderr
+    verified = run_cli(["verify", "--out", out])
+    assert verified.returncode == 0, verified.stdout + verified.stderr  # it said: the model changed
+    rec = json.loads((out / "run.json").read_text())["options"]["wholebody"]["detector"]
+    assert (rec["path"], rec.get("resolved")) == (str(here / "det.onnx"), str(det)), rec
+    assert rec["external_data"][0]["sha256"] == hashlib.sha256((here / "w.bin").read_bytes()).hexdigest()
+    for part in [out / "keypoints.parquet", *(out / "parts").glob("chunk-*.parquet")]:
+        part.unlink()  # work left: a resume checks the models first
+    resumed = run_cli(["run", "--out", out, *wb(there / "det.onnx", models["pose"])])
+    assert resumed.returncode == 0, resumed.stderr
+    assert f"{here / 'det.onnx'} -> {there / 'det.onnx'}" in resumed.stderr + resumed.stdout
+    rec = json.loads((out / "run.json").read_text())["options"]["wholebody"]["detector"]
+    assert (rec["path"], rec["resolved"]) == (str(there / "det.onnx"), str(det)), rec
+    assert run_cli(["verify", "--out", out]).returncode == 0
+    refused(run_cli(["run", "--out", out, *wb(det, models["pose"])]), "--detector",
+            "other external data")
+    (there / "w.bin").write_bytes((weights * 2).tobytes())
+    changed = run_cli(["verify", "--out", out])
+    assert changed.returncode == 1 and str(there / "det.onnx") in changed.stderr, changed.stderr
+
+
 # --- layout ---------------------------------------------------------------------------------------
 @pytest.mark.parametrize("swap", ["pose-as-detector", "detector-as-pose"])
 def test_a_model_passed_as_the_other_is_refused_naming_what_it_is(models, one_video, swap,

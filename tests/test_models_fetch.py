@@ -13,15 +13,19 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+import os
+import signal
 import socket
 import threading
+import time
 import zipfile
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
 import pytest
-from helpers import assert_no_traceback, run_cli
+from helpers import assert_no_traceback, popen_cli, run_cli
+from local_http import Listener, Server
 from tiny_onnx import tiny_models
 
 
@@ -39,44 +43,6 @@ def shipped_zip(onnx: bytes, stem: str, extra: dict[str, bytes] | None = None) -
         for name, data in (extra or {}).items():
             z.writestr(name, data)
     return buf.getvalue()
-
-
-class Server:
-    """A real HTTP server on 127.0.0.1 in a thread: path -> bytes; `truncate` paths announce the
-    whole length and close after half; `redirect` paths answer 302 to another URL."""
-
-    def __init__(self) -> None:
-        self.files: dict[str, bytes] = {}
-        self.truncate: set[str] = set()
-        self.redirect: dict[str, str] = {}
-        self.requests: list[str] = []
-        outer = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_GET(self) -> None:  # noqa: N802 (http.server's name)
-                outer.requests.append(self.path)
-                if self.path in outer.redirect:
-                    self.send_response(302)
-                    self.send_header("Location", outer.redirect[self.path])
-                    self.end_headers()
-                    return
-                data = outer.files.get(self.path)
-                if data is None:
-                    self.send_error(404)
-                    return
-                self.send_response(200)
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data[: len(data) // 2] if self.path in outer.truncate else data)
-                self.close_connection = True
-
-            def log_message(self, *args: object) -> None:
-                pass
-
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/"
-        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
-        self.thread.start()
 
 
 @pytest.fixture
@@ -272,3 +238,320 @@ def test_a_bad_index_is_refused(tmp_path: Path) -> None:
     proc = run_cli(["models", "fetch", "x"], env={"PHOENIX_KEYPOINTS_MODELS_INDEX":
                                                   str(tmp_path / "index.json")})
     refused(proc, 2, "cannot be read as a models index", "relative path")
+    file = {"path": "a/b.zip", "onnx_sha256": "0" * 64}
+    (tmp_path / "index.json").write_text(json.dumps(
+        {"odd": {"detector": file, "pose": file, "detector_kind": "evil"},
+         "alien": {"detector": file, "pose": file, "family": "holistic"}}))
+    env = {"PHOENIX_KEYPOINTS_MODELS_INDEX": str(tmp_path / "index.json")}
+    refused(run_cli(["models", "list"], env=env), 2, "family 'holistic' publishes no models here")
+    (tmp_path / "index.json").write_text(json.dumps(
+        {"odd": {"detector": file, "pose": file, "detector_kind": "evil"}}))
+    refused(run_cli(["run", "--dataset", tmp_path, "--out", tmp_path / "r", "--models", "odd"],
+                    env=env), 2, "--detector-kind 'evil': one of yolox, rtmdet")
+
+
+# --- issue 46 item 4: a fetch goes only where the catalogue says -------------------------------------
+@pytest.fixture
+def listener() -> Iterator[Listener]:
+    one = Listener()
+    yield one
+    one.sock.close()
+
+
+@pytest.mark.slow
+def test_redirects_go_only_to_public_https_and_within_the_users_own_origin(
+        server: Server, tmp_path: Path, onnx_bytes: dict[str, bytes], listener: Listener) -> None:
+    """Each hop is checked as the first URL is not: https only, and every address its host
+    resolves to public (the name is resolved, not judged); the listener on another loopback port
+    hears nothing. A redirect inside the user's own base URL's origin is followed."""
+    port = listener.port
+    hostile = {"plain": (f"http://127.0.0.1:{port}/admin?x=1", "not https"),
+               "tls-loopback": (f"https://127.0.0.1:{port}/admin?x=1", "loopback"),
+               "by-name": (f"https://localhost:{port}/admin", "loopback"),
+               "mapped": (f"https://[::ffff:127.0.0.1]:{port}/admin", "loopback"),
+               "metadata": ("https://169.254.169.254/latest/meta-data/", "link-local"),
+               "private": ("https://10.20.30.40/det.zip", "private")}
+    variants = {name: {"detector": entry(f"sdk/{name}.zip", onnx_bytes["detector"]),
+                       "pose": entry("sdk/pose.zip", onnx_bytes["pose"])}
+                for name in [*hostile, "moved", "loop"]}
+    env = publish(server, tmp_path, onnx_bytes, **variants)
+    for name, (target, _) in hostile.items():
+        server.redirect[f"/sdk/{name}.zip"] = target
+    for name, (_, why) in hostile.items():
+        proc = run_cli(["models", "fetch", name], env=env)
+        refused(proc, 1, f"{server.url}sdk/{name}.zip", why, "Nothing was kept")
+        assert cache_files(tmp_path) == [], (name, proc.stderr)
+    assert listener.heard == []
+    server.redirect["/sdk/moved.zip"] = f"{server.url}sdk/det.zip"  # the user's own origin
+    server.redirect["/sdk/loop.zip"] = f"{server.url}sdk/loop.zip"
+    refused(run_cli(["models", "fetch", "loop"], env=env), 1, "more than 5 redirects")
+    moved = run_cli(["models", "fetch", "moved"], env=env)
+    assert moved.returncode == 0, moved.stderr
+    assert cache_files(tmp_path) == ["moved.onnx", "pose.onnx"]
+
+
+def test_the_connection_goes_to_the_address_that_was_checked(monkeypatch) -> None:
+    """DNS that answers a public address, then loopback (a rebinding attack): the name is resolved
+    once, and the socket is opened to the address checked, never to the name again."""
+    from phoenix_keypoints.jobs import download
+
+    answers = iter(["93.184.216.34", "127.0.0.1", "127.0.0.1"])
+    asked, connected = [], []
+
+    def resolve(host, port, *args, **kwargs):
+        asked.append(host)
+        return [(socket.AF_INET, socket.SOCK_STREAM, 6, "", (next(answers), port))]
+
+    def connect(address, *args, **kwargs):
+        connected.append(address)
+        raise ConnectionRefusedError(111, "Connection refused")
+
+    monkeypatch.setattr(download.socket, "getaddrinfo", resolve)
+    monkeypatch.setattr(download.socket, "create_connection", connect)
+    for key in ("https_proxy", "HTTPS_PROXY", "all_proxy", "ALL_PROXY"):
+        monkeypatch.delenv(key, raising=False)
+    with pytest.raises(download.DownloadFailed, match="refused"):
+        download.download("https://rebind.test/x.zip", io.BytesIO(), 100, lambda n: lambda b: None)
+    assert asked == ["rebind.test"] and connected == [("93.184.216.34", 443)]
+
+
+@pytest.mark.parametrize("length", ["²", "1e3", "+7", "0x10", "-1"])
+def test_a_content_length_that_is_no_ascii_number_is_refused(
+        server: Server, tmp_path: Path, onnx_bytes: dict[str, bytes], length: str) -> None:
+    def odd(h: BaseHTTPRequestHandler) -> None:
+        h.send_response(200)
+        h.send_header("Content-Length", length)  # http.server writes it as latin-1
+        h.end_headers()
+        h.wfile.write(server.files["/sdk/pose.zip"])
+
+    env = publish(server, tmp_path, onnx_bytes)
+    server.raw["/sdk/det.zip"] = odd
+    proc = run_cli(["models", "fetch", "tiny"], env=env)
+    refused(proc, 2, "Content-Length", repr(length), "ASCII digits", "nothing kept")
+    assert cache_files(tmp_path) == []
+
+
+@pytest.mark.parametrize("where", ["body", "headers"])
+def test_a_server_trickling_bytes_is_cut_off_by_the_rate_floor(
+        server: Server, tmp_path: Path, onnx_bytes: dict[str, bytes], where: str) -> None:
+    """A byte every 0.2 s, in the body or in a header line: the floor (here 1000 bytes a second after
+    2 s, set by the environment; 32 KiB/s after 60 s by default) cuts the transfer off, where a
+    per-read timeout alone never would."""
+    def trickle(h: BaseHTTPRequestHandler) -> None:
+        h.wfile.write(b"HTTP/1.1 200 OK\r\n")
+        h.wfile.write(b"Content-Length: 100000\r\n\r\n" if where == "body" else b"X-Slow: ")
+        for _ in range(300):  # a minute at most: the test's own bound
+            h.wfile.write(b"x")  # a body, or one header line that never ends
+            h.wfile.flush()
+            time.sleep(0.2)
+
+    env = publish(server, tmp_path, onnx_bytes)
+    env |= {"PHOENIX_KEYPOINTS_FETCH_MIN_RATE": "1000", "PHOENIX_KEYPOINTS_FETCH_GRACE": "2"}
+    server.raw["/sdk/det.zip"] = trickle
+    began = time.monotonic()
+    proc = run_cli(["models", "fetch", "tiny"], env=env, timeout=40)
+    refused(proc, 1, "too slow", "PHOENIX_KEYPOINTS_FETCH_MIN_RATE", "Nothing was kept")
+    assert time.monotonic() - began < 20
+    assert cache_files(tmp_path) == []
+    bad = run_cli(["models", "fetch", "tiny"], env={**env, "PHOENIX_KEYPOINTS_FETCH_GRACE": "٣"})
+    refused(bad, 2, "PHOENIX_KEYPOINTS_FETCH_GRACE", "ASCII digits")
+
+
+def test_a_killed_fetch_leaves_a_part_the_next_fetch_sweeps_but_not_a_live_ones(
+        server: Server, tmp_path: Path, onnx_bytes: dict[str, bytes]) -> None:
+    """A fetch stalled after 9 MiB is a live one: another fetch into the same cache leaves its
+    .part alone (it holds a lock on it). Killed with SIGKILL, its .part stays; the next fetch
+    removes it."""
+    release = threading.Event()
+
+    def stall(h: BaseHTTPRequestHandler) -> None:
+        h.send_response(200)
+        h.send_header("Content-Length", str(10 * 2**20))
+        h.end_headers()
+        h.wfile.write(b"\0" * 9 * 2**20)
+        h.wfile.flush()
+        release.wait(60)
+
+    stalled = {"detector": entry("sdk/stall.zip", onnx_bytes["detector"]),
+               "pose": entry("sdk/pose.zip", onnx_bytes["pose"])}
+    env = publish(server, tmp_path, onnx_bytes, stalled=stalled)
+    server.raw["/sdk/stall.zip"] = stall
+    live = popen_cli(["models", "fetch", "stalled"], env=env)
+    cache = tmp_path / "cache"
+    try:
+        for _ in range(300):
+            parts = list(cache.glob(".stall.zip.*.part")) if cache.exists() else []
+            if parts and parts[0].stat().st_size >= 9 * 2**20:
+                break
+            time.sleep(0.1)
+        assert parts and parts[0].stat().st_size >= 9 * 2**20, live.poll()
+        os.utime(parts[0], (time.time() - 60, time.time() - 60))  # old, but held
+        other = run_cli(["models", "fetch", "tiny"], env=env)
+        assert other.returncode == 0, other.stderr
+        assert parts[0].exists()  # a live fetch's file is left alone
+    finally:
+        os.killpg(live.pid, signal.SIGKILL)
+        live.wait()
+        release.set()
+    assert parts[0].exists() and parts[0].stat().st_size >= 9 * 2**20  # what SIGKILL leaves
+    os.utime(parts[0], (time.time() - 60, time.time() - 60))
+    server.raw.clear()
+    server.files["/sdk/stall.zip"] = server.files["/sdk/det.zip"]
+    after = run_cli(["models", "fetch", "stalled"], env=env)
+    assert after.returncode == 0, after.stderr
+    assert "left by a fetch that did not finish" in after.stderr, after.stderr
+    assert cache_files(tmp_path) == ["det.onnx", "pose.onnx", "stall.onnx"]
+
+
+def test_proxies_are_taken_as_pip_takes_them_and_never_for_loopback(
+        server: Server, tmp_path: Path, onnx_bytes: dict[str, bytes], listener: Listener) -> None:
+    """http_proxy, https_proxy, all_proxy set, no_proxy empty: the loopback server is fetched
+    directly, the proxy hears nothing. An https URL goes through https_proxy as a CONNECT (the
+    proxy refuses it here), unless no_proxy names its host."""
+    env = publish(server, tmp_path, onnx_bytes)
+    proxy = f"http://127.0.0.1:{listener.port}"
+    env |= {k: proxy for k in ("http_proxy", "https_proxy", "all_proxy", "HTTP_PROXY",
+                               "HTTPS_PROXY", "ALL_PROXY")} | {"no_proxy": "", "NO_PROXY": ""}
+    proc = run_cli(["models", "fetch", "tiny"], env=env)
+    assert proc.returncode == 0, proc.stderr
+    assert listener.heard == [] and cache_files(tmp_path) == ["det.onnx", "pose.onnx"]
+
+    refusing = Listener(answer=b"HTTP/1.1 403 Forbidden\r\nContent-Length: 0\r\n\r\n")
+    env |= {"https_proxy": f"http://127.0.0.1:{refusing.port}",
+            "PHOENIX_KEYPOINTS_MODELS_URL": "https://models.invalid/", "PHOENIX_KEYPOINTS_MODELS_DIR":
+            str(tmp_path / "other")}
+    through = run_cli(["models", "fetch", "tiny"], env=env)
+    refused(through, 1, "https://models.invalid/sdk/det.zip", "403")
+    assert [h.split(b"\r\n")[0] for h in refusing.heard] == [b"CONNECT models.invalid:443 HTTP/1.0"]
+    bypass = run_cli(["models", "fetch", "tiny"], env={**env, "no_proxy": "models.invalid"})
+    refused(bypass, 1, "models.invalid cannot be resolved")
+    assert len(refusing.heard) == 1
+    refusing.sock.close()
+
+
+def test_a_zip_whose_central_directory_is_too_large_is_refused_unread(
+        server: Server, tmp_path: Path, onnx_bytes: dict[str, bytes]) -> None:
+    """No zip_sha256 pinned (a custom index): the end record's entry count and size are read
+    before zipfile reads the directory (3,000,000 entries took it 1.2 GB); 20,000 here."""
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as z:
+        z.writestr("big/end2end.onnx", onnx_bytes["detector"])
+        for i in range(20_000):
+            z.writestr(f"big/{i}", b"")
+    big = {"detector": entry("sdk/big.zip", onnx_bytes["detector"]),
+           "pose": entry("sdk/pose.zip", onnx_bytes["pose"])}
+    env = publish(server, tmp_path, onnx_bytes, big=big)
+    server.files["/sdk/big.zip"] = buf.getvalue()
+    proc = run_cli(["models", "fetch", "big"], env=env)
+    refused(proc, 2, "central directory says 20001 entries", "refused unread")
+    assert cache_files(tmp_path) == []
+
+
+def test_the_directory_is_sized_where_zipfile_reads_it_zip64_too(tmp_path: Path) -> None:
+    """70,000 entries: zipfile writes zip64 end records (the 16-bit count says 0xFFFF); the sizes
+    read are those zipfile then reads, as its own infolist and directory bear out."""
+    from phoenix_keypoints.jobs.models import directory_of
+
+    path = tmp_path / "wide.zip"
+    with zipfile.ZipFile(path, "w") as z:
+        for i in range(70_000):
+            z.writestr(f"{i}", b"")
+    with zipfile.ZipFile(path) as z:
+        entries = len(z.infolist())
+    data = path.read_bytes()  # the directory: from its first entry to the zip64 end record
+    assert directory_of(path) == (entries, data.rindex(b"PK\x06\x06") - data.index(b"PK\x01\x02"))
+    assert entries == 70_000 and data[-12:-10] == b"\xff\xff"  # the 16-bit count could not say it
+
+
+# --- issue 48 item 5: models by name for each family rtmlib publishes --------------------------------
+@pytest.mark.slow
+def test_run_models_name_chooses_the_family_point_set_and_detector_kind(
+        server: Server, tmp_path: Path, onnx_bytes: dict[str, bytes], sample_root: Path) -> None:
+    """Names of a custom index as the published ones are: a 3D pair (family wholebody3d, its
+    pose model a bare .onnx, as rtmlib's RTMW3D-x is), a hand pair (RTMDet detector, 21 points)
+    and a body pair (17 points). Fetched, then `run --models NAME` without --estimator: each run
+    is of the name's family, point set and detector kind."""
+    from tiny_onnx import pose_model, rtmdet_models, tiny_models
+
+    tiny = tiny_models(tmp_path / "m")
+    hand_det = rtmdet_models(tmp_path / "m")["rtmdet"].read_bytes()
+    hand = pose_model(tmp_path / "m", "simcc", 21).read_bytes()
+    body = pose_model(tmp_path / "m", "simcc", 17).read_bytes()
+    pose3d = tiny["pose3d"].read_bytes()
+    server.files |= {"/sdk/hdet.zip": shipped_zip(hand_det, "rtmdet"),
+                     "/sdk/hand.zip": shipped_zip(hand, "hand5"),
+                     "/sdk/body.zip": shipped_zip(body, "body7"), "/hf/rtmw3d.onnx": pose3d}
+    det = entry("sdk/det.zip", onnx_bytes["detector"])
+    names = {"tiny3d": {"family": "wholebody3d", "detector": det,
+                        "pose": entry("hf/rtmw3d.onnx", pose3d)},
+             "tinyhand": {"detector": entry("sdk/hdet.zip", hand_det),
+                          "pose": entry("sdk/hand.zip", hand), "point_set": "hand21",
+                          "detector_kind": "rtmdet"},
+             "tinybody": {"detector": det, "pose": entry("sdk/body.zip", body), "point_set": "coco"}}
+    env = publish(server, tmp_path, onnx_bytes, **names)
+    listed = run_cli(["models", "list"], env=env)
+    assert listed.returncode == 0, listed.stderr
+    assert "wholebody3d, its default point set (run --models NAME: --estimator wholebody3d):" \
+        in listed.stdout, listed.stdout
+    assert "  tinyhand: tinyhand, --detector-kind rtmdet" in listed.stdout, listed.stdout
+    expect = {"tiny3d": ("wholebody3d", None, None), "tinyhand": ("wholebody", "hand21", "rtmdet"),
+              "tinybody": ("wholebody", "coco", None)}
+    for name, (fam, points, kind) in expect.items():
+        got = run_cli(["models", "fetch", name], env=env)
+        assert got.returncode == 0, got.stderr
+        out = tmp_path / f"run-{name}"
+        proc = run_cli(["run", "--dataset", sample_root, "--out", out, "--models", name, "--videos",
+                        "cameraman-1", "--workers", "1"], env=env)
+        assert proc.returncode == 0, proc.stderr
+        options = json.loads((out / "run.json").read_text())["options"]
+        assert fam in options, options.keys()
+        assert options[fam].get("point_set") == points and \
+            options[fam]["detector"].get("kind") == kind, options[fam]
+    assert cache_files(tmp_path)[:1] == ["body.onnx"] and "rtmw3d.onnx" in cache_files(tmp_path)
+    refused(run_cli(["run", "--dataset", sample_root, "--out", tmp_path / "x", "--estimator",
+                     "wholebody", "--models", "tiny3d"], env=env), 2, "--models NAME chooses the family",
+            "tiny3d is models of --estimator wholebody3d")
+
+
+def test_the_published_names_cover_rtmlibs_solutions_and_refuse_what_no_pin_covers(
+        tmp_path: Path) -> None:
+    """rtmlib 0.0.16's Wholebody, Body, BodyWithFeet, Hand and Wholebody3d modes by name, listed
+    by family and point set; a name one of whose files no public source pins a sha256 for is
+    refused before any request, naming that file and how to pass it by hand."""
+    env = {"PHOENIX_KEYPOINTS_MODELS_INDEX": "", "PHOENIX_KEYPOINTS_MODELS_URL": "",
+           "PHOENIX_KEYPOINTS_MODELS_DIR": str(tmp_path / "cache")}
+    listed = run_cli(["models", "list"], env=env)
+    assert listed.returncode == 0, listed.stderr
+    for line in ("wholebody, coco-wholebody (run --models NAME: --estimator wholebody):",
+                 "wholebody, coco (run --models NAME: --estimator wholebody):",
+                 "wholebody, halpe26 (run --models NAME: --estimator wholebody):",
+                 "wholebody, hand21 (run --models NAME: --estimator wholebody):",
+                 "  body-balanced: rtmlib Body, mode balanced",
+                 "  body-with-feet-balanced: rtmlib BodyWithFeet, mode balanced",
+                 "  hand-lightweight: rtmlib Hand, mode lightweight, --detector-kind rtmdet",
+                 "  wholebody3d-balanced: rtmlib Wholebody3d, mode balanced"):
+        assert line in listed.stdout, (line, listed.stdout)
+    for name, file, flags in (
+            ("hand-lightweight", "rtmpose-m_simcc-hand5_pt-aic-coco_210e-256x256-74fb594_20230320.zip",
+             "--estimator wholebody --point-set hand21 --detector-kind rtmdet"),
+            ("wholebody3d-balanced", "https://huggingface.co/Soykaf/RTMW3D-x/resolve/main/onnx/"
+             "rtmw3d-x_8xb64_cocktail14-384x288-b0a0eab7_20240626.onnx", "--estimator wholebody3d"),
+            ("body-with-feet-lightweight", "halpe26_700e-256x192-7f134165", "--point-set halpe26")):
+        refused(run_cli(["models", "fetch", name], env=env), 2, "pins no sha256", file, flags,
+                "--pose-model")
+    refused(run_cli(["run", "--dataset", tmp_path, "--out", tmp_path / "r", "--models",
+                     "body-balanced"], env=env), 2, "`phoenix-keypoints models fetch body-balanced`")
+    assert not (tmp_path / "cache").exists()
+
+
+def test_the_catalogue_reads_the_built_in_publishers_and_no_plugin(monkeypatch) -> None:
+    """A family registered from outside (a plugin's entry) is neither listed as a publisher nor
+    imported by the catalogue: its module here does not even exist."""
+    from phoenix_keypoints.extract.keypoints import estimator
+    from phoenix_keypoints.jobs import models
+
+    monkeypatch.setitem(estimator.FAMILIES, "aplugin", "no_such_plugin_module.family")
+    assert list(models.publishers()) == ["wholebody", "wholebody3d"]
+    names = models.catalogue()
+    assert {"balanced", "body-balanced", "hand-lightweight", "wholebody3d-balanced"} <= set(names)
+    assert {m.family for m in names.values()} == {"wholebody", "wholebody3d"}

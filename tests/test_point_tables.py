@@ -71,7 +71,10 @@ def test_a_family_with_presets_gets_its_default_set_and_presets(toy_run: Path,
     names = [p["name"] for p in json.loads((toy_run / "tensors" / "mid" / "points.json")
                                            .read_text())["points"]]
     assert names == ["toypts.top_right", "toypts.bottom_left"]
-    assert "diagonal-2" in ok(["tensors", "--help"], env)  # read through the registry
+    # read through the registry: an installed family's presets where the run in --out is its
+    # run (plain `tensors --help` imports no installed family, issue 46)
+    assert "diagonal-2" in ok(["tensors", "--out", toy_run, "--help"], env)
+    assert "diagonal-2" not in ok(["tensors", "--help"], env)
 
 
 def test_a_family_with_presets_normalises_by_its_own_anchor(toy_run: Path,

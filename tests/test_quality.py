@@ -109,7 +109,7 @@ def _lists_declaration():
 
     schema = pa.schema([*BASE_FIELDS, *(pa.field(c, pa.list_(pa.float32())) for c in LIST_PARTS)])
     return Declaration(
-        LISTS, LIST_PARTS, schema=schema, title="made-up landmark lists",
+        name=LISTS, parts=LIST_PARTS, schema=schema, title="made-up landmark lists",
         regions={"body": ("trunk", 0, 5), "face": ("mesh", 0, 3), "left_hand": ("lh", 0, 2),
                  "right_hand": ("rh", 0, 2)},
         skeleton={"body": ((1, 2),), "face": ((0, 1), (1, 2)), "left_hand": ((0, 1),),

@@ -27,7 +27,8 @@ NAME = "toy"
 SCHEMA = pa.schema([*BASE_FIELDS, pa.field(NAME, pa.list_(pa.float32())),
                     pa.field("bright", pa.int32())])
 DECLARATION = Declaration(
-    NAME, {NAME: (4, 3)}, ("bright",), ("x", "y", "score"), SCHEMA, title="toy quarter points",
+    name=NAME, parts={NAME: (4, 3)}, counts=("bright",), values=("x", "y", "score"), schema=SCHEMA,
+    title="toy quarter points",
     score_threshold=0.5, regions={"top": (NAME, 0, 2), "bottom": (NAME, 2, 4)},
     exports=("pose",), units="x, y: pixels of the frame (origin top left); score: brightness",
     names=("top_left", "top_right", "bottom_left", "bottom_right"),

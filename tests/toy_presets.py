@@ -23,7 +23,8 @@ TABLE = PointTable(
     anchor=(NAME, (0, 1)), units="x, y: pixels of the frame; z: brightness",
     mask="True where the toy's list exists", meta={"quarters": 4})
 DECLARATION = Declaration(
-    NAME, {NAME: (4, 3)}, ("bright",), ("x", "y", "score"), title="toy points with presets",
+    name=NAME, parts={NAME: (4, 3)}, counts=("bright",), values=("x", "y", "score"),
+    title="toy points with presets",
     regions={"top": (NAME, 0, 2), "bottom": (NAME, 2, 4)}, exports=("pkl",), names=NAMES,
     points=TABLE)
 SCHEMA = DECLARATION.schema  # made by the declaration from what it says (no schema given)

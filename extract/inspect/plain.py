@@ -1,6 +1,7 @@
-"""`report` for a family whose declaration says what its plain report holds (`report`, a
-ReportSpec): one row per video in videos.parquet (frames, frames read, how often each declared
-region is found, the declared count figures) and a one-table page.
+"""`report` for a family without a quality report (a QualitySpec) or one of its own: what its
+declaration's `report` (a ReportSpec) says, or one made from its declaration. One row per video
+in videos.parquet (frames, frames read, how often each declared region is found, the declared
+count figures) and a one-table page.
 
 A region counts as found on a frame when at least half of its points are found (the presence
 rule of extract/inspect/declared.py: score at least the declared threshold). A video is flagged
@@ -11,6 +12,7 @@ of its frames.
 from __future__ import annotations
 
 import html
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -21,9 +23,25 @@ import pyarrow.parquet as pq
 
 from phoenix_keypoints.extract.inspect.declared import found
 from phoenix_keypoints.extract.inspect.rows import iter_tables, part_arrays
-from phoenix_keypoints.extract.keypoints.estimator import Declaration
+from phoenix_keypoints.extract.keypoints.estimator import Declaration, ReportSpec
 
 _COMPARE = {">": np.greater, "==": np.equal}
+
+
+def plain_declaration(decl: Declaration) -> Declaration:
+    """The declaration with what its plain report needs: its own ReportSpec, or one made from
+    what it declares (a family that declares no report still gets this one); and its regions,
+    or each landmark column as one."""
+    if decl.report is not None and decl.regions:
+        return decl
+    regions = decl.regions or {col: (col, 0, n) for col, (n, _) in decl.parts.items()}
+    rule = ("where its list exists" if decl.score_threshold is None
+            else f"where its score is at least {decl.score_threshold}")
+    spec = decl.report or ReportSpec(
+        heading=f"{decl.title or decl.name} keypoints",
+        note=f"A region ({', '.join(regions)}) is found on a frame when at least half its points "
+             f"are found ({rule}). frames_ok: frames read and run.")
+    return replace(decl, report=spec, regions=regions)
 
 
 def video_figures(decl: Declaration, keypoints: Path) -> pd.DataFrame:

@@ -287,18 +287,19 @@ def _group_rows(table: pd.DataFrame) -> list[dict[str, Any]]:
 def write_report(inp: ReportInput, out_dir: Path, thr: Thresholds | None = None,
                  cards: int = 24) -> dict[str, Any]:
     """Write out_dir/videos.parquet and out_dir/index.html; returns what the command prints. The
-    report is the one the file's family declares: its own (write_report), the plain one (its
-    ReportSpec) or the quality report (its QualitySpec)."""
+    report is the one the file's family declares: its own (write_report), the quality report
+    (its QualitySpec) or else the plain one (its ReportSpec, or one made from its declaration:
+    every family has a report)."""
     from phoenix_keypoints.extract.inspect.page import render_page
 
     found = declaration_of_columns(pq.read_schema(inp.keypoints).names)
     own = getattr(family(found.name), "write_report", None) if found else None
     if own is not None:  # a family with a report of its own
         return own(inp.keypoints, inp.title, out_dir)
-    if found is not None and found.report is not None:  # the plain report it declares
-        from phoenix_keypoints.extract.inspect.plain import write_plain_report
+    if found is not None and found.quality is None:  # the plain report, declared or made
+        from phoenix_keypoints.extract.inspect.plain import plain_declaration, write_plain_report
 
-        return write_plain_report(found, inp.keypoints, inp.title, out_dir)
+        return write_plain_report(plain_declaration(found), inp.keypoints, inp.title, out_dir)
     if found is None:
         open_keypoints(inp.keypoints)  # says what the file lacks
         raise ReportError(f"{inp.keypoints}: no keypoint family this version knows wrote it")

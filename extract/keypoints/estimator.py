@@ -1,68 +1,56 @@
-"""What a keypoint family is, and the registry of families: the one seam between the job and
-whatever turns frames into keypoints.
+"""The registry of keypoint families: the one seam between the job and whatever turns frames into
+keypoints.
 
-A family *declares* what it writes and what every output needs to know of it (a `Declaration`: its
-landmark columns with point names and value channels, units, which points make the body, face and
-hands, the presence rule, per-frame count columns, the exports it supports) and *runs* a video's
-frames (`Estimator`: start_video, process one RGB frame, close). Each family is one package,
-extract/families/NAME/, which this registry imports only when a run, a file or a clip names it
-(importlib, so no room below extract/families/ imports a family). The job, the schema, the merge
-and the outputs read the declaration and call the family's hooks, never a family's name.
+A family *declares* what it writes (a `Declaration`, declaration.py) and *runs* a video's frames
+(an `Estimator`, contract.py, which also lists every hook a family's module must and may give;
+docs/families.md explains each). Each family is one package: the built-in ones are
+extract/families/NAME/ (`FAMILIES`); an installed distribution adds one by an entry point of group
+`phoenix_keypoints.families` (`name = module`), read from its metadata (name, distribution,
+version) without importing it (`PLUGINS`). A family's package is imported only when a run, a file
+or a clip names it (importlib, so no room below extract/families/ imports a family); a question
+about every family (which one wrote this file?) imports the installed ones too, skipping with a
+warning one that fails. A plugin that fails to import, or lacks a hook the contract requires,
+is a `FamilyError` naming its distribution, version and the error, raised only where that family
+is needed: every other command goes on. The job, the schema, the merge and the outputs read the
+declaration and call the family's hooks, never a family's name.
 
-A family's package gives: `declaration(settings)`, `open_estimator(settings, num_threads)`,
-`file_record(settings, recorded)` (what keypoints.parquet's metadata says of it), and may give
-`write_tensors`, `tensor_writer`, `write_report`, `drawn_frames`, `write_pose_files`,
-`pose_of_clip`, `run_line` (what `run` says of its recorded settings) and `EXPORTS` (export format
--> writer(keypoints, to, **options) returning the line the command prints; a writer that names
-`flat`, `tag` or `run` as parameters gets them: `run` is what the job says of the run, such as
-the corpus layout, the dataset path as given and the recorded settings, jobs/run/outputs.py's
-run_facts). Settings travel as one plain dict (recorded in run.json under the family's name, and
-in each part's footer): the default family's is its options dict exactly as before (no
-`estimator` key); another family's carries `estimator: NAME`. A new family is one package and
-its name below.
+Settings travel as one plain dict (recorded in run.json under the family's name, and in each
+part's footer): the default family's is its options dict exactly as before (no `estimator`
+key); another family's carries `estimator: NAME`.
 
 Command-line options. A family adds its own flags to `run` and `slurm` with four hooks (all
 optional; extract/families/holistic/options.py and wholebody/options.py are two examples):
-
-- `add_run_options(parser)`: `parser.add_argument(...)` for each flag, default None (None means
-  "not given": a resume keeps the run's own); help text starts with the family's name where the
-  flag is for it alone.
-- `asked_settings(args, estimator, fetched)`: the values of its flags read from the parsed `args`,
-  checked, as the family records them (None: none of its flags given); `estimator` is --estimator
-  as given (None when not); raise `OptionError` for flags that do not go together. A family other
-  than the default that returns something is chosen by it (--detector implies the whole-body
-  family). `fetched()` gives the files of `--models NAME` to the family that publishes models
-  (`PUBLISHED_MODELS`, read by jobs/models.py).
-- `settings_of(asked, recorded)`: the settings a run records, what was asked over what the run
-  recorded ({} for a new run); without it, the two dicts merged.
-- `settings_conflicts(asked, recorded)`: why a resume refuses what was asked ("flag (X when
-  planned, Y asked)" each), compared with what the run recorded.
-- (and `moved_files(asked, recorded)`, for a family whose flags name files: the record with the
-  files where they are now, and a line per move; run.json follows them.)
-
-So a new output-deciding flag (say `--points SET`) is one `add_argument` in add_run_options, one
-key in asked_settings' dict, and a line in settings_conflicts if a resume must refuse a change;
-the job, run.json, the fingerprint and the parts carry it without an edit. Options on how workers
-run, not on what they write (--batch-size, --device), are the job's, for a family whose
-declaration says `batches`; such a family words --device's help (`DEVICE_HELP`) and says why a
-device cannot run here (`device_refused(device)`: None when it can). `ABOUT` (its words in
---estimator's help) and `DOCS` (its page) are read where the help names the family.
+`add_run_options(parser)` (each flag default None: "not given", a resume keeps the run's own),
+`asked_settings(args, estimator, fetched)` (the values of its flags, checked, as the family
+records them; None: none given; raise `OptionError` for flags that do not go together; a
+built-in family other than the default that returns something is chosen by it; `fetched()`
+gives the files of `--models NAME` to the family the name is of: a built-in family's
+published.py, read by jobs/models.py, which sets --estimator from it),
+`settings_of(asked, recorded)` and `settings_conflicts(asked, recorded)` (why a resume refuses
+what was asked), and `moved_files(asked, recorded)` for a family whose flags name files. An
+installed family's flags are added where `--estimator NAME` names it or the run in `--out` is
+its run. Options on how workers run (--batch-size, --device) are the job's, for a family whose
+declaration says `batches`.
 """
 
 from __future__ import annotations
 
 import importlib
 import os
+import re
 import sys
-from dataclasses import dataclass, field
+import warnings
+from collections.abc import Iterator
+from dataclasses import dataclass
 from types import ModuleType
-from typing import Any, Protocol
+from typing import Any
 
-import numpy as np
-import pyarrow as pa
+from phoenix_keypoints.extract.keypoints.contract import Estimator, estimator_problems, problems
+from phoenix_keypoints.extract.keypoints.declaration import Declaration, QualitySpec, ReportSpec
 
-from phoenix_keypoints.extract.keypoints.points import PointTable
-from phoenix_keypoints.extract.keypoints.schema import BASE_FIELDS, BASE_OPTIONAL
+__all__ = ["DEFAULT_FAMILY", "FAMILIES", "PLUGINS", "Declaration", "Estimator", "FamilyError",
+           "ModelFileError", "OptionError", "Plugin", "PluginWarning", "QualitySpec",
+           "ReportSpec", "declaration", "family", "names", "open_estimator"]
 
 # The registry: family name -> its package (extract/families/NAME/). The first is the default (a
 # settings dict without `estimator`). Tests may add a family of their own (register).
@@ -82,169 +70,179 @@ class OptionError(Exception):
     says which and what to give. The command exits 2."""
 
 
-@dataclass(frozen=True)
-class ReportSpec:
-    """What the plain report of a family says (extract/inspect/plain.py): per video, each region's
-    found fraction and these count figures; a family with a QualitySpec instead gets the quality
-    report of extract/inspect/report.py, made for landmark lists that exist where a part was found."""
-
-    heading: str  # the page's heading, before the run's title
-    note: str  # the paragraph under it: how a part counts as found, what the counts are
-    # (figure, count column, ">" or "==", value): the frames of a video whose column compares so
-    counts: tuple[tuple[str, str, str, int], ...] = ()
-    flag_counts: tuple[str, ...] = ()  # a video is flagged where one of these figures is above 0,
-    flag_lost: tuple[str, ...] = ()  # or where none of these regions is found on any frame
+class FamilyError(ValueError):
+    """A family that cannot be used here: unknown, or an installed one that fails to import or
+    keeps no contract. The message names its distribution and version and the error, in one
+    line. A command that needs the family exits 2; every other command goes on."""
 
 
-@dataclass(frozen=True)
-class QualitySpec:
-    """What the quality report (extract/inspect/report.py) and its drawing (extract/inspect/draw.py)
-    need of a family whose parts are landmark lists that exist where a part was found. The parts it
-    rates are the declaration's regions in order (at most four, each a landmark column of its own,
-    which names its figures: `pose_rate`); the regions named body, face, left_hand and right_hand
-    have roles: these are the points and channels the roles read."""
-
-    engine: str  # who finds the parts, as the page says it ("MediaPipe found the part")
-    # points are numbered in their region's column (as the skeleton's limbs are)
-    head: int  # the body's points 0..head-1 (head and shoulders) checked for lying far outside
-    shoulders: tuple[int, int]  # the body's points whose frame-to-frame movement is the jitter
-    visibility: int  # the body's value channel that scores a point visible
-    visible: float  # a body point counts (checked, drawn, moved) where visibility is at least this
-    wrist: int  # the hand point whose position tells a left/right swap
-    thin: tuple[str, ...] = ()  # regions drawn at half the line width (a dense mesh)
-    dotted: tuple[str, ...] = ()  # regions drawn with a dot on every point
-
-
-@dataclass(frozen=True)
-class Declaration:
-    """What a family writes into keypoints.parquet (besides the per-frame columns all share) and
-    what every output needs to know of it."""
-
-    name: str
-    parts: dict[str, tuple[int, int]]  # landmark column -> (points, values per point)
-    counts: tuple[str, ...] = ()  # int32 per-frame columns (wholebody: persons)
-    values: tuple[str, ...] = ()  # a point's values when every part has the same (x, y, score)
-    # the table's schema; None: BASE_FIELDS, a float32 list per part, an int32 per count column
-    schema: pa.Schema = field(default=None, compare=False)  # type: ignore[assignment]
-    title: str = ""  # how messages name its points ("COCO-WholeBody 133 points")
-    # where a point counts as found: None, wherever its column's list exists (a detector that
-    # returns whole parts); a number, where the point's last value (its score) is at least that
-    score_threshold: float | None = None
-    # regions the report, show and extract_keypoints name: region -> (column, first, end point)
-    regions: dict[str, tuple[str, int, int]] = field(default_factory=dict, compare=False)
-    # what `show` draws: region -> limbs (point pairs, in the region's column) and its colour (RGB;
-    # drawn in this order, the last on top): by inspect/draw.py for a family with `quality`, else
-    # by inspect/declared.py
-    skeleton: dict[str, tuple[tuple[int, int], ...]] = field(default_factory=dict, compare=False)
-    colours: dict[str, tuple[int, int, int]] = field(default_factory=dict, compare=False)
-    legend: dict[str, str] = field(default_factory=dict, compare=False)  # region -> legend label
-    exports: tuple[str, ...] = ()  # `export --format` values it supports
-    error_status: str = ""  # a frame's status when the estimator fails on it (default NAME_error)
-    units: str = ""  # the values' units and origin, as points.json and the docs say them
-    presence_note: str = ""  # where the score threshold comes from (points.json's mask words)
-    # the points' names over all landmark columns in order, and the named parts of that order
-    # (default: each column one part); read by points.json and the report
-    names: tuple[str, ...] = field(default=(), compare=False)
-    subparts: dict[str, tuple[int, int]] = field(default_factory=dict, compare=False)
-    # its tensor numbering and presets: tensor sets come from presets, --points and normalisation
-    # (outputs/tensors.py); None: one set of every declared point (outputs/declared.py)
-    points: PointTable | None = field(default=None, compare=False)
-    # columns files of its earlier versions lack (read as absent, filled with nulls by a merge)
-    optional: tuple[str, ...] = field(default=BASE_OPTIONAL, compare=False)
-    batches: bool = False  # takes --batch-size and --device (frames in batches, CPU or CUDA)
-    # what its models take of each frame of a batch, besides the frame (a 1920x1080 frame): bytes
-    # and their words ("the detector's input"); --batch-size's bound (batch_refused) counts them
-    batch_input: tuple[int, str] = field(default=(0, ""), compare=False)
-    report: ReportSpec | None = field(default=None, compare=False)  # the plain report
-    quality: QualitySpec | None = field(default=None, compare=False)  # or the quality report
-    # per-frame lists of any number of items (every hand a frame holds, each item's box): column ->
-    # float32 values per item; a float32 list of items x values a row, null where the frame gave
-    # none. Written and merged as they come; tensors, report and show read `parts`, not these
-    lists: dict[str, int] = field(default_factory=dict)
-
-    def __post_init__(self) -> None:
-        if self.schema is None:
-            cols = [pa.field(p, pa.list_(pa.float32())) for p in (*self.parts, *self.lists)]
-            object.__setattr__(self, "schema", pa.schema(
-                [*BASE_FIELDS, *cols, *(pa.field(c, pa.int32()) for c in self.counts)]))
-
-    @property
-    def tensor_presets(self) -> bool:
-        """Its tensor sets come from presets, --points and normalisation (it has a PointTable)."""
-        return self.points is not None
-
-    def point_parts(self) -> dict[str, tuple[int, int]]:
-        """Named ranges of the point order (first, end)."""
-        if self.subparts:
-            return dict(self.subparts)
-        out, at = {}, 0
-        for part, (n, _) in self.parts.items():
-            out[part], at = (at, at + n), at + n
-        return out
-
-    def point_name(self, i: int) -> str:
-        return self.names[i] if i < len(self.names) else str(i)
-
-    def write_options(self) -> dict[str, Any]:
-        """How parts and keypoints.parquet are encoded: zstd, page checksums, dictionaries only
-        for the string columns, BYTE_STREAM_SPLIT for the landmark floats (schema.py says why)."""
-        return {
-            "compression": "zstd",
-            "write_page_checksum": True,
-            "use_dictionary": [f.name for f in self.schema
-                               if f.type == pa.string() and f.name != "file_sha256"],
-            "use_byte_stream_split": [f"{p}.list.element" for p in self.parts],
-        }
-
-    def refuse_export(self, fmt: str, where: object) -> str | None:
-        """Why `export --format fmt` cannot take this family's run (None: it can): the one
-        wording of every such refusal, naming the families that do support it."""
-        if fmt in self.exports:
-            return None
-        others = [d for d in (family(n).declaration(None) for n in names()) if fmt in d.exports]
-        made = " or ".join(f"{d.title} (--estimator {d.name})" for d in others) or "no family here"
-        return (f"--format {fmt} is made from {made}; {where} is a {self.name} run ({self.title}). "
-                f"Its exports: {', '.join(self.exports) or 'none'}.")
+class PluginWarning(UserWarning):
+    """An installed family skipped by a question about every family (it fails to load)."""
 
 
 ENTRY_POINTS = "phoenix_keypoints.families"  # installed packages may add families: name = module
+PLUGIN_NAME = re.compile(r"[a-z0-9][a-z0-9_-]{0,63}")  # a family name: a flag's value, a column
 
 
-def register(name: str, module: str) -> None:
-    """Add a family (a package with the hooks above) to this process's registry."""
-    FAMILIES[name] = module
+@dataclass(frozen=True)
+class Plugin:
+    """An installed family as its distribution's metadata says it (nothing of it imported)."""
+
+    name: str  # the entry point's name: --estimator NAME
+    module: str  # its value: `package` or `package:attribute`
+    distribution: str
+    version: str
+
+    @property
+    def origin(self) -> str:
+        return f"plugin {self.distribution} {self.version} ({self.name} = {self.module})"
 
 
+PLUGINS: dict[str, Plugin] = {}
+_loaded: dict[str, ModuleType] = {}  # plugin name -> its module, once imported and checked
+_broken: dict[str, str] = {}  # plugin name -> why it cannot be used, once tried
 _scanned: list[bool] = []  # the installed packages' families were read (once a process)
 
 
+def register(name: str, module: str) -> None:
+    """Add a family (a package with the hooks of contract.py) to this process's registry."""
+    FAMILIES[name] = module
+
+
 def names(rescan: bool = False) -> tuple[str, ...]:
-    """Every family this process knows: the registry's, then those installed packages declare
-    (entry points of group ENTRY_POINTS, read once a process, or again with `rescan`; a name
-    already known keeps its module). Per-video readers call this: the scan is not repeated."""
+    """Every family this process knows, none imported: the registry's, then those installed
+    packages declare (entry points of group ENTRY_POINTS, read once a process, or again with
+    `rescan`; a name already known keeps its module)."""
     if rescan or not _scanned:
-        for name, module in _installed_families():
-            FAMILIES.setdefault(name, module)
+        for found in _installed_families():
+            if found.name not in FAMILIES:
+                PLUGINS.setdefault(found.name, found)
         _scanned.append(True)
-    return tuple(FAMILIES)
+    return (*FAMILIES, *(n for n in PLUGINS if n not in FAMILIES))
 
 
-def _installed_families() -> list[tuple[str, str]]:
-    """(name, module) of each family an installed package declares. Only absolute entries of
-    sys.path are searched: a relative one (an editable install's path hook, a '' from `python -c`)
-    would be read in the current folder, which is often the corpus, whose files are data."""
+def plugin(name: str) -> Plugin | None:
+    """The installed family of that name, as its metadata says it (None: a built-in or unknown)."""
+    names()
+    return PLUGINS.get(name) if name not in FAMILIES else None
+
+
+def _installed_families() -> list[Plugin]:
+    """Each family an installed distribution declares, from its metadata alone. Only absolute
+    entries of sys.path are searched: a relative one (an editable install's path hook, a '' from
+    `python -c`) would be read in the current folder, which is often the corpus, whose files are
+    data. A name no flag could hold is skipped with a warning."""
     from importlib.metadata import distributions
 
     where = [p for p in sys.path if os.path.isabs(p)]
-    return [(ep.name, ep.value) for dist in distributions(path=where)
-            for ep in dist.entry_points if ep.group == ENTRY_POINTS]
+    out = []
+    for dist in distributions(path=where):
+        try:
+            found = [ep for ep in dist.entry_points if ep.group == ENTRY_POINTS]
+            if not found:
+                continue
+            meta = (str(dist.metadata["Name"]), str(dist.version))
+        except Exception:  # noqa: BLE001 (metadata that cannot be read names no family)
+            continue
+        for ep in found:
+            if PLUGIN_NAME.fullmatch(ep.name):
+                out.append(Plugin(ep.name, ep.value, *meta))
+            else:
+                warnings.warn(f"the family {escaped(ep.name)!r} of distribution "
+                              f"{escaped(meta[0])} {escaped(meta[1])} is skipped: a family's name "
+                              "is lower-case letters, digits, - and _", PluginWarning, stacklevel=2)
+    return out
 
 
 def family(name: str) -> ModuleType:
-    """A family's package, imported on first use."""
-    if name not in FAMILIES and name not in names(rescan=True):
-        raise ValueError(f"unknown estimator {name!r}; this version knows {', '.join(FAMILIES)}")
-    return importlib.import_module(FAMILIES[name])
+    """A family's package, imported on first use; a FamilyError where it cannot be used."""
+    if name not in FAMILIES and name not in names(rescan=name not in PLUGINS):
+        raise FamilyError(f"unknown estimator {escaped(name)!r}; this installation knows "
+                          f"{', '.join(names())}")
+    if name in FAMILIES:
+        return importlib.import_module(FAMILIES[name])
+    if name in _loaded:
+        return _loaded[name]
+    if name not in _broken:
+        try:
+            _loaded[name] = _load(PLUGINS[name])
+            return _loaded[name]
+        except FamilyError as e:
+            _broken[name] = str(e)
+    raise FamilyError(_broken[name])
+
+
+def _load(p: Plugin) -> ModuleType:
+    """Import an installed family and hold it to the contract; any failure a FamilyError."""
+    module, _, attribute = p.module.partition(":")
+    try:
+        found: Any = importlib.import_module(module.strip())
+        for attr in filter(None, attribute.strip().split(".")):
+            found = getattr(found, attr)
+    except (Exception, SystemExit) as e:  # noqa: BLE001 (a plugin's import runs its own code)
+        raise FamilyError(f"the {p.name} family cannot be used: {escaped(p.origin)} failed to "
+                          f"import: {one_line(e)}. Fix or uninstall {escaped(p.distribution)} "
+                          "(pip uninstall); other families run without it.") from None
+    wrong = problems(found)
+    if wrong:
+        raise FamilyError(f"the {p.name} family cannot be used: {escaped(p.origin)} keeps no "
+                          f"family contract: {escaped('; '.join(wrong))} (docs/families.md).")
+    return found
+
+
+def one_line(e: BaseException, limit: int = 300) -> str:
+    """An exception as one escaped line: its type and its words, lines joined, control
+    characters as \\xNN (a plugin's message cannot steer the terminal), at most `limit` long."""
+    text = " ".join(line.strip() for line in str(e).splitlines() if line.strip())
+    said = escaped(f"{type(e).__name__}: {text}" if text else type(e).__name__)
+    return said if len(said) <= limit else said[:limit - 3] + "..."
+
+
+def escaped(text: str) -> str:
+    """Text from outside (a plugin's names and errors) with control and format characters as
+    \\xNN or \\uNNNN."""
+    return "".join(c if c.isprintable() else f"\\x{ord(c):02x}" if ord(c) < 256
+                   else f"\\u{ord(c):04x}" if ord(c) < 65536 else f"\\U{ord(c):08x}" for c in text)
+
+
+def module_name(name: str) -> str:
+    """The module a family lives in (a plugin's from its entry point), for messages."""
+    return FAMILIES[name] if name in FAMILIES else PLUGINS[name].module.partition(":")[0]
+
+
+def loaded() -> Iterator[tuple[str, ModuleType]]:
+    """The families this process can ask without running an installed package's code: the
+    built-in ones and the plugins imported already."""
+    for name in FAMILIES:
+        yield name, family(name)
+    yield from list(_loaded.items())
+
+
+def every_family() -> Iterator[tuple[str, ModuleType]]:
+    """Every family, for a question only all can answer (which one wrote this file?): the
+    loaded ones first, then each installed one imported; one that cannot be used is skipped
+    with a PluginWarning (once a process) rather than stop the question."""
+    yield from loaded()
+    for name in names():
+        if name in FAMILIES or name in _loaded:
+            continue
+        fresh = name not in _broken
+        try:
+            yield name, family(name)
+        except FamilyError as e:
+            if fresh:
+                warnings.warn(f"{e} Skipped here.", PluginWarning, stacklevel=2)
+
+
+def export_refused(decl: Declaration, fmt: str, where: object) -> str | None:
+    """Why `export --format fmt` cannot take this family's run (None: it can): the one wording
+    of every such refusal, naming the loaded families that do support it."""
+    if fmt in decl.exports:
+        return None
+    others = [d for d in (f.declaration(None) for _, f in loaded()) if fmt in d.exports]
+    made = " or ".join(f"{d.title} (--estimator {d.name})" for d in others) or "no family here"
+    return (f"--format {fmt} is made from {made}; {where} is a {decl.name} run ({decl.title}). "
+            f"Its exports: {', '.join(decl.exports) or 'none'}.")
 
 
 def estimator_name(settings: dict[str, Any] | None) -> str:
@@ -257,44 +255,32 @@ def declaration(settings: dict[str, Any] | None) -> Declaration:
     return family(estimator_name(settings)).declaration(settings)
 
 
-def declaration_of_schema(schema: pa.Schema) -> Declaration | None:
+def declaration_of_schema(schema: Any) -> Declaration | None:
     """The declaration whose table a file's schema is, or None (a family's earlier ones too)."""
-    for name in names():
-        found = family(name).declaration_of_schema(schema)
+    for _, fam in every_family():
+        found = fam.declaration_of_schema(schema)
         if found is not None:
             return found
     return None
 
 
-def _default_declarations(name: str,
+def _default_declarations(name: str, fam: ModuleType,
                           cache: dict[str, tuple[Declaration, ...]] = {}  # noqa: B006
                           ) -> tuple[Declaration, ...]:
     """A family's declaration for default settings, then those of its other variants (`variants()`
     where it has some: point sets with columns of their own), made once a process (read per video)."""
     if name not in cache:
-        fam = family(name)
         cache[name] = (fam.declaration(None), *getattr(fam, "variants", tuple)())
     return cache[name]
 
 
 def declaration_of_columns(columns: list[str]) -> Declaration | None:
     """The family whose landmark columns these are (a table read for show, report or diff)."""
-    for name in names():
-        for d in _default_declarations(name):
+    for name, fam in every_family():
+        for d in _default_declarations(name, fam):
             if set(d.parts) - set(d.optional) <= set(columns):
                 return d
     return None
-
-
-class Estimator(Protocol):
-    """What the job runs frames through, one per process."""
-
-    declaration: Declaration
-    settings: dict[str, Any]  # recorded in each part's footer
-
-    def start_video(self) -> None: ...
-    def process(self, rgb: np.ndarray) -> dict[str, Any]: ...
-    def close(self) -> None: ...
 
 
 DEFAULT_BATCH = 8  # frames per model call on the CPU: docs/performance.md
@@ -311,10 +297,10 @@ _TIMES = {2: "twice", 3: "three times"}
 def batch_refused(n: int) -> str:
     """Why --batch-size n is refused ("" when it is not): fewer than 1, or more frames than a batch
     may hold in BATCH_BYTES, for the batching family whose frames take the most (the flag is read
-    before the family is known)."""
+    before the family is known): of the built-in ones and the installed one the command names."""
     if n < 1:
         return f"must be >= 1, not {n}"
-    batching = [family(name) for name in names() if family(name).declaration(None).batches]
+    batching = [fam for _, fam in loaded() if fam.declaration(None).batches]
     if not batching:
         return ""
     fam = max(batching, key=lambda f: f.declaration(None).batch_input[0])
@@ -340,5 +326,12 @@ def runtime(batch_size: int | None = None, device: str | None = None) -> dict[st
 
 
 def open_estimator(settings: dict[str, Any], num_threads: int | None = 1) -> Estimator:
-    """The estimator these settings name, built in this process (models loaded, graph started)."""
-    return family(estimator_name(settings)).open_estimator(settings, num_threads)
+    """The estimator these settings name, built in this process (models loaded, graph started);
+    an installed family's held to contract.py's Estimator."""
+    name = estimator_name(settings)
+    est = family(name).open_estimator(settings, num_threads)
+    wrong = estimator_problems(est) if name in PLUGINS and name not in FAMILIES else []
+    if wrong:
+        raise FamilyError(f"the {name} family cannot be used: {escaped(PLUGINS[name].origin)} "
+                          f"gave an estimator that {escaped('; '.join(wrong))} (docs/families.md).")
+    return est

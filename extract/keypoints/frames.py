@@ -442,8 +442,9 @@ _LOG_PREFIXES = r"^(INFO|WARNING|ERROR|FATAL): |^[IWEF]\d{4} "
 
 @cache
 def _not_decoder(families: tuple[str, ...]) -> re.Pattern[str]:
-    """The lines that are not the decoder's, for the families this process knows (`names()`:
-    a family registered later makes another pattern)."""
+    """The lines that are not the decoder's, for the families this process has loaded (the
+    built-in ones and an installed one it runs: `loaded()`; one loaded later makes another
+    pattern)."""
     from phoenix_keypoints.extract.keypoints.estimator import family
 
     own = [str(getattr(family(n), "LOG_LINES", "")) for n in families]
@@ -480,9 +481,9 @@ def _caught(fd: int) -> str:
         os.ftruncate(fd, 0)
         os.lseek(fd, 0, os.SEEK_SET)
         lines = [line.strip() for line in text.splitlines() if line.strip()]
-        from phoenix_keypoints.extract.keypoints.estimator import names
+        from phoenix_keypoints.extract.keypoints.estimator import loaded
 
-        not_decoder = _not_decoder(names())
+        not_decoder = _not_decoder(tuple(name for name, _ in loaded()))
         others = [line for line in lines if not_decoder.search(line)]
         if others:
             os.write(2, ("\n".join(others) + "\n").encode())

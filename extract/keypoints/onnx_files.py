@@ -214,6 +214,21 @@ def check_model_file(path: Path, flag: str) -> list[tuple[str, Path]]:
     return [(loc, external_file(path, loc, flag)) for loc in external_locations(path, flag)]
 
 
+def as_given(path: Path) -> tuple[str, str]:
+    """(the path to record, where its links lead) of a model path: absolute but not resolved
+    through links, since onnxruntime opens the path as given and reads external data beside it
+    (beside a link, not beside its target). `..` is folded away only where that names the same
+    folder; the second is recorded beside the first where it differs."""
+    given = Path(path).absolute()
+    tidy = Path(os.path.abspath(path))
+    try:
+        same = os.path.samefile(tidy.parent, given.parent) and os.path.samefile(tidy, given)
+    except OSError:
+        same = False
+    shown = tidy if same else given
+    return str(shown), str(Path(path).resolve())
+
+
 def external_record(path: Path, flag: str) -> list[dict[str, Any]]:
     """The model's external data files as recorded (location, sha256, size): part of the model."""
     out = []

@@ -11,7 +11,7 @@ from collections.abc import Callable
 
 import pyarrow as pa
 
-from phoenix_keypoints.extract.keypoints.estimator import FAMILIES, family
+from phoenix_keypoints.extract.keypoints.estimator import family, module_name
 from phoenix_keypoints.jobs.run.todo import Work
 from phoenix_keypoints.jobs.rundir.folder import RunDir
 from phoenix_keypoints.jobs.rundir.runinfo import ExtractionInfo, RunInfo
@@ -59,7 +59,7 @@ def extract(rd: RunDir, info: RunInfo, plan: pa.Table, work: Work, backend: Back
 def start_advice(estimator: str) -> str:
     """What to check when this family's workers die before they are ready: that the module its
     workers need imports (its IMPORTS), else its own package (a family that names none)."""
-    module = getattr(family(estimator), "IMPORTS", FAMILIES[estimator])
+    module = getattr(family(estimator), "IMPORTS", module_name(estimator))
     return f"check that {module} imports on this machine (python -c 'import {module}')"
 
 

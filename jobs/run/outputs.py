@@ -15,7 +15,12 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from phoenix_keypoints.extract.keypoints.estimator import Declaration, declaration, family
+from phoenix_keypoints.extract.keypoints.estimator import (
+    Declaration,
+    declaration,
+    export_refused,
+    family,
+)
 from phoenix_keypoints.extract.outputs.declared import write_family_tensors
 from phoenix_keypoints.extract.outputs.loader import load_meta, load_split
 from phoenix_keypoints.extract.outputs.tensors import TensorsError, TensorSpec, file_table, tag_dir
@@ -209,7 +214,7 @@ def export_command(rd: RunDir, fmt: str, to: Path, tag: str = "", fps: float | N
     layouts (the older pipeline's pkl / npz, Kaggle's islr); refused where the run's family does
     not list `fmt`."""
     decl = run_declaration(rd)
-    why = decl.refuse_export(fmt, rd.path)
+    why = export_refused(decl, fmt, rd.path)
     if why:
         raise RunError(why)
     own = getattr(family(decl.name), "EXPORTS", {}).get(fmt)

@@ -59,7 +59,8 @@ def declaration(settings: dict[str, Any] | None = None) -> Declaration:
     refined = bool((settings or {}).get("refine_face_landmarks"))
     parts = layout(refined)
     return Declaration(
-        HOLISTIC, parts, schema=SCHEMA, optional=OPTIONAL_COLUMNS, title="MediaPipe Holistic's points",
+        name=HOLISTIC, parts=parts, schema=SCHEMA, optional=OPTIONAL_COLUMNS,
+        title="MediaPipe Holistic's points",
         regions={"body": ("pose", 0, parts["pose"][0]), "face": ("face", 0, parts["face"][0]),
                  "left_hand": ("left_hand", 0, 21), "right_hand": ("right_hand", 0, 21)},
         skeleton={"body": POSE_EDGES, "face": FACE_CONTOUR_EDGES, "left_hand": HAND_EDGES,

@@ -41,18 +41,11 @@ from phoenix_keypoints.extract.families.wholebody.options import (
     settings_conflicts,
     settings_of,
 )
-from phoenix_keypoints.extract.families.wholebody.published import (
-    MODELS_ABOUT,
-    MODELS_HELP,
-    PUBLISHED_AT,
-    PUBLISHED_MODELS,
-)
 from phoenix_keypoints.extract.families.wholebody.rtmdet import KIND_NAMES, kind_words
 from phoenix_keypoints.extract.keypoints.estimator import Declaration, Estimator
 
-__all__ = ["ABOUT", "DOCS", "MODELS_ABOUT", "MODELS_HELP", "PUBLISHED_AT", "PUBLISHED_MODELS",
-           "add_run_options", "asked_settings", "file_record", "moved_files", "settings_conflicts",
-           "settings_of"]
+__all__ = ["ABOUT", "DOCS", "add_run_options", "asked_settings", "file_record", "moved_files",
+           "settings_conflicts", "settings_of"]
 
 
 def declaration(settings: dict[str, Any] | None = None) -> Declaration:

@@ -89,6 +89,8 @@ def _model_files(args: argparse.Namespace, estimator: str | None,
     reading = (getattr(args, "point_set", None), getattr(args, "decoder", None),
                getattr(args, "detector_kind", None))
     other = estimator not in (None, "wholebody")
+    if reading[2] is not None and reading[2] not in KIND_NAMES:  # a models index names it too
+        raise OptionError(f"--detector-kind {reading[2]!r}: one of {', '.join(KIND_NAMES)}.")
     if reading[2] is not None and not other and det is None and getattr(args, "models", None) is None:
         raise OptionError("--detector-kind says how --detector is read: give it with --detector.")
     if any(reading) and (other or (pose is None and getattr(args, "models", None) is None)):
@@ -96,6 +98,8 @@ def _model_files(args: argparse.Namespace, estimator: str | None,
                           "outputs are read: give them with --pose-model (or --models), --estimator "
                           "wholebody.")
     if getattr(args, "models", None) is not None:
+        if other and _built_on(str(estimator)):  # a family built on this one reads it
+            return None
         if det is not None or pose is not None or other:
             raise OptionError("--models NAME names a whole-body detector and pose model: give it "
                               "with --estimator wholebody, without --detector and --pose-model.")
@@ -172,7 +176,14 @@ def moved_files(asked: dict[str, Any], recorded: dict[str, Any]) -> tuple[dict[s
     moved = {k: asked[k]["path"] for k in ("detector", "pose_model")
              if k in asked and k in recorded and asked[k]["path"] != recorded[k]["path"]}
     lines = [f"--{k.replace('_', '-')} {recorded[k]['path']} -> {path}" for k, path in moved.items()]
-    return {**recorded, **{k: {**recorded[k], "path": path} for k, path in moved.items()}}, lines
+    return {**recorded, **{k: _moved(recorded[k], asked[k]) for k in moved}}, lines
+
+
+def _moved(recorded: dict[str, Any], asked: dict[str, Any]) -> dict[str, Any]:
+    """A model file's record at its new path: the path as given and where its links lead (the
+    bytes, external data included, are the recorded ones: the resume checked them)."""
+    out = {k: v for k, v in recorded.items() if k != "resolved"} | {"path": asked["path"]}
+    return out | ({"resolved": asked["resolved"]} if "resolved" in asked else {})
 
 
 def _model_bytes(record: dict) -> tuple:

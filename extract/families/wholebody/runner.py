@@ -101,6 +101,7 @@ from phoenix_keypoints.extract.keypoints.estimator import (
     runtime,
 )
 from phoenix_keypoints.extract.keypoints.onnx_files import (
+    as_given,
     check_model_file,
     external_problems,
     external_record,
@@ -167,15 +168,18 @@ class ModelFile:
     """A model file as recorded: where it was, its bytes' digest and size, its input (h, w), and
     its external data files (location, sha256, size; recorded only where it has some)."""
 
-    path: str
+    path: str  # as given, absolute: what onnxruntime opens (external data beside it)
     sha256: str
     size: int
     input_hw: tuple[int, int]
     external_data: list[dict[str, Any]] = field(default_factory=list)
+    resolved: str = ""  # where the path's links lead, where that is elsewhere
 
     def as_dict(self) -> dict[str, Any]:
         out = {"path": self.path, "sha256": self.sha256, "size": self.size,
                "input_size": {"height": self.input_hw[0], "width": self.input_hw[1]}}
+        if self.resolved and self.resolved != self.path:
+            out["resolved"] = self.resolved
         return out | ({"external_data": self.external_data} if self.external_data else {})
 
 
@@ -243,7 +247,8 @@ def describe(path: Path, flag: str) -> ModelFile:
     session = _session(path, flag)
     hw = _input_hw(session, path, flag)
     sha, size = sha256_of(path, flag)
-    return ModelFile(str(path.resolve()), sha, size, hw, external_record(path, flag))
+    given, resolved = as_given(path)
+    return ModelFile(given, sha, size, hw, external_record(path, flag), resolved)
 
 
 def onnxruntime_version() -> str:

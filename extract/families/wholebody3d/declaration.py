@@ -43,8 +43,9 @@ WHOLEBODY3D_SCHEMA = pa.schema(
      pa.field("persons", pa.int32())])
 
 DECLARATION = Declaration(
-    WHOLEBODY3D, {WHOLEBODY3D: (WHOLEBODY_POINTS, len(WHOLEBODY3D_CHANNELS))}, ("persons",),
-    WHOLEBODY3D_CHANNELS, WHOLEBODY3D_SCHEMA, title="COCO-WholeBody 133 points in 3D (RTMW3D)",
+    name=WHOLEBODY3D, parts={WHOLEBODY3D: (WHOLEBODY_POINTS, len(WHOLEBODY3D_CHANNELS))},
+    counts=("persons",), values=WHOLEBODY3D_CHANNELS, schema=WHOLEBODY3D_SCHEMA,
+    title="COCO-WholeBody 133 points in 3D (RTMW3D)",
     score_threshold=SCORE_THRESHOLD,
     regions={"body": (WHOLEBODY3D, 0, 23), "face": (WHOLEBODY3D, *WHOLEBODY_PARTS["face"]),
              "left_hand": (WHOLEBODY3D, *WHOLEBODY_PARTS["left_hand"]),

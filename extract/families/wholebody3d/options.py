@@ -26,15 +26,23 @@ DOCS = "docs/wholebody.md"
 
 def asked_settings(args: argparse.Namespace, estimator: str | None,
                    fetched: Callable[[], tuple[Path, ...]] | None = None) -> dict[str, Any] | None:
-    """--detector and --pose-model when --estimator names this family (a resume of its run
-    without --estimator is asked so too): checked and recorded with the pose model's 3D head, or
-    None. Without --estimator they are the whole-body family's."""
+    """--detector and --pose-model (or --models NAME) when --estimator names this family (a
+    resume of its run without --estimator is asked so too; --models of this family's sets it):
+    checked and recorded with the pose model's 3D head, or None. Without --estimator they are the
+    whole-body family's."""
     det, pose = getattr(args, "detector", None), getattr(args, "pose_model", None)
-    if estimator != WHOLEBODY3D or (det is None and pose is None):
+    models = estimator == WHOLEBODY3D and getattr(args, "models", None) is not None
+    if models and (det is not None or pose is not None):
+        raise OptionError("--models NAME names the detector and pose model: give it without "
+                          "--detector and --pose-model.")
+    if not models and (estimator != WHOLEBODY3D or (det is None and pose is None)):
         return None
-    if det is None or pose is None:
+    if not models and (det is None or pose is None):
         raise OptionError(f"--estimator {WHOLEBODY3D} needs both --detector DET.onnx and "
                           "--pose-model RTMW3D.onnx (docs/wholebody.md, 3D).")
     from phoenix_keypoints.extract.families.wholebody3d.runner import record
 
+    if models:  # --models NAME: the files its fetch checked (jobs/models.py)
+        assert fetched is not None, "--models is added with its cache (jobs/models.py)"
+        return record(*fetched())
     return record(det, pose)

@@ -1,0 +1,101 @@
+"""The user's model file: untrusted input, and this family's to check (the tool checks no file
+it does not know). Before onnxruntime opens it: a regular file (never a FIFO or a device), its
+external data inside its folder (the tool's own check, extract/keypoints/onnx_files.py), its
+bytes hashed. Once open: one image input [N, 3, H, W] with H and W fixed and bounded, one output.
+Recorded in run.json (path, sha256, size, external data, input size), so a resume and `verify`
+find a changed or missing file, and each answer is checked before its values are kept.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from phoenix_keypoints.extract.keypoints.estimator import ModelFileError
+from phoenix_keypoints.extract.keypoints.onnx_files import (
+    check_model_file,
+    external_problems,
+    external_record,
+    sha256_of,
+)
+
+FLAG = "--op25-model"
+MAX_SIDE = 2048  # OpenPose's nets take a few hundred pixels a side: a larger input is refused
+MAX_BYTES = 512 * 2**20  # BODY_25's published net is 100 MB
+
+
+def record(path: Path | str) -> dict[str, Any]:
+    """The model as a run records it; a ModelFileError (exit 2) naming the file and what is
+    wrong where it cannot be this family's model."""
+    path = Path(path).absolute()
+    check_model_file(path, FLAG)  # a regular file; external data inside its folder
+    sha, size = sha256_of(path, FLAG)
+    if size > MAX_BYTES:
+        raise ModelFileError(f"{FLAG} {path}: {size:,} bytes, more than any BODY_25 model "
+                             f"({MAX_BYTES:,}); pass the model's .onnx file.")
+    rec = {"path": str(path), "sha256": sha, "size": size,
+           "external": external_record(path, FLAG)}
+    return {**rec, "input": list(input_size(session(rec), path))}
+
+
+def session(rec: dict[str, Any], num_threads: int | None = 1) -> Any:
+    """An onnxruntime session of the recorded model, on the CPU, after checking the file is
+    still the one recorded (another file at that path is refused, never run)."""
+    import onnxruntime as ort
+
+    path = Path(rec["path"])
+    check_model_file(path, FLAG)
+    if sha256_of(path, FLAG) != (rec["sha256"], rec["size"]):
+        raise ModelFileError(f"{FLAG} {path}: not the file this run was made with (sha256 "
+                             f"{rec['sha256']}). Put it back, or start a new --out.")
+    opts = ort.SessionOptions()
+    opts.intra_op_num_threads = num_threads or 0
+    opts.inter_op_num_threads = 1
+    try:
+        return ort.InferenceSession(str(path), opts, providers=["CPUExecutionProvider"])
+    except Exception as e:  # noqa: BLE001 (onnxruntime's own errors: the file is at fault)
+        first = str(e).splitlines()[0][:200] if str(e) else type(e).__name__
+        raise ModelFileError(f"{FLAG} {path}: onnxruntime cannot load it ({first!r}); pass an "
+                             "ONNX model of the layout docs/families.md's example says.") from None
+
+
+def input_size(sess: Any, path: Path | str) -> tuple[int, int]:
+    """(height, width) of the model's one image input [N, 3, H, W]: fixed and bounded."""
+    ins, outs = sess.get_inputs(), sess.get_outputs()
+    if len(ins) != 1 or len(outs) != 1:
+        raise ModelFileError(f"{FLAG} {path}: {len(ins)} inputs and {len(outs)} "
+                             "outputs; this family runs a model of one image input [N, 3, H, W] "
+                             "and one output [N, 25, 3].")
+    shape = ins[0].shape
+    if len(shape) != 4 or shape[1] != 3 or not all(isinstance(s, int) for s in shape[2:]):
+        raise ModelFileError(f"{FLAG} {path}: input {shape!r}; this family runs a "
+                             "model of input [N, 3, H, W] with H and W fixed.")
+    h, w = shape[2], shape[3]
+    if not (1 <= h <= MAX_SIDE and 1 <= w <= MAX_SIDE):
+        raise ModelFileError(f"{FLAG} {path}: input {h}x{w}, more than {MAX_SIDE} "
+                             "pixels a side (or none): no BODY_25 net takes that.")
+    return h, w
+
+
+def problems(rec: dict[str, Any]) -> list[str]:
+    """What differs between the recorded model and the file at its path now ('FLAG PATH: why'
+    each: `verify` and a resume say them)."""
+    path = Path(rec["path"])
+    try:
+        now = sha256_of(path, FLAG)
+    except (ModelFileError, OSError) as e:
+        return [str(e) if str(e).startswith(FLAG) else f"{FLAG} {path}: {e}"]
+    out = [] if now == (rec["sha256"], rec["size"]) else [
+        f"{FLAG} {path}: not the file this run was made with (sha256 {rec['sha256']})"]
+    return out + external_problems(path, rec.get("external", []), FLAG)
+
+
+def answer_problem(out: Any, n: int) -> str:
+    """Why a batch's answer cannot be n frames' points ("" when it can)."""
+    if not isinstance(out, np.ndarray) or out.shape != (n, 25, 3):
+        return f"the model answered {getattr(out, 'shape', type(out).__name__)}, not ({n}, 25, 3)"
+    if not np.isfinite(out).all():
+        return "the model answered values that are not finite"
+    return ""
