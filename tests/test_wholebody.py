@@ -82,8 +82,8 @@ def test_models_equal_rtmlib_on_every_frame_of_the_shared_sample(models, detecto
     for f in files:
         bgr = cv2.imread(str(f))
         ref, n = rtmlib_signer(det, pose, bgr)
-        got, k = ours(cv2.cvtColor(bgr, cv2.COLOR_BGR2RGB))
-        got = got.reshape(133, 3)
+        posed = ours(cv2.cvtColor(bgr, cv2.COLOR_BGR2RGB))
+        got, k = posed.row.reshape(133, 3), posed.persons
         assert got.dtype == np.float32 and k == n, (f, k, n)
         dxy = max(dxy, float(np.abs(got[:, :2] - ref[:, :2]).max()))
         dscore = max(dscore, float(np.abs(got[:, 2] - ref[:, 2]).max()))
@@ -541,9 +541,9 @@ def test_models_batch_equals_one_frame_at_a_time_for_both_detector_layouts(model
         for m in (WholebodyModels(batch_models[det], batch_models["pose"]),
                   WholebodyModels(models[det], models["pose"])):
             got = [r for i in range(0, len(frames), 7) for r in m.batch(frames[i:i + 7])]
-            for (a, pa_), (b, pb) in zip(alone, got, strict=True):
-                np.testing.assert_array_equal(a, b)
-                assert pa_ == pb
+            for a, b in zip(alone, got, strict=True):
+                np.testing.assert_array_equal(a.row, b.row)
+                assert a.persons == b.persons
 
 
 def test_device_cuda_is_refused_without_the_cuda_provider(models, tmp_path):

@@ -102,20 +102,28 @@ def _lead(batch: int | str) -> int:
 
 def detector_end2end(path: Path, hw: tuple[int, int] = DETECTOR_HW, boxes: int = 6,
                      seed: int = 1, batch: int | str = 1, feature: tuple[float, float] = (1 / 255, 0.5),
-                     name: str = "tiny_yolox_end2end") -> Path:
+                     name: str = "tiny_yolox_end2end", spans: np.ndarray | None = None,
+                     gain: float = 4.0) -> Path:
     """A YOLOX with NMS inside: `dets` [1, N, 5] (x1, y1, x2, y2 in input pixels, score) and
     `labels` [1, N]. Every box lies in the input (x1 in the left half, x2 in the right one);
     scores spread around rtmlib's 0.3 cut, so the person count varies from frame to frame.
-    `feature`: the pooled input's (scale, shift), so the features suit its input's range."""
+    `feature`: the pooled input's (scale, shift), so the features suit its input's range;
+    `spans` [N, 2, 5]: each box's own (low, high) of x1, y1, x2, y2 (fractions of the input) and
+    score instead; `gain`: how far the pixels move them."""
     _, TensorProto, helper, _ = _helpers()
     rng = np.random.default_rng(seed)
     nodes: list = []
     inits: list = []
     feat = _features(nodes, inits, hw, "f", *feature)
-    z = _dense(nodes, inits, feat, rng, boxes * 5, 4.0, 0.0, "z")
+    z = _dense(nodes, inits, feat, rng, boxes * 5, gain, 0.0, "z")
     h, w = hw
-    mul = _const(inits, "box_mul", np.array([w / 2, h / 2, w / 2, h / 2, 1], np.float32))
-    add = _const(inits, "box_add", np.array([0, 0, w / 2, h / 2, 0], np.float32))
+    if spans is None:
+        mul = _const(inits, "box_mul", np.array([w / 2, h / 2, w / 2, h / 2, 1], np.float32))
+        add = _const(inits, "box_add", np.array([0, 0, w / 2, h / 2, 0], np.float32))
+    else:
+        size = np.array([w, h, w, h, 1], np.float32)
+        mul = _const(inits, "box_mul", ((spans[:, 1] - spans[:, 0]) * size)[None].astype(np.float32))
+        add = _const(inits, "box_add", (spans[:, 0] * size)[None].astype(np.float32))
     shape = _const(inits, "shape", np.array([_lead(batch), boxes, 5], np.int64))
     nodes += [helper.make_node("Sigmoid", [z], ["zs"]),
               helper.make_node("Reshape", ["zs", shape], ["zr"]),
@@ -330,6 +338,49 @@ def rtmdet_models(folder: Path, dynamic: bool = False) -> dict[str, Path]:
     return out
 
 
+TWO_HANDS_HW = (48, 96)  # (height, width): a frame of two square hand crops side by side
+# Each box's (low, high) of x1, y1, x2, y2 (fractions of the input) and score: the image's right
+# crop first (so the detector's order is not left to right), then the left one, then two small
+# boxes about the 0.3 cut; the right crop's score dips below the cut on some frames (one hand).
+_TWO_HANDS = np.array([((0.52, 0.02, 0.86, 0.75, 0.15), (0.6, 0.2, 0.98, 0.98, 1.0)),
+                       ((0.02, 0.02, 0.36, 0.75, 0.3), (0.1, 0.2, 0.47, 0.98, 1.0)),
+                       ((0.42, 0.4, 0.5, 0.55, 0.0), (0.46, 0.5, 0.56, 0.7, 0.34)),
+                       ((0.1, 0.3, 0.2, 0.5, 0.0), (0.15, 0.4, 0.26, 0.6, 0.33))])
+
+
+def two_hands_detector(path: Path) -> Path:
+    """An RTMDet-style hand detector with NMS inside (`dets` [1, 4, 5], `labels`) for frames of
+    two hand crops side by side: one box about each crop (their corners and scores moving with
+    the pixels) and two small ones between, kept on some frames; features of a normalised input,
+    as rtmdet_models'."""
+    return detector_end2end(path, TWO_HANDS_HW, boxes=len(_TWO_HANDS), seed=11, feature=(1.0, 0.0),
+                            name="tiny_rtmdet_two_hands", spans=_TWO_HANDS, gain=0.2)
+
+
+def many_boxes_detector(path: Path, boxes: int = 20_000, hw: tuple[int, int] = RTMDET_HW,
+                        score: float = 0.9) -> Path:
+    """A detector with NMS inside answering `boxes` boxes on every frame, each scoring `score`
+    (the hostile case of issue 46): boxes of assorted sizes spread over the input, all distinct
+    areas, the answer tied to the input (times 0) so it runs as a model does."""
+    _, TensorProto, helper, _ = _helpers()
+    rng = np.random.default_rng(12)
+    h, w = hw
+    x1, y1 = rng.uniform(0, w * 0.8, boxes), rng.uniform(0, h * 0.8, boxes)
+    bw, bh = rng.uniform(2, w * 0.2, boxes), rng.uniform(2, h * 0.2, boxes)
+    dets = np.stack([x1, y1, x1 + bw, y1 + bh, np.full(boxes, score)], 1)[None].astype(np.float32)
+    nodes: list = []
+    inits: list = []
+    nodes += [helper.make_node("ReduceMean", ["input"], ["m"], keepdims=0),
+              helper.make_node("Mul", ["m", _const(inits, "zero_f", np.zeros(1, np.float32))],
+                               ["m0"]),
+              helper.make_node("Add", [_const(inits, "boxes", dets), "m0"], ["dets"]),
+              helper.make_node("Constant", [], ["labels"], value=helper.make_tensor(
+                  "lab", TensorProto.INT64, [1, boxes], np.zeros(boxes, np.int64)))]
+    outputs = [helper.make_tensor_value_info("dets", TensorProto.FLOAT, [1, boxes, 5]),
+               helper.make_tensor_value_info("labels", TensorProto.INT64, [1, boxes])]
+    return _save(path, nodes, inits, [_input(hw)], outputs, "tiny_rtmdet_many")
+
+
 def rtmlib_hand(detector: Path, pose: Path, head: str = "simcc") -> Any:
     """rtmlib's Hand solution (RTMDet, then RTMPose on every box) on the given files, input sizes
     read from the files (its RTMDet takes (height, width), its RTMPose (width, height)); head
@@ -476,14 +527,16 @@ class _Failing:
 
 
 def rtmlib_tracked(models: dict[str, Path], detector: str, every: int, bgrs: list[np.ndarray],
-                   head: str = "simcc") -> tuple[list[tuple[np.ndarray, int]], dict[str, int]]:
+                   head: str = "simcc", people: list | None = None
+                   ) -> tuple[list[tuple[np.ndarray, int]], dict[str, int]]:
     """rtmlib's PoseTracker(det_frequency=every) over one video's frames: per frame the signer
     (the person of the largest box its pose model ran on; the whole frame's when none) as
     ([K, 3] float64, boxes), and what happened (frames detected, frames on kept boxes, frames
     whose returned persons are fewer than its boxes, frames that did not advance its count, frames
     whose tracking raised IndexError, after which the tracker is reset, frames whose detector
     failed: None in the list). head "heatmap": the pose model is rtmlib's ViTPose; a detector
-    named "rtmdet...": rtmlib's RTMDet (PoseTracker around rtmlib's Hand)."""
+    named "rtmdet...": rtmlib's RTMDet (PoseTracker around rtmlib's Hand). `people` gets, per
+    frame, the boxes its pose model ran on [N, 4] and every person it posed [M, K, 3]."""
     rtm = rtmlib_reference()
     det, pose = rtmlib_wholebody(models, detector)
     if detector.startswith("rtmdet"):  # a hand detector: rtmlib's Hand's RTMDet
@@ -508,8 +561,12 @@ def rtmlib_tracked(models: dict[str, Path], detector: str, every: int, bgrs: lis
         if len(recorded.calls) == calls:  # its detector failed: PoseTracker returned [], []
             seen["failed"] += 1
             out.append(None)
+            people.append(None) if people is not None else None
             continue
         boxes, kpts, scores = recorded.calls[-1]
+        if people is not None:
+            people.append((np.asarray(boxes, np.float64).reshape(-1, 4),
+                           np.concatenate([kpts, scores[..., None]], axis=-1)))
         seen["stalled"] += tracker.frame_cnt == count
         seen["dropped"] += len(returned) < len(kpts)
         i = 0

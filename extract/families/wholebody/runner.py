@@ -18,8 +18,9 @@ What rtmlib does, and so what this module does (rtmlib 0.0.16: YOLOX, RTMPose):
 
 One signer per frame: the largest box (the first of equal ones). `persons` counts the boxes.
 A hand model (hand21) with a detector is rtmlib's `Hand`: the detector read as its RTMDet
-(rtmdet.py: normalised input, its cuts, class 0) and the pose model run on every box; the row is
-still the largest box's hand.
+(rtmdet.py: normalised input, its cuts, class 0) and the pose model run on every box, up to
+--max-persons a frame (the largest first); every hand is kept, and the two largest are the
+signer's left and right (persons.py).
 onnxruntime runs with one thread per session (workers = cores, as for Holistic), on the CPU or on
 device 0 of the worker's own CUDA_VISIBLE_DEVICES (`--device`); it is imported only here, when a
 whole-body run starts, and its telemetry is turned off when this module loads, before onnxruntime
@@ -52,7 +53,11 @@ from phoenix_keypoints.extract.families.wholebody.heads import (
     heatmap_problem,
     read_head,
 )
-from phoenix_keypoints.extract.families.wholebody.layouts import DEFAULT_LAYOUT, layout_for
+from phoenix_keypoints.extract.families.wholebody.layouts import (
+    DEFAULT_LAYOUT,
+    EVERY_HAND,
+    layout_for,
+)
 from phoenix_keypoints.extract.families.wholebody.onnx_outputs import (
     STATUS_BAD_DETECTOR,
     STATUS_BAD_POSE,
@@ -65,6 +70,14 @@ from phoenix_keypoints.extract.families.wholebody.onnx_outputs import (
     pose_problem,
     quiet_run_options,
     run_model,
+)
+from phoenix_keypoints.extract.families.wholebody.persons import (
+    MAX_PERSONS,
+    Posed,
+    areas,
+    capped,
+    hands_columns,
+    person_row,
 )
 from phoenix_keypoints.extract.families.wholebody.rtmdet import (
     HAND_SOLUTION,
@@ -81,7 +94,12 @@ from phoenix_keypoints.extract.families.wholebody.tracking import (
     track_lanes,
 )
 from phoenix_keypoints.extract.keypoints.environ import telemetry_off
-from phoenix_keypoints.extract.keypoints.estimator import RUNTIME, ModelFileError, runtime
+from phoenix_keypoints.extract.keypoints.estimator import (
+    DEFAULT_BATCH,
+    RUNTIME,
+    ModelFileError,
+    runtime,
+)
 from phoenix_keypoints.extract.keypoints.onnx_files import (
     as_given,
     check_model_file,
@@ -98,6 +116,10 @@ PAD = 1.25  # rtmlib's bbox padding
 MEAN = (123.675, 116.28, 103.53)
 STD = (58.395, 57.12, 57.375)
 END2END_SCORE = 0.3  # boxes kept from a detector with NMS inside
+# A pose model's crops a call, per frame of the batch: a crop of the largest published input
+# (384x288), as float64 then float32, holds about 4 MiB; four are a 1920x1080 frame's share of
+# --batch-size's memory rule (estimator.BATCH_FRAME_BYTES and the detector's input, ~16 MiB)
+CROPS_PER_FRAME = 4
 RAW_SCORE, RAW_NMS = 0.7, 0.45  # a raw detector's score cut and IoU threshold
 STRIDES = (8, 16, 32)
 GREY = 114
@@ -265,6 +287,8 @@ def record(detector: Path | None, pose_model: Path, point_set: str | None = None
     read = {"point_set": layout.name, "head": model.head.record(model.decoder)}
     if model.head.kind == SIMCC and layout.name == DEFAULT_LAYOUT:
         read = {}  # rtmlib's own SimCC 133: recorded as before heads and point sets were
+    if det and layout.solution == HAND_SOLUTION:  # every hand (HANDS_LAYOUT): runs before, one
+        read["hands"] = EVERY_HAND
     return {**det, "pose_model": pose.as_dict(), "onnxruntime": onnxruntime_version(), **read}
 
 
@@ -346,14 +370,19 @@ class Detector:
         return out, ratios
 
     def _boxes(self, out: np.ndarray, ratio: float) -> np.ndarray:
+        """[N, 4]: the boxes rtmlib's detector gives, in its dtype and order."""
+        return self.scored(out, ratio)[:, :4]
+
+    def scored(self, out: np.ndarray, ratio: float) -> np.ndarray:
+        """[N, 5]: each box as rtmlib's detector gives it, and its score (rtmlib drops it)."""
         if out.shape[-1] == 5:
-            boxes = out[0, :, :4] / ratio
-            return boxes[out[0, :, 4] > END2END_SCORE]
+            keep = out[0, :, 4] > END2END_SCORE
+            return np.hstack([out[0, keep, :4] / ratio, out[0, keep, 4:5]])
         return self._decode_raw(out, ratio)
 
     def _decode_raw(self, out: np.ndarray, ratio: float) -> np.ndarray:
         """Grid decode, objectness x class, per-class NMS (the classes the kind keeps); float64
-        boxes as rtmlib's."""
+        boxes as rtmlib's, each with its score."""
         grid, stride = _grid(self.hw)
         pred = out[0].copy()
         pred[:, :2] = (pred[:, :2] + grid) * stride
@@ -365,9 +394,10 @@ class Detector:
         for c in range(scores.shape[1]):
             sel = scores[:, c] > self.kind.raw_score
             if sel.any() and self.kind.keeps(c):
-                b = boxes[sel]
-                kept.append(b[_nms(b, scores[sel, c], self.kind.raw_nms)].astype(np.float64))
-        return np.concatenate(kept) if kept else np.zeros((0, 4))
+                b, score = boxes[sel], scores[sel, c]
+                best = _nms(b, score, self.kind.raw_nms)
+                kept.append(np.hstack([b[best], score[best][:, None]]).astype(np.float64))
+        return np.concatenate(kept) if kept else np.zeros((0, 5))
 
 
 def _grid(hw: tuple[int, int]) -> tuple[np.ndarray, np.ndarray]:
@@ -486,21 +516,25 @@ def largest(boxes: np.ndarray) -> np.ndarray:
 
 
 def largest_index(boxes: np.ndarray) -> int:
-    areas = (boxes[:, 2].astype(np.float64) - boxes[:, 0]) * (boxes[:, 3] - boxes[:, 1])
-    return int(np.argmax(areas))
+    return int(np.argmax(areas(boxes)))
 
 
 class WholebodyModels:
-    """Detector and pose model of one process: RGB frames -> ([K * 3] float32, persons) each.
-    every_box: the pose model runs on every box, as rtmlib's Hand does (the row is still the
-    largest box's person); otherwise on the largest box alone."""
+    """Detector and pose model of one process: RGB frames -> Posed (persons.py) each.
+    every_box: the pose model runs on every box, as rtmlib's Hand does, up to max_persons (the
+    largest first: persons.py); otherwise on the largest box alone. Crops go through the pose
+    model in calls of at most CROPS_PER_FRAME x batch_size, so frames of many boxes hold no more
+    at once than --batch-size's memory rule allows a batch."""
 
     def __init__(self, detector: Path | None, pose_model: Path, device: str = "cpu",
                  decoder: str = DECODERS[0], detector_kind: str = YOLOX,
-                 every_box: bool = False) -> None:
+                 every_box: bool = False, max_persons: int = MAX_PERSONS,
+                 batch_size: int = DEFAULT_BATCH) -> None:
         self.detector = Detector(Path(detector), device, detector_kind) if detector else None
         self.pose = PoseModel(Path(pose_model), device, decoder)
         self.every_box = every_box
+        self.max_persons = max_persons
+        self.crops_per_call = CROPS_PER_FRAME * max(1, batch_size)
         if device == "cuda" and CUDA not in self.providers():
             # onnxruntime falls back to the CPU, with a warning only, when CUDA cannot start
             raise DeviceError("--device cuda: onnxruntime-gpu is installed but could not start CUDA "
@@ -513,10 +547,10 @@ class WholebodyModels:
         det = self.detector.session.get_providers() if self.detector else []
         return list(dict.fromkeys(det + self.pose.session.get_providers()))
 
-    def __call__(self, rgb: np.ndarray) -> tuple[np.ndarray, int]:
+    def __call__(self, rgb: np.ndarray) -> Posed | BadOutput:
         return self.batch([rgb])[0]
 
-    def batch(self, rgbs: list[np.ndarray]) -> list[tuple[np.ndarray, int] | BadOutput]:
+    def batch(self, rgbs: list[np.ndarray]) -> list[Posed | BadOutput]:
         """Each frame's keypoints: the detector on all frames, then the pose model on the crops
         of the frames whose boxes are sane; a frame whose outputs are nonsense gets BadOutput."""
         bgrs = [cv2.cvtColor(rgb, cv2.COLOR_RGB2BGR) for rgb in rgbs]
@@ -526,84 +560,83 @@ class WholebodyModels:
         if not keep:
             return out
         if self.every_box:
-            return self._every_box(bgrs, found, keep, out)
-        boxes = [largest(found[i]) if len(found[i]) else whole(bgrs[i]) for i in keep]
+            posed = self.frames_on_boxes([bgrs[i] for i in keep], [list(found[i]) for i in keep])
+            for i, one in zip(keep, posed, strict=True):
+                out[i] = one
+            return out
+        boxes = [largest(found[i])[:4] if len(found[i]) else whole(bgrs[i]) for i in keep]
         for i, pose in zip(keep, self.poses([bgrs[i] for i in keep], boxes), strict=True):
-            out[i] = pose if isinstance(pose, BadOutput) else (signer_row(*pose), len(found[i]))
-        return out
-
-    def _every_box(self, bgrs: list[np.ndarray], found: list[Any], keep: list[int],
-                   out: list[Any]) -> list[Any]:
-        """The frames `keep` with every box posed (rtmlib's Hand), the crops in calls of as many
-        as the batch has frames (so a detector keeping many boxes holds no more crops at once):
-        each frame's row is its largest box's person; a frame any of whose crops the pose model
-        answers with nonsense gets that BadOutput."""
-        owner = [i for i in keep for _ in range(max(1, len(found[i])))]
-        boxes = [b for i in keep for b in (list(found[i]) if len(found[i]) else [whole(bgrs[i])])]
-        step = len(bgrs)
-        poses = [p for s in range(0, len(boxes), step)
-                 for p in self.poses([bgrs[i] for i in owner[s:s + step]], boxes[s:s + step])]
-        for i in keep:
-            mine = [p for j, p in zip(owner, poses, strict=True) if j == i]
-            bad = next((p for p in mine if isinstance(p, BadOutput)), None)
-            signer = mine[largest_index(found[i])] if len(found[i]) else mine[0]
-            out[i] = bad if bad is not None else (signer_row(*signer), len(found[i]))
+            out[i] = pose if isinstance(pose, BadOutput) else Posed(person_row(*pose),
+                                                                    len(found[i]))
         return out
 
     def detect(self, bgrs: list[np.ndarray]) -> list[np.ndarray | BadOutput]:
-        """Each frame's boxes (rtmlib's YOLOX, or its RTMDet), the frames in one call; BadOutput
-        where the detector's answer is nonsense. No detector: no boxes."""
+        """Each frame's boxes (rtmlib's YOLOX, or its RTMDet) with their scores, [N, 5], the
+        frames in one call; BadOutput where the detector's answer is nonsense. No detector: no
+        boxes."""
         if self.detector is None:  # no detector: no boxes, the pose model takes the whole frame
-            return [np.zeros((0, 4))] * len(bgrs)
+            return [np.zeros((0, 5))] * len(bgrs)
         raw, ratios = self.detector.outputs(bgrs)
-        found = [self.detector._boxes(raw[i:i + 1], r) for i, r in enumerate(ratios)]
-        return [BadOutput(STATUS_BAD_DETECTOR, why) if (why := detector_problem(raw[i:i + 1], b,
-                                                                                bgr.shape)) else b
+        found = [self.detector.scored(raw[i:i + 1], r) for i, r in enumerate(ratios)]
+        return [BadOutput(STATUS_BAD_DETECTOR, why) if (why := detector_problem(
+            raw[i:i + 1], b[:, :4], bgr.shape)) else b
                 for i, (b, bgr) in enumerate(zip(found, bgrs, strict=True))]
 
     def poses(self, bgrs: list[np.ndarray], boxes: list[np.ndarray]
               ) -> list[tuple[np.ndarray, np.ndarray] | BadOutput]:
-        """Each crop's (xy in frame pixels as rtmlib computes them, scores), the crops in one
-        call; BadOutput where the pose model's answer is nonsense."""
-        outs, crops = self.pose.outputs(bgrs, boxes)
-        return [BadOutput(STATUS_BAD_POSE, why) if (why := self.pose.problem(outs, k)) else
-                self.pose.decode(outs, k, c) for k, c in enumerate(crops)]
+        """Each crop's (xy in frame pixels as rtmlib computes them, scores), the crops in calls
+        of at most crops_per_call; BadOutput where the pose model's answer is nonsense."""
+        out: list[tuple[np.ndarray, np.ndarray] | BadOutput] = []
+        step = self.crops_per_call
+        for s in range(0, len(boxes), step):
+            outs, crops = self.pose.outputs(bgrs[s:s + step], boxes[s:s + step])
+            out += [BadOutput(STATUS_BAD_POSE, why) if (why := self.pose.problem(outs, k)) else
+                    self.pose.decode(outs, k, c) for k, c in enumerate(crops)]
+        return out
 
-    def one_frame(self, bgr: np.ndarray, boxes: list[np.ndarray]
-                  ) -> tuple[np.ndarray, int, list[np.ndarray]] | BadOutput:
-        """One frame on given boxes (the whole frame when none), all in one call: the signer's
-        row (the largest box's person), the box count, and every person's xy (video mode)."""
+    def one_frame(self, bgr: np.ndarray, boxes: list[np.ndarray]) -> Posed | BadOutput:
+        """One frame posed on given boxes (the whole frame when none): frames_on_boxes."""
         return self.frames_on_boxes([bgr], [boxes])[0]
 
     def frames_on_boxes(self, bgrs: list[np.ndarray], boxes: list[list[np.ndarray]]
-                        ) -> list[tuple[np.ndarray, int, list[np.ndarray]] | BadOutput]:
-        """one_frame for several frames (of different videos), every crop in one call."""
-        crops = [(bgr, box) for bgr, mine in zip(bgrs, boxes, strict=True)
-                 for box in (mine or [whole(bgr)])]
-        poses = self.poses([c[0] for c in crops], [c[1] for c in crops])
-        out: list[Any] = []
-        for mine in boxes:
-            frame, poses = poses[:max(1, len(mine))], poses[max(1, len(mine)):]
+                        ) -> list[Posed | BadOutput]:
+        """Several frames (of different videos, or a batch's), each posed on every one of its
+        boxes (rows x1, y1, x2, y2 and, where the detector gave it, the score) up to
+        max_persons, the largest first (persons.py), or on the whole frame where it has none:
+        its row is its largest box's person, and it keeps every person posed (tracking follows
+        them, a hand run writes them); a frame any of whose crops the pose model answers with
+        nonsense gets that BadOutput."""
+        plan = [self._posed_boxes(bgr, mine) for bgr, mine in zip(bgrs, boxes, strict=True)]
+        poses = self.poses([bgr for bgr, (posed, _) in zip(bgrs, plan, strict=True) for _ in posed],
+                           [box for posed, _ in plan for box, _ in posed])
+        out: list[Posed | BadOutput] = []
+        for bgr, mine, (posed, cut) in zip(bgrs, boxes, plan, strict=True):
+            frame, poses = poses[:len(posed)], poses[len(posed):]
             bad = next((p for p in frame if isinstance(p, BadOutput)), None)
             if bad is not None:
                 out.append(bad)
                 continue
-            signer = frame[largest_index(np.asarray(mine))] if mine else frame[0]
-            out.append((signer_row(*signer), len(mine), [xy for xy, _ in frame]))
+            rows = np.array([[*box[:4], score] for box, score in posed], np.float64)
+            signer = frame[largest_index(np.asarray([box for box, _ in posed]))] if mine else \
+                frame[0]
+            out.append(Posed(person_row(*signer), len(mine), frame, rows, cut, self.max_persons,
+                             bgr.shape[1]))
         return out
+
+    def _posed_boxes(self, bgr: np.ndarray, mine: list[np.ndarray]
+                     ) -> tuple[list[tuple[np.ndarray, float]], int]:
+        """The boxes one frame is posed on, each (box as given, the detector's score or NaN),
+        and how many the cap leaves out: the whole frame where there are none."""
+        if not mine:
+            return [(whole(bgr), np.nan)], 0
+        kept = capped(np.asarray(mine), self.max_persons)
+        return [(mine[j][:4], float(mine[j][4]) if len(mine[j]) > 4 else np.nan)
+                for j in kept], len(mine) - len(kept)
 
 
 def whole(bgr: np.ndarray) -> np.ndarray:
     """rtmlib's box when nobody is found: the whole frame."""
     return np.array([0, 0, bgr.shape[1], bgr.shape[0]])
-
-
-def signer_row(xy: np.ndarray, scores: np.ndarray) -> np.ndarray:
-    """One person's points as the column stores them: [K * 3] float32 (x, y, score)."""
-    row = np.empty((len(xy), 3), np.float32)
-    row[:, :2] = xy
-    row[:, 2] = scores
-    return row.reshape(-1)
 
 
 class WholebodyEstimator:
@@ -614,14 +647,16 @@ class WholebodyEstimator:
         run = runtime() | settings.get(RUNTIME, {})
         self.settings = {k: v for k, v in settings.items() if k != RUNTIME}
         self.declaration = declaration_of(settings)
-        self.column = layout_of(settings).column
+        self.layout = layout_of(settings)
         self.batch_size = int(run["batch_size"])
         self._models = WholebodyModels((settings.get("detector") or {}).get("path"),
                                        settings["pose_model"]["path"],
                                        run["device"], (settings.get("head") or {}).get("decoder",
                                                                                       DECODERS[0]),
                                        kind_of(settings.get("detector")),
-                                       layout_of(settings).solution == HAND_SOLUTION)
+                                       self.layout.solution == HAND_SOLUTION,
+                                       int(settings.get("max_persons", MAX_PERSONS)),
+                                       self.batch_size)
         self.providers = self._models.providers()
         self.tracker = Tracker(int(settings.get("det_every", 1)))
         # tracked, a video's frames wait on each other: batch_size videos go in lockstep instead
@@ -649,8 +684,15 @@ class WholebodyEstimator:
         found = track_lanes(self._models, [(self._lanes[lane], rgbs) for lane, rgbs in windows])
         return [[self._result(r) for r in each] for each in found]
 
-    def _result(self, r: tuple[np.ndarray, int] | BadOutput) -> dict[str, Any]:
-        return r.as_result() if not isinstance(r, tuple) else {self.column: r[0], "persons": r[1]}
+    def _result(self, r: Posed | BadOutput) -> dict[str, Any]:
+        """A frame's columns: its layout's points (the two hands, every hand and its box; or
+        the signer's row), persons, and a note where the cap left boxes out."""
+        if isinstance(r, BadOutput):
+            return r.as_result()
+        lay = self.layout
+        points = hands_columns(r, lay.sides, lay.lists) if lay.sides else {lay.column: r.row}
+        note = r.note()
+        return {**points, "persons": r.persons, **({"note": note} if note else {})}
 
     def blame(self, status: str) -> str:
         """The model file a frame status says is at fault (KeepsFailing's message)."""
