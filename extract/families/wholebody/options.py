@@ -15,6 +15,7 @@ from phoenix_keypoints.extract.families.wholebody.heads import DECODERS
 from phoenix_keypoints.extract.families.wholebody.layouts import DEFAULT_LAYOUT
 from phoenix_keypoints.extract.families.wholebody.rtmdet import KIND_NAMES, kind_of
 from phoenix_keypoints.extract.keypoints.estimator import OptionError
+from phoenix_keypoints.extract.keypoints.option_values import whole_number
 
 ABOUT = "COCO-WholeBody 133 points from --detector and --pose-model: docs/wholebody.md"
 DOCS = "docs/wholebody.md"
@@ -42,11 +43,8 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
                         "between as rtmlib's PoseTracker(det_frequency=K) (default 1: every frame)")
 
 
-def _every(value: str) -> int:
-    """--det-every's K: a whole number of frames, 1 or more (1: a detection on every frame)."""
-    if not value.strip().isdigit() or int(value) < 1:
-        raise argparse.ArgumentTypeError(f"must be a whole number of frames, 1 or more, not {value!r}")
-    return int(value)
+# --det-every's K: a whole number of frames, 1 or more (1: a detection on every frame)
+_every = whole_number(1, what="a whole number of frames")
 
 
 def asked_settings(args: argparse.Namespace, estimator: str | None,
