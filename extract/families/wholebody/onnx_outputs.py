@@ -118,9 +118,21 @@ def looks_like_pose(shapes: list[list[Any]], points: int) -> bool:
 
 
 def looks_like_detector(shapes: list[list[Any]]) -> bool:
+    """A YOLOX's outputs: boxes [1, N, 5 + classes], and with NMS inside perhaps its labels
+    [1, N]; no more."""
     first = shapes[0] if shapes else []
     return len(first) == 3 and isinstance(first[2], int) and first[2] >= 5 \
-        and not (len(shapes) == 2 and len(shapes[1]) == 3)
+        and (len(shapes) == 1 or (len(shapes) == 2 and len(shapes[1]) == 2))
+
+
+SHOWN = 3  # output shapes a message quotes of a model with more
+
+
+def outputs_said(shapes: list[list[Any]]) -> str:
+    """A model's outputs in words: their shapes, the first SHOWN of a model with more."""
+    if len(shapes) <= SHOWN:
+        return f"outputs {shapes}"
+    return f"{len(shapes):,} outputs ({', '.join(map(str, shapes[:SHOWN]))}, ...)"
 
 
 def what_it_is(shapes: list[list[Any]], points: int) -> str:
@@ -130,7 +142,7 @@ def what_it_is(shapes: list[list[Any]], points: int) -> str:
     if looks_like_detector(shapes):
         kind = "with NMS inside" if shapes[0][2] == 5 else "without NMS (raw grid)"
         return f"a YOLOX person detector {kind} (output {shapes[0]}), not a pose model"
-    return f"a model with outputs {shapes}"
+    return f"a model with {outputs_said(shapes)}"
 
 
 def check_detector(session: Any, hw: tuple[int, int], flag: str, path: Path, points: int) -> str:
@@ -139,7 +151,7 @@ def check_detector(session: Any, hw: tuple[int, int], flag: str, path: Path, poi
     first = shapes[0] if shapes else []
     last = first[2] if len(first) == 3 else None
     rows = first[1] if len(first) == 3 else None
-    if looks_like_pose(shapes, points) or last is None or not isinstance(last, int) or last < 5:
+    if not looks_like_detector(shapes) or last is None or not isinstance(last, int) or last < 5:
         raise ModelFileError(f"{flag} {path}: {escaped(what_it_is(shapes, points))}. A YOLOX person "
                              "detector answers [1, N, 5] (NMS inside) or [1, cells, 5 + classes]; "
                              "pass the pose model as --pose-model and a detector as --detector.")

@@ -29,6 +29,7 @@ from phoenix_keypoints.extract.families.wholebody.onnx_outputs import (
     check_answer,
     detector_problem,
     escaped,
+    outputs_said,
     run_model,
     values_problem,
 )
@@ -69,7 +70,7 @@ def check_pose3d(session: Any, wh: tuple[int, int], path: Path) -> None:
     if not fits:
         two = " (two outputs: a 2D SimCC model; run it with --estimator wholebody)" \
             if len(shapes) == 2 else ""
-        raise ModelFileError(f"{FLAG} {path}: a model with outputs {escaped(str(shapes))}{two}. "
+        raise ModelFileError(f"{FLAG} {path}: a model with {escaped(outputs_said(shapes))}{two}. "
                              f"--estimator {WHOLEBODY3D} expects three SimCC outputs [1, {POINTS}, "
                              f"{want[0]}], [1, {POINTS}, {want[1]}] and [1, {POINTS}, Z] for its "
                              "input (an RTMW3D model, as rtmlib's Wholebody3d runs).")
