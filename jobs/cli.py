@@ -174,6 +174,31 @@ def _runtime_args(p: argparse.ArgumentParser) -> None:
                         f"is the same for any N: {docs})")
     p.add_argument("--device", choices=("auto", "cpu", "cuda"),
                    help=f"{which}: {where}")
+    _limit_args(p, which)
+
+
+def _limit_args(p: argparse.ArgumentParser, which: str) -> None:
+    """--model-deadline, --model-memory: what one model call may take (for a model file is
+    untrusted: extract/keypoints/model_calls.py); not part of the output."""
+    from phoenix_keypoints.extract.keypoints import model_calls as mc
+
+    p.add_argument("--model-deadline", metavar="SECONDS",
+                   type=decimal_number(0, mc.MAX_DEADLINE_S, above=True, what="a number of seconds"),
+                   help=f"{which}: the longest one model call may take, per frame or crop it holds "
+                        f"(default {mc.DEADLINE_S:g}); a model past it is refused (exit 2)")
+    p.add_argument("--model-memory", metavar="MIB",
+                   type=whole_number(1, mc.MAX_MEMORY_MIB, "1 TiB", "a whole number of MiB"),
+                   help=f"{which}: the most one model call may grow a process's memory by, in MiB "
+                        f"per frame or crop it holds (default {mc.MEMORY_MIB}); a model past it is "
+                        "refused (exit 2)")
+
+
+def _set_limits(args: argparse.Namespace) -> None:
+    """This process's model limits, before the start-up check runs the models once."""
+    from phoenix_keypoints.extract.keypoints.model_calls import set_last_word, set_limits
+
+    set_limits(getattr(args, "model_deadline", None), getattr(args, "model_memory", None))
+    set_last_word(messages.error)
 
 
 def _export_formats() -> dict[str, str]:
@@ -503,11 +528,12 @@ def _run(args: argparse.Namespace) -> int:
     if out is None:
         raise RunError("run needs --out RUN_DIR (or the older --output_path FILE.pkl).")
     num_gpus, per_gpu = _workers(args)
+    _set_limits(args)
     return run(RunRequest(out, _options(args), num_gpus, per_gpu, args.fresh,
                           args.allow_partial, args.retry_failed, args.num_shards, args.shard_index,
                           args.backend, args.address, pkl, args.frozen,
                           typed_flags(getattr(args, "argv", []), _WORKER_FLAGS),
-                          args.batch_size, args.device))
+                          args.batch_size, args.device, args.model_deadline, args.model_memory))
 
 
 _WORKER_FLAGS = ("--workers", "--workers-per-gpu", "--num_workers_per_gpu", "--num-gpus", "--num_gpus")
@@ -556,7 +582,8 @@ def _slurm(args: argparse.Namespace) -> int:
         cpus = args.workers
     so = SlurmOptions(args.max_parallel, args.time, cpus, args.gpus_per_task,
                       args.partition, args.account, args.sbatch_arg, args.mem, args.batch_size,
-                      args.device)
+                      args.device, args.model_deadline, args.model_memory)
+    _set_limits(args)
     rd = _rd(args.out)
     return slurm_command(rd, plan_for_array(rd, _options(args), args.num_shards, so, args.frozen),
                          so, submit=args.submit)

@@ -132,7 +132,7 @@ def test_every_numeric_option_reads_ascii_digits_only_and_says_so_in_words():
                 kind(value)
             assert str(e.value).startswith("must be "), (command, flag, value, str(e.value))
     assert {"--det-every", "--batch-size", "--workers", "--fps", "--tolerance", "--max-gap",
-            "--min-detection-confidence",
+            "--model-deadline", "--model-memory", "--min-detection-confidence",
             "--model-complexity", "--min-face-rate", "--max-hand-gap"} <= {f for _, f, _ in found}
 
 

@@ -41,6 +41,7 @@ from phoenix_keypoints.extract.families.wholebody.runner import (
     _input_hw,
     _run,
     _session,
+    check_batch,
     describe,
     dynamic_batch,
     largest,
@@ -108,7 +109,8 @@ class PoseModel3d(PoseModel):
         """The three SimCC vectors of the frames' crops, and each crop with its centre and scale."""
         crops = [self._crop(b, box) for b, box in zip(bgrs, boxes, strict=True)]
         x = np.ascontiguousarray(np.stack([c[0] for c in crops]).transpose(0, 3, 1, 2), np.float32)
-        out = run_model(lambda: _run(self.session, self.input, x, self.dynamic), FLAG, self.path)
+        out = run_model(lambda: _run(self.session, self.input, x, self.dynamic), FLAG, self.path,
+                        len(x))
         return out[:3], crops
 
     def decode3d(self, sx: np.ndarray, sy: np.ndarray, sz: np.ndarray, centre: np.ndarray,
@@ -186,6 +188,7 @@ class Wholebody3dEstimator:
         self._models = Wholebody3dModels(settings["detector"]["path"],
                                          settings["pose_model"]["path"], run["device"])
         self.providers = self._models.providers()
+        check_batch(self.batch_size, self._models.detector, self._models.pose)
 
     def start_video(self) -> None:
         pass
