@@ -195,10 +195,10 @@ def _limit_args(p: argparse.ArgumentParser, which: str) -> None:
 
 def _set_limits(args: argparse.Namespace) -> None:
     """This process's model limits, before the start-up check runs the models once."""
-    from phoenix_keypoints.extract.keypoints.model_calls import set_last_word, set_limits
+    from phoenix_keypoints.extract.keypoints.model_calls import say_error, set_last_word, set_limits
 
     set_limits(getattr(args, "model_deadline", None), getattr(args, "model_memory", None))
-    set_last_word(messages.error)
+    set_last_word(lambda text: say_error(messages.terminal(text)))
 
 
 def _export_formats() -> dict[str, str]:

@@ -94,6 +94,7 @@ def _numeric_options() -> list[tuple[str, str, object]]:
     """(command, flag, type) of every option of every command whose type reads 1 or 3 as a number:
     the whole parser walked, subcommands of subcommands too, so a new one is in the test."""
     import argparse
+    import contextlib
 
     from phoenix_keypoints.jobs.cli import build_parser
 
@@ -106,10 +107,8 @@ def _numeric_options() -> list[tuple[str, str, object]]:
             elif action.option_strings and callable(action.type):
                 read = []
                 for probe in ("1", "3"):
-                    try:
+                    with contextlib.suppress(argparse.ArgumentTypeError, ValueError, TypeError):
                         read.append(action.type(probe))
-                    except (argparse.ArgumentTypeError, ValueError, TypeError):
-                        pass
                 if any(isinstance(x, (int, float)) and not isinstance(x, bool) for x in read):
                     out.append((name, action.option_strings[0], action.type))
     return out

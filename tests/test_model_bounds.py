@@ -17,10 +17,17 @@ import sys
 import time
 from pathlib import Path
 
-import numpy as np
 import pytest
 from helpers import REPO, assert_no_traceback, cli_env
-from tiny_onnx import detector_end2end, looping, tiny_models
+from tiny_onnx import (
+    detector_end2end,
+    folding,
+    huge_allocation,
+    looping,
+    pose_declaring,
+    tiny_models,
+    with_outputs,
+)
 
 ADDRESS_SPACE = 4 << 30  # a clean run of the tiny models needs under 3 GB of address space
 
@@ -136,26 +143,6 @@ def test_a_model_slow_only_on_frames_is_stopped_in_the_worker(
                   "(--model-deadline: 1 s an input)")
 
 
-def huge_allocation(src: Path, out: Path, output: str, floats: int) -> Path:
-    """src whose output also depends on one ConstantOfShape of `floats` floats: a single node,
-    which onnxruntime cannot stop between nodes."""
-    from onnx import helper, numpy_helper
-    from tiny_onnx import _rewired
-
-    inits = [numpy_helper.from_array(np.array([floats], np.int64), "big_shape"),
-             numpy_helper.from_array(np.array(0.0, np.float32), "big_zero"),
-             numpy_helper.from_array(np.array(1.0, np.float32), "big_one")]
-    nodes = [helper.make_node("ReduceMax", ["input"], ["big_m"], keepdims=0),
-             helper.make_node("Greater", ["big_m", "big_zero"], ["big_bright"]),  # not folded
-             helper.make_node("Cast", ["big_bright"], ["big_b"], to=7),
-             helper.make_node("Mul", ["big_shape", "big_b"], ["big_n"]),
-             helper.make_node("ConstantOfShape", ["big_n"], ["big"]),
-             helper.make_node("ReduceMax", ["big"], ["big_max"], keepdims=0),
-             helper.make_node("Mul", ["big_max", "big_zero"], ["big_nil"]),
-             helper.make_node("Add", [f"{output}_orig", "big_nil"], [output])]
-    return _rewired(src, out, output, nodes, inits)
-
-
 def test_a_single_node_past_twice_the_memory_limit_ends_the_process_with_the_refusal(
         models: dict[str, Path], frames: Path, tmp_path: Path):
     """One ConstantOfShape of 2 GiB: onnxruntime checks terminate between nodes only, so at twice
@@ -169,28 +156,21 @@ def test_a_single_node_past_twice_the_memory_limit_ends_the_process_with_the_ref
                                                     "ended.")
 
 
+def test_a_model_whose_load_runs_past_the_deadline_ends_the_process_with_the_refusal(
+        models: dict[str, Path], frames: Path, tmp_path: Path):
+    """A 6000 x 6000 product of constants: onnxruntime computes it while it loads the model (about
+    a minute a load here; 67bac1c loaded it three times in the coordinator, then in each worker).
+    Nothing can stop a load: at --model-deadline the refusal is said and the process ends."""
+    slow = folding(models["detector"], tmp_path / "fold.onnx", "dets", 6000)
+    proc, took = bounded_run(wb(frames, tmp_path / "R", slow, models["pose"], "--model-deadline",
+                                "1"), timeout=120)
+    refused(proc, f"--detector {slow}: loading this model (onnxruntime computes the constant "
+                  "parts of its graph then) ran past 1 s (--model-deadline: 1 s an input), and was "
+                  "stopped", "the process was ended.")
+    assert not (tmp_path / "R").exists()
+
+
 # --- a model's declared input ------------------------------------------------------------------------
-def pose_declaring(path: Path, hw: tuple[int, int], points: int = 133) -> Path:
-    """A SimCC-shaped pose model declaring input [1, 3, h, w] (its outputs made by Expand, so the
-    file stays small however large the input it declares)."""
-    from onnx import TensorProto, helper, numpy_helper
-
-    h, w = hw
-    inits = [numpy_helper.from_array(np.array([1, points, 2 * w], np.int64), "sx"),
-             numpy_helper.from_array(np.array([1, points, 2 * h], np.int64), "sy")]
-    nodes = [helper.make_node("ReduceMean", ["input"], ["m"], keepdims=0),
-             helper.make_node("Expand", ["m", "sx"], ["simcc_x"]),
-             helper.make_node("Expand", ["m", "sy"], ["simcc_y"])]
-    graph = helper.make_graph(
-        nodes, "declaring", [helper.make_tensor_value_info("input", TensorProto.FLOAT, [1, 3, h, w])],
-        [helper.make_tensor_value_info("simcc_x", TensorProto.FLOAT, [1, points, 2 * w]),
-         helper.make_tensor_value_info("simcc_y", TensorProto.FLOAT, [1, points, 2 * h])], inits)
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
-    model.ir_version = 8
-    path.write_bytes(model.SerializeToString())
-    return path
-
-
 @pytest.mark.parametrize("role", ["detector", "pose"])
 def test_a_model_declaring_a_huge_input_is_refused_before_any_frame(
         role: str, models: dict[str, Path], frames: Path, tmp_path: Path):
@@ -223,22 +203,6 @@ def test_a_batch_of_a_large_models_inputs_is_held_to_the_batch_size_rule(
 
 
 # --- a model named for what it is ---------------------------------------------------------------
-def with_outputs(src: Path, out: Path, count: int) -> Path:
-    """src with `count` outputs: the first one copied (Identity) until there are that many."""
-    import onnx
-    from onnx import helper
-
-    model = onnx.load(str(src))
-    first = model.graph.output[0]
-    for k in range(count - len(model.graph.output)):
-        model.graph.node.append(helper.make_node("Identity", [first.name], [f"copy{k}"]))
-        extra = model.graph.output.add()
-        extra.CopyFrom(first)
-        extra.name = f"copy{k}"
-    out.write_bytes(model.SerializeToString())
-    return out
-
-
 @pytest.mark.parametrize("role", ["pose", "detector"])
 def test_a_model_of_300_outputs_is_named_for_what_it_is(role: str, models: dict[str, Path],
                                                         tmp_path: Path):

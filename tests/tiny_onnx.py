@@ -721,3 +721,70 @@ def looping(src: Path, out: Path, output: str, trips: int | str, body: str = "co
     extra += [helper.make_node("Mul", ["loop_acc", "loop_times0"], ["loop_nil"]),
               helper.make_node("Add", [f"{output}_orig", "loop_nil"], [output])]
     return _rewired(src, out, output, extra, inits)
+
+
+def huge_allocation(src: Path, out: Path, output: str, floats: int) -> Path:
+    """src whose output also depends on one ConstantOfShape of `floats` floats: a single node,
+    which onnxruntime cannot stop between nodes."""
+    _, _, helper, numpy_helper = _helpers()
+    inits = [numpy_helper.from_array(np.array([floats], np.int64), "big_shape"),
+             numpy_helper.from_array(np.array(0.0, np.float32), "big_zero")]
+    nodes = [helper.make_node("ReduceMax", ["input"], ["big_m"], keepdims=0),
+             helper.make_node("Greater", ["big_m", "big_zero"], ["big_bright"]),  # not folded
+             helper.make_node("Cast", ["big_bright"], ["big_b"], to=7),
+             helper.make_node("Mul", ["big_shape", "big_b"], ["big_n"]),
+             helper.make_node("ConstantOfShape", ["big_n"], ["big"]),
+             helper.make_node("ReduceMax", ["big"], ["big_max"], keepdims=0),
+             helper.make_node("Mul", ["big_max", "big_zero"], ["big_nil"]),
+             helper.make_node("Add", [f"{output}_orig", "big_nil"], [output])]
+    return _rewired(src, out, output, nodes, inits)
+
+
+def pose_declaring(path: Path, hw: tuple[int, int], points: int = 133) -> Path:
+    """A SimCC-shaped pose model declaring input [1, 3, h, w] (its outputs made by Expand, so the
+    file stays small however large the input it declares)."""
+    _, TensorProto, helper, numpy_helper = _helpers()
+    h, w = hw
+    inits = [numpy_helper.from_array(np.array([1, points, 2 * w], np.int64), "sx"),
+             numpy_helper.from_array(np.array([1, points, 2 * h], np.int64), "sy")]
+    nodes = [helper.make_node("ReduceMean", ["input"], ["m"], keepdims=0),
+             helper.make_node("Expand", ["m", "sx"], ["simcc_x"]),
+             helper.make_node("Expand", ["m", "sy"], ["simcc_y"])]
+    graph = helper.make_graph(
+        nodes, "declaring", [helper.make_tensor_value_info("input", TensorProto.FLOAT, [1, 3, h, w])],
+        [helper.make_tensor_value_info("simcc_x", TensorProto.FLOAT, [1, points, 2 * w]),
+         helper.make_tensor_value_info("simcc_y", TensorProto.FLOAT, [1, points, 2 * h])], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    model.ir_version = 8
+    path.write_bytes(model.SerializeToString())
+    return path
+
+
+def with_outputs(src: Path, out: Path, count: int) -> Path:
+    """src with `count` outputs: the first one copied (Identity) until there are that many."""
+    onnx, _, helper, _ = _helpers()
+    model = onnx.load(str(src))
+    first = model.graph.output[0]
+    for k in range(count - len(model.graph.output)):
+        model.graph.node.append(helper.make_node("Identity", [first.name], [f"copy{k}"]))
+        extra = model.graph.output.add()
+        extra.CopyFrom(first)
+        extra.name = f"copy{k}"
+    out.write_bytes(model.SerializeToString())
+    return out
+
+
+def folding(src: Path, out: Path, output: str, side: int) -> Path:
+    """src whose output also depends on a side x side product of constants (adding 0 times its
+    maximum): onnxruntime computes it while it loads the model (constant folding), which no
+    RunOptions can stop."""
+    _, _, helper, numpy_helper = _helpers()
+    inits = [numpy_helper.from_array(np.array([side, side], np.int64), "fold_shape"),
+             numpy_helper.from_array(np.array(1e-3, np.float32), "fold_one"),
+             numpy_helper.from_array(np.array(0.0, np.float32), "fold_zero")]
+    nodes = [helper.make_node("Expand", ["fold_one", "fold_shape"], ["fold_a"]),
+             helper.make_node("MatMul", ["fold_a", "fold_a"], ["fold_aa"]),
+             helper.make_node("ReduceMax", ["fold_aa"], ["fold_max"], keepdims=0),
+             helper.make_node("Mul", ["fold_max", "fold_zero"], ["fold_nil"]),
+             helper.make_node("Add", [f"{output}_orig", "fold_nil"], [output])]
+    return _rewired(src, out, output, nodes, inits)

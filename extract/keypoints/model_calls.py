@@ -3,7 +3,8 @@ whose graph loops for ever, or grows 4 MB a trip, would hang a worker (a SLURM j
 wall-clock limit) or grow it until the OOM killer, whatever frames it is given.
 
 Each call, the start-up check on one grey input as every batch, runs under a watchdog thread that
-reads the clock and this process's resident memory (/proc/self/statm) every POLL_S while
+reads the clock and this process's own resident memory (/proc/self/statm: resident minus
+file-backed pages, so libraries loaded by a first call do not count) every POLL_S while
 onnxruntime runs (it lets go of the GIL meanwhile). Past the call's deadline, or its memory
 limit, the watchdog sets the call's RunOptions.terminate: onnxruntime checks it between nodes,
 inside a Loop's body too (1.32, measured: a Loop of 2^62 trips stops within a poll of it), the
@@ -30,8 +31,8 @@ Neither changes what a model answers, so neither is part of a run's identity (as
 
 from __future__ import annotations
 
+import contextlib
 import os
-import sys
 import threading
 import time
 from collections.abc import Callable
@@ -75,12 +76,27 @@ def limits() -> Limits:
     return _limits
 
 
-def _stderr(text: str) -> None:
-    sys.stderr.write(f"error: {text}\n")
-    sys.stderr.flush()
+def _saved_stderr() -> int:
+    """A descriptor of stderr as it is when this module loads: loading a model sends fd 2 to a
+    file meanwhile (onnxruntime's warnings are caught there), and a refusal said then must reach
+    the terminal."""
+    try:
+        return os.dup(2)
+    except OSError:
+        return -1
 
 
-_last_word: list[Callable[[str], None]] = [_stderr]
+_STDERR = _saved_stderr()
+
+
+def say_error(text: str) -> None:
+    """`error: TEXT` on the saved stderr, control characters escaped (the default last word)."""
+    shown = "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+    with contextlib.suppress(OSError):  # no stderr: the exit status still says it
+        os.write(_STDERR, f"error: {shown}\n".encode("utf-8", "backslashreplace"))
+
+
+_last_word: list[Callable[[str], None]] = [say_error]
 
 
 def set_last_word(say: Callable[[str], None]) -> None:
@@ -123,16 +139,21 @@ _PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
 
 
 def resident_bytes() -> int:
-    """This process's resident memory now (0 where /proc cannot say: memory is then not watched)."""
+    """This process's resident memory that is its own (resident minus file-backed and shared pages:
+    what it allocated, not the libraries a first CUDA call maps in), or 0 where /proc cannot say:
+    memory is then not watched."""
     try:
         with open("/proc/self/statm", "rb") as f:
-            return int(f.read().split()[1]) * _PAGE
+            fields = f.read().split()
+        return max(1, int(fields[1]) - int(fields[2])) * _PAGE
     except (OSError, IndexError, ValueError):
         return 0
 
 
 class _Watchdog(threading.Thread):
-    """Watches one call: sets terminate past a limit, ends the process past HARD x it."""
+    """Watches one call: past a limit sets terminate on its run options (None: a call nothing can
+    stop, a model's load), past HARD x it (or at once where nothing can stop it) says the refusal
+    and ends the process."""
 
     def __init__(self, options: Any, seconds: float, limit: int, refusal: Callable[[str], str]
                  ) -> None:
@@ -143,16 +164,41 @@ class _Watchdog(threading.Thread):
         self.start_at, self.base = time.monotonic(), resident_bytes()
 
     def run(self) -> None:
+        hard = HARD if self.options is not None else 1
         while not self.done.wait(POLL_S):
             took = time.monotonic() - self.start_at
             grew = resident_bytes() - self.base if self.base else 0
             if not self.why and (took > self.seconds or grew > self.limit):
                 self.why = "time" if took > self.seconds else "memory"
-                self.options.terminate = True
-            elif self.why and (took > HARD * self.seconds or grew > HARD * self.limit):
-                _last_word[0](self.refusal(self.why) + " It did not stop when told to: the "
-                              "process was ended.")
+                if self.options is not None:
+                    self.options.terminate = True
+                    continue
+            if self.why and (took > hard * self.seconds or grew > hard * self.limit):
+                end = " It did not stop when told to:" if self.options is not None else ""
+                _last_word[0](f"{self.refusal(self.why)}{end} the process was ended.")
                 os._exit(2)
+
+    def __enter__(self) -> _Watchdog:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.done.set()
+        self.join()
+
+
+def _refusal(flag: str, path: Path, doing: str, seconds: float, mib: int, why: str) -> str:
+    """The refusal of a model past a limit: the file, what it was doing, the limit and its flag."""
+    if why == "time":
+        past = f"ran past {seconds:g} s (--model-deadline: {_limits.deadline_s:g} s an input)"
+        more = "a larger --model-deadline if this model is that slow"
+    else:
+        past = (f"grew this process's memory by more than {mib:,} MiB (--model-memory: "
+                f"{_limits.memory_mib:,} MiB an input)")
+        more = "a larger --model-memory if this model needs that much"
+    return (f"{flag} {path}: {doing} {past}, and was stopped. The model file is at fault, not "
+            "the frames: a published detector or pose model loads and answers an input in a few "
+            f"seconds and well under a GiB. Pass another file, or {more} (docs/wholebody.md).")
 
 
 def bounded(call: Callable[[], T], flag: str, path: Path, inputs: int = 1) -> T:
@@ -160,36 +206,30 @@ def bounded(call: Callable[[], T], flag: str, path: Path, inputs: int = 1) -> T:
     inputs; past one, ModelLimitError naming the file and the limit."""
     n = max(1, int(inputs))
     seconds, mib = _limits.deadline_s * n, _limits.memory_mib * n
-
-    def refusal(why: str) -> str:
-        held = f"{n} inputs" if n > 1 else "one input"
-        if why == "time":
-            past = (f"ran past {seconds:g} s (--model-deadline: {_limits.deadline_s:g} s an "
-                    "input)")
-            more = "a larger --model-deadline if this model is that slow"
-        else:
-            past = (f"grew this process's memory by more than {mib:,} MiB (--model-memory: "
-                    f"{_limits.memory_mib:,} MiB an input)")
-            more = "a larger --model-memory if this model needs that much"
-        return (f"{flag} {path}: a call of this model on {held} {past}, and was stopped. The "
-                "model file is at fault, not the frames: a published detector or pose model "
-                f"answers an input in a few seconds and well under a GiB. Pass another file, or "
-                f"{more} (docs/wholebody.md).")
-
+    doing = f"a call of this model on {f'{n} inputs' if n > 1 else 'one input'}"
     options = _quiet()
-    dog = _Watchdog(options, seconds, mib * 2**20, refusal)
     _here.options = options
-    dog.start()
-    try:
-        out = call()
-    except Exception:
-        if dog.why:
-            raise ModelLimitError(refusal(dog.why)) from None
-        raise
-    finally:
-        dog.done.set()
-        dog.join()
-        _here.options = None
+    with _Watchdog(options, seconds, mib * 2**20,
+                   lambda why: _refusal(flag, path, doing, seconds, mib, why)) as dog:
+        try:
+            out = call()
+        except Exception:
+            if dog.why:
+                raise ModelLimitError(_refusal(flag, path, doing, seconds, mib, dog.why)) from None
+            raise
+        finally:
+            _here.options = None
     if dog.why:  # it came back, but past the limit
-        raise ModelLimitError(refusal(dog.why))
+        raise ModelLimitError(_refusal(flag, path, doing, seconds, mib, dog.why))
     return out
+
+
+def bounded_load(make: Callable[[], T], flag: str, path: Path, size: int) -> T:
+    """make() (onnxruntime loading a model of `size` bytes: it computes the graph's constant parts
+    then, which nothing can stop) under one input's deadline and its memory limit plus 4 x the
+    file's size; past either, the refusal is said and the process ends."""
+    seconds, mib = _limits.deadline_s, _limits.memory_mib + 4 * size // 2**20
+    doing = "loading this model (onnxruntime computes the constant parts of its graph then)"
+    with _Watchdog(None, seconds, mib * 2**20,
+                   lambda why: _refusal(flag, path, doing, seconds, mib, why)):
+        return make()

@@ -87,7 +87,7 @@ from phoenix_keypoints.extract.keypoints.estimator import (
     batch_refused,
     runtime,
 )
-from phoenix_keypoints.extract.keypoints.model_calls import input_refused
+from phoenix_keypoints.extract.keypoints.model_calls import bounded_load, input_refused
 from phoenix_keypoints.extract.keypoints.onnx_files import (
     check_model_file,
     external_problems,
@@ -176,7 +176,7 @@ def _session(path: Path, flag: str, device: str = "cpu") -> Any:
     """One session, one thread (a worker owns one core), on --device; refused with what to do."""
     import onnxruntime as ort
 
-    check_model_file(path, flag)  # before onnxruntime opens anything, whatever its version
+    external = check_model_file(path, flag)  # before onnxruntime opens anything, whatever its version
     check_graph(path, flag)  # loops no published model needs: refused before it runs
     if not str(path).isascii() and _not_utf8(str(path)):  # onnxruntime takes a path as UTF-8 text
         shown = str(path).encode("utf-8", "backslashreplace").decode()
@@ -187,8 +187,9 @@ def _session(path: Path, flag: str, device: str = "cpu") -> Any:
     so.intra_op_num_threads = 1
     so.inter_op_num_threads = 1
     try:  # its warnings quote the model's names: written again escaped
-        return captured(lambda: ort.InferenceSession(str(path), sess_options=so,
-                                                     providers=providers(device)))
+        size = os.stat(path).st_size + sum(os.stat(f).st_size for _, f in external)
+        return bounded_load(lambda: captured(lambda: ort.InferenceSession(
+            str(path), sess_options=so, providers=providers(device))), flag, path, size)
     except ModelFileError:
         raise
     except Exception as e:  # onnxruntime raises its own classes for any unreadable model
