@@ -152,8 +152,8 @@ def test_a_single_node_past_twice_the_memory_limit_ends_the_process_with_the_ref
     proc, took = bounded_run(wb(frames, tmp_path / "R", big, models["pose"], "--model-memory",
                                 "128"), timeout=120)
     refused(proc, f"--detector {big}: a call of this model on one input grew this process's "
-                  "memory by more than 128 MiB", "It did not stop when told to: the process was "
-                                                    "ended.")
+                  "memory by more than 128 MiB (--model-memory: 128 MiB an input), and the process "
+                  "was ended, as it did not stop when told to.")
 
 
 def test_a_model_whose_load_runs_past_the_deadline_ends_the_process_with_the_refusal(
@@ -165,8 +165,8 @@ def test_a_model_whose_load_runs_past_the_deadline_ends_the_process_with_the_ref
     proc, took = bounded_run(wb(frames, tmp_path / "R", slow, models["pose"], "--model-deadline",
                                 "1"), timeout=120)
     refused(proc, f"--detector {slow}: loading this model (onnxruntime computes the constant "
-                  "parts of its graph then) ran past 1 s (--model-deadline: 1 s an input), and was "
-                  "stopped", "the process was ended.")
+                  "parts of its graph then) ran past 1 s (--model-deadline: 1 s an input), and the "
+                  "process was ended.")
     assert not (tmp_path / "R").exists()
 
 

@@ -155,8 +155,8 @@ class _Watchdog(threading.Thread):
     stop, a model's load), past HARD x it (or at once where nothing can stop it) says the refusal
     and ends the process."""
 
-    def __init__(self, options: Any, seconds: float, limit: int, refusal: Callable[[str], str]
-                 ) -> None:
+    def __init__(self, options: Any, seconds: float, limit: int,
+                 refusal: Callable[[str, str], str]) -> None:
         super().__init__(name="model-call-watchdog", daemon=True)
         self.options, self.seconds, self.limit, self.refusal = options, seconds, limit, refusal
         self.done = threading.Event()
@@ -174,8 +174,8 @@ class _Watchdog(threading.Thread):
                     self.options.terminate = True
                     continue
             if self.why and (took > hard * self.seconds or grew > hard * self.limit):
-                end = " It did not stop when told to:" if self.options is not None else ""
-                _last_word[0](f"{self.refusal(self.why)}{end} the process was ended.")
+                _last_word[0](self.refusal(self.why, "ended" if self.options is None else
+                                           "ended, as it did not stop when told to"))
                 os._exit(2)
 
     def __enter__(self) -> _Watchdog:
@@ -187,8 +187,10 @@ class _Watchdog(threading.Thread):
         self.join()
 
 
-def _refusal(flag: str, path: Path, doing: str, seconds: float, mib: int, why: str) -> str:
-    """The refusal of a model past a limit: the file, what it was doing, the limit and its flag."""
+def _refusal(flag: str, path: Path, doing: str, seconds: float, mib: int, why: str,
+             how: str = "stopped") -> str:
+    """The refusal of a model past a limit: the file, what it was doing, the limit and its flag,
+    and `how` it ended ("stopped"; a process "ended")."""
     if why == "time":
         past = f"ran past {seconds:g} s (--model-deadline: {_limits.deadline_s:g} s an input)"
         more = "a larger --model-deadline if this model is that slow"
@@ -196,7 +198,8 @@ def _refusal(flag: str, path: Path, doing: str, seconds: float, mib: int, why: s
         past = (f"grew this process's memory by more than {mib:,} MiB (--model-memory: "
                 f"{_limits.memory_mib:,} MiB an input)")
         more = "a larger --model-memory if this model needs that much"
-    return (f"{flag} {path}: {doing} {past}, and was stopped. The model file is at fault, not "
+    ended = "was stopped" if how == "stopped" else f"the process was {how}"
+    return (f"{flag} {path}: {doing} {past}, and {ended}. The model file is at fault, not "
             "the frames: a published detector or pose model loads and answers an input in a few "
             f"seconds and well under a GiB. Pass another file, or {more} (docs/wholebody.md).")
 
@@ -210,7 +213,7 @@ def bounded(call: Callable[[], T], flag: str, path: Path, inputs: int = 1) -> T:
     options = _quiet()
     _here.options = options
     with _Watchdog(options, seconds, mib * 2**20,
-                   lambda why: _refusal(flag, path, doing, seconds, mib, why)) as dog:
+                   lambda why, how: _refusal(flag, path, doing, seconds, mib, why, how)) as dog:
         try:
             out = call()
         except Exception:
@@ -231,5 +234,5 @@ def bounded_load(make: Callable[[], T], flag: str, path: Path, size: int) -> T:
     seconds, mib = _limits.deadline_s, _limits.memory_mib + 4 * size // 2**20
     doing = "loading this model (onnxruntime computes the constant parts of its graph then)"
     with _Watchdog(None, seconds, mib * 2**20,
-                   lambda why: _refusal(flag, path, doing, seconds, mib, why)):
+                   lambda why, how: _refusal(flag, path, doing, seconds, mib, why, how)):
         return make()
