@@ -44,9 +44,8 @@ def decimal_number(least: float | None = None, most: float | None = None, above:
     def parse(value: str) -> float:
         text = value.strip(" \t")
         if not text.isascii() or not _DECIMAL.fullmatch(text) or not math.isfinite(float(text)):
-            low = "" if least is None else f" {'above' if above else 'from'} {least:g}"
-            high = "" if most is None else f" {'to' if low and not above else 'at most'} {most:g}"
-            raise argparse.ArgumentTypeError(f"must be {what}{low}{high}, not {value!r}")
+            raise argparse.ArgumentTypeError(
+                f"must be {what}{_range(least, most, above)}, not {value!r}")
         x = float(text)
         if least is not None and (x <= least if above else x < least):
             raise argparse.ArgumentTypeError(
@@ -55,6 +54,15 @@ def decimal_number(least: float | None = None, most: float | None = None, above:
 
     parse.__name__ = what
     return parse
+
+
+def _range(least: float | None, most: float | None, above: bool) -> str:
+    """A number's range in words: ' above 0 and at most 1', ', 0 or more', ' from 1 to 9'."""
+    low = "" if least is None else f" above {least:g}" if above else f" from {least:g}"
+    if most is None:
+        return f", {least:g} or more" if least is not None and not above else low
+    joint = " at most" if not low else " and at most" if above else " to"
+    return f"{low}{joint} {most:g}"
 
 
 def _bounded(x: N, least: N | None, most: N | None, why: str, shown: str) -> N:

@@ -13,7 +13,7 @@ from phoenix_keypoints.extract.families.holistic.runner import HolisticOptions
 from phoenix_keypoints.extract.keypoints.option_values import decimal_number, whole_number
 
 # a confidence: a number in (0, 1], in ASCII digits
-_confidence = decimal_number(0, 1, above=True, what="a number in (0, 1]")
+_confidence = decimal_number(0, 1, above=True)
 
 
 def add_run_options(p: argparse.ArgumentParser) -> None:
