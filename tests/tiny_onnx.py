@@ -712,3 +712,136 @@ def with_hidden_external(src: Path, out: Path, location: str, where: str) -> Pat
     model.graph.node.append(node)
     out.write_bytes(model.SerializeToString())
     return out
+
+
+def looping(src: Path, out: Path, output: str, trips: int | str, body: str = "count",
+            grow: int = 1 << 20, side: int = 512, above: float | None = None) -> Path:
+    """src whose output `output` also depends on a Loop (adding 0 times its result): `trips` a
+    constant trip count, "data" (a trip count made from the input's pixels) or "none" (no trip
+    count: it runs while its condition, always true, holds). Its body counts ("count"), multiplies
+    a side x side matrix by itself ("slow": milliseconds a trip) or also answers `grow` floats a
+    trip that the Loop stacks ("grow": 4 MB a trip by default). With `above`, the Loop runs only
+    on inputs whose brightest pixel exceeds it (an If's branch: a grey input skips it)."""
+    _, TensorProto, helper, numpy_helper = _helpers()
+    f, i64 = TensorProto.FLOAT, TensorProto.INT64
+    nodes = [helper.make_node("Identity", ["loop_cond_in"], ["loop_cond_out"]),
+             helper.make_node("Add", ["loop_acc_in", "loop_one"], ["loop_acc_out"])]
+    body_inits = [numpy_helper.from_array(np.ones(1, np.float32), "loop_one")]
+    body_out = [helper.make_tensor_value_info("loop_cond_out", TensorProto.BOOL, []),
+                helper.make_tensor_value_info("loop_acc_out", f, [1])]
+    if body == "slow":  # W x trip number, so nothing folds when the model loads
+        body_inits = [numpy_helper.from_array(np.full((side, side), 1e-3, np.float32), "loop_w"),
+                      numpy_helper.from_array(np.zeros(1, np.float32), "loop_zero")]
+        nodes[1:] = [helper.make_node("Cast", ["loop_i"], ["loop_if"], to=f),
+                     helper.make_node("Mul", ["loop_w", "loop_if"], ["loop_wi"]),
+                     helper.make_node("MatMul", ["loop_wi", "loop_w"], ["loop_ww"]),
+                     helper.make_node("ReduceMax", ["loop_ww"], ["loop_m"], keepdims=0),
+                     helper.make_node("Mul", ["loop_m", "loop_zero"], ["loop_nil"]),
+                     helper.make_node("Add", ["loop_acc_in", "loop_nil"], ["loop_acc_out"])]
+    if body == "grow":
+        body_inits.append(numpy_helper.from_array(np.array([grow], np.int64), "loop_gshape"))
+        nodes.append(helper.make_node("ConstantOfShape", ["loop_gshape"], ["loop_g"],
+                                      value=helper.make_tensor("v", f, [1], [1.0])))
+        body_out.append(helper.make_tensor_value_info("loop_g", f, [grow]))
+    graph = helper.make_graph(
+        nodes, "loop_body", [helper.make_tensor_value_info("loop_i", i64, []),
+                             helper.make_tensor_value_info("loop_cond_in", TensorProto.BOOL, []),
+                             helper.make_tensor_value_info("loop_acc_in", f, [1])],
+        body_out, initializer=body_inits)
+    inits = [numpy_helper.from_array(np.array(True), "loop_cond"),
+             numpy_helper.from_array(np.zeros(1, np.float32), "loop_acc0"),
+             numpy_helper.from_array(np.zeros(1, np.float32), "loop_times0")]
+    extra = []
+    if trips == "data":
+        inits.append(numpy_helper.from_array(np.array(1000.0, np.float32), "loop_k"))
+        extra += [helper.make_node("ReduceMax", ["input"], ["loop_px"], keepdims=0),
+                  helper.make_node("Mul", ["loop_px", "loop_k"], ["loop_pxk"]),
+                  helper.make_node("Cast", ["loop_pxk"], ["loop_trips"], to=i64)]
+        count = "loop_trips"
+    elif trips == "none":
+        count = ""
+    else:
+        inits.append(numpy_helper.from_array(np.array(int(trips), np.int64), "loop_trips"))
+        count = "loop_trips"
+    results = ["loop_acc"] + (["loop_stack"] if body == "grow" else [])
+    loop = helper.make_node("Loop", [count, "loop_cond", "loop_acc0"], results, body=graph)
+    if above is None:
+        extra.append(loop)
+    else:
+        gate = _above(extra, inits, above, "ReduceMax")
+        then = helper.make_graph([loop], "then", [], [helper.make_tensor_value_info(
+            "loop_acc", f, [1])])
+        skip = helper.make_graph([helper.make_node("Identity", ["loop_acc0"], ["loop_skip"])],
+                                 "else", [], [helper.make_tensor_value_info("loop_skip", f, [1])])
+        extra.append(helper.make_node("If", [gate], ["loop_acc"], then_branch=then,
+                                      else_branch=skip))
+    extra += [helper.make_node("Mul", ["loop_acc", "loop_times0"], ["loop_nil"]),
+              helper.make_node("Add", [f"{output}_orig", "loop_nil"], [output])]
+    return _rewired(src, out, output, extra, inits)
+
+
+def huge_allocation(src: Path, out: Path, output: str, floats: int) -> Path:
+    """src whose output also depends on one ConstantOfShape of `floats` floats: a single node,
+    which onnxruntime cannot stop between nodes."""
+    _, _, helper, numpy_helper = _helpers()
+    inits = [numpy_helper.from_array(np.array([floats], np.int64), "big_shape"),
+             numpy_helper.from_array(np.array(0.0, np.float32), "big_zero")]
+    nodes = [helper.make_node("ReduceMax", ["input"], ["big_m"], keepdims=0),
+             helper.make_node("Greater", ["big_m", "big_zero"], ["big_bright"]),  # not folded
+             helper.make_node("Cast", ["big_bright"], ["big_b"], to=7),
+             helper.make_node("Mul", ["big_shape", "big_b"], ["big_n"]),
+             helper.make_node("ConstantOfShape", ["big_n"], ["big"]),
+             helper.make_node("ReduceMax", ["big"], ["big_max"], keepdims=0),
+             helper.make_node("Mul", ["big_max", "big_zero"], ["big_nil"]),
+             helper.make_node("Add", [f"{output}_orig", "big_nil"], [output])]
+    return _rewired(src, out, output, nodes, inits)
+
+
+def pose_declaring(path: Path, hw: tuple[int, int], points: int = 133) -> Path:
+    """A SimCC-shaped pose model declaring input [1, 3, h, w] (its outputs made by Expand, so the
+    file stays small however large the input it declares)."""
+    _, TensorProto, helper, numpy_helper = _helpers()
+    h, w = hw
+    inits = [numpy_helper.from_array(np.array([1, points, 2 * w], np.int64), "sx"),
+             numpy_helper.from_array(np.array([1, points, 2 * h], np.int64), "sy")]
+    nodes = [helper.make_node("ReduceMean", ["input"], ["m"], keepdims=0),
+             helper.make_node("Expand", ["m", "sx"], ["simcc_x"]),
+             helper.make_node("Expand", ["m", "sy"], ["simcc_y"])]
+    graph = helper.make_graph(
+        nodes, "declaring", [helper.make_tensor_value_info("input", TensorProto.FLOAT, [1, 3, h, w])],
+        [helper.make_tensor_value_info("simcc_x", TensorProto.FLOAT, [1, points, 2 * w]),
+         helper.make_tensor_value_info("simcc_y", TensorProto.FLOAT, [1, points, 2 * h])], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    model.ir_version = 8
+    path.write_bytes(model.SerializeToString())
+    return path
+
+
+def with_outputs(src: Path, out: Path, count: int) -> Path:
+    """src with `count` outputs: the first one copied (Identity) until there are that many."""
+    onnx, _, helper, _ = _helpers()
+    model = onnx.load(str(src))
+    first = model.graph.output[0]
+    for k in range(count - len(model.graph.output)):
+        model.graph.node.append(helper.make_node("Identity", [first.name], [f"copy{k}"]))
+        extra = model.graph.output.add()
+        extra.CopyFrom(first)
+        extra.name = f"copy{k}"
+    out.write_bytes(model.SerializeToString())
+    return out
+
+
+def folding(src: Path, out: Path, output: str, side: int) -> Path:
+    """src whose output also depends on a side x side product of constants (adding 0 times its
+    maximum): onnxruntime computes it while it loads the model (constant folding), which no
+    RunOptions can stop."""
+    _, _, helper, numpy_helper = _helpers()
+    inits = [numpy_helper.from_array(np.array([side, side], np.int64), "fold_shape"),
+             numpy_helper.from_array(np.array(1e-3, np.float32), "fold_one"),
+             numpy_helper.from_array(np.array(0.0, np.float32), "fold_zero")]
+    nodes = [helper.make_node("Expand", ["fold_one", "fold_shape"], ["fold_a"]),
+             helper.make_node("MatMul", ["fold_a", "fold_a"], ["fold_aa"]),
+             helper.make_node("ReduceMax", ["fold_aa"], ["fold_max"], keepdims=0),
+             helper.make_node("Mul", ["fold_max", "fold_zero"], ["fold_nil"]),
+             helper.make_node("Add", [f"{output}_orig", "fold_nil"], [output])]
+    return _rewired(src, out, output, nodes, inits)

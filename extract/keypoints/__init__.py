@@ -8,8 +8,10 @@ family's estimator into column blocks (video_rows.py), the keypoint table's sche
 encoding (schema.py), point sets read in a family's numbering (points.py: presets, --points
 lists, point names; the numbering itself is data in the family's package), keypoints.parquet's own
 metadata
-(filemeta.py), and the environment every process of the tool hands on (environ.py: no search
-path reaching the current folder, onnxruntime's telemetry off).
+(filemeta.py), the environment every process of the tool hands on (environ.py: no search
+path reaching the current folder, onnxruntime's telemetry off), what a user's ONNX file may open
+and do before it runs (onnx_files.py, onnx_graph.py), every call of such a model bounded in time
+and memory (model_calls.py), and the numbers every option reads (option_values.py).
 
 May import: nothing of this project.
 """

@@ -294,17 +294,18 @@ BATCH_BYTES = 2 * 2**30
 _TIMES = {2: "twice", 3: "three times"}
 
 
-def batch_refused(n: int) -> str:
+def batch_refused(n: int, models_take: tuple[int, str] | None = None) -> str:
     """Why --batch-size n is refused ("" when it is not): fewer than 1, or more frames than a batch
     may hold in BATCH_BYTES, for the batching family whose frames take the most (the flag is read
-    before the family is known): of the built-in ones and the installed one the command names."""
+    before the family is known): of the built-in ones and the installed one the command names;
+    or (models_take: bytes and words) for the models a run loaded."""
     if n < 1:
         return f"must be >= 1, not {n}"
     batching = [fam for _, fam in loaded() if fam.declaration(None).batches]
     if not batching:
         return ""
     fam = max(batching, key=lambda f: f.declaration(None).batch_input[0])
-    extra, words = fam.declaration(None).batch_input
+    extra, words = models_take or fam.declaration(None).batch_input
     frame = BATCH_FRAME_BYTES + extra
     if n <= BATCH_BYTES // frame:
         return ""

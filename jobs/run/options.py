@@ -124,11 +124,17 @@ class RunRequest:
     worker_flags: str = ""  # the worker-count flags as the user typed them, for warnings
     batch_size: int | None = None  # frames per model call of a family that batches (None: default)
     device: str | None = None  # --device of a family that batches: auto (None), cpu, cuda
+    # what one model call may take (extract/keypoints/model_calls.py; None: the default)
+    model_deadline: float | None = None  # --model-deadline: seconds per input a call holds
+    model_memory: int | None = None  # --model-memory: MiB per input a call holds
 
     def worker_settings(self, info: RunInfo | None) -> dict:
         """The settings workers are started with: the estimator's, and for a family that batches how
-        to run it (batch size, device; not the output's identity, so not recorded in parts)."""
+        to run it (batch size, device, model limits; not the output's identity, so not recorded in
+        parts)."""
         settings = self.options.settings(info)
         if declaration(settings).batches:
-            settings = {**settings, RUNTIME: runtime(self.batch_size, self.device)}
+            limits = {"model_deadline": self.model_deadline, "model_memory": self.model_memory}
+            settings = {**settings, RUNTIME: runtime(self.batch_size, self.device)
+                        | {k: v for k, v in limits.items() if v is not None}}
         return settings

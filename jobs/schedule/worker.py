@@ -31,8 +31,14 @@ import numpy as np
 import pyarrow as pa
 
 from phoenix_keypoints.extract import sources
-from phoenix_keypoints.extract.keypoints.estimator import ModelFileError, estimator_name, open_estimator
+from phoenix_keypoints.extract.keypoints.estimator import (
+    RUNTIME,
+    ModelFileError,
+    estimator_name,
+    open_estimator,
+)
 from phoenix_keypoints.extract.keypoints.frames import Frame
+from phoenix_keypoints.extract.keypoints.model_calls import set_last_word, set_limits
 from phoenix_keypoints.extract.keypoints.versions import (
     DECODER,
     differences,
@@ -116,6 +122,8 @@ class ChunkWorker:
         self.rd = RunDir(Path(run_dir))
         self.rd.use_archive_index(write=False, build=False, lazy=True)
         self.extractor_settings = settings
+        run = settings.get(RUNTIME, {})  # a family that batches: how long and large a call may be
+        set_limits(run.get("model_deadline"), run.get("model_memory"))
         self.extractor = open_estimator(settings, num_threads=1)
         self.versions = value_versions(estimator_name(settings))  # as this process has them
 
@@ -283,6 +291,8 @@ def worker_main(slot: int, conn: Connection, run_dir: str, cpus: list[int], opti
         if parent is not None and os.getppid() != parent.pid:  # it died before the line above
             return
         log_to_file(Path(log_path))
+        # a model call that does not stop when told ends this process: its coordinator is told why
+        set_last_word(lambda why: conn.send(Refused(slot, -1, why)))
         if cpus:
             os.sched_setaffinity(0, cpus)
         with ChunkWorker(slot, Path(run_dir), options) as worker:

@@ -16,6 +16,7 @@ from phoenix_keypoints.extract.families.wholebody.layouts import DEFAULT_LAYOUT
 from phoenix_keypoints.extract.families.wholebody.persons import MAX_PERSONS
 from phoenix_keypoints.extract.families.wholebody.rtmdet import KIND_NAMES, kind_of
 from phoenix_keypoints.extract.keypoints.estimator import OptionError
+from phoenix_keypoints.extract.keypoints.option_values import whole_number
 
 ABOUT = "COCO-WholeBody 133 points from --detector and --pose-model: docs/wholebody.md"
 DOCS = "docs/wholebody.md"
@@ -47,18 +48,12 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
                         f"were not (default {MAX_PERSONS}: docs/heads.md)")
 
 
-def _every(value: str) -> int:
-    """--det-every's K: a whole number of frames, 1 or more (1: a detection on every frame)."""
-    if not value.strip().isdigit() or int(value) < 1:
-        raise argparse.ArgumentTypeError(f"must be a whole number of frames, 1 or more, not {value!r}")
-    return int(value)
+# --det-every's K: a whole number of frames, 1 or more (1: a detection on every frame)
+_every = whole_number(1, what="a whole number of frames")
 
 
-def _max_persons(value: str) -> int:
-    """--max-persons' N: a whole number of boxes, 1 or more, in ASCII digits."""
-    if not (value.strip().isascii() and value.strip().isdigit()) or int(value) < 1:
-        raise argparse.ArgumentTypeError(f"must be a whole number of boxes, 1 or more, not {value!r}")
-    return int(value)
+# --max-persons' N: a whole number of boxes, 1 or more
+_max_persons = whole_number(1, what="a whole number of boxes")
 
 
 def asked_settings(args: argparse.Namespace, estimator: str | None,

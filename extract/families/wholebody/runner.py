@@ -98,8 +98,10 @@ from phoenix_keypoints.extract.keypoints.estimator import (
     DEFAULT_BATCH,
     RUNTIME,
     ModelFileError,
+    batch_refused,
     runtime,
 )
+from phoenix_keypoints.extract.keypoints.model_calls import bounded_load, input_refused
 from phoenix_keypoints.extract.keypoints.onnx_files import (
     as_given,
     check_model_file,
@@ -108,6 +110,7 @@ from phoenix_keypoints.extract.keypoints.onnx_files import (
     model_problem,
     sha256_of,
 )
+from phoenix_keypoints.extract.keypoints.onnx_graph import check_graph
 
 telemetry_off()  # before any `import onnxruntime` below: read once, when the library loads
 
@@ -195,7 +198,8 @@ def _session(path: Path, flag: str, device: str = "cpu") -> Any:
     """One session, one thread (a worker owns one core), on --device; refused with what to do."""
     import onnxruntime as ort
 
-    check_model_file(path, flag)  # before onnxruntime opens anything, whatever its version
+    external = check_model_file(path, flag)  # before onnxruntime opens anything, whatever its version
+    check_graph(path, flag)  # loops no published model needs: refused before it runs
     if not str(path).isascii() and _not_utf8(str(path)):  # onnxruntime takes a path as UTF-8 text
         shown = str(path).encode("utf-8", "backslashreplace").decode()
         raise ModelFileError(f"{flag} {shown}: its path is not UTF-8, which onnxruntime cannot "
@@ -205,8 +209,9 @@ def _session(path: Path, flag: str, device: str = "cpu") -> Any:
     so.intra_op_num_threads = 1
     so.inter_op_num_threads = 1
     try:  # its warnings quote the model's names: written again escaped
-        return captured(lambda: ort.InferenceSession(str(path), sess_options=so,
-                                                     providers=providers(device)))
+        size = os.stat(path).st_size + sum(os.stat(f).st_size for _, f in external)
+        return bounded_load(lambda: captured(lambda: ort.InferenceSession(
+            str(path), sess_options=so, providers=providers(device))), flag, path, size)
     except ModelFileError:
         raise
     except Exception as e:  # onnxruntime raises its own classes for any unreadable model
@@ -222,7 +227,11 @@ def _input_hw(session: Any, path: Path, flag: str) -> tuple[int, int]:
         raise ModelFileError(f"{flag} {path}: expected one input [1, 3, H, W] with fixed H and W, "
                              f"found {escaped(str([i.shape for i in inputs]))}. Export the model "
                              "with a fixed input size (rtmlib's published files have one).")
-    return int(shape[2]), int(shape[3])
+    hw = int(shape[2]), int(shape[3])
+    if why := input_refused(hw):  # before any frame or grey input is made that size
+        raise ModelFileError(f"{flag} {path}: {why}. Pass a detector or pose model of the usual "
+                             "input size (docs/wholebody.md).")
+    return hw
 
 
 def dynamic_batch(session: Any) -> bool:
@@ -366,7 +375,7 @@ class Detector:
         canvases, ratios = zip(*(self._letterbox(b) for b in bgrs), strict=True)
         x = self.kind.model_input(np.stack(canvases))
         out = run_model(lambda: _run(self.session, self.input, x, self.dynamic), "--detector",
-                        self.path)[0]
+                        self.path, len(x))[0]
         return out, ratios
 
     def _boxes(self, out: np.ndarray, ratio: float) -> np.ndarray:
@@ -493,7 +502,7 @@ class PoseModel:
         crops = [self._crop(b, box) for b, box in zip(bgrs, boxes, strict=True)]
         x = np.ascontiguousarray(np.stack([c[0] for c in crops]).transpose(0, 3, 1, 2), np.float32)
         outs = run_model(lambda: _run(self.session, self.input, x, self.dynamic), "--pose-model",
-                         self.path)
+                         self.path, len(x))
         return outs[:1 if self.head.kind == HEATMAP else 2], crops
 
     def problem(self, outs: list[np.ndarray], i: int) -> str:
@@ -634,6 +643,18 @@ class WholebodyModels:
                 for j in kept], len(mine) - len(kept)
 
 
+def check_batch(batch_size: int, detector: Detector | None, pose: PoseModel) -> None:
+    """Refuse --batch-size where a batch of the loaded models' inputs (float32, each frame's
+    detector input and crop) is past what a batch may hold (estimator.batch_refused), before any
+    frame: the declaration counts a published detector's 640x640."""
+    inputs = [(f"--detector {detector.path}", detector.hw)] if detector else []
+    inputs.append((f"--pose-model {pose.path}", (pose.wh[1], pose.wh[0])))
+    take = sum(h * w * 3 * 4 for _, (h, w) in inputs)
+    words = " and ".join(f"{flag}'s {h}x{w} input" for flag, (h, w) in inputs)
+    if why := batch_refused(batch_size, (take, words)):
+        raise ModelFileError(f"--batch-size {batch_size}: {why}. Pass a smaller --batch-size.")
+
+
 def whole(bgr: np.ndarray) -> np.ndarray:
     """rtmlib's box when nobody is found: the whole frame."""
     return np.array([0, 0, bgr.shape[1], bgr.shape[0]])
@@ -658,6 +679,7 @@ class WholebodyEstimator:
                                        int(settings.get("max_persons", MAX_PERSONS)),
                                        self.batch_size)
         self.providers = self._models.providers()
+        check_batch(self.batch_size, self._models.detector, self._models.pose)
         self.tracker = Tracker(int(settings.get("det_every", 1)))
         # tracked, a video's frames wait on each other: batch_size videos go in lockstep instead
         self.lanes = self.batch_size if self.tracker.every > 1 else 1

@@ -29,6 +29,7 @@ from phoenix_keypoints.extract.families.wholebody.onnx_outputs import (
     check_answer,
     detector_problem,
     escaped,
+    outputs_said,
     run_model,
     values_problem,
 )
@@ -40,6 +41,7 @@ from phoenix_keypoints.extract.families.wholebody.runner import (
     _input_hw,
     _run,
     _session,
+    check_batch,
     describe,
     dynamic_batch,
     largest,
@@ -69,7 +71,7 @@ def check_pose3d(session: Any, wh: tuple[int, int], path: Path) -> None:
     if not fits:
         two = " (two outputs: a 2D SimCC model; run it with --estimator wholebody)" \
             if len(shapes) == 2 else ""
-        raise ModelFileError(f"{FLAG} {path}: a model with outputs {escaped(str(shapes))}{two}. "
+        raise ModelFileError(f"{FLAG} {path}: a model with {escaped(outputs_said(shapes))}{two}. "
                              f"--estimator {WHOLEBODY3D} expects three SimCC outputs [1, {POINTS}, "
                              f"{want[0]}], [1, {POINTS}, {want[1]}] and [1, {POINTS}, Z] for its "
                              "input (an RTMW3D model, as rtmlib's Wholebody3d runs).")
@@ -107,7 +109,8 @@ class PoseModel3d(PoseModel):
         """The three SimCC vectors of the frames' crops, and each crop with its centre and scale."""
         crops = [self._crop(b, box) for b, box in zip(bgrs, boxes, strict=True)]
         x = np.ascontiguousarray(np.stack([c[0] for c in crops]).transpose(0, 3, 1, 2), np.float32)
-        out = run_model(lambda: _run(self.session, self.input, x, self.dynamic), FLAG, self.path)
+        out = run_model(lambda: _run(self.session, self.input, x, self.dynamic), FLAG, self.path,
+                        len(x))
         return out[:3], crops
 
     def decode3d(self, sx: np.ndarray, sy: np.ndarray, sz: np.ndarray, centre: np.ndarray,
@@ -185,6 +188,7 @@ class Wholebody3dEstimator:
         self._models = Wholebody3dModels(settings["detector"]["path"],
                                          settings["pose_model"]["path"], run["device"])
         self.providers = self._models.providers()
+        check_batch(self.batch_size, self._models.detector, self._models.pose)
 
     def start_video(self) -> None:
         pass
