@@ -328,11 +328,18 @@ def batch_refused(n: int) -> str:
 RUNTIME = "runtime"  # settings key of how a worker runs (batch size, device), not what it writes
 
 
-def runtime(batch_size: int | None = None, device: str | None = None) -> dict[str, Any]:
+def runtime(batch_size: int | None = None, device: str | None = None,
+            gpu_memory: int | None = None, chosen: str = "") -> dict[str, Any]:
     """How a worker of a family that batches frames runs (its declaration's `batches`): frames per
-    batch and --device. Not the output's identity (a batch gives each frame what it gives alone),
-    so never recorded in parts or the fingerprint."""
-    return {"batch_size": batch_size or DEFAULT_BATCH, "device": device or "auto"}
+    batch, --device, and on a GPU its share of the card (bytes: its sessions' memory limit) and
+    how the coordinator chose them (`chosen`, said at start; jobs/schedule/devices.py). Recorded in
+    run.json per worker. What the values depend on of it (the device, provider, options and batch
+    shape that actually ran) is the family estimator's `execution` record, kept in every part and
+    compared on resume (extract/keypoints/execution.py), not in the fingerprint."""
+    out: dict[str, Any] = {"batch_size": batch_size or DEFAULT_BATCH, "device": device or "auto"}
+    if gpu_memory:
+        out["gpu_memory"] = int(gpu_memory)
+    return out | ({"chosen": chosen} if chosen else {})
 
 
 def open_estimator(settings: dict[str, Any], num_threads: int | None = 1) -> Estimator:

@@ -271,6 +271,14 @@ def runs_on(settings: dict[str, Any], batch_size: int | None, device: str | None
             f"{axes}{mode}{head_words(settings)}")
 
 
+def gpu_memory_need(settings: dict[str, Any], batch_size: int) -> int:
+    """Bytes of GPU memory one worker takes at this batch size, estimated from its recorded
+    model files (gpu_memory.py): the coordinator checks workers x this against each card."""
+    from phoenix_keypoints.extract.families.wholebody.gpu_memory import worker_need
+
+    return worker_need(settings, batch_size)
+
+
 # `run --help`'s words for --device (jobs/cli.py reads a batching family's)
 DEVICE_HELP = ("where onnxruntime runs (default auto: CUDA where onnxruntime-gpu is installed and "
                "the worker has a GPU, else CPU)")
