@@ -19,6 +19,7 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -289,3 +290,86 @@ def test_a_cpu_run_is_not_checked_against_the_cards(batch_models, tmp_path, monk
     req = _request(batch_models, tmp_path / "run", device="cpu", workers_per_gpu=64,
                    batch_size=64)
     assert runner._fit_gpus(req) is req
+
+
+# --- installing for a GPU node (scripts/gpu_install.py) ------------------------------------------
+def _installer(*args: object) -> subprocess.CompletedProcess:
+    from helpers import REPO
+
+    return subprocess.run([sys.executable, REPO / "scripts" / "gpu_install.py", *map(str, args)],
+                          capture_output=True, text=True, timeout=120)
+
+
+def test_a_wheel_split_for_a_capped_transfer_joins_back_checked(tmp_path):
+    """A file cut into parts of at most the cap joins back to the same bytes; a part missing or
+    of other bytes is refused, naming it, and leaves no half-joined wheel."""
+    from helpers import REPO
+
+    sys.path.insert(0, str(REPO / "scripts"))
+    from gpu_install import split
+
+    data = np.random.default_rng(6).integers(0, 256, 5 * 2**20 + 123, np.uint8).tobytes()
+    wheel = tmp_path / "onnxruntime_gpu-1.31.1-cp312-cp312-manylinux_2_28_x86_64.whl"
+    wheel.write_bytes(data)
+    parts = split(wheel, 2 * 2**20)
+    assert [p.stat().st_size for p in parts] == [2 * 2**20, 2 * 2**20, 2**20 + 123]
+    assert not wheel.exists()
+    ok = _installer("--join", tmp_path)
+    assert ok.returncode == 0 and wheel.read_bytes() == data, ok.stderr
+    wheel.unlink()
+    good = parts[1].read_bytes()
+    parts[1].write_bytes(good[:-1] + bytes([good[-1] ^ 1]))
+    bad = _installer("--join", tmp_path)
+    assert bad.returncode == 1 and f"{parts[1].name} is not the part that was split" in bad.stderr
+    parts[1].unlink()
+    gone = _installer("--join", tmp_path)
+    assert gone.returncode == 1 and f"part 2 of 3 ({parts[1].name}) is missing" in gone.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
+        [parts[0].name, parts[2].name, wheel.name + ".parts.json"])  # nothing half-written
+    parts[1].write_bytes(good)
+    assert _installer("--join", tmp_path).returncode == 0 and wheel.read_bytes() == data
+
+
+def test_one_command_installs_the_pinned_gpu_build_online_or_offline(tmp_path):
+    """--dry-run says the one command's steps: the CPU package out, then the `gpu` extra as
+    pyproject pins it (onnxruntime-gpu with its CUDA wheels) from the index or, with --from, from
+    the wheelhouse with --no-index; --wheelhouse downloads for the node's Python."""
+    online = _installer("--dry-run")
+    assert online.returncode == 0, online.stderr
+    steps = online.stdout.splitlines()
+    assert steps[0].endswith("-m pip uninstall -y onnxruntime onnxruntime-gpu")
+    assert steps[1].endswith("'onnxruntime-gpu[cuda,cudnn]==1.31.1'") and "constraints.txt" in steps[1]
+    offline = _installer("--from", tmp_path, "--dry-run").stdout.splitlines()
+    assert f"--no-index --find-links {tmp_path}" in offline[1]
+    house = _installer("--wheelhouse", tmp_path / "wh", "--python-version", "3.12",
+                       "--only-onnxruntime", "--dry-run").stdout
+    assert "download" in house and "--python-version 3.12" in house
+    assert "--no-deps onnxruntime-gpu==1.31.1" in house
+
+
+@pytest.mark.parametrize("visible", ["0", ""])
+def test_cuda_libraries_from_the_nvidia_wheels_are_loaded_before_onnxruntime(tmp_path, visible):
+    """A site folder laid out as the CUDA 13 nvidia-* wheels lay theirs (nvidia/cu13/lib,
+    nvidia/cudnn/lib; stand-in libraries): a process given a GPU loads them by full path before
+    onnxruntime, cuBLASLt before cuBLAS; one given none loads nothing."""
+    import zlib
+
+    real = next(p for p in (Path("/lib/x86_64-linux-gnu/libz.so.1"),
+                            Path("/usr/lib/x86_64-linux-gnu/libz.so.1"),
+                            Path(zlib.__file__)) if p.is_file())
+    site = tmp_path / "site"
+    for folder, name in (("nvidia/cu13/lib", "libcublasLt.so.13"),
+                         ("nvidia/cu13/lib", "libcublas.so.13"),
+                         ("nvidia/cu13/lib", "libcudart.so.13"),
+                         ("nvidia/cudnn/lib", "libcudnn.so.9")):
+        (site / folder).mkdir(parents=True, exist_ok=True)
+        shutil.copy(real, site / folder / name)
+    code = ("import sys; from phoenix_keypoints.extract.keypoints import cuda_libs; "
+            f"import json; print(json.dumps(cuda_libs.preload([{str(site)!r}, 'relative'])))")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          env={**os.environ, "CUDA_VISIBLE_DEVICES": visible}, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    loaded = json.loads(proc.stdout)
+    want = [str(site / "nvidia/cu13/lib" / n) for n in ("libcublasLt.so.13", "libcublas.so.13",
+                                                        "libcudart.so.13")]
+    assert loaded == ([*want, str(site / "nvidia/cudnn/lib/libcudnn.so.9")] if visible else [])

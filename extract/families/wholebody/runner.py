@@ -81,6 +81,7 @@ from phoenix_keypoints.extract.families.wholebody.tracking import (
     track_batch,
     track_lanes,
 )
+from phoenix_keypoints.extract.keypoints.cuda_libs import preload as preload_cuda
 from phoenix_keypoints.extract.keypoints.environ import telemetry_off
 from phoenix_keypoints.extract.keypoints.estimator import RUNTIME, ModelFileError, runtime
 from phoenix_keypoints.extract.keypoints.execution import gpu_name, value_options
@@ -93,6 +94,7 @@ from phoenix_keypoints.extract.keypoints.onnx_files import (
 )
 
 telemetry_off()  # before any `import onnxruntime` below: read once, when the library loads
+preload_cuda()  # where a GPU is here: CUDA and cuDNN from the nvidia-* wheels, before onnxruntime
 
 POINTS = 133
 PAD = 1.25  # rtmlib's bbox padding
@@ -571,9 +573,10 @@ class WholebodyModels:
         if device == "cuda" and CUDA not in self.providers():
             # onnxruntime falls back to the CPU, with a warning only, when CUDA cannot start
             raise DeviceError("--device cuda: onnxruntime-gpu is installed but could not start CUDA "
-                              "on this worker's GPU (its CUDA 12 and cuDNN 9 libraries must be "
-                              "found; the worker's log has onnxruntime's warning). Fix that, or "
-                              "pass --device auto or cpu.")
+                              "on this worker's GPU (the CUDA and cuDNN libraries it was built for "
+                              "must be found: `python scripts/gpu_install.py --check` says which; "
+                              "the worker's log has onnxruntime's warning). Fix that, or pass "
+                              "--device auto or cpu.")
 
     def providers(self) -> list[str]:
         """The providers the sessions run on (what onnxruntime accepted, not what was asked)."""
