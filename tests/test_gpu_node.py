@@ -103,6 +103,9 @@ def test_cuda_sessions_are_made_for_batches_within_the_workers_share(monkeypatch
     assert options == {"device_id": "0", "cudnn_conv_algo_search": "HEURISTIC",
                        "arena_extend_strategy": "kSameAsRequested",
                        "do_copy_in_default_stream": "1", "gpu_mem_limit": str(3 * 2**30)}
+    (_, one), _ = wb.providers("cuda", None, 1)  # one frame a call: rtmlib's own search
+    assert one == {"device_id": "0", "arena_extend_strategy": "kSameAsRequested",
+                   "do_copy_in_default_stream": "1"}
     settings = wb.record(batch_models["detector"], batch_models["pose"])
     limits = session_limits(settings, {"batch_size": 8, "gpu_memory": 4 * 2**30})
     assert set(limits) == {"detector", "pose_model"}

@@ -9,10 +9,10 @@ copies while it places them) + batch x PER_PIXEL x each model's input pixels (th
 one item). Measured on an H200 (issue 47; onnxruntime-gpu 1.31.1, realistic-cost stand-ins of
 rtmlib's models, the arena then grown by powers of two): the light pair (YOLOX-tiny 416 + RTMW-m
 256x192) took 1.0 / 1.9 / 4.1 GB a worker at batch 1 / 8 / 32, the heavy pair (YOLOX-m 640 +
-RTMW-x-l 384x288) 1.6 / 3.5-5 / 15.6 GB. The estimate gives 1.3 / 2.3 / 6.4 and 1.6 / 4.2 / 13.9 GB:
+RTMW-x-l 384x288) 1.6 / 3.5-5 / 15.6 GB. The estimate gives 1.3 / 2.4 / 6.2 and 1.5 / 4.2 / 13.1 GiB:
 above the light pair's, near the heavy pair's (whose batch-32 figure was the power-of-two arena's,
 which runs now grow as asked instead). scripts/bench/gpu.py reports each run's measured peak beside
-the estimate.
+the estimate (docs/gpu.md).
 """
 
 from __future__ import annotations

@@ -142,26 +142,33 @@ def gpu_given() -> bool:
 # - do_copy_in_default_stream 1 (the default, said so it is recorded): copies and compute on one
 #   stream; 0 may race (onnxruntime's docs).
 # TF32 (use_tf32) and the rest stay onnxruntime's defaults, as rtmlib's CUDA sessions have them.
+# At --batch-size 1 the search stays rtmlib's (EXHAUSTIVE, onnxruntime's default): one frame a
+# call is rtmlib's own loop, whose keypoints that batch size gives (one shape a model, so the
+# search runs once, at the start); the memory options change no value.
 CUDA_OPTIONS = {"cudnn_conv_algo_search": "HEURISTIC", "arena_extend_strategy": "kSameAsRequested",
                 "do_copy_in_default_stream": "1"}
 
 
-def providers(device: str, memory: int | None = None) -> list[Any]:
+def providers(device: str, memory: int | None = None, batch: int | None = None) -> list[Any]:
     """onnxruntime's providers for --device: CUDA on device 0 of this process's own
-    CUDA_VISIBLE_DEVICES (the GPU its coordinator pinned it to) with CUDA_OPTIONS and, where
-    given, `memory` bytes for the session's arena; CPU for what CUDA cannot run."""
+    CUDA_VISIBLE_DEVICES (the GPU its coordinator pinned it to) with CUDA_OPTIONS (at batch 1,
+    rtmlib's search) and, where given, `memory` bytes for the session's arena; CPU for what CUDA
+    cannot run."""
     if device == "cpu" or (device == "auto" and not (cuda_provider() and gpu_given())):
         return [CPU]
     if not cuda_provider():
         raise DeviceError("--device cuda: this onnxruntime has no CUDAExecutionProvider. Install "
-                          "the GPU build (pip install 'phoenix-keypoints[gpu]', i.e. onnxruntime-gpu "
-                          "in place of onnxruntime), or pass --device cpu.")
+                          "the GPU build (python scripts/gpu_install.py: the 'phoenix-keypoints[gpu]' "
+                          "extra's onnxruntime-gpu in place of onnxruntime, docs/gpu.md), or pass "
+                          "--device cpu.")
     if not gpu_given():
         raise DeviceError("--device cuda: this worker was given no GPU (CUDA_VISIBLE_DEVICES="
                           f"{os.environ.get('CUDA_VISIBLE_DEVICES', '')!r}). Pass --num-gpus N, or "
                           "--device cpu.")
+    options = {k: v for k, v in CUDA_OPTIONS.items()
+               if batch != 1 or k != "cudnn_conv_algo_search"}
     limit = {"gpu_mem_limit": str(int(memory))} if memory else {}
-    return [(CUDA, {"device_id": "0", **CUDA_OPTIONS, **limit}), CPU]
+    return [(CUDA, {"device_id": "0", **options, **limit}), CPU]
 
 
 @dataclass(frozen=True)
@@ -189,9 +196,10 @@ def _not_utf8(text: str) -> bool:
     return False
 
 
-def _session(path: Path, flag: str, device: str = "cpu", memory: int | None = None) -> Any:
+def _session(path: Path, flag: str, device: str = "cpu", memory: int | None = None,
+             batch: int | None = None) -> Any:
     """One session, one thread (a worker owns one core), on --device (`memory`: the GPU arena's
-    bytes); refused with what to do."""
+    bytes; `batch`: the frames a call, which picks the CUDA options); refused with what to do."""
     import onnxruntime as ort
 
     check_model_file(path, flag)  # before onnxruntime opens anything, whatever its version
@@ -205,7 +213,8 @@ def _session(path: Path, flag: str, device: str = "cpu", memory: int | None = No
     so.inter_op_num_threads = 1
     try:  # its warnings quote the model's names: written again escaped
         return captured(lambda: ort.InferenceSession(str(path), sess_options=so,
-                                                     providers=providers(device, memory)))
+                                                     providers=providers(device, memory,
+                                                                         batch)))
     except ModelFileError:
         raise
     except Exception as e:  # onnxruntime raises its own classes for any unreadable model
@@ -340,10 +349,10 @@ class Detector:
     pad: int | None = None  # every call this many frames (fixed shapes: _run), None: as given
 
     def __init__(self, path: Path, device: str = "cpu", kind: str = YOLOX,
-                 memory: int | None = None) -> None:
+                 memory: int | None = None, batch: int | None = None) -> None:
         self.path = Path(path)
         self.kind = KINDS[kind]
-        self.session = _session(Path(path), "--detector", device, memory)
+        self.session = _session(Path(path), "--detector", device, memory, batch)
         self.hw = _input_hw(self.session, Path(path), "--detector")
         self.input = self.session.get_inputs()[0].name
         self.dynamic = dynamic_batch(self.session)
@@ -449,9 +458,9 @@ class PoseModel:
     pad: int | None = None  # every call this many crops (fixed shapes: _run), None: as given
 
     def __init__(self, path: Path, device: str = "cpu", decoder: str = DECODERS[0],
-                 memory: int | None = None) -> None:
+                 memory: int | None = None, batch: int | None = None) -> None:
         self.path = Path(path)
-        self.session = _session(Path(path), "--pose-model", device, memory)
+        self.session = _session(Path(path), "--pose-model", device, memory, batch)
         h, w = _input_hw(self.session, Path(path), "--pose-model")
         self.wh = (w, h)
         self.input = self.session.get_inputs()[0].name
@@ -565,9 +574,9 @@ class WholebodyModels:
                  every_box: bool = False, batch: int | None = None,
                  memory: dict[str, int] | None = None, fixed: bool | None = None) -> None:
         memory = memory or {}
-        self.detector = (Detector(Path(detector), device, detector_kind, memory.get("detector"))
-                         if detector else None)
-        self.pose = PoseModel(Path(pose_model), device, decoder, memory.get("pose_model"))
+        self.detector = (Detector(Path(detector), device, detector_kind, memory.get("detector"),
+                                  batch) if detector else None)
+        self.pose = PoseModel(Path(pose_model), device, decoder, memory.get("pose_model"), batch)
         self.every_box = every_box
         fix_shapes(self, batch, fixed)
         if device == "cuda" and CUDA not in self.providers():

@@ -88,9 +88,10 @@ class PoseModel3d(PoseModel):
     """An RTMW3D-style model on one box: the 2D family's crop (inherited), three SimCC vectors,
     rtmlib's RTMPose3d decode."""
 
-    def __init__(self, path: Path, device: str = "cpu", memory: int | None = None) -> None:
+    def __init__(self, path: Path, device: str = "cpu", memory: int | None = None,
+                 batch: int | None = None) -> None:
         self.path = Path(path)
-        self.session = _session(self.path, FLAG, device, memory)
+        self.session = _session(self.path, FLAG, device, memory, batch)
         h, w = _input_hw(self.session, self.path, FLAG)
         self.wh = (w, h)
         self.input = self.session.get_inputs()[0].name
@@ -145,8 +146,9 @@ class Wholebody3dModels:
     def __init__(self, detector: Path, pose_model: Path, device: str = "cpu",
                  batch: int | None = None, memory: dict[str, int] | None = None) -> None:
         memory = memory or {}
-        self.detector = Detector(Path(detector), device, memory=memory.get("detector"))
-        self.pose = PoseModel3d(Path(pose_model), device, memory.get("pose_model"))
+        self.detector = Detector(Path(detector), device, memory=memory.get("detector"),
+                                 batch=batch)
+        self.pose = PoseModel3d(Path(pose_model), device, memory.get("pose_model"), batch)
         fix_shapes(self, batch, None)
         if device == "cuda" and CUDA not in self.providers():
             raise DeviceError("--device cuda: onnxruntime could not start CUDA on this worker's GPU "
