@@ -289,8 +289,9 @@ def _made_under(req: RunRequest) -> RunRequest:
     resumed = req.as_made(made)
     if resumed is req or (resumed.device, resumed.batch_size) == (req.device, req.batch_size):
         return req
-    messages.say(f"resuming as its committed parts were computed: {execution_flags(made)} "
-                 f"({said(made)})")
+    if made.get("device") != "cpu":  # on the CPU only the device is taken: nothing to say
+        messages.say(f"resuming as its committed parts were computed: {execution_flags(made)} "
+                     f"({said(made)})")
     refused = getattr(family(info.options.estimator), "device_refused", None)
     why = refused(resumed.device) if refused is not None and req.device is None else None
     if why:

@@ -45,7 +45,11 @@ key in asked_settings' dict, and a line in settings_conflicts if a resume must r
 the job, run.json, the fingerprint and the parts carry it without an edit. Options on how workers
 run, not on what they write (--batch-size, --device), are the job's, for a family whose
 declaration says `batches`; such a family words --device's help (`DEVICE_HELP`) and says why a
-device cannot run here (`device_refused(device)`: None when it can). `ABOUT` (its words in
+device cannot run here (`device_refused(device)`: None when it can). One that runs on GPUs
+(`on_gpu`) says what a worker takes of a card at a batch size (`gpu_memory_need(settings,
+batch_size)`: bytes; jobs/schedule/devices.py fits workers and batch to the cards with it), and its
+estimator's `execution` record says how its values are computed (device, provider, options, batch
+shape: extract/keypoints/execution.py), kept in every part and compared on resume. `ABOUT` (its words in
 --estimator's help) and `DOCS` (its page) are read where the help names the family.
 """
 

@@ -22,9 +22,11 @@ YOLOX-m + RTMW-x-l, at their published costs) on the shared sample's frames repe
 
 It fails loudly, never measuring the CPU by mistake: onnxruntime falls back to the CPU with only a
 warning when CUDA cannot start, so every worker's providers in run.json and every rtmlib session's
-must start with CUDAExecutionProvider, or the script exits 1 saying which did not; no GPU or no
-CUDA provider stops it before anything runs. --budget-s stops starting new measurements (those
-are listed as skipped): with the defaults it ends in under 8 minutes on one H200.
+must start with CUDAExecutionProvider, or that run gets no figure (its row says why) and the
+script exits 1; no GPU or no CUDA provider stops it before anything runs. A run that fails (out of
+memory, say) is recorded so and the next one measured; the JSON is written after each pair.
+--budget-s stops starting new measurements (those are listed as skipped): with the defaults it
+ends in under 8 minutes on one H200.
 
     # a GPU node with an index: the `gpu` extra in place of onnxruntime, then measure
     .venv/bin/python scripts/gpu_install.py && .venv/bin/python scripts/bench/gpu.py
@@ -314,12 +316,17 @@ def measure_pair(args: argparse.Namespace, pair: str, work: Path, found: list[di
         if time.monotonic() - t0 > args.budget_s:
             rows.append({**row, "skipped": f"--budget-s {args.budget_s} spent"})
             continue
-        row = measure_job(root, folder, frames, models, args.device, workers, batch,
-                          lambda b: gpu_memory_need(settings, b))
-        w = row["workers_per_gpu"]
-        if w not in loops:
-            loops[w] = measure_loops(root, w, devices, folder, models, args.device)
-            say(pair, loops[w])
+        try:  # a run that fails (out of memory, say) is recorded, and the others still run
+            row = measure_job(root, folder, frames, models, args.device, workers, batch,
+                              lambda b: gpu_memory_need(settings, b))
+            w = row["workers_per_gpu"]
+            if w not in loops:
+                loops[w] = measure_loops(root, w, devices, folder, models, args.device)
+                say(pair, loops[w])
+        except SystemExit as e:
+            print(f"{pair} W={workers} B={batch} failed: {e}", file=sys.stderr, flush=True)
+            rows.append({**row, "failed": str(e)[-2000:]})
+            continue
         row["by_wall"] = round(loops[w]["wall_s"] / row["wall_s"], 3)
         row["vs_rtmlib"] = compare(Path(row.pop("run_dir")), loops[w]["points"])
         peak = sum(row.get("peak_memory_mib", {}).values())
@@ -330,7 +337,10 @@ def measure_pair(args: argparse.Namespace, pair: str, work: Path, found: list[di
            "workload": {k: wl[k] for k in ("origin", "videos", "frames")},
            "measurements": rows, "rtmlib_loops": list(loops.values())}
     if time.monotonic() - t0 <= args.budget_s:
-        out["pieces"] = pieces(root, models, args.device, 8 if args.dry_run else 16)
+        try:
+            out["pieces"] = pieces(root, models, args.device, 8 if args.dry_run else 16)
+        except Exception as e:  # noqa: BLE001 (a measurement's failure is its record)
+            out["pieces"] = {"failed": f"{type(e).__name__}: {e}"[:2000]}
     return out
 
 
@@ -395,18 +405,30 @@ def main() -> int:
     res = {"command": " ".join(sys.argv), "machine": machine(), "gpus": found,
            "device": args.device, "dry_run": args.dry_run, "onnxruntime": ort.__version__,
            "pairs": {}}
+    dest = None
     with tempfile.TemporaryDirectory(prefix="bench-gpu-") as tmp:
-        for pair in args.pairs:
+        for pair in args.pairs:  # written after each pair: a run cut short keeps what it measured
             res["pairs"][pair] = measure_pair(args, pair, Path(tmp), found, t0)
-    res["seconds"] = round(time.monotonic() - t0, 1)
-    if args.json:
-        dest = Path(args.json)
-        if dest.parent == Path("."):
-            dest = save_json(args.json, res)
-        else:
-            dest.write_text(json.dumps(res, indent=2) + "\n")
+            res["seconds"] = round(time.monotonic() - t0, 1)
+            dest = written(args.json, res)
+    if dest:
         print(dest)
-    return 0
+    failed = [f"{pair} {r['workers_per_gpu']}x{r['batch_size']}" for pair, m in res["pairs"].items()
+              for r in m["measurements"] if "failed" in r]
+    if failed:
+        print(f"failed (no figure, the reason in the JSON): {', '.join(failed)}", file=sys.stderr)
+    return 1 if failed else 0
+
+
+def written(where: str, res: dict) -> Path | None:
+    """The results as JSON: a name under docs/results/, or a path with a folder ('': none)."""
+    if not where:
+        return None
+    dest = Path(where)
+    if dest.parent == Path("."):
+        return save_json(where, res)
+    dest.write_text(json.dumps(res, indent=2) + "\n")
+    return dest
 
 
 if __name__ == "__main__":
