@@ -12,7 +12,7 @@ from collections.abc import Callable
 import pyarrow as pa
 
 from phoenix_keypoints.extract.keypoints.estimator import FAMILIES, family
-from phoenix_keypoints.jobs.run.todo import Work
+from phoenix_keypoints.jobs.run.todo import Work, recorded_execution
 from phoenix_keypoints.jobs.rundir.folder import RunDir
 from phoenix_keypoints.jobs.rundir.runinfo import ExtractionInfo, RunInfo
 from phoenix_keypoints.jobs.schedule.chunks import Chunks
@@ -50,6 +50,8 @@ def extract(rd: RunDir, info: RunInfo, plan: pa.Table, work: Work, backend: Back
     def task(chunk: int, skip: dict[str, str]) -> ChunkTask:
         """A chunk's task, bound to how the committed parts were computed or, with none, to how
         the first ready worker computes: one file, one computation (extract.keypoints.execution)."""
+        if shard is not None:  # the array's other shards commit meanwhile: their parts bind too
+            chunks.execution = recorded_execution(rd, info) or chunks.execution
         if not chunks.execution:
             chunks.execution = first_execution(sched.outcome.runtime)
         return chunks.task(chunk, skip)
