@@ -159,6 +159,7 @@ def test_a_resume_under_another_device_or_batch_shape_is_refused(clean_wholebody
     assert proc.returncode == 0, proc.stderr
     original = pq.read_table(clean_wholebody_run / "keypoints.parquet", columns=["wholebody"])
     assert pq.read_table(run / "keypoints.parquet", columns=["wholebody"]).equals(original)
+    assert json.loads((run / "run.json").read_text())["merge"]["execution"] == [made]
 
 
 def test_execution_records_differ_where_values_would():
