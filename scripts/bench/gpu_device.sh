@@ -18,11 +18,14 @@
 #
 # A call whose parts are not all there yet exits 0 after its checks (nvidia-smi, Python, what the
 # image has), printing `waiting for:` and the parts still missing; a call that finds a part of
-# other bytes says which (carry it again). `bash scripts/bench/gpu_device.sh dry` runs the same
-# path on the CPU here, tiny (what tests/test_bench_models.py checks of gpu.py).
+# other bytes says which (carry it again). `bash scripts/bench/gpu_device.sh dry` runs gpu.py's
+# path on the CPU here, tiny (what tests/test_bench_models.py checks of gpu.py). A rehearsal of the
+# device call without a GPU: GPU_NODE=DIR (parts of a CPU onnxruntime wheel for this Python)
+# REHEARSE=1 bash scripts/bench/gpu_device.sh: the same steps, gpu.py --device cpu --dry-run.
 set -uo pipefail
 cd "$(dirname "$0")/../.." || exit 1
-NODE=.gpu-node
+NODE=${GPU_NODE:-.gpu-node}
+REHEARSE=${REHEARSE:-}
 SAMPLE=../shared/data/phoenix-sample/PHOENIX-2014-T
 FRAMES=features/fullFrame-210x260px/train
 PART_MB=50
@@ -92,16 +95,18 @@ print(' '.join(p['name'] for p in j['parts'] if not (m.parent / p['name']).is_fi
     fi
     [ -d "$NODE/data" ] && [ -d "$NODE/rtmlib" ] || { echo "waiting for: $NODE/data $NODE/rtmlib"; return 0; }
     python3 scripts/gpu_install.py --join "$NODE/wheels" || return 1
-    if [ ! -d /tmp/site/onnxruntime ]; then
+    local site=/tmp/site${REHEARSE:+-rehearsal}
+    if [ ! -d "$site/onnxruntime" ]; then
         python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir \
-            --target /tmp/site "$NODE"/wheels/onnxruntime_gpu-*.whl || return 1
+            --target "$site" "$NODE"/wheels/onnxruntime*.whl || return 1
     fi
-    export PYTHONPATH="/tmp/site:$PWD:$PWD/$NODE/rtmlib${PYTHONPATH:+:$PYTHONPATH}"
-    mkdir -p ../shared && ln -sfn "$PWD/$NODE/data" ../shared/data
-    python3 scripts/gpu_install.py --check || return 1
-    local out="${OUT:-/tmp/gpu-out}"
+    export PYTHONPATH="$site:$PWD:$PWD/$NODE/rtmlib${PYTHONPATH:+:$PYTHONPATH}"
+    [ -e ../shared/data ] || { mkdir -p ../shared && ln -sfn "$PWD/$NODE/data" ../shared/data; }
+    python3 scripts/gpu_install.py --check || [ -n "$REHEARSE" ] || return 1
+    local out="${OUT:-/tmp/gpu-out}" args=(--budget-s 380)
+    [ -n "$REHEARSE" ] && args=(--device cpu --dry-run)
     mkdir -p "$out"
-    PYTHONUNBUFFERED=1 timeout 540 python3 scripts/bench/gpu.py --budget-s 380 \
+    PYTHONUNBUFFERED=1 timeout 540 python3 scripts/bench/gpu.py "${args[@]}" \
         --json "$out/gpu.json" 2>&1 | tee "$out/gpu.log"
     local rc=${PIPESTATUS[0]}
     echo "gpu.py exit $rc; files in $out: $(ls "$out")"
