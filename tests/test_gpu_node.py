@@ -111,6 +111,12 @@ def test_cuda_sessions_are_made_for_batches_within_the_workers_share(monkeypatch
     assert set(limits) == {"detector", "pose_model"}
     assert sum(limits.values()) <= 4 * 2**30 - CONTEXT and min(limits.values()) > 0
     assert session_limits(settings, {"batch_size": 8}) is None  # no share: no limit
+    from phoenix_keypoints.extract.families.wholebody.gpu_memory import model_need
+
+    need = {k: model_need(settings[k], 8) for k in ("detector", "pose_model")}
+    tight = session_limits(settings, {"batch_size": 8, "gpu_memory": CONTEXT + sum(need.values())})
+    arena = sum(need.values())  # a share that holds the estimates and nothing more
+    assert all(min(need[k] * 3 // 2, arena) == tight[k] for k in need), (need, tight)
 
 
 # --- recorded per part, and a resume under another computation refused ---------------------------

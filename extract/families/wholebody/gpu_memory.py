@@ -41,7 +41,9 @@ def worker_need(settings: dict[str, Any], batch: int) -> int:
 
 def session_limits(settings: dict[str, Any], run: dict[str, Any]) -> dict[str, int] | None:
     """Each model's arena limit (bytes) from the worker's share of its card (runtime
-    `gpu_memory`, decided by the coordinator), split as their needs are; None: no share given."""
+    `gpu_memory`, decided by the coordinator): the share less CONTEXT, split as their needs are,
+    but each at least 1.5 x its own estimate (within the share): an estimate that falls short
+    then costs some of the margin the check left, not the run; None: no share given."""
     share = run.get("gpu_memory")
     if not share:
         return None
@@ -49,4 +51,4 @@ def session_limits(settings: dict[str, Any], run: dict[str, Any]) -> dict[str, i
     needs = {k: model_need(settings[k], batch) for k in MODELS if k in settings}
     total = sum(needs.values()) or 1
     arena = max(int(share) - CONTEXT, total)
-    return {k: max(arena * n // total, n) for k, n in needs.items()}
+    return {k: min(arena, max(arena * n // total, n * 3 // 2)) for k, n in needs.items()}
