@@ -249,6 +249,7 @@ def run_whole(req: RunRequest) -> int:
     if _complete(rd, req):
         return 0
     _refuse_unavailable(req)
+    req = _fit_gpus(req)
     with run_folder(rd):
         # started now: workers import their family's library and load it while we plan
         backend: Backend | None = make_backend(rd, _settings(rd, req), req.backend, req.num_gpus,
@@ -293,7 +294,7 @@ def _made_under(req: RunRequest) -> RunRequest:
         messages.say(f"resuming as its committed parts were computed: {execution_flags(made)} "
                      f"({said(made)})")
     refused = getattr(family(info.options.estimator), "device_refused", None)
-    why = refused(resumed.device) if refused is not None and req.device is None else None
+    why = refused(resumed.device) if refused is not None and req.device in (None, "auto") else None
     if why:
         raise RunError(f"{rd.path}: its committed parts were computed on {said(made)}; their "
                        f"values depend on it, so the rest is computed so too, but --device "
@@ -336,7 +337,7 @@ def _fit_gpus(req: RunRequest) -> RunRequest:
 
 def run(req: RunRequest) -> int:
     """The `run` command: plan, extract, merge on this node (or Ray); one shard only with shards."""
-    req = _fit_gpus(_made_under(req))
+    req = _made_under(req)
     sharded = resolve_shard(req.num_shards, req.shard_index)
     if req.pkl is not None and sharded:
         raise RunError("--output_path exports after the merge, which a shard does not do: once the "
@@ -344,7 +345,7 @@ def run(req: RunRequest) -> int:
                        f"legacy-pkl --to {req.pkl}`.")
     if sharded:
         _refuse_unavailable(req)
-        return run_shard(req, *sharded)
+        return run_shard(_fit_gpus(req), *sharded)
     written = req.pkl.stat().st_mtime_ns if req.pkl is not None and req.pkl.exists() else None
     code = run_whole(req)
     if req.pkl is not None and (not req.pkl.exists() or req.pkl.stat().st_mtime_ns == written):
