@@ -182,8 +182,12 @@ def _runtime_args(p: argparse.ArgumentParser) -> None:
     where = "; ".join(dict.fromkeys(getattr(family(n), "DEVICE_HELP", "where its workers run")
                                     for n in batching))
     p.add_argument("--batch-size", type=_batch_size, metavar="N",
-                   help=f"{which}: frames per model call, within a video (default 8; the output "
-                        f"is the same for any N: {docs})")
+                   help=f"{which}: frames per model call, within a video (default 8 on the CPU; "
+                        "on GPUs the largest of 16, 8, 4, 2, 1 that fits each card's free memory "
+                        "with its workers, said at start). On the CPU the output is the same for "
+                        "any N; on a GPU every call is padded to N and the values depend on N and "
+                        "the device, so a resume keeps the run's own and refuses others: "
+                        f"{docs})")
     p.add_argument("--device", choices=("auto", "cpu", "cuda"),
                    help=f"{which}: {where}")
     _limit_args(p, which)
@@ -248,7 +252,9 @@ def _add_run(sub: argparse._SubParsersAction) -> None:
                                                              least=0),
                    help="GPUs to pin workers to (default: visible GPUs, 0 when none)")
     r.add_argument("--workers-per-gpu", "--num_workers_per_gpu", type=_WORKER_COUNT,
-                   help="workers per GPU, or CPU workers with 0 GPUs (default: usable CPUs)")
+                   help="workers per GPU, or CPU workers with 0 GPUs (default: usable CPUs, "
+                        "shared among the GPUs; on GPUs fewer where their memory does not hold "
+                        "that many, said at start)")
     _runtime_args(r)
     _plan_args(r)
     r.add_argument("--fresh", action="store_true",

@@ -280,12 +280,22 @@ def runs_on(settings: dict[str, Any], batch_size: int | None, device: str | None
     from phoenix_keypoints.extract.keypoints.estimator import runtime
 
     run = runtime(batch_size, device)
-    where = "CUDA, device 0 of each worker's GPU" if on_gpu(device, gpu) else "the CPU"
+    cuda = on_gpu(device, gpu)
+    where = "CUDA, device 0 of each worker's GPU" if cuda else "the CPU"
+    fixed = f" (every call padded to {run['batch_size']}: fixed shapes)" if cuda else ""
     axes = batch_axes((settings.get("detector") or {}).get("path"), settings["pose_model"]["path"])
     every = settings.get("det_every", 1)
     mode = f"; a detection every {every} frames (rtmlib's PoseTracker)" if every != 1 else ""
-    return (f", on {where} (--device {run['device']}); batches of {run['batch_size']} frames: "
-            f"{axes}{mode}{head_words(settings)}")
+    return (f", on {where} (--device {run['device']}); batches of {run['batch_size']} frames"
+            f"{fixed}: {axes}{mode}{head_words(settings)}")
+
+
+def gpu_memory_need(settings: dict[str, Any], batch_size: int) -> int:
+    """Bytes of GPU memory one worker takes at this batch size, estimated from its recorded
+    model files (gpu_memory.py): the coordinator checks workers x this against each card."""
+    from phoenix_keypoints.extract.families.wholebody.gpu_memory import worker_need
+
+    return worker_need(settings, batch_size)
 
 
 # `run --help`'s words for --device (jobs/cli.py reads a batching family's)
@@ -299,7 +309,8 @@ def device_refused(device: str) -> str | None:
     from phoenix_keypoints.extract.families.wholebody.runner import cuda_provider
 
     if device == "cuda" and not cuda_provider():
-        return ("this onnxruntime has no CUDAExecutionProvider. Install the GPU build: pip install "
-                "'phoenix-keypoints[gpu]' (onnxruntime-gpu in place of onnxruntime), or pass "
-                "--device cpu.")
+        return ("this onnxruntime has no CUDAExecutionProvider. Install the GPU build in one "
+                "command: python scripts/gpu_install.py (the 'phoenix-keypoints[gpu]' extra's "
+                "onnxruntime-gpu in place of onnxruntime, online or from a wheelhouse: "
+                "docs/gpu.md), or pass --device cpu.")
     return None

@@ -43,6 +43,7 @@ import cv2
 import numpy as np
 
 from phoenix_keypoints.extract.families.wholebody.declaration import declaration_of, layout_of
+from phoenix_keypoints.extract.families.wholebody.gpu_memory import session_limits
 from phoenix_keypoints.extract.families.wholebody.heads import (
     DECODERS,
     HEATMAP,
@@ -93,6 +94,7 @@ from phoenix_keypoints.extract.families.wholebody.tracking import (
     track_batch,
     track_lanes,
 )
+from phoenix_keypoints.extract.keypoints.cuda_libs import preload as preload_cuda
 from phoenix_keypoints.extract.keypoints.environ import telemetry_off
 from phoenix_keypoints.extract.keypoints.estimator import (
     DEFAULT_BATCH,
@@ -101,6 +103,7 @@ from phoenix_keypoints.extract.keypoints.estimator import (
     batch_refused,
     runtime,
 )
+from phoenix_keypoints.extract.keypoints.execution import gpu_name, value_options
 from phoenix_keypoints.extract.keypoints.model_calls import bounded_load, input_refused
 from phoenix_keypoints.extract.keypoints.onnx_files import (
     as_given,
@@ -113,6 +116,7 @@ from phoenix_keypoints.extract.keypoints.onnx_files import (
 from phoenix_keypoints.extract.keypoints.onnx_graph import check_graph
 
 telemetry_off()  # before any `import onnxruntime` below: read once, when the library loads
+preload_cuda()  # where a GPU is here: CUDA and cuDNN from the nvidia-* wheels, before onnxruntime
 
 POINTS = 133
 PAD = 1.25  # rtmlib's bbox padding
@@ -150,20 +154,47 @@ def gpu_given() -> bool:
     return bool(env) and not env.startswith("-")
 
 
-def providers(device: str) -> list[Any]:
+# The CUDA provider's options, made for batches of fixed shapes (docs/wholebody.md#batches-and-devices;
+# onnxruntime's CUDA execution provider documents each):
+# - cudnn_conv_algo_search HEURISTIC: cuDNN's heuristics pick each convolution's algorithm from
+#   the shapes alone. The default, EXHAUSTIVE, times every algorithm for every new input shape
+#   (slow on the first batch of each shape) and keeps the fastest it timed, so two workers, or a
+#   run and its resume, could keep different algorithms, hence other values, by the timing's noise.
+# - arena_extend_strategy kSameAsRequested: the memory arena grows by what is asked, not to the next
+#   power of two (which took up to twice the memory a batch needs: 124.7 GB of a 141 GB card for 8
+#   workers of the heavy pair at batch 32, issue 47).
+# - gpu_mem_limit (bytes, per session): the worker's share of its card, split between its models
+#   (jobs/schedule/devices.py decides the share before any worker starts).
+# - do_copy_in_default_stream 1 (the default, said so it is recorded): copies and compute on one
+#   stream; 0 may race (onnxruntime's docs).
+# TF32 (use_tf32) and the rest stay onnxruntime's defaults, as rtmlib's CUDA sessions have them.
+# At --batch-size 1 the search stays rtmlib's (EXHAUSTIVE, onnxruntime's default): one frame a
+# call is rtmlib's own loop, whose keypoints that batch size gives (one shape a model, so the
+# search runs once, at the start); the memory options change no value.
+CUDA_OPTIONS = {"cudnn_conv_algo_search": "HEURISTIC", "arena_extend_strategy": "kSameAsRequested",
+                "do_copy_in_default_stream": "1"}
+
+
+def providers(device: str, memory: int | None = None, batch: int | None = None) -> list[Any]:
     """onnxruntime's providers for --device: CUDA on device 0 of this process's own
-    CUDA_VISIBLE_DEVICES (the GPU its coordinator pinned it to), CPU for what CUDA cannot run."""
+    CUDA_VISIBLE_DEVICES (the GPU its coordinator pinned it to) with CUDA_OPTIONS (at batch 1,
+    rtmlib's search) and, where given, `memory` bytes for the session's arena; CPU for what CUDA
+    cannot run."""
     if device == "cpu" or (device == "auto" and not (cuda_provider() and gpu_given())):
         return [CPU]
     if not cuda_provider():
         raise DeviceError("--device cuda: this onnxruntime has no CUDAExecutionProvider. Install "
-                          "the GPU build (pip install 'phoenix-keypoints[gpu]', i.e. onnxruntime-gpu "
-                          "in place of onnxruntime), or pass --device cpu.")
+                          "the GPU build (python scripts/gpu_install.py: the 'phoenix-keypoints[gpu]' "
+                          "extra's onnxruntime-gpu in place of onnxruntime, docs/gpu.md), or pass "
+                          "--device cpu.")
     if not gpu_given():
         raise DeviceError("--device cuda: this worker was given no GPU (CUDA_VISIBLE_DEVICES="
                           f"{os.environ.get('CUDA_VISIBLE_DEVICES', '')!r}). Pass --num-gpus N, or "
                           "--device cpu.")
-    return [(CUDA, {"device_id": 0}), CPU]
+    options = {k: v for k, v in CUDA_OPTIONS.items()
+               if batch != 1 or k != "cudnn_conv_algo_search"}
+    limit = {"gpu_mem_limit": str(int(memory))} if memory else {}
+    return [(CUDA, {"device_id": "0", **options, **limit}), CPU]
 
 
 @dataclass(frozen=True)
@@ -194,8 +225,10 @@ def _not_utf8(text: str) -> bool:
     return False
 
 
-def _session(path: Path, flag: str, device: str = "cpu") -> Any:
-    """One session, one thread (a worker owns one core), on --device; refused with what to do."""
+def _session(path: Path, flag: str, device: str = "cpu", memory: int | None = None,
+             batch: int | None = None) -> Any:
+    """One session, one thread (a worker owns one core), on --device (`memory`: the GPU arena's
+    bytes; `batch`: the frames a call, which picks the CUDA options); refused with what to do."""
     import onnxruntime as ort
 
     external = check_model_file(path, flag)  # before onnxruntime opens anything, whatever its version
@@ -211,7 +244,8 @@ def _session(path: Path, flag: str, device: str = "cpu") -> Any:
     try:  # its warnings quote the model's names: written again escaped
         size = os.stat(path).st_size + sum(os.stat(f).st_size for _, f in external)
         return bounded_load(lambda: captured(lambda: ort.InferenceSession(
-            str(path), sess_options=so, providers=providers(device))), flag, path, size)
+            str(path), sess_options=so, providers=providers(device, memory, batch))),
+            flag, path, size)
     except ModelFileError:
         raise
     except Exception as e:  # onnxruntime raises its own classes for any unreadable model
@@ -240,14 +274,32 @@ def dynamic_batch(session: Any) -> bool:
     return not isinstance(session.get_inputs()[0].shape[0], int)
 
 
-def _run(session: Any, name: str, x: np.ndarray, dynamic: bool) -> list[np.ndarray]:
+def _run(session: Any, name: str, x: np.ndarray, dynamic: bool,
+         pad: int | None = None) -> list[np.ndarray]:
     """The model's outputs for a batch x: one call where the batch axis is dynamic, else one
-    call per item, stacked (the same arrays a dynamic model would answer)."""
+    call per item, stacked (the same arrays a dynamic model would answer).
+
+    pad: every call takes exactly `pad` items (fixed shapes): x in calls of `pad`, the last one
+    filled up with zeros whose answers are dropped. On a GPU the kernels are then chosen once, and
+    an item's values, which depend on the shape of the call it is in (not on its neighbours or the
+    zeros beside it: measured on an H200, issue 47), are the same wherever a batch was cut. The
+    one place that pads: the detector, the pose model and the videos in lockstep all call here."""
     quiet = quiet_run_options()
-    if dynamic or len(x) == 1:
+    if not dynamic:
+        if len(x) == 1:
+            return session.run(None, {name: x}, quiet)
+        each = [session.run(None, {name: x[i:i + 1]}, quiet) for i in range(len(x))]
+        return [np.concatenate(outs) for outs in zip(*each, strict=True)]
+    if not pad or len(x) == pad:
         return session.run(None, {name: x}, quiet)
-    each = [session.run(None, {name: x[i:i + 1]}, quiet) for i in range(len(x))]
-    return [np.concatenate(outs) for outs in zip(*each, strict=True)]
+    calls = []
+    for start in range(0, len(x), pad):
+        part = x[start:start + pad]
+        n = len(part)
+        if n < pad:
+            part = np.concatenate([part, np.zeros((pad - n, *x.shape[1:]), x.dtype)])
+        calls.append([out[:n] for out in session.run(None, {name: part}, quiet)])
+    return calls[0] if len(calls) == 1 else [np.concatenate(o) for o in zip(*calls, strict=True)]
 
 
 def describe(path: Path, flag: str) -> ModelFile:
@@ -332,10 +384,13 @@ class Detector:
     """A YOLOX person detector (or rtmlib's RTMDet, kind="rtmdet": rtmdet.py): frame (BGR) ->
     boxes [N, 4] in frame pixels, as rtmlib's YOLOX (RTMDet) gives them."""
 
-    def __init__(self, path: Path, device: str = "cpu", kind: str = YOLOX) -> None:
+    pad: int | None = None  # every call this many frames (fixed shapes: _run), None: as given
+
+    def __init__(self, path: Path, device: str = "cpu", kind: str = YOLOX,
+                 memory: int | None = None, batch: int | None = None) -> None:
         self.path = Path(path)
         self.kind = KINDS[kind]
-        self.session = _session(Path(path), "--detector", device)
+        self.session = _session(Path(path), "--detector", device, memory, batch)
         self.hw = _input_hw(self.session, Path(path), "--detector")
         self.input = self.session.get_inputs()[0].name
         self.dynamic = dynamic_batch(self.session)
@@ -374,8 +429,8 @@ class Detector:
         """The model's answer for the frames, and each frame's letterbox ratio."""
         canvases, ratios = zip(*(self._letterbox(b) for b in bgrs), strict=True)
         x = self.kind.model_input(np.stack(canvases))
-        out = run_model(lambda: _run(self.session, self.input, x, self.dynamic), "--detector",
-                        self.path, len(x))[0]
+        out = run_model(lambda: _run(self.session, self.input, x, self.dynamic, self.pad),
+                        "--detector", self.path, len(x))[0]
         return out, ratios
 
     def _boxes(self, out: np.ndarray, ratio: float) -> np.ndarray:
@@ -444,9 +499,12 @@ class PoseModel:
     """A top-down pose model on one box, its head read from its outputs (heads.py: a SimCC pair
     or heatmaps): ([K, 2] x, y in frame pixels, [K] scores)."""
 
-    def __init__(self, path: Path, device: str = "cpu", decoder: str = DECODERS[0]) -> None:
+    pad: int | None = None  # every call this many crops (fixed shapes: _run), None: as given
+
+    def __init__(self, path: Path, device: str = "cpu", decoder: str = DECODERS[0],
+                 memory: int | None = None, batch: int | None = None) -> None:
         self.path = Path(path)
-        self.session = _session(Path(path), "--pose-model", device)
+        self.session = _session(Path(path), "--pose-model", device, memory, batch)
         h, w = _input_hw(self.session, Path(path), "--pose-model")
         self.wh = (w, h)
         self.input = self.session.get_inputs()[0].name
@@ -501,8 +559,8 @@ class PoseModel:
         with its centre and scale."""
         crops = [self._crop(b, box) for b, box in zip(bgrs, boxes, strict=True)]
         x = np.ascontiguousarray(np.stack([c[0] for c in crops]).transpose(0, 3, 1, 2), np.float32)
-        outs = run_model(lambda: _run(self.session, self.input, x, self.dynamic), "--pose-model",
-                         self.path, len(x))
+        outs = run_model(lambda: _run(self.session, self.input, x, self.dynamic, self.pad),
+                         "--pose-model", self.path, len(x))
         return outs[:1 if self.head.kind == HEATMAP else 2], crops
 
     def problem(self, outs: list[np.ndarray], i: int) -> str:
@@ -528,6 +586,27 @@ def largest_index(boxes: np.ndarray) -> int:
     return int(np.argmax(areas(boxes)))
 
 
+def fix_shapes(models: Any, batch: int | None, fixed: bool | None) -> None:
+    """Every call of the models' sessions takes `batch` items (Detector.pad, PoseModel.pad) where
+    `fixed`, by default where they run on CUDA, whose kernels and values depend on the shape of a
+    call. On the CPU an item's values are the same bytes in a call of any size (tests/
+    test_gpu_node.py), so frames are not padded there: padding would only cost CPU."""
+    if fixed is None:
+        fixed = CUDA in models.providers()
+    for model in (models.detector, models.pose):
+        if model is not None and model.dynamic and fixed and batch:
+            model.pad = int(batch)
+
+
+def batch_shape(models: Any) -> dict[str, int] | None:
+    """How many items each model's every call takes (None: as many as given, on the CPU): part of
+    what the values depend on on a GPU, recorded in each part (execution_record)."""
+    shapes = {key: (m.pad or 1) if m.pad or not m.dynamic else None
+              for key, m in (("detector", models.detector), ("pose_model", models.pose))
+              if m is not None}
+    return None if any(v is None for v in shapes.values()) else shapes
+
+
 class WholebodyModels:
     """Detector and pose model of one process: RGB frames -> Posed (persons.py) each.
     every_box: the pose model runs on every box, as rtmlib's Hand does, up to max_persons (the
@@ -538,18 +617,23 @@ class WholebodyModels:
     def __init__(self, detector: Path | None, pose_model: Path, device: str = "cpu",
                  decoder: str = DECODERS[0], detector_kind: str = YOLOX,
                  every_box: bool = False, max_persons: int = MAX_PERSONS,
-                 batch_size: int = DEFAULT_BATCH) -> None:
-        self.detector = Detector(Path(detector), device, detector_kind) if detector else None
-        self.pose = PoseModel(Path(pose_model), device, decoder)
+                 batch: int | None = None, memory: dict[str, int] | None = None,
+                 fixed: bool | None = None) -> None:
+        memory = memory or {}
+        self.detector = (Detector(Path(detector), device, detector_kind, memory.get("detector"),
+                                  batch) if detector else None)
+        self.pose = PoseModel(Path(pose_model), device, decoder, memory.get("pose_model"), batch)
         self.every_box = every_box
         self.max_persons = max_persons
-        self.crops_per_call = CROPS_PER_FRAME * max(1, batch_size)
+        self.crops_per_call = CROPS_PER_FRAME * max(1, batch or DEFAULT_BATCH)
+        fix_shapes(self, batch, fixed)
         if device == "cuda" and CUDA not in self.providers():
             # onnxruntime falls back to the CPU, with a warning only, when CUDA cannot start
             raise DeviceError("--device cuda: onnxruntime-gpu is installed but could not start CUDA "
-                              "on this worker's GPU (its CUDA 12 and cuDNN 9 libraries must be "
-                              "found; the worker's log has onnxruntime's warning). Fix that, or "
-                              "pass --device auto or cpu.")
+                              "on this worker's GPU (the CUDA and cuDNN libraries it was built for "
+                              "must be found: `python scripts/gpu_install.py --check` says which; "
+                              "the worker's log has onnxruntime's warning). Fix that, or pass "
+                              "--device auto or cpu.")
 
     def providers(self) -> list[str]:
         """The providers the sessions run on (what onnxruntime accepted, not what was asked)."""
@@ -655,6 +739,18 @@ def check_batch(batch_size: int, detector: Detector | None, pose: PoseModel) -> 
         raise ModelFileError(f"--batch-size {batch_size}: {why}. Pass a smaller --batch-size.")
 
 
+def execution_record(models: Any) -> dict[str, Any]:
+    """What the models' values are computed under besides the versions (extract/keypoints/
+    execution.py): the device and GPU, the provider the pose model runs on and its options that
+    decide kernels, and each model's call shape on a GPU."""
+    session = models.pose.session
+    provider = session.get_providers()[0]
+    options = session.get_provider_options().get(provider, {}) if provider == CUDA else {}
+    return {"device": "cuda" if provider == CUDA else "cpu",
+            "gpu": gpu_name() if provider == CUDA else "", "provider": provider,
+            "provider_options": value_options(options), "batch_shape": batch_shape(models)}
+
+
 def whole(bgr: np.ndarray) -> np.ndarray:
     """rtmlib's box when nobody is found: the whole frame."""
     return np.array([0, 0, bgr.shape[1], bgr.shape[0]])
@@ -677,9 +773,10 @@ class WholebodyEstimator:
                                        kind_of(settings.get("detector")),
                                        self.layout.solution == HAND_SOLUTION,
                                        int(settings.get("max_persons", MAX_PERSONS)),
-                                       self.batch_size)
+                                       self.batch_size, session_limits(settings, run))
         self.providers = self._models.providers()
         check_batch(self.batch_size, self._models.detector, self._models.pose)
+        self.execution = execution_record(self._models)
         self.tracker = Tracker(int(settings.get("det_every", 1)))
         # tracked, a video's frames wait on each other: batch_size videos go in lockstep instead
         self.lanes = self.batch_size if self.tracker.every > 1 else 1

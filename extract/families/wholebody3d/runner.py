@@ -44,8 +44,11 @@ from phoenix_keypoints.extract.families.wholebody.runner import (
     check_batch,
     describe,
     dynamic_batch,
+    execution_record,
+    fix_shapes,
     largest,
     onnxruntime_version,
+    session_limits,
 )
 from phoenix_keypoints.extract.families.wholebody3d.declaration import (
     DECLARATION,
@@ -87,9 +90,10 @@ class PoseModel3d(PoseModel):
     """An RTMW3D-style model on one box: the 2D family's crop (inherited), three SimCC vectors,
     rtmlib's RTMPose3d decode."""
 
-    def __init__(self, path: Path, device: str = "cpu") -> None:
+    def __init__(self, path: Path, device: str = "cpu", memory: int | None = None,
+                 batch: int | None = None) -> None:
         self.path = Path(path)
-        self.session = _session(self.path, FLAG, device)
+        self.session = _session(self.path, FLAG, device, memory, batch)
         h, w = _input_hw(self.session, self.path, FLAG)
         self.wh = (w, h)
         self.input = self.session.get_inputs()[0].name
@@ -109,8 +113,8 @@ class PoseModel3d(PoseModel):
         """The three SimCC vectors of the frames' crops, and each crop with its centre and scale."""
         crops = [self._crop(b, box) for b, box in zip(bgrs, boxes, strict=True)]
         x = np.ascontiguousarray(np.stack([c[0] for c in crops]).transpose(0, 3, 1, 2), np.float32)
-        out = run_model(lambda: _run(self.session, self.input, x, self.dynamic), FLAG, self.path,
-                        len(x))
+        out = run_model(lambda: _run(self.session, self.input, x, self.dynamic, self.pad), FLAG,
+                        self.path, len(x))
         return out[:3], crops
 
     def decode3d(self, sx: np.ndarray, sy: np.ndarray, sz: np.ndarray, centre: np.ndarray,
@@ -141,9 +145,13 @@ def record(detector: Path, pose_model: Path) -> dict[str, Any]:
 class Wholebody3dModels:
     """Detector and 3D pose model of one process: RGB frames -> ([133 * 6] float32, persons)."""
 
-    def __init__(self, detector: Path, pose_model: Path, device: str = "cpu") -> None:
-        self.detector = Detector(Path(detector), device)
-        self.pose = PoseModel3d(Path(pose_model), device)
+    def __init__(self, detector: Path, pose_model: Path, device: str = "cpu",
+                 batch: int | None = None, memory: dict[str, int] | None = None) -> None:
+        memory = memory or {}
+        self.detector = Detector(Path(detector), device, memory=memory.get("detector"),
+                                 batch=batch)
+        self.pose = PoseModel3d(Path(pose_model), device, memory.get("pose_model"), batch)
+        fix_shapes(self, batch, None)
         if device == "cuda" and CUDA not in self.providers():
             raise DeviceError("--device cuda: onnxruntime could not start CUDA on this worker's GPU "
                               "(the worker's log has onnxruntime's warning). Fix that, or pass "
@@ -186,9 +194,11 @@ class Wholebody3dEstimator:
         self.declaration = DECLARATION
         self.batch_size = int(run["batch_size"])
         self._models = Wholebody3dModels(settings["detector"]["path"],
-                                         settings["pose_model"]["path"], run["device"])
+                                         settings["pose_model"]["path"], run["device"],
+                                         self.batch_size, session_limits(settings, run))
         self.providers = self._models.providers()
         check_batch(self.batch_size, self._models.detector, self._models.pose)
+        self.execution = execution_record(self._models)
 
     def start_video(self) -> None:
         pass
