@@ -198,10 +198,22 @@ def _keypoints(block: Block, fps: float) -> Keypoints:
         values = np.concatenate(block.values[part]).reshape(-1, n, c)
         values[~np.concatenate(block.present[part])] = np.nan
         parts[part] = values
+    for name, width in block.declaration.lists.items():  # every item of each frame, NaN after
+        parts[name] = _padded(block.lists.get(name, []), width)
     own = getattr(family(block.declaration.name), "clip_parts", None)
     parts = own(parts) if own is not None else parts
     return Keypoints(parts, float(fps), block.declaration.name, block.status, block.image,
                      block.width, block.height, block.time_s, block.declaration)
+
+
+def _padded(rows: list[np.ndarray | None], width: int) -> np.ndarray:
+    """A list column's rows as float32 [T, most items in a frame, width], NaN past each frame's
+    items (and on frames not read)."""
+    items = [np.empty((0, width), np.float32) if r is None else r.reshape(-1, width) for r in rows]
+    out = np.full((len(items), max((len(i) for i in items), default=0), width), np.nan, np.float32)
+    for t, mine in enumerate(items):
+        out[t, :len(mine)] = mine
+    return out
 
 
 def _frames(source: Source, max_pixels: int) -> tuple[Iterable[Frame], int, float | None]:

@@ -2,10 +2,11 @@
 show, diff, sample.
 
 Every expected problem (bad dataset, foreign run folder, missing model, interrupted run) ends in a
-one-paragraph message and an exit status, never a traceback. Only the standard library is imported
-at module level, so `phoenix-keypoints --help` and `from phoenix_keypoints import run_job`
-(jobs/api.py) stay cheap; spawned workers never import it (jobs/schedule/local.py starts them
-without a main module).
+one-paragraph message and an exit status, never a traceback; every number an option takes is read
+by extract/keypoints/option_values.py (ASCII digits only, refusals in words). Only the standard
+library (and that module, which imports nothing else) is imported at module level, so
+`phoenix-keypoints --help` and `from phoenix_keypoints import run_job` (jobs/api.py) stay cheap;
+spawned workers never import it (jobs/schedule/local.py starts them without a main module).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from phoenix_keypoints.extract.keypoints.option_values import decimal_number, whole_number
 from phoenix_keypoints.jobs import messages
 
 if TYPE_CHECKING:
@@ -28,19 +30,13 @@ def _csv(value: str) -> tuple[str, ...]:
 
 
 def _whole(value: str) -> int:
-    """An option's whole number; anything else said in words (a ValueError would make argparse
-    name the function that parsed it)."""
-    try:
-        return int(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a whole number, not {value!r}") from None
+    """An option's whole number in ASCII digits (extract/keypoints/option_values.py); anything else
+    said in words."""
+    return whole_number()(value)
 
 
 def _positive(value: str) -> int:
-    n = _whole(value)
-    if n < 1:
-        raise argparse.ArgumentTypeError(f"must be >= 1, not {n}")
-    return n
+    return whole_number(1)(value)
 
 
 # Each worker is a process holding its own estimator (about 0.4 GiB): no machine runs more than this,
@@ -51,18 +47,9 @@ MAX_WORKERS = 1024
 MAX_MAX_PIXELS = 2**31 - 1
 
 
-def _at_most(limit: int, why: str, least: int = 1):
+def _at_most(limit: int, why: str, least: int = 1):  # noqa: ANN202
     """An argparse type: an integer from `least` to `limit`, the refusal saying why the bound."""
-    def parse(value: str) -> int:
-        n = _whole(value)
-        if n < least:
-            raise argparse.ArgumentTypeError(f"must be >= {least}, not {n}")
-        if n > limit:
-            raise argparse.ArgumentTypeError(f"must be at most {limit:,}, not {n:,}: {why}")
-        return n
-
-    parse.__name__ = "integer"  # argparse's "invalid integer value: 'x'"
-    return parse
+    return whole_number(least, limit, why)
 
 
 _WORKER_COUNT = _at_most(MAX_WORKERS, "each worker is a process holding its own estimator")
@@ -79,10 +66,16 @@ def _batch_size(value: str) -> int:
 
 
 def _non_negative(value: str) -> int:
-    n = _whole(value)
-    if n < 0:
-        raise argparse.ArgumentTypeError(f"must be >= 0, not {n}")
-    return n
+    return whole_number(0)(value)
+
+
+def _frame_rate(value: str) -> float:
+    """--fps: frames a second, a finite number above 0 in ASCII digits."""
+    return decimal_number(0, 1000, above=True, what="a frame rate")(value)
+
+
+def _tolerance(value: str) -> float:
+    return decimal_number(0, what="a number")(value)
 
 
 def _plan_args(p: argparse.ArgumentParser) -> None:
@@ -180,10 +173,39 @@ def _runtime_args(p: argparse.ArgumentParser) -> None:
     where = "; ".join(dict.fromkeys(getattr(family(n), "DEVICE_HELP", "where its workers run")
                                     for n in batching))
     p.add_argument("--batch-size", type=_batch_size, metavar="N",
-                   help=f"{which}: frames per model call, within a video (default 8; the output "
-                        f"is the same for any N: {docs})")
+                   help=f"{which}: frames per model call, within a video (default 8 on the CPU; "
+                        "on GPUs the largest of 16, 8, 4, 2, 1 that fits each card's free memory "
+                        "with its workers, said at start). On the CPU the output is the same for "
+                        "any N; on a GPU every call is padded to N and the values depend on N and "
+                        "the device, so a resume keeps the run's own and refuses others: "
+                        f"{docs})")
     p.add_argument("--device", choices=("auto", "cpu", "cuda"),
                    help=f"{which}: {where}")
+    _limit_args(p, which)
+
+
+def _limit_args(p: argparse.ArgumentParser, which: str) -> None:
+    """--model-deadline, --model-memory: what one model call may take (for a model file is
+    untrusted: extract/keypoints/model_calls.py); not part of the output."""
+    from phoenix_keypoints.extract.keypoints import model_calls as mc
+
+    p.add_argument("--model-deadline", metavar="SECONDS",
+                   type=decimal_number(0, mc.MAX_DEADLINE_S, above=True, what="a number of seconds"),
+                   help=f"{which}: the longest one model call may take, per frame or crop it holds "
+                        f"(default {mc.DEADLINE_S:g}); a model past it is refused (exit 2)")
+    p.add_argument("--model-memory", metavar="MIB",
+                   type=whole_number(1, mc.MAX_MEMORY_MIB, "1 TiB", "a whole number of MiB"),
+                   help=f"{which}: the most one model call may grow a process's memory by, in MiB "
+                        f"per frame or crop it holds (default {mc.MEMORY_MIB}); a model past it is "
+                        "refused (exit 2)")
+
+
+def _set_limits(args: argparse.Namespace) -> None:
+    """This process's model limits, before the start-up check runs the models once."""
+    from phoenix_keypoints.extract.keypoints.model_calls import say_error, set_last_word, set_limits
+
+    set_limits(getattr(args, "model_deadline", None), getattr(args, "model_memory", None))
+    set_last_word(lambda text: say_error(messages.terminal(text)))
 
 
 def _export_to() -> str:
@@ -230,7 +252,9 @@ def _add_run(sub: argparse._SubParsersAction) -> None:
                                                              least=0),
                    help="GPUs to pin workers to (default: visible GPUs, 0 when none)")
     r.add_argument("--workers-per-gpu", "--num_workers_per_gpu", type=_WORKER_COUNT,
-                   help="workers per GPU, or CPU workers with 0 GPUs (default: usable CPUs)")
+                   help="workers per GPU, or CPU workers with 0 GPUs (default: usable CPUs, "
+                        "shared among the GPUs; on GPUs fewer where their memory does not hold "
+                        "that many, said at start)")
     _runtime_args(r)
     _plan_args(r)
     r.add_argument("--fresh", action="store_true",
@@ -346,7 +370,7 @@ def _add_small(sub: argparse._SubParsersAction) -> None:
     e.add_argument("--flat", action="store_true",
                    help="unisign-pkl: every split's files in --to itself, the one folder Uni-Sign's "
                         "CSL_Daily (and How2Sign, OpenASL) config reads for every phase")
-    e.add_argument("--fps", type=float, metavar="F",
+    e.add_argument("--fps", type=_frame_rate, metavar="F",
                    help="pose: the rate of frame-folder videos (default 25, PHOENIX's); a video "
                         "file's .pose takes its stream's rate")
     e.set_defaults(handler=_export)
@@ -438,7 +462,8 @@ def _inspect_parsers(sub: argparse._SubParsersAction) -> None:
     th = rp.add_argument_group("thresholds of the quality report (when a video is flagged; a "
                                "family's plain report has none)")
     for name, kind, default, doc in Thresholds.options():
-        th.add_argument(f"--{name.replace('_', '-')}", dest=name, type=kind, default=default,
+        th.add_argument(f"--{name.replace('_', '-')}", dest=name, type=_non_negative if kind is int
+                        else decimal_number(0), default=default,
                         metavar="N" if kind is int else "X", help=f"{doc} (default {default})")
     rp.add_argument("--cards", type=_non_negative, default=24,
                     help="worst flagged videos shown with frames and a timeline (default 24)")
@@ -449,7 +474,7 @@ def _inspect_parsers(sub: argparse._SubParsersAction) -> None:
     sh.add_argument("--video", required=True, help="video name, e.g. 01April_2010_Thursday_heute-6694")
     sh.add_argument("--to", type=Path, required=True,
                     help="FILE.mp4, FILE.gif, or FILE.png (a contact sheet, one tile per frame)")
-    sh.add_argument("--fps", type=float, default=25.0, help="MP4/GIF frame rate (default 25)")
+    sh.add_argument("--fps", type=_frame_rate, default=25.0, help="MP4/GIF frame rate (default 25)")
     sh.add_argument("--scale", type=_positive,
                     help="pixels per frame pixel (default 2 for MP4/GIF, 1 for PNG)")
     sh.set_defaults(handler=_show)
@@ -457,7 +482,7 @@ def _inspect_parsers(sub: argparse._SubParsersAction) -> None:
     d = sub.add_parser("diff", help="do two extractions agree? exit 0 yes, 1 no, 2 bad input")
     d.add_argument("run_a", type=Path, metavar="RUN_A", help="run folder (or a keypoints .parquet)")
     d.add_argument("run_b", type=Path, metavar="RUN_B", help="run folder (or a keypoints .parquet)")
-    d.add_argument("--tolerance", type=float, default=0.0,
+    d.add_argument("--tolerance", type=_tolerance, default=0.0,
                    help="largest absolute difference that still agrees (default 0: identical)")
     d.set_defaults(handler=_diff)
 
@@ -579,11 +604,12 @@ def _run(args: argparse.Namespace) -> int:
     if out is None:
         raise RunError("run needs --out RUN_DIR (or the older --output_path FILE.pkl).")
     num_gpus, per_gpu = _workers(args)
+    _set_limits(args)
     return run(RunRequest(out, _options(args), num_gpus, per_gpu, args.fresh,
                           args.allow_partial, args.retry_failed, args.num_shards, args.shard_index,
                           args.backend, args.address, pkl, args.frozen,
                           typed_flags(getattr(args, "argv", []), _WORKER_FLAGS),
-                          args.batch_size, args.device))
+                          args.batch_size, args.device, args.model_deadline, args.model_memory))
 
 
 _WORKER_FLAGS = ("--workers", "--workers-per-gpu", "--num_workers_per_gpu", "--num-gpus", "--num_gpus")
@@ -632,7 +658,8 @@ def _slurm(args: argparse.Namespace) -> int:
         cpus = args.workers
     so = SlurmOptions(args.max_parallel, args.time, cpus, args.gpus_per_task,
                       args.partition, args.account, args.sbatch_arg, args.mem, args.batch_size,
-                      args.device)
+                      args.device, args.model_deadline, args.model_memory)
+    _set_limits(args)
     rd = _rd(args.out)
     return slurm_command(rd, plan_for_array(rd, _options(args), args.num_shards, so, args.frozen),
                          so, submit=args.submit)

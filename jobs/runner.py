@@ -8,10 +8,13 @@ load its graph or models while the coordinator reads the dataset and plans.
 from __future__ import annotations
 
 import contextlib
+from dataclasses import replace
 from pathlib import Path
 
 from phoenix_keypoints.extract.corpora.base import DatasetError
 from phoenix_keypoints.extract.keypoints.estimator import DEFAULT_FAMILY, ModelFileError, family, loaded
+from phoenix_keypoints.extract.keypoints.execution import flags as execution_flags
+from phoenix_keypoints.extract.keypoints.execution import said
 from phoenix_keypoints.extract.outputs.declared import write_family_tensors
 from phoenix_keypoints.extract.sources.archive_index import ArchiveError
 from phoenix_keypoints.jobs import messages
@@ -19,17 +22,24 @@ from phoenix_keypoints.jobs.cluster.shard_run import run_shard
 from phoenix_keypoints.jobs.run import summary
 from phoenix_keypoints.jobs.run.extraction import extract, make_backend
 from phoenix_keypoints.jobs.run.finish import finish
+from phoenix_keypoints.jobs.run.identity import input_arg
 from phoenix_keypoints.jobs.run.merge import BackgroundMerge, CorruptPart
 from phoenix_keypoints.jobs.run.options import RunRequest
 from phoenix_keypoints.jobs.run.outputs import corpus_from_plan, outputs_state
 from phoenix_keypoints.jobs.run.prepare import FROZEN, check_corpus, follow_corpus, load_or_plan
 from phoenix_keypoints.jobs.run.resume import scan_parts
-from phoenix_keypoints.jobs.run.todo import Work, work_left
+from phoenix_keypoints.jobs.run.todo import Work, recorded_execution, work_left
 from phoenix_keypoints.jobs.rundir.folder import RunDir, RunError
 from phoenix_keypoints.jobs.rundir.locks import locked, run_folder
 from phoenix_keypoints.jobs.rundir.runinfo import RunInfo
 from phoenix_keypoints.jobs.rundir.shards import resolve_shard
-from phoenix_keypoints.jobs.schedule.devices import usable_cpus, visible_gpus
+from phoenix_keypoints.jobs.schedule.devices import (
+    DoesNotFit,
+    gpu_cards,
+    gpu_plan,
+    usable_cpus,
+    visible_gpus,
+)
 from phoenix_keypoints.jobs.schedule.scheduler import Backend
 from phoenix_keypoints.jobs.verify import merged_frames_changed
 
@@ -239,6 +249,7 @@ def run_whole(req: RunRequest) -> int:
     if _complete(rd, req):
         return 0
     _refuse_unavailable(req)
+    req = _fit_gpus(req)
     with run_folder(rd):
         # started now: workers import their family's library and load it while we plan
         backend: Backend | None = make_backend(rd, _settings(rd, req), req.backend, req.num_gpus,
@@ -265,8 +276,68 @@ def run_whole(req: RunRequest) -> int:
     return 1
 
 
+def _made_under(req: RunRequest) -> RunRequest:
+    """A resume computes as its committed parts were computed: --device and --batch-size, where
+    not given, are the parts' (extract/keypoints/execution.py), not this node's defaults."""
+    rd = RunDir(req.out)
+    if req.fresh or not rd.exists() or not rd.parts_dir.is_dir():
+        return req
+    try:
+        info = rd.load()
+    except Exception:  # an unreadable run.json is refused later, in words
+        return req
+    made = recorded_execution(rd, info)
+    resumed = req.as_made(made)
+    if resumed is req or (resumed.device, resumed.batch_size) == (req.device, req.batch_size):
+        return req
+    if made.get("device") != "cpu":  # on the CPU only the device is taken: nothing to say
+        messages.say(f"resuming as its committed parts were computed: {execution_flags(made)} "
+                     f"({said(made)})")
+    refused = getattr(family(info.options.estimator), "device_refused", None)
+    why = refused(resumed.device) if refused is not None and req.device in (None, "auto") else None
+    if why:
+        raise RunError(f"{rd.path}: its committed parts were computed on {said(made)}; their "
+                       f"values depend on it, so the rest is computed so too, but --device "
+                       f"{resumed.device} cannot run here: {why.split('. ')[0]}. Go on where "
+                       f"`{execution_flags(made)}` runs, or make the whole run again here: "
+                       f"{messages.fresh(rd.path, input_arg(info))}, or give another --out.")
+    return resumed
+
+
+def _fit_gpus(req: RunRequest) -> RunRequest:
+    """On GPUs: workers per GPU and the batch size that fit each card's free memory (what was
+    asked, refused where it does not fit; the defaults of a GPU node for the rest), each worker's
+    share of its card, said at start and recorded (jobs/schedule/devices.py)."""
+    estimator = _estimator_of(req)
+    fam = family(estimator)
+    need, on_gpu = getattr(fam, "gpu_memory_need", None), getattr(fam, "on_gpu", None)
+    gpus = visible_gpus()
+    count = req.num_gpus if req.num_gpus is not None else len(gpus)
+    if need is None or on_gpu is None or not count or req.backend != "local" or \
+            not on_gpu(req.device, True):
+        return req
+    cards = gpu_cards()
+    used = [cards[g] for g in (gpus if len(gpus) >= count else [str(i) for i in range(count)])[:count]
+            if g in cards]
+    if not used:
+        messages.warn("the GPUs' memory could not be read (nvidia-smi): workers and batch size "
+                      "are not checked against it")
+        return req
+    settings = _settings(RunDir(req.out), req)
+    try:
+        plan = gpu_plan(used, max(1, len(usable_cpus()) // count), req.workers_per_gpu,
+                        req.batch_size, lambda batch: need(settings, batch))
+    except DoesNotFit as e:
+        raise RunError(f"GPU memory: {e}") from None
+    for line in plan.lines:
+        messages.say(line)
+    return replace(req, workers_per_gpu=plan.workers_per_gpu, batch_size=plan.batch_size,
+                   gpu_memory=plan.share, chosen=plan.lines[0])
+
+
 def run(req: RunRequest) -> int:
     """The `run` command: plan, extract, merge on this node (or Ray); one shard only with shards."""
+    req = _made_under(req)
     sharded = resolve_shard(req.num_shards, req.shard_index)
     if req.pkl is not None and sharded:
         raise RunError("--output_path exports after the merge, which a shard does not do: once the "
@@ -274,7 +345,7 @@ def run(req: RunRequest) -> int:
                        f"legacy-pkl --to {req.pkl}`.")
     if sharded:
         _refuse_unavailable(req)
-        return run_shard(req, *sharded)
+        return run_shard(_fit_gpus(req), *sharded)
     written = req.pkl.stat().st_mtime_ns if req.pkl is not None and req.pkl.exists() else None
     code = run_whole(req)
     if req.pkl is not None and (not req.pkl.exists() or req.pkl.stat().st_mtime_ns == written):

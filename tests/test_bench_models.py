@@ -102,23 +102,31 @@ def test_models_run_through_the_wholebody_estimator(small_models: dict, sample_r
 
 @pytest.mark.slow
 def test_gpu_benchmark_dry_run_on_the_cpu(tmp_path: Path):
-    """scripts/bench/gpu.py's whole path with --device cpu, tiny: rtmlib loops and the job at two
-    batch sizes measured, each recorded with the providers its sessions ran on (the check that
-    refuses a figure from the wrong device), the JSON written where asked."""
+    """scripts/bench/gpu.py's whole path with --device cpu, tiny: the default command (marked),
+    then W x B runs, each beside W rtmlib loops measured once per W by wall on the same frames,
+    each recorded with the providers its sessions ran on (the check that refuses a figure from
+    the wrong device) and its keypoints compared with the loops' (0 px on the CPU); the pieces of
+    a frame's time; the JSON written where asked."""
     result = tmp_path / "gpu.json"
     proc = subprocess.run([sys.executable, BENCH / "gpu.py", "--device", "cpu", "--dry-run",
-                           "--workers", "2", "--batch", "1,8", "--json", result],
+                           "--runs", "default,1x1,2x8", "--json", result],
                           capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
     res = json.loads(result.read_text())
-    assert res["device"] == "cpu" and res["dry_run"] and set(res["pair"]) == {"yolox-tiny", "rtmw-m"}
-    rows = res["measurements"]
-    assert [(r["what"], r["workers_per_gpu"], r["batch_size"]) for r in rows] == [
-        ("rtmlib", 2, None), ("run", 2, 1), ("run", 2, 8)]
-    assert all(r["fps"] > 0 and r["frames"] == res["workload"]["frames"] for r in rows)
-    assert [r["providers"] for r in rows[1:]] == [["CPUExecutionProvider"]] * 2
-    assert all(p[0] == "CPUExecutionProvider" for loop in rows[0]["loops"]
-               for p in loop["providers"].values())
+    assert res["device"] == "cpu" and res["dry_run"] and set(res["pairs"]) == {"light"}
+    light = res["pairs"]["light"]
+    rows, frames = light["measurements"], light["workload"]["frames"]
+    assert [(r["default"], r["workers_per_gpu"], r["batch_size"]) for r in rows] == [
+        (True, 2, 8), (False, 1, 1), (False, 2, 8)]  # the default: a worker a core, batch 8
+    assert all(r["fps"] > 0 and r["frames"] == frames and r["by_wall"] > 0 for r in rows)
+    assert all(r["vs_rtmlib"] == {"frames_compared": frames, "max_px": 0.0,
+                                  "frames_over_0.01px": 0, "frames_over_1px": 0} for r in rows)
+    assert [r["providers"] for r in rows] == [["CPUExecutionProvider"]] * 3
+    assert [r["workers_per_gpu"] for r in light["rtmlib_loops"]] == [2, 1]
+    assert all(r["frames"] == frames and p[0] == "CPUExecutionProvider"
+               for r in light["rtmlib_loops"] for loop in r["loops"] for p in loop["providers"].values())
+    assert set(light["pieces"]["ms_a_frame"]) >= {"decode (imread)", "detector call (IO bound)",
+                                                 "pose pre (crops)", "pose call (numpy in/out)"}
 
 
 def test_gpu_benchmark_refuses_a_figure_from_the_wrong_device(clean_wholebody_run: Path,

@@ -90,6 +90,67 @@ def test_a_number_option_given_no_number_says_so_in_words(flag: str, value: str,
     assert not (tmp_path / "r").exists()
 
 
+def _numeric_options() -> list[tuple[str, str, object]]:
+    """(command, flag, type) of every option of every command whose type reads 1 or 3 as a number:
+    the whole parser walked, subcommands of subcommands too, so a new one is in the test."""
+    import argparse
+    import contextlib
+
+    from phoenix_keypoints.jobs.cli import build_parser
+
+    out, parsers = [], [("", build_parser())]
+    while parsers:
+        name, parser = parsers.pop()
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                parsers += [(f"{name} {n}".strip(), p) for n, p in action.choices.items()]
+            elif action.option_strings and callable(action.type):
+                read = []
+                for probe in ("1", "3"):
+                    with contextlib.suppress(argparse.ArgumentTypeError, ValueError, TypeError):
+                        read.append(action.type(probe))
+                if any(isinstance(x, (int, float)) and not isinstance(x, bool) for x in read):
+                    out.append((name, action.option_strings[0], action.type))
+    return out
+
+
+NOT_ASCII_NUMBERS = ["٣", "²", "３", "1_000", "nan", "inf", "١.٥", "3\u200b", "\u00a03", "", "abc"]
+
+
+def test_every_numeric_option_reads_ascii_digits_only_and_says_so_in_words():
+    """`--det-every ٣` was read as 3 and `--det-every ²` said "invalid _every value" (issue 46
+    item 7); float options took `nan` and `١.٥`: every numeric option of every command now reads
+    an optional sign, ASCII digits and (a number) a point and an exponent, and refuses the rest
+    with an ArgumentTypeError in words (argparse prints a ValueError as the function's name)."""
+    import argparse
+
+    found = _numeric_options()
+    for command, flag, kind in found:
+        for value in NOT_ASCII_NUMBERS:
+            with pytest.raises(argparse.ArgumentTypeError) as e:
+                kind(value)
+            assert str(e.value).startswith("must be "), (command, flag, value, str(e.value))
+    assert {"--det-every", "--batch-size", "--workers", "--fps", "--tolerance", "--max-gap",
+            "--model-deadline", "--model-memory", "--min-detection-confidence",
+            "--model-complexity", "--min-face-rate", "--max-hand-gap"} <= {f for _, f, _ in found}
+
+
+@pytest.mark.parametrize("value, said", [
+    ("٣", "argument --det-every: must be a whole number of frames, not '٣'"),
+    ("²", "argument --det-every: must be a whole number of frames, not '²'"),
+    ("0", "argument --det-every: must be >= 1, not 0"),
+])
+def test_det_every_of_no_ascii_number_is_refused_in_words(value: str, said: str, tmp_path: Path,
+                                                           capsys: pytest.CaptureFixture):
+    from phoenix_keypoints.jobs.cli import build_parser
+
+    with pytest.raises(SystemExit) as e:
+        build_parser().parse_args(["run", "--out", str(tmp_path / "r"), "--det-every", value])
+    assert e.value.code == 2
+    err = capsys.readouterr().err
+    assert said in err and "_every" not in err and "invalid" not in err, err
+
+
 def test_sample_command(tmp_path: Path):
     proc = run_cli(["sample", "--out", tmp_path])
     assert proc.returncode == 0

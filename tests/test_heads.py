@@ -21,6 +21,7 @@ import pyarrow.parquet as pq
 import pytest
 from helpers import SHARED_SAMPLE, VIDEOS, killed_and_resumed, run_cli
 from kinds import KINDS
+from test_hand import HAND_COLUMNS, check_hands, rtmlib_every_hand
 from test_wholebody import ok, reference_bgr, refused
 from tiny_onnx import (
     pose_heatmap,
@@ -41,7 +42,7 @@ from phoenix_keypoints.extract.families.wholebody.runner import Detector, PoseMo
 
 PX, SCORE = 0.01, 1e-4  # the bounds: pixels, scores
 KIND = {k.id: k for k in KINDS}
-COLUMN = {17: "coco17", 26: "halpe26", 21: "hand21", 133: "wholebody"}
+COLUMN = {17: "coco17", 26: "halpe26", 21: "left_hand21", 133: "wholebody"}  # 21: with a detector
 LAYOUT = {17: "coco", 26: "halpe26", 21: "hand21", 133: "coco-wholebody"}
 
 
@@ -74,6 +75,13 @@ def rtmlib_rows(folder: Path, head: str, k: int, root: Path, images: list[str]) 
 def assert_equals_rtmlib(out: Path, folder: Path, head: str, k: int, root: Path) -> None:
     t = pq.read_table(out / "keypoints.parquet")
     assert COLUMN[k] in t.column_names and t.num_rows
+    if k == 21:  # every hand of rtmlib's Hand, and the signer's two (tests/test_hand.py)
+        hand = rtmlib_hand(detector(folder, k), pose_model(folder, head, k), head)
+        for row in t.select([*HAND_COLUMNS, "height"]).to_pylist():
+            bgr = reference_bgr(root, row["image"])
+            dxy, dscore = check_hands(row, *rtmlib_every_hand(hand, bgr), bgr.shape[1])
+            assert dxy <= PX and dscore <= SCORE, (row["image"], dxy, dscore)
+        return
     rows = t.select(["image", "status", COLUMN[k], "persons"]).to_pylist()
     refs = rtmlib_rows(folder, head, k, root, [r["image"] for r in rows])
     dxy = dscore = 0.0
@@ -135,9 +143,14 @@ def test_det_every_tracks_a_model_as_rtmlib_posetracker(folder, head, k, tmp_pat
     rows = pq.read_table(out / "keypoints.parquet").sort_by("frame").to_pylist()
     models = {**tiny_models(folder), **rtmdet_models(folder), "pose": pose_model(folder, head, k)}
     det = "rtmdet" if k == 21 else "detector"
-    ref, seen = rtmlib_tracked(models, det, 3, decoded(video), head)
+    people: list = []
+    ref, seen = rtmlib_tracked(models, det, 3, decoded(video), head, people)
     assert len(rows) == len(ref) == FRAMES and seen["kept_boxes"] > 0, seen
-    for row, (want, persons) in zip(rows, ref, strict=True):
+    for row, (want, persons), (boxes, every) in zip(rows, ref, people, strict=True):
+        if k == 21:  # every hand PoseTracker's Hand posed: tests/test_hand.py
+            dxy, dscore = check_hands(row, boxes, every, frames[0].shape[1])
+            assert dxy <= PX and dscore <= SCORE, row["frame"]
+            continue
         got = np.asarray(row[COLUMN[k]], np.float64).reshape(k, 3)
         assert row["status"] == "ok" and row["persons"] == persons, (row["frame"], persons)
         assert np.abs(got[:, :2] - want[:, :2]).max() <= PX, row["frame"]
@@ -212,12 +225,15 @@ def test_extract_keypoints_takes_a_heatmap_model_and_its_point_set(folder, tmp_p
     kp = extract_keypoints([str(f) for f in frames], estimator="wholebody",
                            detector=detector(folder, 21),
                            pose_model=pose_model(folder, "heatmap", 21), point_set="hand21")
-    got = kp["hand21"]
-    assert got.shape == (4, 21, 3) and kp["hand"].shape == (4, 21, 3)
-    refs = rtmlib_rows(folder, "heatmap", 21, Path("/"), [str(f) for f in frames])
-    for g, (ref, _) in zip(got, refs, strict=True):
-        assert np.abs(g[:, :2] - ref[:, :2]).max() <= PX and np.abs(g[:, 2] - ref[:, 2]).max() <= SCORE
-    assert kp.to_pose().body.data.shape[2] == 21
+    assert kp["left_hand"].shape == kp["right_hand"].shape == (4, 21, 3)
+    hand = rtmlib_hand(detector(folder, 21), pose_model(folder, "heatmap", 21), "heatmap")
+    for t, f in enumerate(frames):
+        _, every = rtmlib_every_hand(hand, cv2.imread(str(f)))
+        got = kp["hands"][t, :len(every)]
+        assert np.isnan(kp["hands"][t, len(every):]).all()
+        assert np.abs(got[..., :2] - every[..., :2]).max() <= PX
+        assert np.abs(got[..., 2] - every[..., 2]).max() <= SCORE
+    assert kp.to_pose().body.data.shape[2] == 42
 
 
 def test_models_the_family_cannot_read_are_refused_with_the_choices(folder, tmp_path):

@@ -82,8 +82,8 @@ def test_models_equal_rtmlib_on_every_frame_of_the_shared_sample(models, detecto
     for f in files:
         bgr = cv2.imread(str(f))
         ref, n = rtmlib_signer(det, pose, bgr)
-        got, k = ours(cv2.cvtColor(bgr, cv2.COLOR_BGR2RGB))
-        got = got.reshape(133, 3)
+        posed = ours(cv2.cvtColor(bgr, cv2.COLOR_BGR2RGB))
+        got, k = posed.row.reshape(133, 3), posed.persons
         assert got.dtype == np.float32 and k == n, (f, k, n)
         dxy = max(dxy, float(np.abs(got[:, :2] - ref[:, :2]).max()))
         dscore = max(dscore, float(np.abs(got[:, 2] - ref[:, 2]).max()))
@@ -481,6 +481,10 @@ assert "pandas" in sys.modules and list(back["status"]) == ["ok"] * 4, back["sta
 
 
 # --- batches and devices (issue 33) ----------------------------------------------------------------
+# how a CPU worker computes (extract/keypoints/execution.py): its calls of any size
+CPU_RECORD = {"device": "cpu", "gpu": "", "provider": "CPUExecutionProvider", "provider_options": {},
+              "batch_shape": None}
+
 @pytest.fixture(scope="module")
 def batch_models(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     """The tiny models with a dynamic batch axis: a batch is one session call."""
@@ -508,7 +512,7 @@ def test_batch_16_equals_batch_1_on_a_frame_folder_a_video_and_an_archive(batch_
     assert_same_output(runs[16], runs[1])
     runtime = json.loads((runs[16] / "run.json").read_text())["extraction"]["runtime"]
     assert runtime == {"0": {"batch_size": 16, "device": "auto",
-                             "providers": ["CPUExecutionProvider"]}}
+                             "providers": ["CPUExecutionProvider"], "execution": CPU_RECORD}}
     for part in [*(runs[16] / "parts").glob("*.parquet"), runs[16] / "keypoints.parquet"]:
         part.unlink()  # so the resume with another batch extracts again
     ok(run_cli(["run", "--out", runs[16], "--batch-size", 3]), "the same run with another batch")
@@ -543,9 +547,9 @@ def test_models_batch_equals_one_frame_at_a_time_for_both_detector_layouts(model
         for m in (WholebodyModels(batch_models[det], batch_models["pose"]),
                   WholebodyModels(models[det], models["pose"])):
             got = [r for i in range(0, len(frames), 7) for r in m.batch(frames[i:i + 7])]
-            for (a, pa_), (b, pb) in zip(alone, got, strict=True):
-                np.testing.assert_array_equal(a, b)
-                assert pa_ == pb
+            for a, b in zip(alone, got, strict=True):
+                np.testing.assert_array_equal(a.row, b.row)
+                assert a.persons == b.persons
 
 
 def test_device_cuda_is_refused_without_the_cuda_provider(models, tmp_path):
@@ -577,7 +581,7 @@ def test_auto_is_cpu_unless_the_cuda_provider_and_a_gpu_are_both_there(monkeypat
     has it and the worker was given a GPU; the CPU otherwise (this machine: no CUDA provider)."""
     import phoenix_keypoints.extract.families.wholebody.runner as wb
 
-    cuda = [("CUDAExecutionProvider", {"device_id": 0}), "CPUExecutionProvider"]
+    cuda = [("CUDAExecutionProvider", {"device_id": "0", **wb.CUDA_OPTIONS}), "CPUExecutionProvider"]
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "3")
     assert wb.providers("auto") == ["CPUExecutionProvider"]  # the CPU build, even with a GPU given
     with pytest.raises(wb.DeviceError, match="onnxruntime-gpu"):
@@ -611,7 +615,8 @@ def test_auto_on_a_worker_given_a_gpu_runs_the_cpu_build_on_the_cpu(batch_models
     ok(proc, "run")
     assert "GPU(s) 0" in proc.stderr and "on the CPU (--device auto)" in proc.stderr
     runtime = json.loads((out / "run.json").read_text())["extraction"]["runtime"]
-    assert runtime == {"0": {"batch_size": 8, "device": "auto", "providers": ["CPUExecutionProvider"]}}
+    assert runtime == {"0": {"batch_size": 8, "device": "auto", "providers": ["CPUExecutionProvider"],
+                             "execution": CPU_RECORD}}
 
 
 def test_prefetch_keeps_order_bounds_reading_ahead_and_passes_errors_on():

@@ -102,20 +102,28 @@ def _lead(batch: int | str) -> int:
 
 def detector_end2end(path: Path, hw: tuple[int, int] = DETECTOR_HW, boxes: int = 6,
                      seed: int = 1, batch: int | str = 1, feature: tuple[float, float] = (1 / 255, 0.5),
-                     name: str = "tiny_yolox_end2end") -> Path:
+                     name: str = "tiny_yolox_end2end", spans: np.ndarray | None = None,
+                     gain: float = 4.0) -> Path:
     """A YOLOX with NMS inside: `dets` [1, N, 5] (x1, y1, x2, y2 in input pixels, score) and
     `labels` [1, N]. Every box lies in the input (x1 in the left half, x2 in the right one);
     scores spread around rtmlib's 0.3 cut, so the person count varies from frame to frame.
-    `feature`: the pooled input's (scale, shift), so the features suit its input's range."""
+    `feature`: the pooled input's (scale, shift), so the features suit its input's range;
+    `spans` [N, 2, 5]: each box's own (low, high) of x1, y1, x2, y2 (fractions of the input) and
+    score instead; `gain`: how far the pixels move them."""
     _, TensorProto, helper, _ = _helpers()
     rng = np.random.default_rng(seed)
     nodes: list = []
     inits: list = []
     feat = _features(nodes, inits, hw, "f", *feature)
-    z = _dense(nodes, inits, feat, rng, boxes * 5, 4.0, 0.0, "z")
+    z = _dense(nodes, inits, feat, rng, boxes * 5, gain, 0.0, "z")
     h, w = hw
-    mul = _const(inits, "box_mul", np.array([w / 2, h / 2, w / 2, h / 2, 1], np.float32))
-    add = _const(inits, "box_add", np.array([0, 0, w / 2, h / 2, 0], np.float32))
+    if spans is None:
+        mul = _const(inits, "box_mul", np.array([w / 2, h / 2, w / 2, h / 2, 1], np.float32))
+        add = _const(inits, "box_add", np.array([0, 0, w / 2, h / 2, 0], np.float32))
+    else:
+        size = np.array([w, h, w, h, 1], np.float32)
+        mul = _const(inits, "box_mul", ((spans[:, 1] - spans[:, 0]) * size)[None].astype(np.float32))
+        add = _const(inits, "box_add", (spans[:, 0] * size)[None].astype(np.float32))
     shape = _const(inits, "shape", np.array([_lead(batch), boxes, 5], np.int64))
     nodes += [helper.make_node("Sigmoid", [z], ["zs"]),
               helper.make_node("Reshape", ["zs", shape], ["zr"]),
@@ -330,6 +338,49 @@ def rtmdet_models(folder: Path, dynamic: bool = False) -> dict[str, Path]:
     return out
 
 
+TWO_HANDS_HW = (48, 96)  # (height, width): a frame of two square hand crops side by side
+# Each box's (low, high) of x1, y1, x2, y2 (fractions of the input) and score: the image's right
+# crop first (so the detector's order is not left to right), then the left one, then two small
+# boxes about the 0.3 cut; the right crop's score dips below the cut on some frames (one hand).
+_TWO_HANDS = np.array([((0.52, 0.02, 0.86, 0.75, 0.15), (0.6, 0.2, 0.98, 0.98, 1.0)),
+                       ((0.02, 0.02, 0.36, 0.75, 0.3), (0.1, 0.2, 0.47, 0.98, 1.0)),
+                       ((0.42, 0.4, 0.5, 0.55, 0.0), (0.46, 0.5, 0.56, 0.7, 0.34)),
+                       ((0.1, 0.3, 0.2, 0.5, 0.0), (0.15, 0.4, 0.26, 0.6, 0.33))])
+
+
+def two_hands_detector(path: Path) -> Path:
+    """An RTMDet-style hand detector with NMS inside (`dets` [1, 4, 5], `labels`) for frames of
+    two hand crops side by side: one box about each crop (their corners and scores moving with
+    the pixels) and two small ones between, kept on some frames; features of a normalised input,
+    as rtmdet_models'."""
+    return detector_end2end(path, TWO_HANDS_HW, boxes=len(_TWO_HANDS), seed=11, feature=(1.0, 0.0),
+                            name="tiny_rtmdet_two_hands", spans=_TWO_HANDS, gain=0.2)
+
+
+def many_boxes_detector(path: Path, boxes: int = 20_000, hw: tuple[int, int] = RTMDET_HW,
+                        score: float = 0.9) -> Path:
+    """A detector with NMS inside answering `boxes` boxes on every frame, each scoring `score`
+    (the hostile case of issue 46): boxes of assorted sizes spread over the input, all distinct
+    areas, the answer tied to the input (times 0) so it runs as a model does."""
+    _, TensorProto, helper, _ = _helpers()
+    rng = np.random.default_rng(12)
+    h, w = hw
+    x1, y1 = rng.uniform(0, w * 0.8, boxes), rng.uniform(0, h * 0.8, boxes)
+    bw, bh = rng.uniform(2, w * 0.2, boxes), rng.uniform(2, h * 0.2, boxes)
+    dets = np.stack([x1, y1, x1 + bw, y1 + bh, np.full(boxes, score)], 1)[None].astype(np.float32)
+    nodes: list = []
+    inits: list = []
+    nodes += [helper.make_node("ReduceMean", ["input"], ["m"], keepdims=0),
+              helper.make_node("Mul", ["m", _const(inits, "zero_f", np.zeros(1, np.float32))],
+                               ["m0"]),
+              helper.make_node("Add", [_const(inits, "boxes", dets), "m0"], ["dets"]),
+              helper.make_node("Constant", [], ["labels"], value=helper.make_tensor(
+                  "lab", TensorProto.INT64, [1, boxes], np.zeros(boxes, np.int64)))]
+    outputs = [helper.make_tensor_value_info("dets", TensorProto.FLOAT, [1, boxes, 5]),
+               helper.make_tensor_value_info("labels", TensorProto.INT64, [1, boxes])]
+    return _save(path, nodes, inits, [_input(hw)], outputs, "tiny_rtmdet_many")
+
+
 def rtmlib_hand(detector: Path, pose: Path, head: str = "simcc") -> Any:
     """rtmlib's Hand solution (RTMDet, then RTMPose on every box) on the given files, input sizes
     read from the files (its RTMDet takes (height, width), its RTMPose (width, height)); head
@@ -476,14 +527,16 @@ class _Failing:
 
 
 def rtmlib_tracked(models: dict[str, Path], detector: str, every: int, bgrs: list[np.ndarray],
-                   head: str = "simcc") -> tuple[list[tuple[np.ndarray, int]], dict[str, int]]:
+                   head: str = "simcc", people: list | None = None
+                   ) -> tuple[list[tuple[np.ndarray, int]], dict[str, int]]:
     """rtmlib's PoseTracker(det_frequency=every) over one video's frames: per frame the signer
     (the person of the largest box its pose model ran on; the whole frame's when none) as
     ([K, 3] float64, boxes), and what happened (frames detected, frames on kept boxes, frames
     whose returned persons are fewer than its boxes, frames that did not advance its count, frames
     whose tracking raised IndexError, after which the tracker is reset, frames whose detector
     failed: None in the list). head "heatmap": the pose model is rtmlib's ViTPose; a detector
-    named "rtmdet...": rtmlib's RTMDet (PoseTracker around rtmlib's Hand)."""
+    named "rtmdet...": rtmlib's RTMDet (PoseTracker around rtmlib's Hand). `people` gets, per
+    frame, the boxes its pose model ran on [N, 4] and every person it posed [M, K, 3]."""
     rtm = rtmlib_reference()
     det, pose = rtmlib_wholebody(models, detector)
     if detector.startswith("rtmdet"):  # a hand detector: rtmlib's Hand's RTMDet
@@ -508,8 +561,12 @@ def rtmlib_tracked(models: dict[str, Path], detector: str, every: int, bgrs: lis
         if len(recorded.calls) == calls:  # its detector failed: PoseTracker returned [], []
             seen["failed"] += 1
             out.append(None)
+            people.append(None) if people is not None else None
             continue
         boxes, kpts, scores = recorded.calls[-1]
+        if people is not None:
+            people.append((np.asarray(boxes, np.float64).reshape(-1, 4),
+                           np.concatenate([kpts, scores[..., None]], axis=-1)))
         seen["stalled"] += tracker.frame_cnt == count
         seen["dropped"] += len(returned) < len(kpts)
         i = 0
@@ -655,3 +712,136 @@ def with_hidden_external(src: Path, out: Path, location: str, where: str) -> Pat
     model.graph.node.append(node)
     out.write_bytes(model.SerializeToString())
     return out
+
+
+def looping(src: Path, out: Path, output: str, trips: int | str, body: str = "count",
+            grow: int = 1 << 20, side: int = 512, above: float | None = None) -> Path:
+    """src whose output `output` also depends on a Loop (adding 0 times its result): `trips` a
+    constant trip count, "data" (a trip count made from the input's pixels) or "none" (no trip
+    count: it runs while its condition, always true, holds). Its body counts ("count"), multiplies
+    a side x side matrix by itself ("slow": milliseconds a trip) or also answers `grow` floats a
+    trip that the Loop stacks ("grow": 4 MB a trip by default). With `above`, the Loop runs only
+    on inputs whose brightest pixel exceeds it (an If's branch: a grey input skips it)."""
+    _, TensorProto, helper, numpy_helper = _helpers()
+    f, i64 = TensorProto.FLOAT, TensorProto.INT64
+    nodes = [helper.make_node("Identity", ["loop_cond_in"], ["loop_cond_out"]),
+             helper.make_node("Add", ["loop_acc_in", "loop_one"], ["loop_acc_out"])]
+    body_inits = [numpy_helper.from_array(np.ones(1, np.float32), "loop_one")]
+    body_out = [helper.make_tensor_value_info("loop_cond_out", TensorProto.BOOL, []),
+                helper.make_tensor_value_info("loop_acc_out", f, [1])]
+    if body == "slow":  # W x trip number, so nothing folds when the model loads
+        body_inits = [numpy_helper.from_array(np.full((side, side), 1e-3, np.float32), "loop_w"),
+                      numpy_helper.from_array(np.zeros(1, np.float32), "loop_zero")]
+        nodes[1:] = [helper.make_node("Cast", ["loop_i"], ["loop_if"], to=f),
+                     helper.make_node("Mul", ["loop_w", "loop_if"], ["loop_wi"]),
+                     helper.make_node("MatMul", ["loop_wi", "loop_w"], ["loop_ww"]),
+                     helper.make_node("ReduceMax", ["loop_ww"], ["loop_m"], keepdims=0),
+                     helper.make_node("Mul", ["loop_m", "loop_zero"], ["loop_nil"]),
+                     helper.make_node("Add", ["loop_acc_in", "loop_nil"], ["loop_acc_out"])]
+    if body == "grow":
+        body_inits.append(numpy_helper.from_array(np.array([grow], np.int64), "loop_gshape"))
+        nodes.append(helper.make_node("ConstantOfShape", ["loop_gshape"], ["loop_g"],
+                                      value=helper.make_tensor("v", f, [1], [1.0])))
+        body_out.append(helper.make_tensor_value_info("loop_g", f, [grow]))
+    graph = helper.make_graph(
+        nodes, "loop_body", [helper.make_tensor_value_info("loop_i", i64, []),
+                             helper.make_tensor_value_info("loop_cond_in", TensorProto.BOOL, []),
+                             helper.make_tensor_value_info("loop_acc_in", f, [1])],
+        body_out, initializer=body_inits)
+    inits = [numpy_helper.from_array(np.array(True), "loop_cond"),
+             numpy_helper.from_array(np.zeros(1, np.float32), "loop_acc0"),
+             numpy_helper.from_array(np.zeros(1, np.float32), "loop_times0")]
+    extra = []
+    if trips == "data":
+        inits.append(numpy_helper.from_array(np.array(1000.0, np.float32), "loop_k"))
+        extra += [helper.make_node("ReduceMax", ["input"], ["loop_px"], keepdims=0),
+                  helper.make_node("Mul", ["loop_px", "loop_k"], ["loop_pxk"]),
+                  helper.make_node("Cast", ["loop_pxk"], ["loop_trips"], to=i64)]
+        count = "loop_trips"
+    elif trips == "none":
+        count = ""
+    else:
+        inits.append(numpy_helper.from_array(np.array(int(trips), np.int64), "loop_trips"))
+        count = "loop_trips"
+    results = ["loop_acc"] + (["loop_stack"] if body == "grow" else [])
+    loop = helper.make_node("Loop", [count, "loop_cond", "loop_acc0"], results, body=graph)
+    if above is None:
+        extra.append(loop)
+    else:
+        gate = _above(extra, inits, above, "ReduceMax")
+        then = helper.make_graph([loop], "then", [], [helper.make_tensor_value_info(
+            "loop_acc", f, [1])])
+        skip = helper.make_graph([helper.make_node("Identity", ["loop_acc0"], ["loop_skip"])],
+                                 "else", [], [helper.make_tensor_value_info("loop_skip", f, [1])])
+        extra.append(helper.make_node("If", [gate], ["loop_acc"], then_branch=then,
+                                      else_branch=skip))
+    extra += [helper.make_node("Mul", ["loop_acc", "loop_times0"], ["loop_nil"]),
+              helper.make_node("Add", [f"{output}_orig", "loop_nil"], [output])]
+    return _rewired(src, out, output, extra, inits)
+
+
+def huge_allocation(src: Path, out: Path, output: str, floats: int) -> Path:
+    """src whose output also depends on one ConstantOfShape of `floats` floats: a single node,
+    which onnxruntime cannot stop between nodes."""
+    _, _, helper, numpy_helper = _helpers()
+    inits = [numpy_helper.from_array(np.array([floats], np.int64), "big_shape"),
+             numpy_helper.from_array(np.array(0.0, np.float32), "big_zero")]
+    nodes = [helper.make_node("ReduceMax", ["input"], ["big_m"], keepdims=0),
+             helper.make_node("Greater", ["big_m", "big_zero"], ["big_bright"]),  # not folded
+             helper.make_node("Cast", ["big_bright"], ["big_b"], to=7),
+             helper.make_node("Mul", ["big_shape", "big_b"], ["big_n"]),
+             helper.make_node("ConstantOfShape", ["big_n"], ["big"]),
+             helper.make_node("ReduceMax", ["big"], ["big_max"], keepdims=0),
+             helper.make_node("Mul", ["big_max", "big_zero"], ["big_nil"]),
+             helper.make_node("Add", [f"{output}_orig", "big_nil"], [output])]
+    return _rewired(src, out, output, nodes, inits)
+
+
+def pose_declaring(path: Path, hw: tuple[int, int], points: int = 133) -> Path:
+    """A SimCC-shaped pose model declaring input [1, 3, h, w] (its outputs made by Expand, so the
+    file stays small however large the input it declares)."""
+    _, TensorProto, helper, numpy_helper = _helpers()
+    h, w = hw
+    inits = [numpy_helper.from_array(np.array([1, points, 2 * w], np.int64), "sx"),
+             numpy_helper.from_array(np.array([1, points, 2 * h], np.int64), "sy")]
+    nodes = [helper.make_node("ReduceMean", ["input"], ["m"], keepdims=0),
+             helper.make_node("Expand", ["m", "sx"], ["simcc_x"]),
+             helper.make_node("Expand", ["m", "sy"], ["simcc_y"])]
+    graph = helper.make_graph(
+        nodes, "declaring", [helper.make_tensor_value_info("input", TensorProto.FLOAT, [1, 3, h, w])],
+        [helper.make_tensor_value_info("simcc_x", TensorProto.FLOAT, [1, points, 2 * w]),
+         helper.make_tensor_value_info("simcc_y", TensorProto.FLOAT, [1, points, 2 * h])], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    model.ir_version = 8
+    path.write_bytes(model.SerializeToString())
+    return path
+
+
+def with_outputs(src: Path, out: Path, count: int) -> Path:
+    """src with `count` outputs: the first one copied (Identity) until there are that many."""
+    onnx, _, helper, _ = _helpers()
+    model = onnx.load(str(src))
+    first = model.graph.output[0]
+    for k in range(count - len(model.graph.output)):
+        model.graph.node.append(helper.make_node("Identity", [first.name], [f"copy{k}"]))
+        extra = model.graph.output.add()
+        extra.CopyFrom(first)
+        extra.name = f"copy{k}"
+    out.write_bytes(model.SerializeToString())
+    return out
+
+
+def folding(src: Path, out: Path, output: str, side: int) -> Path:
+    """src whose output also depends on a side x side product of constants (adding 0 times its
+    maximum): onnxruntime computes it while it loads the model (constant folding), which no
+    RunOptions can stop."""
+    _, _, helper, numpy_helper = _helpers()
+    inits = [numpy_helper.from_array(np.array([side, side], np.int64), "fold_shape"),
+             numpy_helper.from_array(np.array(1e-3, np.float32), "fold_one"),
+             numpy_helper.from_array(np.array(0.0, np.float32), "fold_zero")]
+    nodes = [helper.make_node("Expand", ["fold_one", "fold_shape"], ["fold_a"]),
+             helper.make_node("MatMul", ["fold_a", "fold_a"], ["fold_aa"]),
+             helper.make_node("ReduceMax", ["fold_aa"], ["fold_max"], keepdims=0),
+             helper.make_node("Mul", ["fold_max", "fold_zero"], ["fold_nil"]),
+             helper.make_node("Add", [f"{output}_orig", "fold_nil"], [output])]
+    return _rewired(src, out, output, nodes, inits)

@@ -160,7 +160,8 @@ def diff_files(a: Path, b: Path, tolerance: float = 0.0,
                           "values compared")
         report(f"{a} and {b} were {out.estimators}")
         return out
-    counts = fa.counts  # per-frame count columns, each compared and named on its own
+    # per-frame count and list columns (every hand of a frame), each compared whole and named
+    counts = (*fa.counts, *(c for c in fa.lists if c in both))
     cols = ["frame", "status", *(p for p in fa.parts if p in both), *counts]
     if only_a or only_b:
         report(f"videos in one run only: {names('A', only_a)}; {names('B', only_b)}")

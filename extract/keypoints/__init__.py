@@ -9,8 +9,10 @@ encoding (schema.py), point sets read in a family's numbering (points.py: preset
 lists, point names; the numbering itself is data in the family's package), keypoints.parquet's own
 metadata
 (filemeta.py), the environment every process of the tool hands on (environ.py: no search
-path reaching the current folder, onnxruntime's telemetry off), and how messages say a name they
-did not choose (words.py: "an openpose25 run").
+path reaching the current folder, onnxruntime's telemetry off), what a user's ONNX file may open
+and do before it runs (onnx_files.py, onnx_graph.py), every call of such a model bounded in time
+and memory (model_calls.py), the numbers every option reads (option_values.py), and how messages
+say a name they did not choose (words.py: "an openpose25 run").
 
 May import: nothing of this project.
 """

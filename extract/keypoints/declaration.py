@@ -90,10 +90,14 @@ class Declaration:
     batch_input: tuple[int, str] = field(default=(0, ""), compare=False)
     report: ReportSpec | None = field(default=None, compare=False)  # the plain report
     quality: QualitySpec | None = field(default=None, compare=False)  # or the quality report
+    # per-frame lists of any number of items (every hand a frame holds, each item's box): column ->
+    # float32 values per item; a float32 list of items x values a row, null where the frame gave
+    # none. Written and merged as they come; tensors, report and show read `parts`, not these
+    lists: dict[str, int] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if self.schema is None:
-            cols = [pa.field(p, pa.list_(pa.float32())) for p in self.parts]
+            cols = [pa.field(p, pa.list_(pa.float32())) for p in (*self.parts, *self.lists)]
             object.__setattr__(self, "schema", pa.schema(
                 [*BASE_FIELDS, *cols, *(pa.field(c, pa.int32()) for c in self.counts)]))
 

@@ -30,7 +30,12 @@ published.py, read by jobs/models.py, which sets --estimator from it),
 what was asked), and `moved_files(asked, recorded)` for a family whose flags name files. An
 installed family's flags are added where `--estimator NAME` names it or the run in `--out` is
 its run. Options on how workers run (--batch-size, --device) are the job's, for a family whose
-declaration says `batches`.
+declaration says `batches`; such a family words --device's help (`DEVICE_HELP`) and says why a
+device cannot run here (`device_refused(device)`: None when it can). One that runs on GPUs
+(`on_gpu`) says what a worker takes of a card at a batch size (`gpu_memory_need(settings,
+batch_size)`: bytes; jobs/schedule/devices.py fits workers and batch to the cards with it), and its
+estimator's `execution` record says how its values are computed (device, provider, options, batch
+shape: extract/keypoints/execution.py), kept in every part and compared on resume.
 """
 
 from __future__ import annotations
@@ -295,17 +300,18 @@ BATCH_BYTES = 2 * 2**30
 _TIMES = {2: "twice", 3: "three times"}
 
 
-def batch_refused(n: int) -> str:
+def batch_refused(n: int, models_take: tuple[int, str] | None = None) -> str:
     """Why --batch-size n is refused ("" when it is not): fewer than 1, or more frames than a batch
     may hold in BATCH_BYTES, for the batching family whose frames take the most (the flag is read
-    before the family is known): of the built-in ones and the installed one the command names."""
+    before the family is known): of the built-in ones and the installed one the command names;
+    or (models_take: bytes and words) for the models a run loaded."""
     if n < 1:
         return f"must be >= 1, not {n}"
     batching = [fam for _, fam in loaded() if fam.declaration(None).batches]
     if not batching:
         return ""
     fam = max(batching, key=lambda f: f.declaration(None).batch_input[0])
-    extra, words = fam.declaration(None).batch_input
+    extra, words = models_take or fam.declaration(None).batch_input
     frame = BATCH_FRAME_BYTES + extra
     if n <= BATCH_BYTES // frame:
         return ""
@@ -319,11 +325,18 @@ def batch_refused(n: int) -> str:
 RUNTIME = "runtime"  # settings key of how a worker runs (batch size, device), not what it writes
 
 
-def runtime(batch_size: int | None = None, device: str | None = None) -> dict[str, Any]:
+def runtime(batch_size: int | None = None, device: str | None = None,
+            gpu_memory: int | None = None, chosen: str = "") -> dict[str, Any]:
     """How a worker of a family that batches frames runs (its declaration's `batches`): frames per
-    batch and --device. Not the output's identity (a batch gives each frame what it gives alone),
-    so never recorded in parts or the fingerprint."""
-    return {"batch_size": batch_size or DEFAULT_BATCH, "device": device or "auto"}
+    batch, --device, and on a GPU its share of the card (bytes: its sessions' memory limit) and
+    how the coordinator chose them (`chosen`, said at start; jobs/schedule/devices.py). Recorded in
+    run.json per worker. What the values depend on of it (the device, provider, options and batch
+    shape that actually ran) is the family estimator's `execution` record, kept in every part and
+    compared on resume (extract/keypoints/execution.py), not in the fingerprint."""
+    out: dict[str, Any] = {"batch_size": batch_size or DEFAULT_BATCH, "device": device or "auto"}
+    if gpu_memory:
+        out["gpu_memory"] = int(gpu_memory)
+    return out | ({"chosen": chosen} if chosen else {})
 
 
 def open_estimator(settings: dict[str, Any], num_threads: int | None = 1) -> Estimator:

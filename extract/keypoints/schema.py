@@ -58,6 +58,17 @@ def part_column(block: np.ndarray, present: np.ndarray, width: int) -> pa.Array:
     return pa.ListArray.from_arrays(offsets, values, mask=pa.array(~present, pa.bool_()))
 
 
+def list_column(rows: list[np.ndarray | None]) -> pa.Array:
+    """A float32 list column of rows of any length (a declaration's `lists`: every item a frame
+    holds); None rows are null."""
+    sizes = np.array([0 if r is None else r.size for r in rows], np.int32)
+    flat = [r for r in rows if r is not None and r.size]
+    values = np.concatenate(flat).astype(np.float32) if flat else np.zeros(0, np.float32)
+    offsets = pa.array(np.r_[0, np.cumsum(sizes)].astype(np.int32))
+    missing = pa.array([r is None for r in rows], pa.bool_())
+    return pa.ListArray.from_arrays(offsets, pa.array(values, pa.float32()), mask=missing)
+
+
 def leading(flat: np.ndarray, rows: int, width: int) -> np.ndarray | None:
     """[rows, width] from `rows` lists of `width` values, or of more (a column that records more
     points on some runs, whose first ones are those every reader expects); None if the sizes fit

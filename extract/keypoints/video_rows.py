@@ -21,7 +21,7 @@ import pyarrow as pa
 
 from phoenix_keypoints.extract.keypoints.estimator import Declaration, Estimator, declaration
 from phoenix_keypoints.extract.keypoints.frames import Frame
-from phoenix_keypoints.extract.keypoints.schema import part_column
+from phoenix_keypoints.extract.keypoints.schema import list_column, part_column
 
 
 @dataclass
@@ -44,6 +44,8 @@ class Block:
     values: dict[str, list[np.ndarray]] = field(default_factory=dict)
     present: dict[str, list[np.ndarray]] = field(default_factory=dict)
     counts: dict[str, list[int | None]] = field(default_factory=dict)
+    # per row, each list column's float32 values (None: null), as the declaration's `lists`
+    lists: dict[str, list[np.ndarray | None]] = field(default_factory=dict)
     declaration: Declaration = field(default_factory=lambda: declaration(None))
 
     @property
@@ -84,6 +86,8 @@ class Block:
             cols[part] = part_column(np.concatenate(vals), np.concatenate(pres), n * c)
         for name in self.declaration.counts:
             cols[name] = pa.array(self.counts.get(name, []), pa.int32())
+        for name in self.declaration.lists:
+            cols[name] = list_column(self.lists.get(name, []))
         return pa.table(cols, schema=self.declaration.schema)
 
 
@@ -395,6 +399,8 @@ class _Going:
             self.block.present.setdefault(part, []).append(self.rows.present[part])
         for name in self.block.declaration.counts:
             self.block.counts.setdefault(name, []).extend(self.rows.counts[name])
+        for name in self.block.declaration.lists:
+            self.block.lists.setdefault(name, []).extend(self.rows.lists[name])
         out.extend(self.block)
         self.close()
 
@@ -418,6 +424,8 @@ class _Rows:
         self.present = {p: np.zeros(n, bool) for p in parts}
         self.counts: dict[str, list[int | None]] = {c: [None] * n
                                                     for c in extractor.declaration.counts}
+        self.lists: dict[str, list[np.ndarray | None]] = {c: [None] * n
+                                                          for c in extractor.declaration.lists}
         self.size = int(getattr(extractor, "batch_size", 1) or 1)
         self.pending: list[tuple[int, np.ndarray, int]] = []  # (frame, rgb, row in out)
         self.owed = 0  # frames to report done once their batch has run
@@ -440,7 +448,10 @@ class _Rows:
                     out.status[row], out.note[row] = _error_status(self.extractor), error
                 elif "status" in found:  # the estimator refused what its model answered
                     out.status[row], out.note[row] = found.pop("status"), found.pop("note")
-                _place(found, i, self.values, self.present, self.counts)
+                if "note" in found:  # what the estimator says of a frame it did (boxes left out)
+                    said = found.pop("note")
+                    out.note[row] = f"{out.note[row]}; {said}" if out.note[row] else said
+                _place(found, i, self.values, self.present, self.counts, self.lists)
                 self.count(out.status[row], out.note[row])
             self.pending = []
         if self.on_frame is not None:
@@ -497,11 +508,14 @@ def _error_status(extractor: Estimator) -> str:
 
 
 def _place(found: dict, i: int, values: dict[str, np.ndarray], present: dict[str, np.ndarray],
-           counts: dict[str, list[int | None]]) -> None:
-    """Row i's values from one frame's result (landmark arrays, or None; counts as ints)."""
+           counts: dict[str, list[int | None]], lists: dict[str, list[np.ndarray | None]]) -> None:
+    """Row i's values from one frame's result (landmark arrays, or None; counts as ints; list
+    columns as float32 arrays of any length)."""
     for part, arr in found.items():
         if part in counts:
             counts[part][i] = int(arr)
+        elif part in lists:
+            lists[part][i] = None if arr is None else np.asarray(arr, np.float32).reshape(-1)
         elif arr is not None:
             values[part][i] = arr
             present[part][i] = True

@@ -230,15 +230,17 @@ def declared_pose(decl: Declaration, vals: np.ndarray, present: np.ndarray, widt
 
 
 def write_declared_pose_files(keypoints: Path, out_dir: Path, decl: Declaration, fps: float,
-                              root: Path | None = None) -> int:
-    """One `<out_dir>/<split>/<video>.pose` per video (declared_pose), each at its source's rate."""
+                              root: Path | None = None,
+                              make: Callable[..., Any] = declared_pose) -> int:
+    """One `<out_dir>/<split>/<video>.pose` per video (declared_pose, or a family's `make` of the
+    same arguments: its own components over these values), each at its source's rate."""
     have = pq.ParquetFile(keypoints).schema_arrow.names
     columns = ["width", "height", *[c for c in ("image", "time_s") if c in have], *decl.parts]
     n = 0
     for split, video, table in iter_videos(keypoints, columns):
         width, height = video_size(table)
         vals, found = video_tensor(table, decl)
-        pose = declared_pose(decl, vals, found, width, height, video_fps(table, root, fps))
+        pose = make(decl, vals, found, width, height, video_fps(table, root, fps))
         write_file(Path(out_dir) / split / f"{video}.pose", pose.write)
         n += 1
     return n

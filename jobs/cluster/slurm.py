@@ -50,6 +50,8 @@ class SlurmOptions:
     # --batch-size and --device of a family that batches, passed to each shard's run
     batch_size: int | None = None
     device: str | None = None
+    model_deadline: float | None = None  # --model-deadline and --model-memory, passed on too
+    model_memory: int | None = None
 
 
 # Memory, from docs/performance.md: a worker's RSS stays in a 467-561 MiB band over 10,000 frames
@@ -101,10 +103,12 @@ def worker_args(so: SlurmOptions) -> list[str]:
     """How a shard's `run` uses its allocation: C CPUs, G GPUs -> G GPUs x C/G workers each.
 
     Without GPUs the run already starts one worker per CPU the allocation lets it use (affinity).
-    A run's --batch-size and --device are passed on as given.
+    A run's --batch-size, --device, --model-deadline and --model-memory are passed on as given.
     """
     args = [*(["--batch-size", str(so.batch_size)] if so.batch_size else []),
-            *(["--device", so.device] if so.device else [])]
+            *(["--device", so.device] if so.device else []),
+            *(["--model-deadline", f"{so.model_deadline:g}"] if so.model_deadline else []),
+            *(["--model-memory", str(so.model_memory)] if so.model_memory else [])]
     if not so.gpus_per_task:
         return args
     args += ["--num-gpus", str(so.gpus_per_task)]

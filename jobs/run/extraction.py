@@ -12,11 +12,12 @@ from collections.abc import Callable
 import pyarrow as pa
 
 from phoenix_keypoints.extract.keypoints.estimator import family, module_name
-from phoenix_keypoints.jobs.run.todo import Work
+from phoenix_keypoints.jobs.run.todo import Work, recorded_execution
 from phoenix_keypoints.jobs.rundir.folder import RunDir
 from phoenix_keypoints.jobs.rundir.runinfo import ExtractionInfo, RunInfo
 from phoenix_keypoints.jobs.schedule.chunks import Chunks
 from phoenix_keypoints.jobs.schedule.devices import worker_slots
+from phoenix_keypoints.jobs.schedule.events import ChunkTask
 from phoenix_keypoints.jobs.schedule.local import LocalBackend
 from phoenix_keypoints.jobs.schedule.progress import Progress
 from phoenix_keypoints.jobs.schedule.scheduler import Backend, Outcome, Scheduler, run
@@ -44,16 +45,35 @@ def extract(rd: RunDir, info: RunInfo, plan: pa.Table, work: Work, backend: Back
     """
     chunks = Chunks.from_plan(plan, info.dataset.root, info.fingerprint, info.options.pixel_limit,
                              info.options.scan_limit, work.versions)
+    chunks.execution = dict(work.execution)
+
+    def task(chunk: int, skip: dict[str, str]) -> ChunkTask:
+        """A chunk's task, bound to how the committed parts were computed or, with none, to how
+        the first ready worker computes: one file, one computation (extract.keypoints.execution)."""
+        if shard is not None:  # the array's other shards commit meanwhile: their parts bind too
+            chunks.execution = recorded_execution(rd, info) or chunks.execution
+        if not chunks.execution:
+            chunks.execution = first_execution(sched.outcome.runtime)
+        return chunks.task(chunk, skip)
+
     label = f"shard {shard}/{info.num_shards}" if shard is not None else ""
     progress = Progress(label, backend.name, work.frames_total, work.frames_done, len(work.todo),
                         rd.progress_file(shard))
-    sched = Scheduler(backend, queue or ChunkQueue(work.todo), chunks.task, progress,
+    sched = Scheduler(backend, queue or ChunkQueue(work.todo), task, progress,
                       chunks_wanted=len(work.todo), on_commit=on_commit,
                       start_advice=start_advice(info.options.estimator))
     outcome = run(sched)
     if shard is None:
         rd.update(lambda i: setattr(i, "extraction", milestones(outcome)))
     return outcome
+
+
+def first_execution(runtime: dict[str, dict]) -> dict:
+    """The execution record of the ready worker of the lowest slot ({} where none has one)."""
+    for slot in sorted(runtime, key=int):
+        if runtime[slot].get("execution"):
+            return dict(runtime[slot]["execution"])
+    return {}
 
 
 def start_advice(estimator: str) -> str:

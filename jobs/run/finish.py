@@ -82,7 +82,8 @@ def finish(rd: RunDir, allow_partial: bool = False,
         time=time.time(), seconds=round(time.monotonic() - t0, 3), rows=rows,
         frames_per_split=per_split, partial=bool(missing or failed), missing_chunks=missing,
         missing_videos=sorted(v for c in missing for v in state.chunks[c]), failed_videos=failed,
-        statuses=state.statuses, worst_videos=state.worst_videos(), mixed_versions=mixed)
+        statuses=state.statuses, worst_videos=state.worst_videos(), mixed_versions=mixed,
+        execution=made_on(state))
     rd.update(lambda i: _record(i, record, versions))
     if mixed:
         messages.warn(mixed_line(rd.keypoints_path.name, versions, mixed))
@@ -94,6 +95,16 @@ def made_with(info: RunInfo, state: PartsState) -> tuple[dict[str, str], list[st
     their footers; a part written before footers recorded it, as run.json records the run's."""
     recorded = info.value_versions()
     return combined({c: part.versions or recorded for c, part in state.done.items()})
+
+
+def made_on(state: PartsState) -> list[dict]:
+    """How the committed parts' values were computed, each record once, in chunk order."""
+    out: list[dict] = []
+    for chunk in sorted(state.done):
+        record = state.done[chunk].execution
+        if record and record not in out:
+            out.append(record)
+    return out
 
 
 def mixed_line(what: str, versions: dict[str, str], mixed: list[str]) -> str:

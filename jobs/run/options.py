@@ -124,11 +124,32 @@ class RunRequest:
     worker_flags: str = ""  # the worker-count flags as the user typed them, for warnings
     batch_size: int | None = None  # frames per model call of a family that batches (None: default)
     device: str | None = None  # --device of a family that batches: auto (None), cpu, cuda
+    # what one model call may take (extract/keypoints/model_calls.py; None: the default)
+    model_deadline: float | None = None  # --model-deadline: seconds per input a call holds
+    model_memory: int | None = None  # --model-memory: MiB per input a call holds
+    gpu_memory: int | None = None  # bytes of its card each worker may take (jobs.schedule.devices)
+    chosen: str = ""  # how workers per GPU and the batch size were chosen, as said at start
 
     def worker_settings(self, info: RunInfo | None) -> dict:
         """The settings workers are started with: the estimator's, and for a family that batches how
-        to run it (batch size, device; not the output's identity, so not recorded in parts)."""
+        to run it (batch size, device, GPU memory, model limits; recorded in run.json; what of it
+        decides values is the estimator's execution record, kept in each part)."""
         settings = self.options.settings(info)
         if declaration(settings).batches:
-            settings = {**settings, RUNTIME: runtime(self.batch_size, self.device)}
+            limits = {"model_deadline": self.model_deadline, "model_memory": self.model_memory}
+            settings = {**settings, RUNTIME: runtime(self.batch_size, self.device, self.gpu_memory,
+                                                     self.chosen)
+                        | {k: v for k, v in limits.items() if v is not None}}
         return settings
+
+    def as_made(self, made: dict) -> RunRequest:
+        """This request resuming parts made under the execution record `made` (extract/keypoints/
+        execution.py): --device and --batch-size, where not given, are the parts' (so a resume
+        computes what they were computed under, whatever this node's defaults)."""
+        if not made:
+            return self
+        device = self.device if self.device not in (None, "auto") else made.get("device")
+        shape = made.get("batch_shape") or {}
+        batch = self.batch_size or (max(shape.values()) if shape and max(shape.values()) > 1
+                                    else None)
+        return replace(self, device=device, batch_size=batch)

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 
 import pyarrow as pa
 
+from phoenix_keypoints.extract.keypoints.execution import binding as execution_binding
 from phoenix_keypoints.extract.keypoints.versions import (
     DECODER,
     NOT_RECORDED,
@@ -34,6 +35,8 @@ class Work:
     frames_done: int
     state: PartsState
     versions: dict[str, str] = field(default_factory=dict)  # the run's binding ones: every worker's
+    # how the committed parts' values were computed (extract.keypoints.execution): every worker's
+    execution: dict = field(default_factory=dict)
 
 
 def work_left(rd: RunDir, info: RunInfo, plan: pa.Table, retry_failed: bool = False,
@@ -63,7 +66,24 @@ def work_left(rd: RunDir, info: RunInfo, plan: pa.Table, retry_failed: bool = Fa
             if c not in state.done or c in retry]
     done = sum(state.done[c].rows for c in chunks if c in state.done and c not in retry)
     versions = same_versions(rd, info, state, set(todo), shard) if todo else {}
-    return Work(todo, sum(frames.values()), done, state, versions)
+    execution = execution_binding([state.done[c].execution for c in sorted(state.done) if c not in todo])
+    return Work(todo, sum(frames.values()), done, state, versions, execution)
+
+
+def recorded_execution(rd: RunDir, info: RunInfo) -> dict:
+    """How the run's committed parts computed their values (the first part of this run that
+    records it; {} where none does): read from part footers, so a coordinator killed outright
+    still tells its resume."""
+    from phoenix_keypoints.jobs.rundir.parts import read_part_info
+
+    for path in sorted(rd.parts_dir.glob("chunk-*.parquet")):
+        try:
+            part, fingerprint = read_part_info(path)
+        except ValueError:
+            continue
+        if part.execution and fingerprint == info.fingerprint:
+            return part.execution
+    return {}
 
 
 def versions_here(info: RunInfo) -> dict[str, str]:

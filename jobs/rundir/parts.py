@@ -78,22 +78,28 @@ class PartInfo:
     # the versions its values depend on, as its worker had them (extract.keypoints.versions); empty
     # in a part written before parts recorded them
     versions: dict[str, str] = field(default_factory=dict)
+    # how a batching family's values were computed (extract.keypoints.execution: device, GPU,
+    # provider and options, batch shape); empty for other families and older parts
+    execution: dict = field(default_factory=dict)
 
     @classmethod
     def of_rows(cls, chunk: int, videos: Sequence[str], statuses: Sequence[str],
                 failed: dict[str, str], settings: dict | None = None,
-                versions: dict[str, str] | None = None) -> PartInfo:
+                versions: dict[str, str] | None = None,
+                execution: dict | None = None) -> PartInfo:
         """The footer of a part holding these rows (one video and status per row)."""
         bad = Counter(v for v, s in zip(videos, statuses, strict=True) if s != "ok")
         return cls(chunk, len(statuses), dict(failed), dict(Counter(statuses)), dict(bad),
-                   dict(settings or {}), versions=dict(versions or {}))
+                   dict(settings or {}), versions=dict(versions or {}),
+                   execution=dict(execution or {}))
 
 
 def write_part(path: Path, table: pa.Table, info: PartInfo, fingerprint: str) -> None:
     """Write a chunk's rows and commit them with one rename; on any error no part is left."""
     meta = {"fingerprint": fingerprint, "chunk": info.chunk, "rows": info.rows,
             "failed": info.failed, "statuses": info.statuses, "not_ok": info.not_ok,
-            DEFAULT_FAMILY: info.settings, "versions": info.versions}
+            DEFAULT_FAMILY: info.settings, "versions": info.versions,
+            **({"execution": info.execution} if info.execution else {})}
     written = declaration_of_schema(table.schema)
     assert written is not None, "a part's rows are an estimator's table"
     table = table.replace_schema_metadata({META_KEY: json.dumps(meta).encode()})
@@ -127,7 +133,8 @@ def read_part_info(path: Path) -> tuple[PartInfo, str]:
         info = PartInfo(int(meta["chunk"]), int(meta["rows"]), dict(meta.get("failed") or {}),
                         _counts(meta.get("statuses")), _counts(meta.get("not_ok")),
                         dict(meta.get(DEFAULT_FAMILY) or {}),
-                        versions=_strings(meta.get("versions") or {}))
+                        versions=_strings(meta.get("versions") or {}),
+                        execution=_record(meta.get("execution") or {}))
         fingerprint = str(meta["fingerprint"])
     except (ValueError, KeyError, TypeError) as e:
         raise ValueError(f"metadata unreadable ({e})") from None
@@ -147,6 +154,13 @@ def _counts(raw: object) -> dict[str, int]:
     if not isinstance(raw, dict):
         raise TypeError(f"counts {raw!r} are not an object")
     return {str(k): int(v) for k, v in raw.items()}
+
+
+def _record(raw: object) -> dict:
+    """A footer's execution record, checked to be an object (a TypeError says it is not one)."""
+    if not isinstance(raw, dict):
+        raise TypeError("execution is not an object")
+    return dict(raw)
 
 
 def _strings(raw: object) -> dict[str, str]:
@@ -195,7 +209,7 @@ def _without(path: Path, info: PartInfo, dropped: set[Key]) -> PartInfo:
     gone = {v for _, v in dropped}
     out = PartInfo.of_rows(info.chunk, t["video"].to_pylist(), t["status"].to_pylist(),
                            {v: why for v, why in info.failed.items() if v not in gone},
-                           info.settings, info.versions)
+                           info.settings, info.versions, info.execution)
     out.dropped = frozenset(dropped)
     return out
 

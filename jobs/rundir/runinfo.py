@@ -149,6 +149,9 @@ class MergeInfo:
     worst_videos: dict[str, int] = field(default_factory=dict)  # most frames not ok: video -> n
     # keys of `versions` (what the values depend on) in which the merged parts differ
     mixed_versions: list[str] = field(default_factory=list)
+    # how the merged parts' values were computed (extract.keypoints.execution), each record once:
+    # one where the run is one computation (a batching family; empty for others and older parts)
+    execution: list[dict] = field(default_factory=list)
 
 
 @dataclass

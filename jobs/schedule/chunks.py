@@ -24,6 +24,7 @@ class Chunks:
         self.plan, self.root, self.fingerprint = plan, root, fingerprint
         self.max_pixels, self.max_scans = max_pixels, max_scans
         self.versions = dict(versions or {})  # the run's, every worker's (ChunkTask.versions)
+        self.execution: dict = {}  # how the run's values are computed (ChunkTask.execution)
         chunk = plan["chunk"].to_numpy()
         rows = np.argsort(chunk, kind="stable")
         ids, starts = np.unique(chunk[rows], return_index=True)
@@ -53,7 +54,7 @@ class Chunks:
 
     def task(self, chunk: int, skip: dict[str, str]) -> ChunkTask:
         return ChunkTask(chunk, self.root, self.fingerprint, tuple(self.videos(chunk)), dict(skip),
-                         self.max_pixels, self.max_scans, self.versions)
+                         self.max_pixels, self.max_scans, self.versions, self.execution)
 
 
 def plan_chunks(plan: pa.Table) -> dict[int, dict[str, int]]:

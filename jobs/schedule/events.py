@@ -50,6 +50,9 @@ class ChunkTask:
     # the versions the run's values are made under (jobs.run.todo.same_versions): a worker with
     # others (a Ray actor on a node with another install) refuses the chunk before its first frame
     versions: dict[str, str] = field(default_factory=dict)
+    # how the run's values are computed (extract.keypoints.execution: the committed parts', else
+    # the first ready worker's): a worker computing otherwise refuses the chunk before its first frame
+    execution: dict = field(default_factory=dict)
     # the chunk killed a worker before: its videos one at a time, none beside another (an
     # estimator's lanes), so a death is blamed on the video it happened in
     one_by_one: bool = False

@@ -31,8 +31,17 @@ import numpy as np
 import pyarrow as pa
 
 from phoenix_keypoints.extract import sources
-from phoenix_keypoints.extract.keypoints.estimator import ModelFileError, estimator_name, open_estimator
+from phoenix_keypoints.extract.keypoints.estimator import (
+    RUNTIME,
+    ModelFileError,
+    estimator_name,
+    open_estimator,
+)
+from phoenix_keypoints.extract.keypoints.execution import differences as execution_differences
+from phoenix_keypoints.extract.keypoints.execution import flags as execution_flags
+from phoenix_keypoints.extract.keypoints.execution import said
 from phoenix_keypoints.extract.keypoints.frames import Frame
+from phoenix_keypoints.extract.keypoints.model_calls import set_last_word, set_limits
 from phoenix_keypoints.extract.keypoints.versions import (
     DECODER,
     differences,
@@ -116,14 +125,18 @@ class ChunkWorker:
         self.rd = RunDir(Path(run_dir))
         self.rd.use_archive_index(write=False, build=False, lazy=True)
         self.extractor_settings = settings
+        run = settings.get(RUNTIME, {})  # a family that batches: how long and large a call may be
+        set_limits(run.get("model_deadline"), run.get("model_memory"))
         self.extractor = open_estimator(settings, num_threads=1)
         self.versions = value_versions(estimator_name(settings))  # as this process has them
+        # how its values are computed (a batching family's device, provider, batch shape)
+        self.execution = dict(getattr(self.extractor, "execution", None) or {})
 
     def run(self, task: ChunkTask, send: Callable[[Event], None]
             ) -> Committed | WriteFailed | Refused:
         """Extract the chunk's videos (minus task.skip) and commit its part; a model that fails
         (or keeps failing) stops the run instead of costing the frames."""
-        why = self._other_versions(task)
+        why = self._other_versions(task) or self._other_execution(task)
         if why:
             return Refused(self.slot, task.chunk, why)
         try:
@@ -151,7 +164,7 @@ class ChunkWorker:
         counter.flush()
         send(Writing(self.slot, task.chunk))
         info = PartInfo.of_rows(task.chunk, out.video, out.status, dict(task.skip),
-                                self.extractor.settings, self._versions(videos))
+                                self.extractor.settings, self._versions(videos), self.execution)
         try:
             write_part(self.rd.part_path(task.chunk), in_plan_order(out.to_table(), videos), info,
                        task.fingerprint)
@@ -174,6 +187,21 @@ class ChunkWorker:
                 f"run's versions on that node{pip_hint(diffs)} or start the workers only where they "
                 "are installed, then run the same command again to resume.")
 
+    def _other_execution(self, task: ChunkTask) -> str:
+        """Why this worker may not extract the run's chunks ('' where it may): it computes the
+        values otherwise than the run (another device, GPU model, provider options or batch
+        shape: extract.keypoints.execution), so one file would hold values of two computations."""
+        diffs = execution_differences(task.execution, self.execution)
+        if not diffs:
+            return ""
+        return (f"worker {self.slot} on {socket.gethostname()} would compute the keypoints "
+                f"otherwise than the run ({', '.join(diffs)} differ): the run's are made on "
+                f"{said(task.execution)}, this worker runs on {said(self.execution)}; no chunk is "
+                "extracted so, since the values depend on it. Resume with "
+                f"`{execution_flags(task.execution)}` where that runs (the run's own are taken when "
+                "--device and --batch-size are not given), or make the whole run again under "
+                "these with --fresh, or give another --out.")
+
     def _versions(self, videos: list[VideoRef]) -> dict[str, str]:
         """What this chunk's values depend on: the estimator's, and the decoder's where it decoded
         video files."""
@@ -193,9 +221,11 @@ class ChunkWorker:
         size = getattr(self.extractor, "batch_size", None)
         if size is None:
             return None
-        device = self.extractor_settings.get("runtime", {}).get("device", "auto")
-        return {"batch_size": size, "device": device,
-                "providers": list(getattr(self.extractor, "providers", []))}
+        asked = self.extractor_settings.get("runtime", {})
+        return {"batch_size": size, "device": asked.get("device", "auto"),
+                "providers": list(getattr(self.extractor, "providers", [])),
+                **{k: asked[k] for k in ("gpu_memory", "chosen") if k in asked},
+                "execution": self.execution}
 
     def close(self) -> None:
         self.extractor.close()
@@ -283,6 +313,8 @@ def worker_main(slot: int, conn: Connection, run_dir: str, cpus: list[int], opti
         if parent is not None and os.getppid() != parent.pid:  # it died before the line above
             return
         log_to_file(Path(log_path))
+        # a model call that does not stop when told ends this process: its coordinator is told why
+        set_last_word(lambda why: conn.send(Refused(slot, -1, why)))
         if cpus:
             os.sched_setaffinity(0, cpus)
         with ChunkWorker(slot, Path(run_dir), options) as worker:

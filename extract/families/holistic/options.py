@@ -10,21 +10,15 @@ from pathlib import Path
 from typing import Any
 
 from phoenix_keypoints.extract.families.holistic.runner import HolisticOptions
+from phoenix_keypoints.extract.keypoints.option_values import decimal_number, whole_number
 
-
-def _confidence(value: str) -> float:
-    try:
-        x = float(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a number in (0, 1], not {value!r}") from None
-    if not 0 < x <= 1:
-        raise argparse.ArgumentTypeError(f"must be in (0, 1] (greater than 0, at most 1), not {x:g}")
-    return x
+# a confidence: a number in (0, 1], in ASCII digits
+_confidence = decimal_number(0, 1, above=True)
 
 
 def add_run_options(p: argparse.ArgumentParser) -> None:
     """MediaPipe Holistic's graph options (each None when not given: a resume keeps the run's)."""
-    p.add_argument("--model-complexity", type=int, choices=(0, 1, 2),
+    p.add_argument("--model-complexity", type=whole_number(), choices=(0, 1, 2),
                    help="Holistic pose model (default 1, the only one mediapipe 0.10.21 ships)")
     p.add_argument("--refine-face-landmarks", action="store_true", default=None,
                    help="Holistic's attention face model: 478 face points (468 + 10 iris)")

@@ -74,9 +74,9 @@ def _mediapipe_spec() -> importlib.machinery.ModuleSpec | None:
 def _others() -> str:
     """', or use ...': the families this Python can run instead (the registry's, none of which
     needs mediapipe), as `--estimator NAME`."""
-    from phoenix_keypoints.extract.keypoints.estimator import family, names
+    from phoenix_keypoints.extract.keypoints.estimator import loaded
 
-    ok = [n for n in names() if n != HOLISTIC and getattr(family(n), "unavailable", lambda: None)()
+    ok = [n for n, fam in loaded() if n != HOLISTIC and getattr(fam, "unavailable", lambda: None)()
           is None]
     need = "needs" if len(ok) == 1 else "need"
     return f", or use {' or '.join(f'--estimator {n}' for n in ok)}, which {need} no mediapipe" \

@@ -1,6 +1,7 @@
 """The whole-body family: top-down keypoints from the user's ONNX detector and pose model
 (rtmlib's YOLOX + RTMPose or ViTPose): COCO-WholeBody 133 points in one column `wholebody`
-(133 x (x, y, score), pixels) and `persons`; COCO 17, Halpe 26 and hand 21 in a column each.
+(133 x (x, y, score), pixels) and `persons`; COCO 17, Halpe 26 and hand 21 in a column each (a
+hand run with a detector: the signer's two hands a column each, and every hand: persons.py).
 
 This package is everything the tool knows of the family: its declaration and hooks here, its
 runner (runner.py: the models), the heads' decoders (heads.py), the point sets (layouts.py), its
@@ -22,9 +23,11 @@ from phoenix_keypoints.extract.families.wholebody.declaration import (
     declaration_for,
     declaration_of,
     file_record,
+    layout_of,
     schema_of,
 )
 from phoenix_keypoints.extract.families.wholebody.layouts import (
+    HANDS_LAYOUT,
     LAYOUTS,
     WHOLEBODY_LAYOUT,
     layout_of_column,
@@ -51,8 +54,9 @@ def declaration(settings: dict[str, Any] | None = None) -> Declaration:
 
 
 def variants() -> tuple[Declaration, ...]:
-    """The declarations of the other point sets (each its own column: show, report, diff)."""
-    return tuple(declaration_for(lay) for lay in LAYOUTS.values() if lay is not WHOLEBODY_LAYOUT)
+    """The declarations of the other point sets (each its own columns: show, report, diff)."""
+    return tuple(declaration_for(lay) for lay in (*LAYOUTS.values(), HANDS_LAYOUT)
+                 if lay is not WHOLEBODY_LAYOUT)
 
 
 def declaration_of_schema(schema: pa.Schema) -> Declaration | None:
@@ -68,8 +72,8 @@ def open_estimator(settings: dict[str, Any], num_threads: int | None = 1) -> Est
 
 def clip_settings(options: dict[str, Any]) -> dict[str, Any]:
     """extract_keypoints' options (detector=, pose_model= paths, point_set=, decoder=,
-    detector_kind=, det_every=K) as a run records them; the model files are checked as `run`
-    checks them."""
+    detector_kind=, det_every=K, max_persons=N) as a run records them; the model files are
+    checked as `run` checks them."""
     if options.get("pose_model") is None:
         missing = [k for k in ("detector", "pose_model") if options.get(k) is None]
         raise TypeError(f"estimator 'wholebody' needs {' and '.join(f'{k}=PATH.onnx' for k in missing)}"
@@ -84,6 +88,10 @@ def clip_settings(options: dict[str, Any]) -> dict[str, Any]:
                          "detect on every frame)")
     if every not in (None, 1) and det is None:
         raise ValueError(f"det_every={every}: tracking follows the detector's boxes; give detector=")
+    cap = options.get("max_persons")
+    if cap is not None and (not isinstance(cap, int) or isinstance(cap, bool) or cap < 1):
+        raise ValueError(f"max_persons={cap!r}: give a whole number of boxes, 1 or more (the most "
+                         "posed a frame, the largest first)")
     kind = options.get("detector_kind")
     if kind is not None and (kind not in KIND_NAMES or det is None):
         raise ValueError(f"detector_kind={kind!r}: says how detector= is read, one of "
@@ -92,21 +100,28 @@ def clip_settings(options: dict[str, Any]) -> dict[str, Any]:
                                              Path(options["pose_model"]),
                                              options.get("point_set"), options.get("decoder"),
                                              options.get("detector_kind")),
-            **({"det_every": every} if every is not None else {})}
+            **({"det_every": every} if every is not None else {}),
+            **({"max_persons": cap} if cap is not None else {})}
 
 
 def clip_options() -> tuple[str, ...]:
-    """The options extract_keypoints takes for this family: the two model files, --det-every, and
-    where the model leaves them open the point set (--point-set), heatmap decoder (--decoder) and
-    how the detector is read (--detector-kind)."""
-    return ("detector", "pose_model", "det_every", "point_set", "decoder", "detector_kind")
+    """The options extract_keypoints takes for this family: the two model files, --det-every,
+    --max-persons, and where the model leaves them open the point set (--point-set), heatmap
+    decoder (--decoder) and how the detector is read (--detector-kind)."""
+    return ("detector", "pose_model", "det_every", "max_persons", "point_set", "decoder",
+            "detector_kind")
 
 
 def clip_parts(parts: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-    """A clip's arrays with the named parts as slices of its layout's points (extract_keypoints)."""
+    """A clip's arrays with the named parts as slices of its layout's points (extract_keypoints);
+    a hand run's every hand as [T, hands, 21, 3] (NaN past a frame's hands), their boxes
+    [T, hands, 5]."""
     layout = layout_of_column(tuple(parts))
-    column = parts[layout.column]
-    return parts | {name: column[:, a:b] for name, (a, b) in layout.parts.items()}
+    points = np.concatenate([parts[c] for c in layout.columns], axis=1)
+    out = parts | {name: points[:, a:b] for name, (a, b) in layout.parts.items()}
+    for name, width in layout.lists[:1]:  # every person's points; the boxes stay [T, n, 5]
+        out[name] = parts[name].reshape(len(points), -1, layout.points, width // layout.points)
+    return out
 
 
 def pose_of_clip(parts: dict[str, np.ndarray], width: int, height: int, fps: float) -> Any:
@@ -115,7 +130,12 @@ def pose_of_clip(parts: dict[str, np.ndarray], width: int, height: int, fps: flo
     from phoenix_keypoints.extract.families.wholebody.outputs import pose_of_values
 
     layout = layout_of_column(tuple(parts))
-    values = parts[layout.column]
+    values = np.concatenate([parts[c] for c in layout.columns], axis=1)
+    if layout is HANDS_LAYOUT:  # pose-format's two hand components
+        from phoenix_keypoints.extract.families.wholebody.outputs import hands_pose
+
+        return hands_pose(declaration_for(layout), np.nan_to_num(values),
+                          ~np.isnan(values).all(axis=2), width, height, fps)
     if layout is not WHOLEBODY_LAYOUT:
         from phoenix_keypoints.extract.outputs.export import declared_pose
 
@@ -129,10 +149,13 @@ def write_pose_files(keypoints: Path, out_dir: Path, fps: float, root: Path | No
     import pyarrow.parquet as pq
 
     layout = layout_of_column(pq.read_schema(keypoints).names)
-    if layout is not WHOLEBODY_LAYOUT:  # no pose-format header of its own: the declaration's
-        from phoenix_keypoints.extract.outputs.export import write_declared_pose_files
+    if layout is not WHOLEBODY_LAYOUT:  # the declaration's values and header (the two hands:
+        # pose-format's own two hand components)
+        from phoenix_keypoints.extract.families.wholebody.outputs import hands_pose
+        from phoenix_keypoints.extract.outputs.export import declared_pose, write_declared_pose_files
 
-        return write_declared_pose_files(keypoints, out_dir, declaration_for(layout), fps, root)
+        return write_declared_pose_files(keypoints, out_dir, declaration_for(layout), fps, root,
+                                         hands_pose if layout is HANDS_LAYOUT else declared_pose)
     from phoenix_keypoints.extract.families.wholebody.outputs import write_pose_files
 
     return write_pose_files(keypoints, out_dir, fps, root)
@@ -216,11 +239,12 @@ def run_line(recorded: dict[str, Any]) -> str:
 
 
 def status_line(settings: dict[str, Any]) -> str:
-    """status: the estimator, its two model files and --det-every where not 1, its head and
-    point set."""
+    """status: the estimator, its two model files, --det-every and --max-persons where not the
+    defaults, its head and point set."""
     files = ", ".join([f"--{k.replace('_', '-')} {Path(settings[k]['path']).name}"
                        f"{kind_words(settings[k])}" for k in ("detector", "pose_model") if k in settings]
-                      + [f"--det-every {k}" for k in [settings.get("det_every", 1)] if k != 1])
+                      + [f"--det-every {k}" for k in [settings.get("det_every", 1)] if k != 1]
+                      + [f"--max-persons {n}" for n in [settings.get("max_persons")] if n])
     return f"estimator: {WHOLEBODY}" + (f" ({files})" if files else "") + head_words(settings)
 
 
@@ -233,7 +257,7 @@ def head_words(settings: dict[str, Any]) -> str:
     if head is not None and not isinstance(head, dict):
         return ""
     said = head_said(head) if head else "SimCC head decoded as rtmlib's RTMPose"
-    layout = LAYOUTS[settings.get("point_set", WHOLEBODY_LAYOUT.name)]
+    layout = layout_of(settings)
     return f"; pose model: {said}; points: {layout.title} (--point-set {layout.name})"
 
 
@@ -254,12 +278,22 @@ def runs_on(settings: dict[str, Any], batch_size: int | None, device: str | None
     from phoenix_keypoints.extract.keypoints.estimator import runtime
 
     run = runtime(batch_size, device)
-    where = "CUDA, device 0 of each worker's GPU" if on_gpu(device, gpu) else "the CPU"
+    cuda = on_gpu(device, gpu)
+    where = "CUDA, device 0 of each worker's GPU" if cuda else "the CPU"
+    fixed = f" (every call padded to {run['batch_size']}: fixed shapes)" if cuda else ""
     axes = batch_axes((settings.get("detector") or {}).get("path"), settings["pose_model"]["path"])
     every = settings.get("det_every", 1)
     mode = f"; a detection every {every} frames (rtmlib's PoseTracker)" if every != 1 else ""
-    return (f", on {where} (--device {run['device']}); batches of {run['batch_size']} frames: "
-            f"{axes}{mode}{head_words(settings)}")
+    return (f", on {where} (--device {run['device']}); batches of {run['batch_size']} frames"
+            f"{fixed}: {axes}{mode}{head_words(settings)}")
+
+
+def gpu_memory_need(settings: dict[str, Any], batch_size: int) -> int:
+    """Bytes of GPU memory one worker takes at this batch size, estimated from its recorded
+    model files (gpu_memory.py): the coordinator checks workers x this against each card."""
+    from phoenix_keypoints.extract.families.wholebody.gpu_memory import worker_need
+
+    return worker_need(settings, batch_size)
 
 
 # `run --help`'s words for --device (jobs/cli.py reads a batching family's)
@@ -273,7 +307,8 @@ def device_refused(device: str) -> str | None:
     from phoenix_keypoints.extract.families.wholebody.runner import cuda_provider
 
     if device == "cuda" and not cuda_provider():
-        return ("this onnxruntime has no CUDAExecutionProvider. Install the GPU build: pip install "
-                "'phoenix-keypoints[gpu]' (onnxruntime-gpu in place of onnxruntime), or pass "
-                "--device cpu.")
+        return ("this onnxruntime has no CUDAExecutionProvider. Install the GPU build in one "
+                "command: python scripts/gpu_install.py (the 'phoenix-keypoints[gpu]' extra's "
+                "onnxruntime-gpu in place of onnxruntime, online or from a wheelhouse: "
+                "docs/gpu.md), or pass --device cpu.")
     return None

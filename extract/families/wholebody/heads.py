@@ -104,10 +104,9 @@ def read_head(session: Any, wh: tuple[int, int], flag: str, path: Any) -> Head:
 def depth_family() -> str:
     """The family that runs a SimCC triple, as the registry has it: one that takes this family's
     model files (--detector, --pose-model) and whose points carry a depth channel."""
-    from phoenix_keypoints.extract.keypoints.estimator import family, names
+    from phoenix_keypoints.extract.keypoints.estimator import loaded
 
-    for name in names():
-        fam = family(name)
+    for name, fam in loaded():
         if {"detector", "pose_model"} <= set(getattr(fam, "clip_options", tuple)()) and any(
                 v.startswith("z") for v in fam.declaration(None).values):
             return name

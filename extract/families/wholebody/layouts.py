@@ -1,9 +1,11 @@
 """The point sets a top-down pose model of this family may answer, as data: COCO-WholeBody 133
-(rtmlib's Wholebody), COCO body 17 (Body), Halpe 26 (BodyWithFeet) and one hand of 21 (Hand).
+(rtmlib's Wholebody), COCO body 17 (Body), Halpe 26 (BodyWithFeet) and hands of 21 (Hand: one
+column without a detector, every hand and the signer's two with one: HANDS_LAYOUT).
 
 A model's number of points is read from its outputs; `--point-set` names the layout, and where the
 number alone decides (133, 17, 26, 21 are all different) it is inferred. Each layout is one column
-of keypoints.parquet (points x (x, y, score)), so a file says its layout by its schema, and
+of keypoints.parquet (points x (x, y, score); the two hands a column each), so a file says its
+layout by its schema, and
 show, report, diff and the tensors read names, parts, skeleton and colours from here through the
 declaration (declaration.py). Names and limbs are mmpose's dataset metadata
 (configs/_base_/datasets/{coco,halpe26,coco_wholebody,coco_wholebody_hand}.py), which rtmlib's
@@ -49,7 +51,10 @@ def _shifted(limbs: tuple[tuple[int, int], ...], by: int) -> tuple[tuple[int, in
 class Layout:
     """One point set: its --point-set name, its keypoints.parquet column, its points' names, the
     named parts of that order, the regions show and the report count (region -> first, end), the
-    limbs and colours `show` draws, what rtmlib calls the solution, and the exports it feeds."""
+    limbs (in each region's column's numbering) and colours `show` draws, what rtmlib calls the
+    solution, and the exports it feeds. A layout of several people a frame (the two hands)
+    writes `names` once per column of `sides` instead of in `column`, and its list columns
+    (`lists`: name, values per item) hold every person posed."""
 
     name: str
     column: str
@@ -61,10 +66,23 @@ class Layout:
     colours: dict[str, tuple[int, int, int]]
     solution: str
     exports: tuple[str, ...] = ("pose",)
+    sides: tuple[str, ...] = ()
+    lists: tuple[tuple[str, int], ...] = ()
 
     @property
     def points(self) -> int:
+        """Points a column holds."""
         return len(self.names)
+
+    @property
+    def columns(self) -> tuple[str, ...]:
+        """Its point columns: one per side, or its one column."""
+        return self.sides or (self.column,)
+
+    def where(self, first: int, end: int) -> tuple[str, int, int]:
+        """A range of the points over all its columns in order -> (column, first, end) in it."""
+        col = first // self.points
+        return self.columns[col], first - col * self.points, end - col * self.points
 
 
 WHOLEBODY_LAYOUT = Layout(
@@ -80,6 +98,7 @@ WHOLEBODY_LAYOUT = Layout(
      "right_hand": RIGHT_COLOUR},
     "Wholebody", ("pose", "twostream-pkl", "unisign-pkl"))
 
+HAND_SET = "hand21"
 LAYOUTS: dict[str, Layout] = {layout.name: layout for layout in (
     WHOLEBODY_LAYOUT,
     Layout("coco", "coco17", "COCO body 17 points", BODY17, {"body": (0, 17)}, {"body": (0, 17)},
@@ -87,10 +106,22 @@ LAYOUTS: dict[str, Layout] = {layout.name: layout for layout in (
     Layout("halpe26", "halpe26", "Halpe 26 points (body with feet)", BODY17 + _HALPE_EXTRA,
            {"body": (0, 20), "feet": (20, 26)}, {"body": (0, 26)}, {"body": _HALPE_LIMBS},
            {"body": BODY_COLOUR}, "BodyWithFeet"),
-    Layout("hand21", "hand21", "one hand, 21 points", HAND21, {"hand": (0, 21)}, {"hand": (0, 21)},
+    Layout(HAND_SET, "hand21", "one hand, 21 points", HAND21, {"hand": (0, 21)}, {"hand": (0, 21)},
            {"hand": HAND_LIMBS}, {"hand": LEFT_COLOUR}, "Hand"),
 )}
 DEFAULT_LAYOUT = WHOLEBODY_LAYOUT.name
+# A hand21 run with a detector (rtmlib's Hand) writes every hand it poses: `hands` (21 x (x, y,
+# score) a hand, in rtmlib's order) and `hand_boxes` (x1, y1, x2, y2, the detector's score: NaN
+# where no detector scored the box), and the signer's two hands by the geometry of the two
+# largest boxes (runner.sides_of), each its own column: tensors, report, show and .pose read
+# those. Runs recorded before it (settings without `hands`) keep LAYOUTS' one column.
+HANDS_LAYOUT = Layout(
+    HAND_SET, "", "two hands, 21 points each (and every hand in `hands`)", HAND21,
+    {"left_hand": (0, 21), "right_hand": (21, 42)}, {"left_hand": (0, 21), "right_hand": (21, 42)},
+    {"left_hand": HAND_LIMBS, "right_hand": HAND_LIMBS},
+    {"left_hand": LEFT_COLOUR, "right_hand": RIGHT_COLOUR}, "Hand",
+    sides=("left_hand21", "right_hand21"), lists=(("hands", 21 * 3), ("hand_boxes", 5)))
+EVERY_HAND = "every"  # settings["hands"] of a run in HANDS_LAYOUT
 
 
 class LayoutError(ModelFileError):
@@ -116,8 +147,8 @@ def layout_for(points: int, asked: str | None, where: str = "--pose-model") -> L
 
 
 def layout_of_column(columns: list[str] | tuple[str, ...]) -> Layout | None:
-    """The layout whose column a table has (None: none of this family's)."""
-    for layout in LAYOUTS.values():
-        if layout.column in columns:
+    """The layout whose columns a table has (None: none of this family's)."""
+    for layout in (*LAYOUTS.values(), HANDS_LAYOUT):
+        if all(c in columns for c in layout.columns):
             return layout
     return None

@@ -12,6 +12,8 @@ frame, its failures named as the model's.
   touched: the checks read the outputs, they change nothing.
 - A session call that raises (onnxruntime's Fail: an output too large to allocate, a kernel
   error) is the model's fault, not the frame's: ModelRunError names the file (the run exits 2).
+- Every session call runs bounded in time and memory (extract/keypoints/model_calls.py): past
+  either, ModelLimitError names the file and the limit (exit 2).
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from typing import Any, TypeVar
 import numpy as np
 
 from phoenix_keypoints.extract.keypoints.estimator import ModelFileError
+from phoenix_keypoints.extract.keypoints.model_calls import bounded, run_options
 
 STATUS_BAD_DETECTOR = "bad_detector_output"
 STATUS_BAD_POSE = "bad_pose_output"
@@ -50,10 +53,15 @@ class BadOutput:
         return {"status": self.status, "note": self.note}
 
 
-def run_model(call: Callable[[], list[np.ndarray]], flag: str, path: Path) -> list[np.ndarray]:
-    """A session call; whatever onnxruntime raises becomes ModelRunError naming the file."""
+def run_model(call: Callable[[], list[np.ndarray]], flag: str, path: Path, inputs: int = 1
+              ) -> list[np.ndarray]:
+    """A session call on `inputs` inputs (frames or crops), bounded in time and memory (its
+    session.run takes quiet_run_options(), which its watchdog may stop); whatever onnxruntime
+    raises becomes ModelRunError naming the file."""
     try:
-        return call()
+        return bounded(call, flag, path, inputs)
+    except ModelFileError:  # past a limit: said as such
+        raise
     except Exception as e:  # onnxruntime's own classes (Fail, RuntimeException, ...)
         first = str(e).strip().splitlines()[0][:300] if str(e).strip() else ""
         raise ModelRunError(
@@ -75,12 +83,9 @@ _COLOUR = re.compile(r"^\x1b\[[0-9;]*m|\x1b\[m$")  # onnxruntime's own colours a
 
 def quiet_run_options() -> Any:
     """Run options under which onnxruntime prints nothing while running: a failure comes back
-    as an exception, which run_model names and escapes."""
-    import onnxruntime as ort
-
-    options = ort.RunOptions()
-    options.log_severity_level = 4  # fatal only
-    return options
+    as an exception, which run_model names and escapes. Inside run_model: those of its bounded
+    call, which the call's watchdog stops past a limit."""
+    return run_options()
 
 
 def captured(call: Callable[[], T]) -> T:
@@ -118,9 +123,21 @@ def looks_like_pose(shapes: list[list[Any]], points: int) -> bool:
 
 
 def looks_like_detector(shapes: list[list[Any]]) -> bool:
+    """A YOLOX's outputs: boxes [1, N, 5 + classes], and with NMS inside perhaps its labels
+    [1, N]; no more."""
     first = shapes[0] if shapes else []
     return len(first) == 3 and isinstance(first[2], int) and first[2] >= 5 \
-        and not (len(shapes) == 2 and len(shapes[1]) == 3)
+        and (len(shapes) == 1 or (len(shapes) == 2 and len(shapes[1]) == 2))
+
+
+SHOWN = 3  # output shapes a message quotes of a model with more
+
+
+def outputs_said(shapes: list[list[Any]]) -> str:
+    """A model's outputs in words: their shapes, the first SHOWN of a model with more."""
+    if len(shapes) <= SHOWN:
+        return f"outputs {shapes}"
+    return f"{len(shapes):,} outputs ({', '.join(map(str, shapes[:SHOWN]))}, ...)"
 
 
 def what_it_is(shapes: list[list[Any]], points: int) -> str:
@@ -130,7 +147,7 @@ def what_it_is(shapes: list[list[Any]], points: int) -> str:
     if looks_like_detector(shapes):
         kind = "with NMS inside" if shapes[0][2] == 5 else "without NMS (raw grid)"
         return f"a YOLOX person detector {kind} (output {shapes[0]}), not a pose model"
-    return f"a model with outputs {shapes}"
+    return f"a model with {outputs_said(shapes)}"
 
 
 def check_detector(session: Any, hw: tuple[int, int], flag: str, path: Path, points: int) -> str:
@@ -139,7 +156,7 @@ def check_detector(session: Any, hw: tuple[int, int], flag: str, path: Path, poi
     first = shapes[0] if shapes else []
     last = first[2] if len(first) == 3 else None
     rows = first[1] if len(first) == 3 else None
-    if looks_like_pose(shapes, points) or last is None or not isinstance(last, int) or last < 5:
+    if not looks_like_detector(shapes) or last is None or not isinstance(last, int) or last < 5:
         raise ModelFileError(f"{flag} {path}: {escaped(what_it_is(shapes, points))}. A YOLOX person "
                              "detector answers [1, N, 5] (NMS inside) or [1, cells, 5 + classes]; "
                              "pass the pose model as --pose-model and a detector as --detector.")

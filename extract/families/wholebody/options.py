@@ -13,8 +13,10 @@ from typing import Any
 
 from phoenix_keypoints.extract.families.wholebody.heads import DECODERS
 from phoenix_keypoints.extract.families.wholebody.layouts import DEFAULT_LAYOUT
+from phoenix_keypoints.extract.families.wholebody.persons import MAX_PERSONS
 from phoenix_keypoints.extract.families.wholebody.rtmdet import KIND_NAMES, kind_of
 from phoenix_keypoints.extract.keypoints.estimator import OptionError
+from phoenix_keypoints.extract.keypoints.option_values import whole_number
 
 ABOUT = "COCO-WholeBody 133 points from --detector and --pose-model: docs/wholebody.md"
 DOCS = "docs/wholebody.md"
@@ -40,24 +42,35 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--det-every", type=_every, metavar="K",
                    help="wholebody: detect every K frames of a video, following each person in "
                         "between as rtmlib's PoseTracker(det_frequency=K) (default 1: every frame)")
+    p.add_argument("--max-persons", type=_max_persons, metavar="N",
+                   help="wholebody: pose at most N boxes a frame where every box is posed (a hand "
+                        f"model, --det-every), the largest first; the row's note says how many "
+                        f"were not (default {MAX_PERSONS}: docs/heads.md)")
 
 
-def _every(value: str) -> int:
-    """--det-every's K: a whole number of frames, 1 or more (1: a detection on every frame)."""
-    if not value.strip().isdigit() or int(value) < 1:
-        raise argparse.ArgumentTypeError(f"must be a whole number of frames, 1 or more, not {value!r}")
-    return int(value)
+# --det-every's K: a whole number of frames, 1 or more (1: a detection on every frame)
+_every = whole_number(1, what="a whole number of frames")
+
+
+# --max-persons' N: a whole number of boxes, 1 or more
+_max_persons = whole_number(1, what="a whole number of boxes")
 
 
 def asked_settings(args: argparse.Namespace, estimator: str | None,
                    fetched: Callable[[], tuple[Path, ...]] | None = None) -> dict[str, Any] | None:
-    """The model files (below) and --det-every K (rtmlib's PoseTracker rule: this family's
-    alone), or None. Given, they choose this family."""
+    """The model files (below), --det-every K (rtmlib's PoseTracker rule: this family's alone)
+    and --max-persons N, or None. Given, they choose this family."""
     every = getattr(args, "det_every", None)
+    cap = getattr(args, "max_persons", None)
     if every is not None and estimator not in (None, "wholebody"):
         raise OptionError("--det-every is for --estimator wholebody.")
+    if cap is not None and estimator not in (None, "wholebody"):
+        raise OptionError("--max-persons bounds the boxes posed a frame where every box is posed: "
+                          "--estimator wholebody (the other families pose the largest box alone).")
     files = _model_files(args, estimator, fetched)
-    return files if every is None else (files or {}) | {"det_every": every}
+    more = {**({"det_every": every} if every is not None else {}),
+            **({"max_persons": cap} if cap is not None else {})}
+    return files if not more else (files or {}) | more
 
 
 def _model_files(args: argparse.Namespace, estimator: str | None,
@@ -108,15 +121,26 @@ def _built_on(estimator: str) -> bool:
 
 def settings_of(asked: dict[str, Any] | None, recorded: dict[str, Any]) -> dict[str, Any]:
     """The model files a run records: those asked (a resume checks they are the same bytes) over
-    the recorded ones; --det-every 1 (the default) is not written, so it makes the run it makes
-    without it, byte for byte."""
-    return {k: v for k, v in {**recorded, **(asked or {})}.items() if (k, v) != ("det_every", 1)}
+    the recorded ones; --det-every 1 and --max-persons 100 (the defaults) are not written, so
+    they make the run they make without them, byte for byte. A planned run keeps the layout it
+    recorded: a hand run from before every hand was kept (no `hands`) goes on in its one column."""
+    merged = {**recorded, **(asked or {})}
+    if "pose_model" in recorded:
+        merged.pop("hands", None)
+        merged |= {"hands": recorded["hands"]} if "hands" in recorded else {}
+    return {k: v for k, v in merged.items() if (k, v) not in _DEFAULTS}
+
+
+_DEFAULTS = (("det_every", 1), ("max_persons", MAX_PERSONS))  # not written (settings_of)
 
 
 def settings_conflicts(asked: dict[str, Any] | None, recorded: dict[str, Any]) -> list[str]:
     """Each model file asked whose bytes are not the recorded one's; another --det-every."""
-    every, had = (asked or {}).get("det_every"), recorded.get("det_every", 1)
-    diffs = [f"--det-every ({had} when planned, {every} asked)"] if every not in (None, had) else []
+    diffs = []
+    for key, default in _DEFAULTS:
+        mine, had = (asked or {}).get(key), recorded.get(key, default)
+        if mine not in (None, had):
+            diffs.append(f"--{key.replace('_', '-')} ({had} when planned, {mine} asked)")
     for key in ("detector", "pose_model"):
         mine, theirs = (asked or {}).get(key), recorded.get(key)
         if mine and theirs and _model_bytes(mine) != _model_bytes(theirs):

@@ -25,6 +25,7 @@ from phoenix_keypoints.extract.families.wholebody.declaration import (
     WHOLEBODY,
     WHOLEBODY_POINTS,
 )
+from phoenix_keypoints.extract.keypoints.estimator import Declaration
 from phoenix_keypoints.extract.keypoints.schema import column_block
 from phoenix_keypoints.extract.outputs.declared import video_tensor as declared_tensor
 from phoenix_keypoints.extract.outputs.export import (
@@ -88,6 +89,23 @@ def pose_of_values(vals: np.ndarray, present: np.ndarray, width: int, height: in
                         components=cocowholebody_components())
     data, conf = pose_values(DECLARATION, vals.reshape(-1, WHOLEBODY_POINTS, 3), present)
     return Pose(header, NumPyPoseBody(fps=fps, data=data, confidence=conf))
+
+
+def hands_pose(decl: Declaration, vals: np.ndarray, present: np.ndarray, width: int, height: int,
+               fps: float) -> Any:
+    """A hand run's .pose: the declaration's values of the signer's two hands ([T, 42, 3], as
+    extract.outputs.export.declared_pose writes any family's) under pose-format's own two hand
+    components, LEFT_HAND and RIGHT_HAND of its COCO-WholeBody header (hand_0 ... hand_20, the
+    wrist first, as these 21 points; its limbs), so its hand tools (normalize_hands_3d,
+    hands_components) read them."""
+    from phoenix_keypoints.extract.outputs.export import declared_pose
+
+    pose = declared_pose(decl, vals, present, width, height, fps)
+    from pose_format.utils.cocowholebody133_header import cocowholebody_components
+
+    sides = {c.name: c for c in cocowholebody_components()}
+    pose.header.components = [sides["LEFT_HAND"], sides["RIGHT_HAND"]]
+    return pose
 
 
 def write_twostream_pkl(keypoints: Path, dest: Path) -> int:

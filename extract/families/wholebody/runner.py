@@ -18,8 +18,9 @@ What rtmlib does, and so what this module does (rtmlib 0.0.16: YOLOX, RTMPose):
 
 One signer per frame: the largest box (the first of equal ones). `persons` counts the boxes.
 A hand model (hand21) with a detector is rtmlib's `Hand`: the detector read as its RTMDet
-(rtmdet.py: normalised input, its cuts, class 0) and the pose model run on every box; the row is
-still the largest box's hand.
+(rtmdet.py: normalised input, its cuts, class 0) and the pose model run on every box, up to
+--max-persons a frame (the largest first); every hand is kept, and the two largest are the
+signer's left and right (persons.py).
 onnxruntime runs with one thread per session (workers = cores, as for Holistic), on the CPU or on
 device 0 of the worker's own CUDA_VISIBLE_DEVICES (`--device`); it is imported only here, when a
 whole-body run starts, and its telemetry is turned off when this module loads, before onnxruntime
@@ -42,6 +43,7 @@ import cv2
 import numpy as np
 
 from phoenix_keypoints.extract.families.wholebody.declaration import declaration_of, layout_of
+from phoenix_keypoints.extract.families.wholebody.gpu_memory import session_limits
 from phoenix_keypoints.extract.families.wholebody.heads import (
     DECODERS,
     HEATMAP,
@@ -52,7 +54,11 @@ from phoenix_keypoints.extract.families.wholebody.heads import (
     heatmap_problem,
     read_head,
 )
-from phoenix_keypoints.extract.families.wholebody.layouts import DEFAULT_LAYOUT, layout_for
+from phoenix_keypoints.extract.families.wholebody.layouts import (
+    DEFAULT_LAYOUT,
+    EVERY_HAND,
+    layout_for,
+)
 from phoenix_keypoints.extract.families.wholebody.onnx_outputs import (
     STATUS_BAD_DETECTOR,
     STATUS_BAD_POSE,
@@ -65,6 +71,14 @@ from phoenix_keypoints.extract.families.wholebody.onnx_outputs import (
     pose_problem,
     quiet_run_options,
     run_model,
+)
+from phoenix_keypoints.extract.families.wholebody.persons import (
+    MAX_PERSONS,
+    Posed,
+    areas,
+    capped,
+    hands_columns,
+    person_row,
 )
 from phoenix_keypoints.extract.families.wholebody.rtmdet import (
     HAND_SOLUTION,
@@ -80,8 +94,17 @@ from phoenix_keypoints.extract.families.wholebody.tracking import (
     track_batch,
     track_lanes,
 )
+from phoenix_keypoints.extract.keypoints.cuda_libs import preload as preload_cuda
 from phoenix_keypoints.extract.keypoints.environ import telemetry_off
-from phoenix_keypoints.extract.keypoints.estimator import RUNTIME, ModelFileError, runtime
+from phoenix_keypoints.extract.keypoints.estimator import (
+    DEFAULT_BATCH,
+    RUNTIME,
+    ModelFileError,
+    batch_refused,
+    runtime,
+)
+from phoenix_keypoints.extract.keypoints.execution import gpu_name, value_options
+from phoenix_keypoints.extract.keypoints.model_calls import bounded_load, input_refused
 from phoenix_keypoints.extract.keypoints.onnx_files import (
     as_given,
     check_model_file,
@@ -90,15 +113,21 @@ from phoenix_keypoints.extract.keypoints.onnx_files import (
     model_problem,
     sha256_of,
 )
+from phoenix_keypoints.extract.keypoints.onnx_graph import check_graph
 from phoenix_keypoints.extract.keypoints.words import a
 
 telemetry_off()  # before any `import onnxruntime` below: read once, when the library loads
+preload_cuda()  # where a GPU is here: CUDA and cuDNN from the nvidia-* wheels, before onnxruntime
 
 POINTS = 133
 PAD = 1.25  # rtmlib's bbox padding
 MEAN = (123.675, 116.28, 103.53)
 STD = (58.395, 57.12, 57.375)
 END2END_SCORE = 0.3  # boxes kept from a detector with NMS inside
+# A pose model's crops a call, per frame of the batch: a crop of the largest published input
+# (384x288), as float64 then float32, holds about 4 MiB; four are a 1920x1080 frame's share of
+# --batch-size's memory rule (estimator.BATCH_FRAME_BYTES and the detector's input, ~16 MiB)
+CROPS_PER_FRAME = 4
 RAW_SCORE, RAW_NMS = 0.7, 0.45  # a raw detector's score cut and IoU threshold
 STRIDES = (8, 16, 32)
 GREY = 114
@@ -126,20 +155,47 @@ def gpu_given() -> bool:
     return bool(env) and not env.startswith("-")
 
 
-def providers(device: str) -> list[Any]:
+# The CUDA provider's options, made for batches of fixed shapes (docs/wholebody.md#batches-and-devices;
+# onnxruntime's CUDA execution provider documents each):
+# - cudnn_conv_algo_search HEURISTIC: cuDNN's heuristics pick each convolution's algorithm from
+#   the shapes alone. The default, EXHAUSTIVE, times every algorithm for every new input shape
+#   (slow on the first batch of each shape) and keeps the fastest it timed, so two workers, or a
+#   run and its resume, could keep different algorithms, hence other values, by the timing's noise.
+# - arena_extend_strategy kSameAsRequested: the memory arena grows by what is asked, not to the next
+#   power of two (which took up to twice the memory a batch needs: 124.7 GB of a 141 GB card for 8
+#   workers of the heavy pair at batch 32, issue 47).
+# - gpu_mem_limit (bytes, per session): the worker's share of its card, split between its models
+#   (jobs/schedule/devices.py decides the share before any worker starts).
+# - do_copy_in_default_stream 1 (the default, said so it is recorded): copies and compute on one
+#   stream; 0 may race (onnxruntime's docs).
+# TF32 (use_tf32) and the rest stay onnxruntime's defaults, as rtmlib's CUDA sessions have them.
+# At --batch-size 1 the search stays rtmlib's (EXHAUSTIVE, onnxruntime's default): one frame a
+# call is rtmlib's own loop, whose keypoints that batch size gives (one shape a model, so the
+# search runs once, at the start); the memory options change no value.
+CUDA_OPTIONS = {"cudnn_conv_algo_search": "HEURISTIC", "arena_extend_strategy": "kSameAsRequested",
+                "do_copy_in_default_stream": "1"}
+
+
+def providers(device: str, memory: int | None = None, batch: int | None = None) -> list[Any]:
     """onnxruntime's providers for --device: CUDA on device 0 of this process's own
-    CUDA_VISIBLE_DEVICES (the GPU its coordinator pinned it to), CPU for what CUDA cannot run."""
+    CUDA_VISIBLE_DEVICES (the GPU its coordinator pinned it to) with CUDA_OPTIONS (at batch 1,
+    rtmlib's search) and, where given, `memory` bytes for the session's arena; CPU for what CUDA
+    cannot run."""
     if device == "cpu" or (device == "auto" and not (cuda_provider() and gpu_given())):
         return [CPU]
     if not cuda_provider():
         raise DeviceError("--device cuda: this onnxruntime has no CUDAExecutionProvider. Install "
-                          "the GPU build (pip install 'phoenix-keypoints[gpu]', i.e. onnxruntime-gpu "
-                          "in place of onnxruntime), or pass --device cpu.")
+                          "the GPU build (python scripts/gpu_install.py: the 'phoenix-keypoints[gpu]' "
+                          "extra's onnxruntime-gpu in place of onnxruntime, docs/gpu.md), or pass "
+                          "--device cpu.")
     if not gpu_given():
         raise DeviceError("--device cuda: this worker was given no GPU (CUDA_VISIBLE_DEVICES="
                           f"{os.environ.get('CUDA_VISIBLE_DEVICES', '')!r}). Pass --num-gpus N, or "
                           "--device cpu.")
-    return [(CUDA, {"device_id": 0}), CPU]
+    options = {k: v for k, v in CUDA_OPTIONS.items()
+               if batch != 1 or k != "cudnn_conv_algo_search"}
+    limit = {"gpu_mem_limit": str(int(memory))} if memory else {}
+    return [(CUDA, {"device_id": "0", **options, **limit}), CPU]
 
 
 @dataclass(frozen=True)
@@ -170,11 +226,14 @@ def _not_utf8(text: str) -> bool:
     return False
 
 
-def _session(path: Path, flag: str, device: str = "cpu") -> Any:
-    """One session, one thread (a worker owns one core), on --device; refused with what to do."""
+def _session(path: Path, flag: str, device: str = "cpu", memory: int | None = None,
+             batch: int | None = None) -> Any:
+    """One session, one thread (a worker owns one core), on --device (`memory`: the GPU arena's
+    bytes; `batch`: the frames a call, which picks the CUDA options); refused with what to do."""
     import onnxruntime as ort
 
-    check_model_file(path, flag)  # before onnxruntime opens anything, whatever its version
+    external = check_model_file(path, flag)  # before onnxruntime opens anything, whatever its version
+    check_graph(path, flag)  # loops no published model needs: refused before it runs
     if not str(path).isascii() and _not_utf8(str(path)):  # onnxruntime takes a path as UTF-8 text
         shown = str(path).encode("utf-8", "backslashreplace").decode()
         raise ModelFileError(f"{flag} {shown}: its path is not UTF-8, which onnxruntime cannot "
@@ -184,8 +243,10 @@ def _session(path: Path, flag: str, device: str = "cpu") -> Any:
     so.intra_op_num_threads = 1
     so.inter_op_num_threads = 1
     try:  # its warnings quote the model's names: written again escaped
-        return captured(lambda: ort.InferenceSession(str(path), sess_options=so,
-                                                     providers=providers(device)))
+        size = os.stat(path).st_size + sum(os.stat(f).st_size for _, f in external)
+        return bounded_load(lambda: captured(lambda: ort.InferenceSession(
+            str(path), sess_options=so, providers=providers(device, memory, batch))),
+            flag, path, size)
     except ModelFileError:
         raise
     except Exception as e:  # onnxruntime raises its own classes for any unreadable model
@@ -201,7 +262,11 @@ def _input_hw(session: Any, path: Path, flag: str) -> tuple[int, int]:
         raise ModelFileError(f"{flag} {path}: expected one input [1, 3, H, W] with fixed H and W, "
                              f"found {escaped(str([i.shape for i in inputs]))}. Export the model "
                              "with a fixed input size (rtmlib's published files have one).")
-    return int(shape[2]), int(shape[3])
+    hw = int(shape[2]), int(shape[3])
+    if why := input_refused(hw):  # before any frame or grey input is made that size
+        raise ModelFileError(f"{flag} {path}: {why}. Pass a detector or pose model of the usual "
+                             "input size (docs/wholebody.md).")
+    return hw
 
 
 def dynamic_batch(session: Any) -> bool:
@@ -210,14 +275,32 @@ def dynamic_batch(session: Any) -> bool:
     return not isinstance(session.get_inputs()[0].shape[0], int)
 
 
-def _run(session: Any, name: str, x: np.ndarray, dynamic: bool) -> list[np.ndarray]:
+def _run(session: Any, name: str, x: np.ndarray, dynamic: bool,
+         pad: int | None = None) -> list[np.ndarray]:
     """The model's outputs for a batch x: one call where the batch axis is dynamic, else one
-    call per item, stacked (the same arrays a dynamic model would answer)."""
+    call per item, stacked (the same arrays a dynamic model would answer).
+
+    pad: every call takes exactly `pad` items (fixed shapes): x in calls of `pad`, the last one
+    filled up with zeros whose answers are dropped. On a GPU the kernels are then chosen once, and
+    an item's values, which depend on the shape of the call it is in (not on its neighbours or the
+    zeros beside it: measured on an H200, issue 47), are the same wherever a batch was cut. The
+    one place that pads: the detector, the pose model and the videos in lockstep all call here."""
     quiet = quiet_run_options()
-    if dynamic or len(x) == 1:
+    if not dynamic:
+        if len(x) == 1:
+            return session.run(None, {name: x}, quiet)
+        each = [session.run(None, {name: x[i:i + 1]}, quiet) for i in range(len(x))]
+        return [np.concatenate(outs) for outs in zip(*each, strict=True)]
+    if not pad or len(x) == pad:
         return session.run(None, {name: x}, quiet)
-    each = [session.run(None, {name: x[i:i + 1]}, quiet) for i in range(len(x))]
-    return [np.concatenate(outs) for outs in zip(*each, strict=True)]
+    calls = []
+    for start in range(0, len(x), pad):
+        part = x[start:start + pad]
+        n = len(part)
+        if n < pad:
+            part = np.concatenate([part, np.zeros((pad - n, *x.shape[1:]), x.dtype)])
+        calls.append([out[:n] for out in session.run(None, {name: part}, quiet)])
+    return calls[0] if len(calls) == 1 else [np.concatenate(o) for o in zip(*calls, strict=True)]
 
 
 def describe(path: Path, flag: str) -> ModelFile:
@@ -266,6 +349,8 @@ def record(detector: Path | None, pose_model: Path, point_set: str | None = None
     read = {"point_set": layout.name, "head": model.head.record(model.decoder)}
     if model.head.kind == SIMCC and layout.name == DEFAULT_LAYOUT:
         read = {}  # rtmlib's own SimCC 133: recorded as before heads and point sets were
+    if det and layout.solution == HAND_SOLUTION:  # every hand (HANDS_LAYOUT): runs before, one
+        read["hands"] = EVERY_HAND
     return {**det, "pose_model": pose.as_dict(), "onnxruntime": onnxruntime_version(), **read}
 
 
@@ -300,10 +385,13 @@ class Detector:
     """A YOLOX person detector (or rtmlib's RTMDet, kind="rtmdet": rtmdet.py): frame (BGR) ->
     boxes [N, 4] in frame pixels, as rtmlib's YOLOX (RTMDet) gives them."""
 
-    def __init__(self, path: Path, device: str = "cpu", kind: str = YOLOX) -> None:
+    pad: int | None = None  # every call this many frames (fixed shapes: _run), None: as given
+
+    def __init__(self, path: Path, device: str = "cpu", kind: str = YOLOX,
+                 memory: int | None = None, batch: int | None = None) -> None:
         self.path = Path(path)
         self.kind = KINDS[kind]
-        self.session = _session(Path(path), "--detector", device)
+        self.session = _session(Path(path), "--detector", device, memory, batch)
         self.hw = _input_hw(self.session, Path(path), "--detector")
         self.input = self.session.get_inputs()[0].name
         self.dynamic = dynamic_batch(self.session)
@@ -342,19 +430,24 @@ class Detector:
         """The model's answer for the frames, and each frame's letterbox ratio."""
         canvases, ratios = zip(*(self._letterbox(b) for b in bgrs), strict=True)
         x = self.kind.model_input(np.stack(canvases))
-        out = run_model(lambda: _run(self.session, self.input, x, self.dynamic), "--detector",
-                        self.path)[0]
+        out = run_model(lambda: _run(self.session, self.input, x, self.dynamic, self.pad),
+                        "--detector", self.path, len(x))[0]
         return out, ratios
 
     def _boxes(self, out: np.ndarray, ratio: float) -> np.ndarray:
+        """[N, 4]: the boxes rtmlib's detector gives, in its dtype and order."""
+        return self.scored(out, ratio)[:, :4]
+
+    def scored(self, out: np.ndarray, ratio: float) -> np.ndarray:
+        """[N, 5]: each box as rtmlib's detector gives it, and its score (rtmlib drops it)."""
         if out.shape[-1] == 5:
-            boxes = out[0, :, :4] / ratio
-            return boxes[out[0, :, 4] > END2END_SCORE]
+            keep = out[0, :, 4] > END2END_SCORE
+            return np.hstack([out[0, keep, :4] / ratio, out[0, keep, 4:5]])
         return self._decode_raw(out, ratio)
 
     def _decode_raw(self, out: np.ndarray, ratio: float) -> np.ndarray:
         """Grid decode, objectness x class, per-class NMS (the classes the kind keeps); float64
-        boxes as rtmlib's."""
+        boxes as rtmlib's, each with its score."""
         grid, stride = _grid(self.hw)
         pred = out[0].copy()
         pred[:, :2] = (pred[:, :2] + grid) * stride
@@ -366,9 +459,10 @@ class Detector:
         for c in range(scores.shape[1]):
             sel = scores[:, c] > self.kind.raw_score
             if sel.any() and self.kind.keeps(c):
-                b = boxes[sel]
-                kept.append(b[_nms(b, scores[sel, c], self.kind.raw_nms)].astype(np.float64))
-        return np.concatenate(kept) if kept else np.zeros((0, 4))
+                b, score = boxes[sel], scores[sel, c]
+                best = _nms(b, score, self.kind.raw_nms)
+                kept.append(np.hstack([b[best], score[best][:, None]]).astype(np.float64))
+        return np.concatenate(kept) if kept else np.zeros((0, 5))
 
 
 def _grid(hw: tuple[int, int]) -> tuple[np.ndarray, np.ndarray]:
@@ -406,9 +500,12 @@ class PoseModel:
     """A top-down pose model on one box, its head read from its outputs (heads.py: a SimCC pair
     or heatmaps): ([K, 2] x, y in frame pixels, [K] scores)."""
 
-    def __init__(self, path: Path, device: str = "cpu", decoder: str = DECODERS[0]) -> None:
+    pad: int | None = None  # every call this many crops (fixed shapes: _run), None: as given
+
+    def __init__(self, path: Path, device: str = "cpu", decoder: str = DECODERS[0],
+                 memory: int | None = None, batch: int | None = None) -> None:
         self.path = Path(path)
-        self.session = _session(Path(path), "--pose-model", device)
+        self.session = _session(Path(path), "--pose-model", device, memory, batch)
         h, w = _input_hw(self.session, Path(path), "--pose-model")
         self.wh = (w, h)
         self.input = self.session.get_inputs()[0].name
@@ -463,8 +560,8 @@ class PoseModel:
         with its centre and scale."""
         crops = [self._crop(b, box) for b, box in zip(bgrs, boxes, strict=True)]
         x = np.ascontiguousarray(np.stack([c[0] for c in crops]).transpose(0, 3, 1, 2), np.float32)
-        outs = run_model(lambda: _run(self.session, self.input, x, self.dynamic), "--pose-model",
-                         self.path)
+        outs = run_model(lambda: _run(self.session, self.input, x, self.dynamic, self.pad),
+                         "--pose-model", self.path, len(x))
         return outs[:1 if self.head.kind == HEATMAP else 2], crops
 
     def problem(self, outs: list[np.ndarray], i: int) -> str:
@@ -487,37 +584,67 @@ def largest(boxes: np.ndarray) -> np.ndarray:
 
 
 def largest_index(boxes: np.ndarray) -> int:
-    areas = (boxes[:, 2].astype(np.float64) - boxes[:, 0]) * (boxes[:, 3] - boxes[:, 1])
-    return int(np.argmax(areas))
+    return int(np.argmax(areas(boxes)))
+
+
+def fix_shapes(models: Any, batch: int | None, fixed: bool | None) -> None:
+    """Every call of the models' sessions takes `batch` items (Detector.pad, PoseModel.pad) where
+    `fixed`, by default where they run on CUDA, whose kernels and values depend on the shape of a
+    call. On the CPU an item's values are the same bytes in a call of any size (tests/
+    test_gpu_node.py), so frames are not padded there: padding would only cost CPU."""
+    if fixed is None:
+        fixed = CUDA in models.providers()
+    for model in (models.detector, models.pose):
+        if model is not None and model.dynamic and fixed and batch:
+            model.pad = int(batch)
+
+
+def batch_shape(models: Any) -> dict[str, int] | None:
+    """How many items each model's every call takes (None: as many as given, on the CPU): part of
+    what the values depend on on a GPU, recorded in each part (execution_record)."""
+    shapes = {key: (m.pad or 1) if m.pad or not m.dynamic else None
+              for key, m in (("detector", models.detector), ("pose_model", models.pose))
+              if m is not None}
+    return None if any(v is None for v in shapes.values()) else shapes
 
 
 class WholebodyModels:
-    """Detector and pose model of one process: RGB frames -> ([K * 3] float32, persons) each.
-    every_box: the pose model runs on every box, as rtmlib's Hand does (the row is still the
-    largest box's person); otherwise on the largest box alone."""
+    """Detector and pose model of one process: RGB frames -> Posed (persons.py) each.
+    every_box: the pose model runs on every box, as rtmlib's Hand does, up to max_persons (the
+    largest first: persons.py); otherwise on the largest box alone. Crops go through the pose
+    model in calls of at most CROPS_PER_FRAME x batch_size, so frames of many boxes hold no more
+    at once than --batch-size's memory rule allows a batch."""
 
     def __init__(self, detector: Path | None, pose_model: Path, device: str = "cpu",
                  decoder: str = DECODERS[0], detector_kind: str = YOLOX,
-                 every_box: bool = False) -> None:
-        self.detector = Detector(Path(detector), device, detector_kind) if detector else None
-        self.pose = PoseModel(Path(pose_model), device, decoder)
+                 every_box: bool = False, max_persons: int = MAX_PERSONS,
+                 batch: int | None = None, memory: dict[str, int] | None = None,
+                 fixed: bool | None = None) -> None:
+        memory = memory or {}
+        self.detector = (Detector(Path(detector), device, detector_kind, memory.get("detector"),
+                                  batch) if detector else None)
+        self.pose = PoseModel(Path(pose_model), device, decoder, memory.get("pose_model"), batch)
         self.every_box = every_box
+        self.max_persons = max_persons
+        self.crops_per_call = CROPS_PER_FRAME * max(1, batch or DEFAULT_BATCH)
+        fix_shapes(self, batch, fixed)
         if device == "cuda" and CUDA not in self.providers():
             # onnxruntime falls back to the CPU, with a warning only, when CUDA cannot start
             raise DeviceError("--device cuda: onnxruntime-gpu is installed but could not start CUDA "
-                              "on this worker's GPU (its CUDA 12 and cuDNN 9 libraries must be "
-                              "found; the worker's log has onnxruntime's warning). Fix that, or "
-                              "pass --device auto or cpu.")
+                              "on this worker's GPU (the CUDA and cuDNN libraries it was built for "
+                              "must be found: `python scripts/gpu_install.py --check` says which; "
+                              "the worker's log has onnxruntime's warning). Fix that, or pass "
+                              "--device auto or cpu.")
 
     def providers(self) -> list[str]:
         """The providers the sessions run on (what onnxruntime accepted, not what was asked)."""
         det = self.detector.session.get_providers() if self.detector else []
         return list(dict.fromkeys(det + self.pose.session.get_providers()))
 
-    def __call__(self, rgb: np.ndarray) -> tuple[np.ndarray, int]:
+    def __call__(self, rgb: np.ndarray) -> Posed | BadOutput:
         return self.batch([rgb])[0]
 
-    def batch(self, rgbs: list[np.ndarray]) -> list[tuple[np.ndarray, int] | BadOutput]:
+    def batch(self, rgbs: list[np.ndarray]) -> list[Posed | BadOutput]:
         """Each frame's keypoints: the detector on all frames, then the pose model on the crops
         of the frames whose boxes are sane; a frame whose outputs are nonsense gets BadOutput."""
         bgrs = [cv2.cvtColor(rgb, cv2.COLOR_RGB2BGR) for rgb in rgbs]
@@ -527,84 +654,107 @@ class WholebodyModels:
         if not keep:
             return out
         if self.every_box:
-            return self._every_box(bgrs, found, keep, out)
-        boxes = [largest(found[i]) if len(found[i]) else whole(bgrs[i]) for i in keep]
+            posed = self.frames_on_boxes([bgrs[i] for i in keep], [list(found[i]) for i in keep])
+            for i, one in zip(keep, posed, strict=True):
+                out[i] = one
+            return out
+        boxes = [largest(found[i])[:4] if len(found[i]) else whole(bgrs[i]) for i in keep]
         for i, pose in zip(keep, self.poses([bgrs[i] for i in keep], boxes), strict=True):
-            out[i] = pose if isinstance(pose, BadOutput) else (signer_row(*pose), len(found[i]))
-        return out
-
-    def _every_box(self, bgrs: list[np.ndarray], found: list[Any], keep: list[int],
-                   out: list[Any]) -> list[Any]:
-        """The frames `keep` with every box posed (rtmlib's Hand), the crops in calls of as many
-        as the batch has frames (so a detector keeping many boxes holds no more crops at once):
-        each frame's row is its largest box's person; a frame any of whose crops the pose model
-        answers with nonsense gets that BadOutput."""
-        owner = [i for i in keep for _ in range(max(1, len(found[i])))]
-        boxes = [b for i in keep for b in (list(found[i]) if len(found[i]) else [whole(bgrs[i])])]
-        step = len(bgrs)
-        poses = [p for s in range(0, len(boxes), step)
-                 for p in self.poses([bgrs[i] for i in owner[s:s + step]], boxes[s:s + step])]
-        for i in keep:
-            mine = [p for j, p in zip(owner, poses, strict=True) if j == i]
-            bad = next((p for p in mine if isinstance(p, BadOutput)), None)
-            signer = mine[largest_index(found[i])] if len(found[i]) else mine[0]
-            out[i] = bad if bad is not None else (signer_row(*signer), len(found[i]))
+            out[i] = pose if isinstance(pose, BadOutput) else Posed(person_row(*pose),
+                                                                    len(found[i]))
         return out
 
     def detect(self, bgrs: list[np.ndarray]) -> list[np.ndarray | BadOutput]:
-        """Each frame's boxes (rtmlib's YOLOX, or its RTMDet), the frames in one call; BadOutput
-        where the detector's answer is nonsense. No detector: no boxes."""
+        """Each frame's boxes (rtmlib's YOLOX, or its RTMDet) with their scores, [N, 5], the
+        frames in one call; BadOutput where the detector's answer is nonsense. No detector: no
+        boxes."""
         if self.detector is None:  # no detector: no boxes, the pose model takes the whole frame
-            return [np.zeros((0, 4))] * len(bgrs)
+            return [np.zeros((0, 5))] * len(bgrs)
         raw, ratios = self.detector.outputs(bgrs)
-        found = [self.detector._boxes(raw[i:i + 1], r) for i, r in enumerate(ratios)]
-        return [BadOutput(STATUS_BAD_DETECTOR, why) if (why := detector_problem(raw[i:i + 1], b,
-                                                                                bgr.shape)) else b
+        found = [self.detector.scored(raw[i:i + 1], r) for i, r in enumerate(ratios)]
+        return [BadOutput(STATUS_BAD_DETECTOR, why) if (why := detector_problem(
+            raw[i:i + 1], b[:, :4], bgr.shape)) else b
                 for i, (b, bgr) in enumerate(zip(found, bgrs, strict=True))]
 
     def poses(self, bgrs: list[np.ndarray], boxes: list[np.ndarray]
               ) -> list[tuple[np.ndarray, np.ndarray] | BadOutput]:
-        """Each crop's (xy in frame pixels as rtmlib computes them, scores), the crops in one
-        call; BadOutput where the pose model's answer is nonsense."""
-        outs, crops = self.pose.outputs(bgrs, boxes)
-        return [BadOutput(STATUS_BAD_POSE, why) if (why := self.pose.problem(outs, k)) else
-                self.pose.decode(outs, k, c) for k, c in enumerate(crops)]
+        """Each crop's (xy in frame pixels as rtmlib computes them, scores), the crops in calls
+        of at most crops_per_call; BadOutput where the pose model's answer is nonsense."""
+        out: list[tuple[np.ndarray, np.ndarray] | BadOutput] = []
+        step = self.crops_per_call
+        for s in range(0, len(boxes), step):
+            outs, crops = self.pose.outputs(bgrs[s:s + step], boxes[s:s + step])
+            out += [BadOutput(STATUS_BAD_POSE, why) if (why := self.pose.problem(outs, k)) else
+                    self.pose.decode(outs, k, c) for k, c in enumerate(crops)]
+        return out
 
-    def one_frame(self, bgr: np.ndarray, boxes: list[np.ndarray]
-                  ) -> tuple[np.ndarray, int, list[np.ndarray]] | BadOutput:
-        """One frame on given boxes (the whole frame when none), all in one call: the signer's
-        row (the largest box's person), the box count, and every person's xy (video mode)."""
+    def one_frame(self, bgr: np.ndarray, boxes: list[np.ndarray]) -> Posed | BadOutput:
+        """One frame posed on given boxes (the whole frame when none): frames_on_boxes."""
         return self.frames_on_boxes([bgr], [boxes])[0]
 
     def frames_on_boxes(self, bgrs: list[np.ndarray], boxes: list[list[np.ndarray]]
-                        ) -> list[tuple[np.ndarray, int, list[np.ndarray]] | BadOutput]:
-        """one_frame for several frames (of different videos), every crop in one call."""
-        crops = [(bgr, box) for bgr, mine in zip(bgrs, boxes, strict=True)
-                 for box in (mine or [whole(bgr)])]
-        poses = self.poses([c[0] for c in crops], [c[1] for c in crops])
-        out: list[Any] = []
-        for mine in boxes:
-            frame, poses = poses[:max(1, len(mine))], poses[max(1, len(mine)):]
+                        ) -> list[Posed | BadOutput]:
+        """Several frames (of different videos, or a batch's), each posed on every one of its
+        boxes (rows x1, y1, x2, y2 and, where the detector gave it, the score) up to
+        max_persons, the largest first (persons.py), or on the whole frame where it has none:
+        its row is its largest box's person, and it keeps every person posed (tracking follows
+        them, a hand run writes them); a frame any of whose crops the pose model answers with
+        nonsense gets that BadOutput."""
+        plan = [self._posed_boxes(bgr, mine) for bgr, mine in zip(bgrs, boxes, strict=True)]
+        poses = self.poses([bgr for bgr, (posed, _) in zip(bgrs, plan, strict=True) for _ in posed],
+                           [box for posed, _ in plan for box, _ in posed])
+        out: list[Posed | BadOutput] = []
+        for bgr, mine, (posed, cut) in zip(bgrs, boxes, plan, strict=True):
+            frame, poses = poses[:len(posed)], poses[len(posed):]
             bad = next((p for p in frame if isinstance(p, BadOutput)), None)
             if bad is not None:
                 out.append(bad)
                 continue
-            signer = frame[largest_index(np.asarray(mine))] if mine else frame[0]
-            out.append((signer_row(*signer), len(mine), [xy for xy, _ in frame]))
+            rows = np.array([[*box[:4], score] for box, score in posed], np.float64)
+            signer = frame[largest_index(np.asarray([box for box, _ in posed]))] if mine else \
+                frame[0]
+            out.append(Posed(person_row(*signer), len(mine), frame, rows, cut, self.max_persons,
+                             bgr.shape[1]))
         return out
+
+    def _posed_boxes(self, bgr: np.ndarray, mine: list[np.ndarray]
+                     ) -> tuple[list[tuple[np.ndarray, float]], int]:
+        """The boxes one frame is posed on, each (box as given, the detector's score or NaN),
+        and how many the cap leaves out: the whole frame where there are none."""
+        if not mine:
+            return [(whole(bgr), np.nan)], 0
+        kept = capped(np.asarray(mine), self.max_persons)
+        return [(mine[j][:4], float(mine[j][4]) if len(mine[j]) > 4 else np.nan)
+                for j in kept], len(mine) - len(kept)
+
+
+def check_batch(batch_size: int, detector: Detector | None, pose: PoseModel) -> None:
+    """Refuse --batch-size where a batch of the loaded models' inputs (float32, each frame's
+    detector input and crop) is past what a batch may hold (estimator.batch_refused), before any
+    frame: the declaration counts a published detector's 640x640."""
+    inputs = [(f"--detector {detector.path}", detector.hw)] if detector else []
+    inputs.append((f"--pose-model {pose.path}", (pose.wh[1], pose.wh[0])))
+    take = sum(h * w * 3 * 4 for _, (h, w) in inputs)
+    words = " and ".join(f"{flag}'s {h}x{w} input" for flag, (h, w) in inputs)
+    if why := batch_refused(batch_size, (take, words)):
+        raise ModelFileError(f"--batch-size {batch_size}: {why}. Pass a smaller --batch-size.")
+
+
+def execution_record(models: Any) -> dict[str, Any]:
+    """What the models' values are computed under besides the versions (extract/keypoints/
+    execution.py): the device and GPU, the provider the pose model runs on and its options that
+    decide kernels, and each model's call shape on a GPU."""
+    session = models.pose.session
+    provider = session.get_providers()[0]
+    options = session.get_provider_options().get(provider, {}) if provider == CUDA else {}
+    return {"device": "cuda" if provider == CUDA else "cpu",
+            "gpu": gpu_name() if provider == CUDA else "", "provider": provider,
+            "provider_options": value_options(options), "batch_shape": batch_shape(models)}
 
 
 def whole(bgr: np.ndarray) -> np.ndarray:
     """rtmlib's box when nobody is found: the whole frame."""
     return np.array([0, 0, bgr.shape[1], bgr.shape[0]])
-
-
-def signer_row(xy: np.ndarray, scores: np.ndarray) -> np.ndarray:
-    """One person's points as the column stores them: [K * 3] float32 (x, y, score)."""
-    row = np.empty((len(xy), 3), np.float32)
-    row[:, :2] = xy
-    row[:, 2] = scores
-    return row.reshape(-1)
 
 
 class WholebodyEstimator:
@@ -615,15 +765,19 @@ class WholebodyEstimator:
         run = runtime() | settings.get(RUNTIME, {})
         self.settings = {k: v for k, v in settings.items() if k != RUNTIME}
         self.declaration = declaration_of(settings)
-        self.column = layout_of(settings).column
+        self.layout = layout_of(settings)
         self.batch_size = int(run["batch_size"])
         self._models = WholebodyModels((settings.get("detector") or {}).get("path"),
                                        settings["pose_model"]["path"],
                                        run["device"], (settings.get("head") or {}).get("decoder",
                                                                                       DECODERS[0]),
                                        kind_of(settings.get("detector")),
-                                       layout_of(settings).solution == HAND_SOLUTION)
+                                       self.layout.solution == HAND_SOLUTION,
+                                       int(settings.get("max_persons", MAX_PERSONS)),
+                                       self.batch_size, session_limits(settings, run))
         self.providers = self._models.providers()
+        check_batch(self.batch_size, self._models.detector, self._models.pose)
+        self.execution = execution_record(self._models)
         self.tracker = Tracker(int(settings.get("det_every", 1)))
         # tracked, a video's frames wait on each other: batch_size videos go in lockstep instead
         self.lanes = self.batch_size if self.tracker.every > 1 else 1
@@ -650,8 +804,15 @@ class WholebodyEstimator:
         found = track_lanes(self._models, [(self._lanes[lane], rgbs) for lane, rgbs in windows])
         return [[self._result(r) for r in each] for each in found]
 
-    def _result(self, r: tuple[np.ndarray, int] | BadOutput) -> dict[str, Any]:
-        return r.as_result() if not isinstance(r, tuple) else {self.column: r[0], "persons": r[1]}
+    def _result(self, r: Posed | BadOutput) -> dict[str, Any]:
+        """A frame's columns: its layout's points (the two hands, every hand and its box; or
+        the signer's row), persons, and a note where the cap left boxes out."""
+        if isinstance(r, BadOutput):
+            return r.as_result()
+        lay = self.layout
+        points = hands_columns(r, lay.sides, lay.lists) if lay.sides else {lay.column: r.row}
+        note = r.note()
+        return {**points, "persons": r.persons, **({"note": note} if note else {})}
 
     def blame(self, status: str) -> str:
         """The model file a frame status says is at fault (KeepsFailing's message)."""

@@ -21,16 +21,18 @@ What PoseTracker does (rtmlib/tools/solution/pose_tracker.py), and so what this 
   frame detects), as rtmlib's `reset()` does at a new video.
 
 The tool keeps one signer a frame, as without tracking: the person whose box (the one the pose
-model ran on) is the largest, the first of equal ones; `persons` counts the boxes. With K = 1
-every frame is detected and this is the tool's output without tracking, exactly.
+model ran on) is the largest, the first of equal ones; `persons` counts the boxes (a hand run
+keeps every hand: persons.py). At most --max-persons boxes are posed a frame, the largest first
+(persons.py), so at most that many are followed. With K = 1 every frame is detected and this is
+the tool's output without tracking, exactly.
 
 Batches: a frame's boxes come from the frame before, so within a video the pose model runs one
 frame after the other; videos are independent, so several are advanced in lockstep (the
 estimator's lanes, extract/keypoints/video_rows.py's extract_videos): frame t of every lane, all
-persons of each, in one pose-model call. The detector runs in one call on the frames of every
-lane that will detect if the counts advance; a frame that detects out of that order (after a
-stalled count) is detected in a call of its step. A model's answer for a frame or crop does not
-depend on what else is in its batch, so the output is the frame-by-frame one
+persons of each, in pose-model calls of at most the batch size. The detector runs in one call on
+the frames of every lane that will detect if the counts advance; a frame that detects out of that
+order (after a stalled count) is detected in a call of its step. A model's answer for a frame or
+crop does not depend on what else is in its batch, so the output is the frame-by-frame one
 (tests/test_tracking.py).
 """
 
@@ -128,7 +130,7 @@ class Tracker:
 
 
 def track_batch(models: Any, tracker: Tracker, rgbs: list[np.ndarray]) -> list[Any]:
-    """Each frame's (row, persons) or BadOutput, frame after frame of one video, as
+    """Each frame's Posed (persons.py) or BadOutput, frame after frame of one video, as
     PoseTracker(det_frequency=tracker.every) gives them (`models`: runner.WholebodyModels). A
     batch that raises leaves the state as it found it, so it can be run again frame by frame."""
     return track_lanes(models, [(tracker, rgbs)])[0]
@@ -167,8 +169,8 @@ def _track(models: Any, lanes: list[tuple[Tracker, list[np.ndarray]]]) -> list[l
             if isinstance(result, BadOutput):  # PoseTracker's early return: the state is as it was
                 out[k].append(result)
                 continue
-            out[k].append(result[:2])
-            lanes[k][0].update(result[2])
+            out[k].append(result)
+            lanes[k][0].update(result.xys)
     return out
 
 

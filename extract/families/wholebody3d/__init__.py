@@ -24,6 +24,7 @@ from phoenix_keypoints.extract.families.wholebody import (
     LIBRARY,
     check_recorded,
     device_refused,
+    gpu_memory_need,
     library_version,
     model_problems,
     on_gpu,
@@ -48,8 +49,9 @@ from phoenix_keypoints.extract.families.wholebody3d.options import (
 from phoenix_keypoints.extract.keypoints.estimator import Declaration, Estimator
 
 __all__ = ["ABOUT", "DEVICE_HELP", "DOCS", "IMPORTS", "LIBRARY", "asked_settings",
-           "check_recorded", "device_refused", "file_record", "library_version", "model_problems",
-           "moved_files", "on_gpu", "run_line", "runs_on", "settings_conflicts", "settings_of"]
+           "check_recorded", "device_refused", "file_record", "gpu_memory_need", "library_version",
+           "model_problems", "moved_files", "on_gpu", "run_line", "runs_on", "settings_conflicts",
+           "settings_of"]
 
 
 ENGINE = f"The {WHOLEBODY3D} estimator (onnxruntime)"  # what runs on the CPU (the idle-cores warning)

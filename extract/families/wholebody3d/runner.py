@@ -29,6 +29,7 @@ from phoenix_keypoints.extract.families.wholebody.onnx_outputs import (
     check_answer,
     detector_problem,
     escaped,
+    outputs_said,
     run_model,
     values_problem,
 )
@@ -40,10 +41,14 @@ from phoenix_keypoints.extract.families.wholebody.runner import (
     _input_hw,
     _run,
     _session,
+    check_batch,
     describe,
     dynamic_batch,
+    execution_record,
+    fix_shapes,
     largest,
     onnxruntime_version,
+    session_limits,
 )
 from phoenix_keypoints.extract.families.wholebody3d.declaration import (
     DECLARATION,
@@ -69,7 +74,7 @@ def check_pose3d(session: Any, wh: tuple[int, int], path: Path) -> None:
     if not fits:
         two = " (two outputs: a 2D SimCC model; run it with --estimator wholebody)" \
             if len(shapes) == 2 else ""
-        raise ModelFileError(f"{FLAG} {path}: a model with outputs {escaped(str(shapes))}{two}. "
+        raise ModelFileError(f"{FLAG} {path}: a model with {escaped(outputs_said(shapes))}{two}. "
                              f"--estimator {WHOLEBODY3D} expects three SimCC outputs [1, {POINTS}, "
                              f"{want[0]}], [1, {POINTS}, {want[1]}] and [1, {POINTS}, Z] for its "
                              "input (an RTMW3D model, as rtmlib's Wholebody3d runs).")
@@ -85,9 +90,10 @@ class PoseModel3d(PoseModel):
     """An RTMW3D-style model on one box: the 2D family's crop (inherited), three SimCC vectors,
     rtmlib's RTMPose3d decode."""
 
-    def __init__(self, path: Path, device: str = "cpu") -> None:
+    def __init__(self, path: Path, device: str = "cpu", memory: int | None = None,
+                 batch: int | None = None) -> None:
         self.path = Path(path)
-        self.session = _session(self.path, FLAG, device)
+        self.session = _session(self.path, FLAG, device, memory, batch)
         h, w = _input_hw(self.session, self.path, FLAG)
         self.wh = (w, h)
         self.input = self.session.get_inputs()[0].name
@@ -107,7 +113,8 @@ class PoseModel3d(PoseModel):
         """The three SimCC vectors of the frames' crops, and each crop with its centre and scale."""
         crops = [self._crop(b, box) for b, box in zip(bgrs, boxes, strict=True)]
         x = np.ascontiguousarray(np.stack([c[0] for c in crops]).transpose(0, 3, 1, 2), np.float32)
-        out = run_model(lambda: _run(self.session, self.input, x, self.dynamic), FLAG, self.path)
+        out = run_model(lambda: _run(self.session, self.input, x, self.dynamic, self.pad), FLAG,
+                        self.path, len(x))
         return out[:3], crops
 
     def decode3d(self, sx: np.ndarray, sy: np.ndarray, sz: np.ndarray, centre: np.ndarray,
@@ -138,9 +145,13 @@ def record(detector: Path, pose_model: Path) -> dict[str, Any]:
 class Wholebody3dModels:
     """Detector and 3D pose model of one process: RGB frames -> ([133 * 6] float32, persons)."""
 
-    def __init__(self, detector: Path, pose_model: Path, device: str = "cpu") -> None:
-        self.detector = Detector(Path(detector), device)
-        self.pose = PoseModel3d(Path(pose_model), device)
+    def __init__(self, detector: Path, pose_model: Path, device: str = "cpu",
+                 batch: int | None = None, memory: dict[str, int] | None = None) -> None:
+        memory = memory or {}
+        self.detector = Detector(Path(detector), device, memory=memory.get("detector"),
+                                 batch=batch)
+        self.pose = PoseModel3d(Path(pose_model), device, memory.get("pose_model"), batch)
+        fix_shapes(self, batch, None)
         if device == "cuda" and CUDA not in self.providers():
             raise DeviceError("--device cuda: onnxruntime could not start CUDA on this worker's GPU "
                               "(the worker's log has onnxruntime's warning). Fix that, or pass "
@@ -183,8 +194,11 @@ class Wholebody3dEstimator:
         self.declaration = DECLARATION
         self.batch_size = int(run["batch_size"])
         self._models = Wholebody3dModels(settings["detector"]["path"],
-                                         settings["pose_model"]["path"], run["device"])
+                                         settings["pose_model"]["path"], run["device"],
+                                         self.batch_size, session_limits(settings, run))
         self.providers = self._models.providers()
+        check_batch(self.batch_size, self._models.detector, self._models.pose)
+        self.execution = execution_record(self._models)
 
     def start_video(self) -> None:
         pass

@@ -1,0 +1,238 @@
+"""Every call of a user's model bounded in time and memory. A model file is untrusted input: one
+whose graph loops for ever, or grows 4 MB a trip, would hang a worker (a SLURM job until its
+wall-clock limit) or grow it until the OOM killer, whatever frames it is given.
+
+Each call, the start-up check on one grey input as every batch, runs under a watchdog thread that
+reads the clock and this process's own resident memory (/proc/self/statm: resident minus
+file-backed pages, so libraries loaded by a first call do not count) every POLL_S while
+onnxruntime runs (it lets go of the GIL meanwhile). Past the call's deadline, or its memory
+limit, the watchdog sets the call's RunOptions.terminate: onnxruntime checks it between nodes,
+inside a Loop's body too (1.32, measured: a Loop of 2^62 trips stops within a poll of it), the
+call raises, and the model is refused (ModelLimitError, exit 2) by a message naming the file and
+the limit, never the frames. A single node that does not come back (one kernel running for hours,
+one allocation far past the limit) cannot be stopped so: at HARD x the deadline, or HARD x the
+memory limit, the watchdog says the refusal (`last_word`: the command prints it, a worker sends it
+to its coordinator) and ends the process, exit 2.
+
+Before any call, a model's declared input is bounded too (input_refused): at most MAX_INPUT_SIDE
+pixels a side (no published detector or pose model takes more than 1,280; a 20000x20000 one made
+the start-up check hold 4.8 GB before its first node ran).
+
+The limits scale with what a call holds: per input (a frame for the detector, a crop for the pose
+model), so a batch of N gets N times them.
+- time: DEADLINE_S (`--model-deadline`), 60 s an input: the heaviest published detector, YOLOX-x
+  at 640, takes about 2 s a frame on one loaded CPU core, and CUDA's first call tunes its kernels
+  in seconds;
+- memory: MEMORY_MIB (`--model-memory`), 2048 MiB an input, what the process's resident memory may
+  grow by during the call (onnxruntime's arena keeps what a first call took: later calls grow
+  little).
+Neither changes what a model answers, so neither is part of a run's identity (as --batch-size).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+
+from phoenix_keypoints.extract.keypoints.estimator import ModelFileError
+
+DEADLINE_S = 60.0  # seconds a call may take, per input it holds
+MEMORY_MIB = 2048  # MiB the process may grow by during a call, per input it holds
+MAX_DEADLINE_S = 86_400.0  # --model-deadline's bound: a day an input
+MAX_MEMORY_MIB = 1 << 20  # --model-memory's bound: 1 TiB an input
+POLL_S = 0.02  # how often the watchdog looks (a Loop growing 4 MB a trip: about 20 MB a poll)
+HARD = 2  # past HARD x a limit a call that did not stop when told ends the process
+MAX_INPUT_SIDE = 4096  # pixels a side of a model's declared input (published ones: 192 to 1,280)
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class Limits:
+    """What one call may take, per input it holds."""
+
+    deadline_s: float = DEADLINE_S
+    memory_mib: int = MEMORY_MIB
+
+
+_limits = Limits()
+_here = threading.local()  # the run options of the call under way in this thread
+
+
+def set_limits(deadline_s: float | None = None, memory_mib: int | None = None) -> None:
+    """This process's limits (None: the default); the command sets them from its options, a worker
+    from its runtime settings."""
+    global _limits
+    _limits = Limits(DEADLINE_S if deadline_s is None else float(deadline_s),
+                     MEMORY_MIB if memory_mib is None else int(memory_mib))
+
+
+def limits() -> Limits:
+    return _limits
+
+
+def _saved_stderr() -> int:
+    """A descriptor of stderr as it is when this module loads: loading a model sends fd 2 to a
+    file meanwhile (onnxruntime's warnings are caught there), and a refusal said then must reach
+    the terminal."""
+    try:
+        return os.dup(2)
+    except OSError:
+        return -1
+
+
+_STDERR = _saved_stderr()
+
+
+def say_error(text: str) -> None:
+    """`error: TEXT` on the saved stderr, control characters escaped (the default last word)."""
+    shown = "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+    with contextlib.suppress(OSError):  # no stderr: the exit status still says it
+        os.write(_STDERR, f"error: {shown}\n".encode("utf-8", "backslashreplace"))
+
+
+_last_word: list[Callable[[str], None]] = [say_error]
+
+
+def set_last_word(say: Callable[[str], None]) -> None:
+    """Who is told the refusal when a call that did not stop ends the process: the command prints
+    it as its errors, a worker sends it to its coordinator."""
+    _last_word[0] = say
+
+
+class ModelLimitError(ModelFileError):
+    """A model call ran past its deadline or memory limit: the model file is at fault (exit 2)."""
+
+
+def input_refused(hw: tuple[int, int]) -> str:
+    """Why a model's declared input (height, width) is refused ("" when it is not): a side below
+    1 or above MAX_INPUT_SIDE."""
+    if min(hw) < 1 or max(hw) > MAX_INPUT_SIDE:
+        return (f"its input is declared {hw[0]:,}x{hw[1]:,} pixels; a model's input may be at "
+                f"most {MAX_INPUT_SIDE:,} pixels a side (published detectors and pose models take "
+                "192 to 1,280)")
+    return ""
+
+
+def run_options() -> Any:
+    """The RunOptions of the bounded call under way in this thread (its watchdog may set
+    `terminate` on them), quiet: onnxruntime prints nothing while running, a failure comes back
+    as an exception. Outside a bounded call: fresh ones."""
+    options = getattr(_here, "options", None)
+    return options if options is not None else _quiet()
+
+
+def _quiet() -> Any:
+    import onnxruntime as ort
+
+    options = ort.RunOptions()
+    options.log_severity_level = 4  # fatal only
+    return options
+
+
+_PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
+
+
+def resident_bytes() -> int:
+    """This process's resident memory that is its own (resident minus file-backed and shared pages:
+    what it allocated, not the libraries a first CUDA call maps in), or 0 where /proc cannot say:
+    memory is then not watched."""
+    try:
+        with open("/proc/self/statm", "rb") as f:
+            fields = f.read().split()
+        return max(1, int(fields[1]) - int(fields[2])) * _PAGE
+    except (OSError, IndexError, ValueError):
+        return 0
+
+
+class _Watchdog(threading.Thread):
+    """Watches one call: past a limit sets terminate on its run options (None: a call nothing can
+    stop, a model's load), past HARD x it (or at once where nothing can stop it) says the refusal
+    and ends the process."""
+
+    def __init__(self, options: Any, seconds: float, limit: int,
+                 refusal: Callable[[str, str], str]) -> None:
+        super().__init__(name="model-call-watchdog", daemon=True)
+        self.options, self.seconds, self.limit, self.refusal = options, seconds, limit, refusal
+        self.done = threading.Event()
+        self.why = ""  # "time" or "memory" once the call was told to stop
+        self.start_at, self.base = time.monotonic(), resident_bytes()
+
+    def run(self) -> None:
+        hard = HARD if self.options is not None else 1
+        while not self.done.wait(POLL_S):
+            took = time.monotonic() - self.start_at
+            grew = resident_bytes() - self.base if self.base else 0
+            if not self.why and (took > self.seconds or grew > self.limit):
+                self.why = "time" if took > self.seconds else "memory"
+                if self.options is not None:
+                    self.options.terminate = True
+                    continue
+            if self.why and (took > hard * self.seconds or grew > hard * self.limit):
+                _last_word[0](self.refusal(self.why, "ended" if self.options is None else
+                                           "ended, as it did not stop when told to"))
+                os._exit(2)
+
+    def __enter__(self) -> _Watchdog:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.done.set()
+        self.join()
+
+
+def _refusal(flag: str, path: Path, doing: str, seconds: float, mib: int, why: str,
+             how: str = "stopped") -> str:
+    """The refusal of a model past a limit: the file, what it was doing, the limit and its flag,
+    and `how` it ended ("stopped"; a process "ended")."""
+    if why == "time":
+        past = f"ran past {seconds:g} s (--model-deadline: {_limits.deadline_s:g} s an input)"
+        more = "a larger --model-deadline if this model is that slow"
+    else:
+        past = (f"grew this process's memory by more than {mib:,} MiB (--model-memory: "
+                f"{_limits.memory_mib:,} MiB an input)")
+        more = "a larger --model-memory if this model needs that much"
+    ended = "was stopped" if how == "stopped" else f"the process was {how}"
+    return (f"{flag} {path}: {doing} {past}, and {ended}. The model file is at fault, not "
+            "the frames: a published detector or pose model loads and answers an input in a few "
+            f"seconds and well under a GiB. Pass another file, or {more} (docs/wholebody.md).")
+
+
+def bounded(call: Callable[[], T], flag: str, path: Path, inputs: int = 1) -> T:
+    """call() (which runs the model with run_options()) under this process's limits for `inputs`
+    inputs; past one, ModelLimitError naming the file and the limit."""
+    n = max(1, int(inputs))
+    seconds, mib = _limits.deadline_s * n, _limits.memory_mib * n
+    doing = f"a call of this model on {f'{n} inputs' if n > 1 else 'one input'}"
+    options = _quiet()
+    _here.options = options
+    with _Watchdog(options, seconds, mib * 2**20,
+                   lambda why, how: _refusal(flag, path, doing, seconds, mib, why, how)) as dog:
+        try:
+            out = call()
+        except Exception:
+            if dog.why:
+                raise ModelLimitError(_refusal(flag, path, doing, seconds, mib, dog.why)) from None
+            raise
+        finally:
+            _here.options = None
+    if dog.why:  # it came back, but past the limit
+        raise ModelLimitError(_refusal(flag, path, doing, seconds, mib, dog.why))
+    return out
+
+
+def bounded_load(make: Callable[[], T], flag: str, path: Path, size: int) -> T:
+    """make() (onnxruntime loading a model of `size` bytes: it computes the graph's constant parts
+    then, which nothing can stop) under one input's deadline and its memory limit plus 4 x the
+    file's size; past either, the refusal is said and the process ends."""
+    seconds, mib = _limits.deadline_s, _limits.memory_mib + 4 * size // 2**20
+    doing = "loading this model (onnxruntime computes the constant parts of its graph then)"
+    with _Watchdog(None, seconds, mib * 2**20,
+                   lambda why, how: _refusal(flag, path, doing, seconds, mib, why, how)):
+        return make()
