@@ -146,15 +146,6 @@ def _estimator_help() -> str:
     return said
 
 
-def _worker_holds() -> str:
-    """What a worker process holds, in each family's words (its WORKER_HOLDS), each once."""
-    from phoenix_keypoints.extract.keypoints.estimator import family
-
-    said = dict.fromkeys(w for n in _family_order()
-                         if (w := getattr(family(n), "WORKER_HOLDS", "")))
-    return ", or ".join(said) or "the estimator"
-
-
 def _family_args(p: argparse.ArgumentParser) -> None:
     """Each family's own options (its add_run_options), and --models for the built-in families
     that publish models (jobs/models.py reads their data, never a plugin's)."""
@@ -217,6 +208,15 @@ def _set_limits(args: argparse.Namespace) -> None:
     set_last_word(lambda text: say_error(messages.terminal(text)))
 
 
+def _export_to() -> str:
+    """--to's help: which formats write one file there, and that the others write a folder."""
+    from phoenix_keypoints.extract.outputs.export import one_file_formats
+
+    files = [f for f in _export_formats() if f in one_file_formats()]
+    return (f"{', '.join(files)}: the file to write; the other formats: a folder (a file per "
+            "video, <split>/<video>.pose, or per split), never one named like a file (X.pkl)")
+
+
 def _export_formats() -> dict[str, str]:
     """Each `export --format` a family supports -> its words (the first family's EXPORT_HELP that
     words it) and, where not every family supports it, the families whose runs it takes."""
@@ -246,8 +246,8 @@ def _add_run(sub: argparse._SubParsersAction) -> None:
                    help="the older script's flag: with --output_path and no --out, the run folder "
                         "(parts, logs, keypoints.parquet) goes in DIR")
     r.add_argument("--workers", type=_WORKER_COUNT, metavar="N",
-                   help=f"worker processes, one estimator each: {_worker_holds()} (default: one per "
-                        "usable CPU core)")
+                   help="worker processes, each with an estimator of its own (its models loaded "
+                        "once a process; default: one per usable CPU core)")
     r.add_argument("--num-gpus", "--num_gpus", type=_at_most(MAX_WORKERS, "at most one worker each",
                                                              least=0),
                    help="GPUs to pin workers to (default: visible GPUs, 0 when none)")
@@ -365,10 +365,7 @@ def _add_small(sub: argparse._SubParsersAction) -> None:
     e.add_argument("--out", type=Path, required=True, help="a finished run folder")
     e.add_argument("--format", choices=tuple(_export_formats()), required=True,
                    help="; ".join(f"{f}: {words}" for f, words in _export_formats().items()))
-    e.add_argument("--to", type=Path, required=True,
-                   help="pkl, legacy-pkl: the file to write; pose: a folder (one <split>/<video>.pose "
-                        "each); islr: a folder (one <split>/<video>.parquet each); legacy-npz: a "
-                        "folder")
+    e.add_argument("--to", type=Path, required=True, help=_export_to())
     e.add_argument("--tag", default="", help="pkl: tensor set to export (default: the run's own)")
     e.add_argument("--flat", action="store_true",
                    help="unisign-pkl: every split's files in --to itself, the one folder Uni-Sign's "

@@ -251,7 +251,10 @@ def test_the_pose_export_and_extract_keypoints(toy_run: Path, sample_root: Path,
     pose = Pose.read(written)
     assert [c.name for c in pose.header.components] == ["top", "bottom"]
     assert pose.header.components[0].points == ["top_left", "top_right"]
-    np.testing.assert_array_equal(pose.body.data[:, 0].filled(0), values[:, :, :2])
+    found = values[:, :, 2] >= 0.5  # its declared threshold: a point under it is absent (masked)
+    np.testing.assert_array_equal(pose.body.data[:, 0].filled(0),
+                                  np.where(found[..., None], values[:, :, :2], 0))
+    np.testing.assert_array_equal(np.asarray(pose.body.confidence)[:, 0] == 0, ~found)
     monkeypatch.syspath_prepend(toy_env["PYTHONPATH"].split(":")[0])
     folder = next(p.parent for p in sorted(sample_root.rglob("*.png")) if p.parent.name == video)
     kp = extract_keypoints(folder, estimator="toy")

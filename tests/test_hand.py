@@ -332,9 +332,10 @@ def test_the_two_hands_reach_tensors_report_show_pose_and_extract_keypoints(two_
     pose = Pose.read((tmp_path / "pose" / "all" / "clip.pose").read_bytes())
     assert [c.name for c in pose.header.components] == ["LEFT_HAND", "RIGHT_HAND"]
     assert pose.header.components[0].points[0] == "hand_0"
-    found = ~np.isnan(both).all(axis=2)
+    found = ~np.isnan(both).all(axis=2) & (np.nan_to_num(both[..., 2]) >= 0.3)  # the score cut
     data = np.asarray(pose.body.data)[:, 0]
     np.testing.assert_array_equal(data[found], both[..., :2][found].astype(np.float32))
+    np.testing.assert_array_equal(np.asarray(pose.body.confidence)[:, 0] == 0, ~found)  # absent
     from phoenix_keypoints import extract_keypoints
 
     kp = extract_keypoints(two_hands["clip"], estimator="wholebody", progress=False,

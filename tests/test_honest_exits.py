@@ -173,5 +173,5 @@ def test_fresh_is_advised_as_the_run_command(run_copy: Path, tmp_path: Path):
         assert advice in proc.stderr, (cmd, proc.stderr)
     slurm = run_cli(["slurm", "--out", run_copy, "--num-shards", "2"])  # slurm has no --fresh
     assert slurm.returncode == 2 and "other num_shards" in slurm.stderr, slurm.stderr
-    assert f"`phoenix-keypoints run --out {run_copy} --fresh --dataset PHOENIX_ROOT`" \
-        in slurm.stderr
+    given = json.loads((run_copy / "run.json").read_text())["dataset"]["given"]  # as typed
+    assert f"`phoenix-keypoints run --out {run_copy} --fresh --dataset {given}`" in slurm.stderr

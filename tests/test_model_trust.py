@@ -274,6 +274,52 @@ def test_a_model_answering_nonsense_on_every_frame_stops_the_run(models, one_vid
     assert not (out / "keypoints.parquet").exists()
 
 
+@pytest.fixture(scope="module")
+def white_and_dark(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """Two folders of two 20-frame videos each (frames the poisoned pose model below fails on:
+    white; frames it answers well: dark): the failing one first in the chunk, or second."""
+    import cv2
+
+    base = tmp_path_factory.mktemp("streak")
+    rng = np.random.default_rng(6)
+    out = {}
+    for order, names in {"fails-first": ("a_white", "b_dark"),
+                         "fails-second": ("a_dark", "b_white")}.items():
+        for name in names:
+            (base / order / name).mkdir(parents=True)
+            level = 235 if "white" in name else 10
+            for i in range(20):
+                frame = np.clip(level + rng.integers(-8, 8, (96, 72, 3)), 0, 255).astype(np.uint8)
+                cv2.imwrite(str(base / order / name / f"{i:04d}.png"), frame)
+        out[order] = base / order
+    return out
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("order", ["fails-first", "fails-second"])
+def test_the_stop_rule_gives_one_verdict_whatever_the_batch_size(white_and_dark, order, tmp_path):
+    """--det-every 2 (lockstep: --batch-size lanes of videos at once): the first 16 frames counted
+    in the chunk's video order, as a batch of 1 runs them, not interleaved with the other lanes'
+    (was: a model failing on the first video stopped --batch-size 1 and not --batch-size 3)."""
+    dyn = tiny_models(tmp_path / "dyn", dynamic=True)
+    bad = poisoned(dyn["pose"], tmp_path / "bad.onnx", "simcc_x", np.array([np.nan], np.float32),
+                   0.0)
+    verdicts = {}
+    for batch in ("1", "3"):
+        proc = run_cli(["run", "--dataset", white_and_dark[order], "--out", tmp_path / batch,
+                        *wb(dyn["detector"], bad), "--det-every", "2", "--batch-size", batch,
+                        "--chunk-frames", "40"])
+        assert_no_traceback(proc)
+        verdicts[batch] = (proc.returncode, "first 16 frames" in proc.stderr)
+        if order == "fails-second":  # its first frame ran well: the dark video's frames are kept
+            got = pq.read_table(tmp_path / batch / "keypoints.parquet").to_pydict()
+            assert {s for s, v in zip(got["status"], got["video"], strict=True)
+                    if v == "a_dark"} == {"ok"}, got["status"]
+            assert set(got["status"]) == {"ok", "bad_pose_output"}
+    want = (2, True) if order == "fails-first" else (0, False)
+    assert verdicts == {"1": want, "3": want}, verdicts
+
+
 # --- failures when run ----------------------------------------------------------------------------
 def test_a_model_failing_when_run_exits_2_naming_the_file_not_the_frames(models, one_video,
                                                                          tmp_path):

@@ -186,7 +186,7 @@ def test_the_contract_names_what_a_family_lacks_or_gives_wrongly_typed() -> None
         "num_threads)",
         "lacks file_record(settings, recorded)",
         "EXPORTS['mine'] is not callable",
-        "ABOUT is a int, not a str",
+        "ABOUT is an int, not a str",
         "gives asked_settings but lacks settings_conflicts(asked, recorded)"]
     fam = types.ModuleType("wrongdecl")
     for hook in contract.REQUIRED:

@@ -98,17 +98,18 @@ def test_another_input_is_refused_in_the_users_words(tmp_path: Path):
     assert other.is_dir()
 
 
-@pytest.mark.parametrize("layout, placeholder", [("csl-daily", "--dataset CSL_DAILY_ROOT"),
-                                                 ("manifest", "--manifest FILE")])
-def test_refusals_name_the_runs_own_kind(layout: str, placeholder: str, tmp_path: Path):
+@pytest.mark.parametrize("layout", ["csl-daily", "manifest"])
+def test_refusals_name_the_runs_own_input_as_given(layout: str, tmp_path: Path):
+    """A refusal given no input names the run's own with its flag, as typed when planned (was:
+    the kind's placeholder, `--dataset CSL_DAILY_ROOT`, `--manifest FILE`)."""
     from helpers import build_csl
 
     given = build_csl(tmp_path / "CSL") if layout == "csl-daily" else manifest(tmp_path)
     flag = "--manifest" if layout == "manifest" else "--dataset"
-    run([flag, given, "--out", tmp_path / "R"], tmp_path)
+    run([flag, given.relative_to(tmp_path), "--out", tmp_path / "R"], tmp_path)
     proc = run_cli(["slurm", "--out", tmp_path / "R", "--num-shards", "3"])
     assert proc.returncode == 2 and "other num_shards" in proc.stderr, proc.stderr
-    assert f"--fresh {placeholder}`" in proc.stderr, proc.stderr
+    assert f"--fresh {flag} {given.relative_to(tmp_path)}`" in proc.stderr, proc.stderr
 
 
 # --- names that hold the characters the image string is made of -------------------------------------

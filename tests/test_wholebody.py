@@ -242,7 +242,8 @@ def test_twostream_and_unisign_pkls_read_as_their_loaders_read_them(wb_run, shar
     """--format twostream-pkl: TwoStream-SLR's keypoint_file, {split/video: {"keypoints": [T,133,3]}}
     (its Dataset.load_keypoints takes all_keypoints["keypoints"][:, indices]); --format unisign-pkl:
     Uni-Sign's <split>/<video>.pkl, {"keypoints": [[1,133,2]] / (W, H), "scores": [[1,133]]} (its
-    load_pose reads person 0 of each frame). Both equal to the run's values."""
+    load_pose reads person 0 of each frame). Both equal to the run's values where a point is found
+    (score >= 0.3), zeros with score 0 where not (tests/test_absent_points.py)."""
     import pickle
 
     ok(run_cli(["export", "--out", wb_run, "--format", "twostream-pkl", "--to", tmp_path / "ts.pkl"]),
@@ -258,6 +259,7 @@ def test_twostream_and_unisign_pkls_read_as_their_loaders_read_them(wb_run, shar
         rows = t.filter((t["split"].to_numpy(zero_copy_only=False) == split)
                         & (t["video"].to_numpy(zero_copy_only=False) == video))
         ref = np.array(rows["wholebody"].to_pylist(), np.float32).reshape(-1, 133, 3)
+        ref = np.where(ref[..., 2:] >= 0.3, ref, 0)  # a point not found: zeros, as a frame not read
         got = two[f"{split}/{video}"]["keypoints"]
         assert got.dtype == np.float32 and got.shape == ref.shape
         np.testing.assert_array_equal(got[:, list(range(91, 133))], ref[:, 91:133])  # its 'hand'

@@ -196,8 +196,9 @@ def test_report_show_diff_verify_status_and_refused_exports(run3d, tmp_path):
 
 
 def test_pose_export_is_cocowholebody_xyzc_and_equals_to_pose(run3d, models, tmp_path):
-    """The .pose holds x, y (frame pixels) and z3d with the score as confidence, in pose-format's
-    COCO-WholeBody components with format XYZC; extract_keypoints' to_pose gives the same body."""
+    """The .pose holds x, y (frame pixels) and z3d with the score as confidence (0 for a point
+    under the score threshold), in pose-format's COCO-WholeBody components with format XYZC;
+    extract_keypoints' to_pose gives the same body."""
     pytest.importorskip("pose_format")
     from pose_format import Pose
 
@@ -212,8 +213,11 @@ def test_pose_export_is_cocowholebody_xyzc_and_equals_to_pose(run3d, models, tmp
         ("RIGHT_HAND", "XYZC", 21)]
     rows = t.filter(t["video"].to_numpy(zero_copy_only=False) == video)
     want = np.asarray(rows[NAME].to_pylist(), np.float32).reshape(-1, 133, 6)
-    np.testing.assert_array_equal(np.asarray(pose.body.data)[:, 0], want[..., [0, 1, 4]])
-    np.testing.assert_array_equal(np.asarray(pose.body.confidence)[:, 0], want[..., 5])
+    found = want[..., 5] >= 0.3  # a point under the score threshold: confidence 0, masked
+    np.testing.assert_array_equal(np.asarray(pose.body.data)[:, 0],
+                                  np.where(found[..., None], want[..., [0, 1, 4]], 0))
+    np.testing.assert_array_equal(np.asarray(pose.body.confidence)[:, 0],
+                                  np.where(found, want[..., 5], 0))
     kp = extract_keypoints(PHX_FRAMES / "dev" / video, estimator=NAME,
                            detector=models["detector"], pose_model=models["pose3d"], progress=False)
     np.testing.assert_array_equal(kp[NAME], want)

@@ -25,6 +25,7 @@ import numpy as np
 from phoenix_keypoints.extract.corpora import safe_pickle
 from phoenix_keypoints.extract.corpora.base import SPLITS, Dataset, DatasetError, read_corpus_text
 from phoenix_keypoints.extract.corpora.entries import Listing, build
+from phoenix_keypoints.extract.keypoints.words import a
 
 LAYOUT = "csl-daily"
 FRAMES = "sentence/frames_512x512"
@@ -101,7 +102,7 @@ def _scalar_text(value: object) -> str:
     if value is None:
         return ""
     if not isinstance(value, _SCALARS) or isinstance(value, int) and value.bit_length() > 64:
-        raise ValueError(f"a {type(value).__name__} where a string or number belongs")
+        raise ValueError(f"{a(type(value).__name__)} where a string or number belongs")
     return str(value)
 
 

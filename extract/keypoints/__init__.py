@@ -11,7 +11,8 @@ metadata
 (filemeta.py), the environment every process of the tool hands on (environ.py: no search
 path reaching the current folder, onnxruntime's telemetry off), what a user's ONNX file may open
 and do before it runs (onnx_files.py, onnx_graph.py), every call of such a model bounded in time
-and memory (model_calls.py), and the numbers every option reads (option_values.py).
+and memory (model_calls.py), the numbers every option reads (option_values.py), and how messages
+say a name they did not choose (words.py: "an openpose25 run").
 
 May import: nothing of this project.
 """

@@ -22,6 +22,7 @@ import numpy as np
 import pyarrow as pa
 
 from phoenix_keypoints.extract.keypoints.declaration import Declaration
+from phoenix_keypoints.extract.keypoints.words import a
 
 
 class Estimator(Protocol):
@@ -138,11 +139,11 @@ OPTIONAL = (
           when="Keypoints.to_pose(): the same .pose for a clip"),
     _value("EXPORTS", dict, "export --format NAME: its own writers, NAME -> writer(keypoints, to)"),
     _value("EXPORT_HELP", dict, "export --help: words for each format it exports"),
+    _value("ONE_FILE_EXPORTS", tuple, "export --to: its formats whose --to is the one file written"),
     _value("ABOUT", str, "--help: its words beside its name"),
     _value("DOCS", str, "messages: its page"),
     _value("ENGINE", str, "the idle-cores warning: what runs on the CPU"),
     _value("IMPORTS", str, "workers that cannot start: the module to check"),
-    _value("WORKER_HOLDS", str, "run --help's --workers: what a worker holds"),
     _value("DEVICE_HELP", str, "run --help's --device"),
     _value("LOG_LINES", str, "decoding: a regex of its library's stderr lines"),
     _value("LIBRARY", tuple, "each part: the distributions whose version is recorded"),
@@ -180,12 +181,12 @@ def _wrong(hook: Hook, value: Any) -> list[str]:
     be called, a function that cannot take the tool's arguments."""
     if hook.kind is not None:
         if not isinstance(value, hook.kind):
-            return [f"{hook.name} is a {type(value).__name__}, not a {_kind(hook.kind)}"]
+            return [f"{hook.name} is {a(type(value).__name__)}, not {a(_kind(hook.kind))}"]
         if hook.name == "EXPORTS":
             return [f"EXPORTS[{k!r}] is not callable" for k, w in value.items() if not callable(w)]
         return []
     if not callable(value):
-        return [f"{hook.name} is a {type(value).__name__}, not a function {hook.signature}"]
+        return [f"{hook.name} is {a(type(value).__name__)}, not a function {hook.signature}"]
     return _cannot_take(hook, value)
 
 
@@ -212,7 +213,7 @@ def _declared(module: Any) -> list[str]:
     except Exception as e:  # noqa: BLE001 (a family's own code: said, not raised)
         return [f"declaration(None) raised {type(e).__name__}: {e}"]
     if not isinstance(decl, Declaration):
-        return [f"declaration(None) gave a {type(decl).__name__}, not a Declaration"]
+        return [f"declaration(None) gave {a(type(decl).__name__)}, not a Declaration"]
     bad = [p for p, v in decl.parts.items()
            if not (isinstance(v, tuple) and len(v) == 2 and all(isinstance(n, int) for n in v))]
     return [f"its declaration's parts[{p!r}] is not (points, values)" for p in bad]

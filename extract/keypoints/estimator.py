@@ -52,6 +52,7 @@ from typing import Any
 
 from phoenix_keypoints.extract.keypoints.contract import Estimator, estimator_problems, problems
 from phoenix_keypoints.extract.keypoints.declaration import Declaration, QualitySpec, ReportSpec
+from phoenix_keypoints.extract.keypoints.words import a
 
 __all__ = ["DEFAULT_FAMILY", "FAMILIES", "PLUGINS", "Declaration", "Estimator", "FamilyError",
            "ModelFileError", "OptionError", "Plugin", "PluginWarning", "QualitySpec",
@@ -246,7 +247,7 @@ def export_refused(decl: Declaration, fmt: str, where: object) -> str | None:
         return None
     others = [d for d in (f.declaration(None) for _, f in loaded()) if fmt in d.exports]
     made = " or ".join(f"{d.title} (--estimator {d.name})" for d in others) or "no family here"
-    return (f"--format {fmt} is made from {made}; {where} is a {decl.name} run ({decl.title}). "
+    return (f"--format {fmt} is made from {made}; {where} is {a(decl.name)} run ({decl.title}). "
             f"Its exports: {', '.join(decl.exports) or 'none'}.")
 
 

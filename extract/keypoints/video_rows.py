@@ -105,30 +105,81 @@ class KeepsFailing(Exception):
         self.model_fault = model_fault
 
 
-# estimator -> (status, note, frames so far) while every frame it ran failed the same way;
-# None once one did not
+class _Streak:
+    """Whether the estimator's first STREAK frames all failed the same way, counted in the order a
+    run of one video after another gives them (the chunk's videos in order, each video's frames in
+    order), whatever order they ran in: videos in lockstep (extract_videos' lanes) run frames of
+    several videos at once, and a model failing on one video's frames must stop a run of every
+    --batch-size alike. Each video keeps its first frames' (status, note) until the videos before
+    it have ended; then they join the streak. Decided once: `dead` after a frame breaks it."""
+
+    def __init__(self, estimator: Estimator) -> None:
+        self.estimator = weakref.ref(estimator)  # (the registry's key: a strong one would keep it)
+        self.started = 0  # videos numbered so far
+        self.first = 0  # the first video not yet in `done`
+        self.done: list[tuple[str, str]] = []  # the streak's frames from the videos that ended
+        self.videos: dict[int, list[tuple[str, str]]] = {}  # video -> its first frames' results
+        self.ended: set[int] = set()
+        self.dead = False
+
+    def start(self) -> int:
+        """A new video's number (its place in the order the streak counts)."""
+        self.started += 1
+        if not self.dead:
+            self.videos[self.started - 1] = []
+        return self.started - 1
+
+    def count(self, video: int, status: str, note: str | None) -> None:
+        """One frame of a video the estimator ran; raise KeepsFailing once the streak is whole."""
+        if self.dead:
+            return
+        mine = self.videos.get(video)
+        if mine is not None and len(mine) < STREAK:
+            mine.append((status, note or ""))
+            self._judge()
+
+    def end(self, video: int, judge: bool = True) -> None:
+        """A video has no more frames to run: those after it may join the streak (not judged
+        now for a video given up, closed while another error stops its chunk)."""
+        if not self.dead and video in self.videos:
+            self.ended.add(video)
+            if judge:
+                self._judge()
+
+    def _judge(self) -> None:
+        while self.first in self.ended:  # fold ended videos at the front into `done`
+            self.done += self.videos.pop(self.first)
+            self.ended.discard(self.first)
+            self.first += 1
+        streak = (self.done + self.videos.get(self.first, []))[:STREAK]
+        if any(s == "ok" or s != streak[0][0] for s, _ in streak):
+            self.dead = True
+            self.videos.clear()
+        elif len(streak) >= STREAK:
+            self._stop(*streak[-1])
+
+    def _stop(self, status: str, note: str) -> None:
+        est = self.estimator()
+        blame = getattr(est, "blame", None)
+        raise KeepsFailing(
+            f"each of the first {STREAK} frames the {est.declaration.name} estimator ran came back "
+            f"`{status}` ({note}): {blame(status) if blame else 'the estimator'} is at fault, not "
+            "the frames; the run stops here rather than give every frame that status",
+            blame is not None)
+
+
+# estimator -> its streak (kept over its videos and chunks: its first frames are what count)
 _streaks: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
-def _count(extractor: Estimator, status: str, note: str | None) -> None:
-    """Count one frame the estimator ran; raise KeepsFailing at the STREAK-th same failure."""
+def _streak(extractor: Estimator) -> _Streak | None:
+    """The estimator's streak (None for one that cannot be weakly referenced: not counted)."""
     try:
-        had = _streaks.get(extractor, ("", "", 0))
-    except TypeError:  # an estimator that cannot be weakly referenced is not counted
-        return
-    if had is None:
-        return
-    if status == "ok" or (had[2] and had[0] != status):
-        _streaks[extractor] = None
-        return
-    _streaks[extractor] = (status, note or "", had[2] + 1)
-    if had[2] + 1 >= STREAK:
-        blame = getattr(extractor, "blame", None)
-        name = extractor.declaration.name
-        raise KeepsFailing(
-            f"each of the first {STREAK} frames the {name} estimator ran came back `{status}` "
-            f"({note}): {blame(status) if blame else 'the estimator'} is at fault, not the "
-            "frames; the run stops here rather than give every frame that status", blame is not None)
+        if extractor not in _streaks:
+            _streaks[extractor] = _Streak(extractor)
+        return _streaks[extractor]
+    except TypeError:
+        return None
 
 
 def _exactly(frames: Iterable[Frame], n: int, image: str) -> Iterator[Frame]:
@@ -280,7 +331,10 @@ class _Going:
                  depth: int | None, lane: int = 0, turn: threading.Lock | None = None) -> None:
         self.video, self.lane, self.i = video, lane, 0
         self.block = Block(declaration=extractor.declaration)
-        self.rows = _Rows(extractor, video.n, on_frame)
+        self.streak, self.number = _streak(extractor), 0
+        if self.streak is not None:
+            self.number = self.streak.start()
+        self.rows = _Rows(extractor, video.n, on_frame, self.count)
         source = _exactly(video.open(), video.n, video.locator)
         self.depth, self.slots = depth or 0, threading.Semaphore(max(1, depth or 1))
         self.frames = prefetched(source, self.slots, turn) if depth else source
@@ -330,9 +384,16 @@ class _Going:
                 return False
         return True
 
+    def count(self, status: str, note: str | None) -> None:
+        """One frame run, counted in the estimator's streak at this video's place."""
+        if self.streak is not None:
+            self.streak.count(self.number, status, note)
+
     def finish(self, out: Block) -> None:
         """Run what is pending, and append the video's rows to `out`."""
         self.rows.flush(self.block)
+        if self.streak is not None:
+            self.streak.end(self.number)
         for part in self.block.declaration.parts:
             self.block.values.setdefault(part, []).append(self.rows.values[part])
             self.block.present.setdefault(part, []).append(self.rows.present[part])
@@ -344,6 +405,8 @@ class _Going:
         self.close()
 
     def close(self) -> None:
+        if self.streak is not None:  # a video given up does not hold back the streak's verdict
+            self.streak.end(self.number, judge=False)
         close = getattr(self.frames, "close", None)
         if close is not None:
             close()  # the reader thread stops
@@ -353,8 +416,9 @@ class _Rows:
     """One video's keypoint blocks, filled a batch of frames at a time (a batch of one for an
     estimator without `process_batch`: each frame as it comes, as Holistic tracks)."""
 
-    def __init__(self, extractor: Estimator, n: int, on_frame: Callable[[], None] | None) -> None:
-        self.extractor, self.on_frame = extractor, on_frame
+    def __init__(self, extractor: Estimator, n: int, on_frame: Callable[[], None] | None,
+                 count: Callable[[str, str | None], None]) -> None:
+        self.extractor, self.on_frame, self.count = extractor, on_frame, count
         parts = extractor.declaration.parts
         self.values = {p: np.zeros((n, k * c), np.float32) for p, (k, c) in parts.items()}
         self.present = {p: np.zeros(n, bool) for p in parts}
@@ -388,7 +452,7 @@ class _Rows:
                     said = found.pop("note")
                     out.note[row] = f"{out.note[row]}; {said}" if out.note[row] else said
                 _place(found, i, self.values, self.present, self.counts, self.lists)
-                _count(self.extractor, out.status[row], out.note[row])
+                self.count(out.status[row], out.note[row])
             self.pending = []
         if self.on_frame is not None:
             for _ in range(self.owed):

@@ -37,19 +37,27 @@ from phoenix_keypoints.extract.outputs.tensors import (
 )
 
 
-def video_tensor(table: pa.Table, decl: Declaration, scored: bool = True
-                 ) -> tuple[np.ndarray, np.ndarray]:
-    """One video's rows -> ([T, points, channels] float32; [T, points] where the point is found:
-    its column's list exists and (scored) its score is at least the declared threshold)."""
+def found_points(decl: Declaration, vals: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """[T, points]: where the declaration's presence rule finds each point of `vals` ([T, points,
+    channels]): its row's list exists (`rows`: [T], or [T, points] already per point) and, for a
+    family with a score threshold, its last value (the score) is at least that (a NaN score is
+    not). The one rule of the tensor mask and of every export: a point it leaves out is written
+    absent everywhere (.pose confidence 0, each pkl as its reader takes an absent point)."""
+    found = rows if rows.ndim == 2 else np.repeat(rows[:, None], vals.shape[1], axis=1)
+    if decl.score_threshold is not None:
+        found = found & (vals[..., -1] >= decl.score_threshold)
+    return found
+
+
+def video_tensor(table: pa.Table, decl: Declaration) -> tuple[np.ndarray, np.ndarray]:
+    """One video's rows -> ([T, points, channels] float32, as keypoints.parquet holds them; [T,
+    points] where the point is found: found_points)."""
     vals, masks = [], []
     for part, (n, c) in decl.parts.items():
         block, present = column_block(table.column(part), n * c)
         block = block.reshape(-1, n, c)
-        found = np.repeat(present[:, None], n, axis=1)
-        if scored and decl.score_threshold is not None:
-            found &= block[:, :, -1] >= decl.score_threshold
         vals.append(block)
-        masks.append(found)
+        masks.append(found_points(decl, block, present))
     if len(vals) == 1:
         return vals[0], masks[0]
     return np.concatenate(vals, axis=1), np.concatenate(masks, axis=1)

@@ -18,12 +18,51 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from phoenix_keypoints.extract.keypoints.estimator import Declaration
-from phoenix_keypoints.extract.outputs.declared import video_tensor
+from phoenix_keypoints.extract.outputs.declared import found_points, video_tensor
 from phoenix_keypoints.extract.outputs.loader import SplitData
 from phoenix_keypoints.extract.outputs.tensors import TensorsError, iter_videos
 
 PHOENIX_FPS = 25
 PHOENIX_SIZE = (210, 260)
+
+
+# --- what --to names ------------------------------------------------------------------------
+# An export writes one file (--to FILE) or a folder of them, one per video or split (--to FOLDER).
+# The one-file formats: `pkl`, and each family's own that it lists (its ONE_FILE_EXPORTS).
+ONE_FILE = ("pkl",)
+# names of the files exports write: a folder export's --to so named is a file name given by mistake
+WRITTEN = (".pkl", ".pickle", ".npz", ".npy", ".pose", ".parquet")
+
+
+def one_file_formats() -> tuple[str, ...]:
+    """The `export --format` values whose --to is the one file written: of the families loaded
+    (the built-in ones, and a plugin once its run named it: an installed one is not imported
+    for this)."""
+    from phoenix_keypoints.extract.keypoints.estimator import loaded
+
+    return tuple(dict.fromkeys([*ONE_FILE, *(f for _, fam in loaded()
+                                             for f in getattr(fam, "ONE_FILE_EXPORTS", ()))]))
+
+
+def to_refused(fmt: str, to: Path) -> str:
+    """Why --to cannot take what `--format fmt` writes ("" when it can): a folder where one file is
+    written, a file (or a file's name, X.pkl) where a folder is. A folder export never makes a
+    folder named like a file: `--format unisign-pkl --to X.pkl` is refused, not made a folder."""
+    from shlex import quote
+
+    if fmt in one_file_formats():
+        if to.is_dir():
+            return (f"--to {quote(str(to))} is a folder; --format {fmt} writes one file: name it, "
+                    f"such as --to {quote(str(to / fmt.removesuffix('-pkl')))}.pkl")
+        return ""
+    if to.exists() and not to.is_dir():
+        return (f"--to {quote(str(to))} is a file; --format {fmt} writes a folder (a file per "
+                "video or per split): name a folder")
+    if not to.exists() and to.suffix.lower() in WRITTEN:
+        return (f"--to {quote(str(to))} names a file ({to.suffix}), but --format {fmt} writes a "
+                f"folder of files (one per video or per split): name a folder, such as --to "
+                f"{quote(str(to.with_suffix('')))}")
+    return ""
 
 
 def pkl_entry(sample: dict[str, Any]) -> dict[str, Any]:
@@ -82,6 +121,15 @@ def write_pkl(splits: Iterable[SplitData], path: Path) -> int:
     finally:
         tmp.unlink(missing_ok=True)
     return len(seen)
+
+
+def zero_absent(vals: np.ndarray, found: np.ndarray) -> np.ndarray:
+    """[T, points, channels] values with every value of a point not `found` (found_points) 0,
+    its score too: how the pkl layouts that carry a score (TwoStream-SLR's, Uni-Sign's) hold a
+    point that is not there, as they hold a frame that was not read. Their loaders drop a point
+    by its score (TwoStream-SLR's heatmaps weigh a point by a score above 0, Uni-Sign keeps one
+    above 0.3), and x, y 0 is where a frame not read puts it."""
+    return np.where(found[..., None], vals, 0).astype(vals.dtype, copy=False)
 
 
 # --- pose-format -----------------------------------------------------------------------------
@@ -144,11 +192,28 @@ def write_file(dest: Path, write: Callable[[BinaryIO], Any]) -> None:
 
 
 # --- the .pose header of a family without pose-format header of its own ---------------------
+def pose_values(decl: Declaration, vals: np.ndarray, rows: np.ndarray,
+                channels: list[int] | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """One video's [T, points, channels] values -> a .pose body's (data [T, 1, points, len(channels)],
+    confidence [T, 1, points]) float32: the `channels` asked (default x, y: the first two),
+    confidence = the score (the last value; 1 for a family without one). A point the declaration
+    calls absent (found_points: its row's list missing, `rows` False, or its score under the
+    threshold) has confidence 0 and zeros, so pose-format masks it as it masks a point its own
+    loaders did not find (a score of -0.03 or 0.1 would read as present)."""
+    found = found_points(decl, vals, rows)
+    score = vals[..., -1] if decl.score_threshold is not None else np.ones(vals.shape[:2])
+    conf = np.where(found, score, 0).astype(np.float32)[:, None]
+    chosen = vals[..., channels if channels is not None else [0, 1]]
+    data = np.ascontiguousarray(np.where(found[..., None], chosen, 0)[:, None], dtype=np.float32)
+    return data, conf
+
+
 def declared_pose(decl: Declaration, vals: np.ndarray, present: np.ndarray, width: int,
                   height: int, fps: float) -> Any:
     """A pose-format Pose of one video's [T, points, channels] values, its header made from the
     declaration: one component per named part (its point names, XYC), x and y as the family
-    stores them, confidence = the score (1 where a family has none), 0 where `present` is False."""
+    stores them, confidence = the score (1 where a family has none), 0 (masked) where the point
+    is absent (pose_values: `present` False, or its score under the declaration's threshold)."""
     try:
         from pose_format import Pose
         from pose_format.numpy.pose_body import NumPyPoseBody
@@ -160,11 +225,7 @@ def declared_pose(decl: Declaration, vals: np.ndarray, present: np.ndarray, widt
                   for part, (lo, hi) in decl.point_parts().items()]
     header = PoseHeader(version=0.2, dimensions=PoseHeaderDimensions(width, height, 0),
                         components=components)
-    found = present if present.ndim == 2 else np.repeat(present[:, None], vals.shape[1], axis=1)
-    score = vals[..., -1] if decl.score_threshold is not None else np.ones(vals.shape[:2])
-    conf = np.where(found, score, 0).astype(np.float32)[:, None]
-    data = np.ascontiguousarray(np.where(found[..., None], vals[..., :2], 0)[:, None],
-                                dtype=np.float32)
+    data, conf = pose_values(decl, vals, present)
     return Pose(header, NumPyPoseBody(fps=fps, data=data, confidence=conf))
 
 
@@ -178,7 +239,7 @@ def write_declared_pose_files(keypoints: Path, out_dir: Path, decl: Declaration,
     n = 0
     for split, video, table in iter_videos(keypoints, columns):
         width, height = video_size(table)
-        vals, found = video_tensor(table, decl, scored=False)  # confidence: the score itself
+        vals, found = video_tensor(table, decl)
         pose = make(decl, vals, found, width, height, video_fps(table, root, fps))
         write_file(Path(out_dir) / split / f"{video}.pose", pose.write)
         n += 1

@@ -34,6 +34,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from phoenix_keypoints.extract.keypoints.words import a
 from phoenix_keypoints.extract.sources.base import is_utf8, shown
 from phoenix_keypoints.extract.sources.files import decoder_path, gzip_end
 
@@ -105,7 +106,7 @@ def _check_kind(path: Path, fmt: str) -> None:
     kind = sniff(path)
     if kind and kind not in _EXPECTED[fmt]:
         stem = path.name[:-len(next(s for s, f in FORMATS.items() if path.name.lower().endswith(s)))]
-        raise ArchiveError(f"{path} is named as a {fmt} file but is a {kind} file (its first bytes "
+        raise ArchiveError(f"{path} is named as {a(fmt)} file but is {a(kind)} file (its first bytes "
                            f"say so). Rename it to {stem}{_SUFFIX[kind]} and pass that.")
 
 

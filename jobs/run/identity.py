@@ -87,9 +87,13 @@ def corpus_spelling(info: RunInfo, given: str | None = None) -> str:
 
 
 def input_arg(info: RunInfo | None, asked: Path | None = None) -> str:
-    """The input for a command a message suggests: as typed now, else the placeholder of the run's
-    own corpus kind (`--dataset CSL_DAILY_ROOT`, `--manifest FILE`)."""
+    """The input for a command a message suggests, as the user gave it: typed now, else as typed
+    when the run was planned (an archive as the archive, not its corpus's placeholder); the
+    placeholder of the run's own corpus kind (`--dataset CSL_DAILY_ROOT`) only for a run.json
+    that does not say."""
     flag = "--manifest" if info is not None and info.dataset.manifest else "--dataset"
     if asked is not None:
         return f"{flag} {quote(asked)}"
+    if info is not None and info.dataset.given:
+        return f"{flag} {quote(info.dataset.given)}"
     return (placeholder(info.dataset.layout) if info is not None else "") or ANY_INPUT

@@ -21,6 +21,7 @@ from phoenix_keypoints.extract.keypoints.estimator import (
     export_refused,
     family,
 )
+from phoenix_keypoints.extract.keypoints.words import a
 from phoenix_keypoints.extract.outputs.declared import write_family_tensors
 from phoenix_keypoints.extract.outputs.loader import load_meta, load_split
 from phoenix_keypoints.extract.outputs.tensors import TensorsError, TensorSpec, file_table, tag_dir
@@ -162,7 +163,7 @@ def presets_apply(rd: RunDir) -> None:
     decl = run_declaration(rd)
     if not decl.tensor_presets:
         raise RunError(f"`tensors` (its presets, --points, normalisation) is made for families "
-                       f"without a tensor set of their own; {rd.path} is a {decl.name} run "
+                       f"without a tensor set of their own; {rd.path} is {a(decl.name)} run "
                        f"({decl.title}): its tensor set is tensors/, which the run writes. Its "
                        f"exports: {', '.join(decl.exports)}.")
 
@@ -213,8 +214,10 @@ def export_command(rd: RunDir, fmt: str, to: Path, tag: str = "", fps: float | N
     """`export`: the keypoints as a pkl dict (of a tensor set), .pose files, or a family's own
     layouts (the older pipeline's pkl / npz, Kaggle's islr); refused where the run's family does
     not list `fmt`."""
+    from phoenix_keypoints.extract.outputs.export import to_refused
+
     decl = run_declaration(rd)
-    why = export_refused(decl, fmt, rd.path)
+    why = export_refused(decl, fmt, rd.path) or to_refused(fmt, to)
     if why:
         raise RunError(why)
     own = getattr(family(decl.name), "EXPORTS", {}).get(fmt)

@@ -27,9 +27,9 @@ class RunInfoError(ValueError):
 class PlanOptions:
     """What decides a run's output; fingerprinted, so a resume can never mix two runs' parts.
 
-    run.json records the family's settings under the family's name (`record`, `from_record`):
-    the default family's key is always there ({} when another family runs), as it was when there
-    was one family, so the runs of the default family keep their fingerprint."""
+    run.json records the family's settings under the family's name (`record`, `from_record`),
+    only the run's own family's; the fingerprint still counts the default family's key ({} when
+    another family runs), as run.json had it before, so no run planned then changes its own."""
 
     splits: list[str]
     videos: list[str] | None
@@ -55,9 +55,7 @@ class PlanOptions:
         """run.json's `options`: each field, the family's settings under its name."""
         out = asdict(self)
         del out["recorded"]
-        out[DEFAULT_FAMILY] = dict(self.recorded) if self.estimator == DEFAULT_FAMILY else {}
-        if self.estimator != DEFAULT_FAMILY:
-            out[self.estimator] = dict(self.recorded)
+        out[self.estimator] = dict(self.recorded)
         return out
 
     @classmethod
@@ -305,5 +303,7 @@ def fingerprint(dataset_fp: str, options: PlanOptions, cuts: str) -> str:
     opts = options.record()
     if opts["estimator"] == DEFAULT_FAMILY:  # such a run keeps the fingerprint it had before
         del opts["estimator"]
+    else:  # run.json had the default family's key empty beside another's: fingerprinted so
+        opts.setdefault(DEFAULT_FAMILY, {})
     blob = json.dumps({"dataset": dataset_fp, "options": opts, "cuts": cuts}, sort_keys=True)
     return hashlib.sha256(blob.encode()).hexdigest()

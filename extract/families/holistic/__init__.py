@@ -20,7 +20,7 @@ from phoenix_keypoints.extract.families.holistic.declaration import (
     declaration_of_schema,
     layout_record,
 )
-from phoenix_keypoints.extract.families.holistic.exports import EXPORTS
+from phoenix_keypoints.extract.families.holistic.exports import EXPORTS, ONE_FILE_EXPORTS
 from phoenix_keypoints.extract.families.holistic.options import (
     add_run_options,
     asked_settings,
@@ -29,8 +29,8 @@ from phoenix_keypoints.extract.families.holistic.options import (
 )
 from phoenix_keypoints.extract.keypoints.estimator import Estimator
 
-__all__ = ["EXPORTS", "HOLISTIC", "add_run_options", "asked_settings", "declaration",
-           "declaration_of_schema", "settings_conflicts", "settings_of"]
+__all__ = ["EXPORTS", "HOLISTIC", "ONE_FILE_EXPORTS", "add_run_options", "asked_settings",
+           "declaration", "declaration_of_schema", "settings_conflicts", "settings_of"]
 
 ABOUT = "MediaPipe Holistic"  # how `run --help` and the tool's description name it
 
@@ -94,7 +94,6 @@ EXPORT_HELP = {"pkl": "{video: arrays} of a tensor set", "pose": ".pose files",
                "islr": "Kaggle isolated-sign parquets",
                "legacy-pkl": "the older script's pkl (what run --output_path writes)",
                "legacy-npz": "its model input, <split>_keypoints.npz [N, 143, 3]"}
-WORKER_HOLDS = "a MediaPipe graph"  # what each worker process builds (`run --help`'s --workers)
 
 
 def unavailable() -> str | None:

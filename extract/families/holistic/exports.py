@@ -81,3 +81,4 @@ def islr(keypoints: Path, to: Path, note: Callable[[str], None]) -> str:
 
 
 EXPORTS = {"islr": islr, "legacy-pkl": legacy_pkl, "legacy-npz": legacy_npz}
+ONE_FILE_EXPORTS = ("legacy-pkl",)  # those whose --to is the file (the others: a folder)

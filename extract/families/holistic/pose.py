@@ -15,7 +15,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from phoenix_keypoints.extract.families.holistic.declaration import declaration
 from phoenix_keypoints.extract.families.holistic.points import PARTS, file_layout
+from phoenix_keypoints.extract.outputs.declared import found_points
 from phoenix_keypoints.extract.outputs.export import (
     PHOENIX_FPS,
     pose_install_hint,
@@ -67,16 +69,19 @@ def pose_arrays(table: pa.Table, width: int, height: int,
 
 def blocks_to_pose_arrays(blocks: dict[str, tuple[np.ndarray, np.ndarray]], width: int,
                           height: int) -> tuple[np.ndarray, np.ndarray]:
-    """{part: (values [T, points, channels], present [T])} -> pose_arrays' (data, confidence)."""
+    """{part: (values [T, points, channels], present [T])} -> pose_arrays' (data, confidence): a
+    point the declaration's presence rule leaves out (found_points: Holistic's is its part's list
+    missing) zeros with confidence 0."""
     data, conf = [], []
-    n = 0
+    n, decl = 0, declaration(None)
     for block, present in blocks.values():
         n = len(block)
+        found = found_points(decl, block, present)
         xyz = block[:, :, :3].astype(np.float32) * np.float32([width, height, 1])
         c = block[:, :, 3] if block.shape[2] == 4 else np.ones(block.shape[:2], np.float32)
-        xyz[~present] = 0
+        xyz[~found] = 0
         data.append(xyz)
-        conf.append(np.where(present[:, None], c, 0).astype(np.float32))
+        conf.append(np.where(found, c, 0).astype(np.float32))
     return (np.concatenate(data, 1).reshape(n, 1, -1, 3),
             np.concatenate(conf, 1).reshape(n, 1, -1))
 

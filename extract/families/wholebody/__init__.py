@@ -168,8 +168,6 @@ def _twostream(keypoints: Path, to: Path, flat: bool = False) -> str:
     if flat:
         raise TensorsError("--flat applies to --format unisign-pkl (a file per video); "
                            "--format twostream-pkl writes one .pkl file.")
-    if to.is_dir():
-        raise TensorsError(f"--to {to} is a folder; --format twostream-pkl writes one .pkl file.")
     return f"twostream-pkl: {to} ({write_twostream_pkl(keypoints, to)} videos)"
 
 
@@ -181,6 +179,7 @@ def _unisign(keypoints: Path, to: Path, flat: bool = False) -> str:
 
 # the exports this family writes itself (export --format), each giving the line it prints
 EXPORTS = {"twostream-pkl": _twostream, "unisign-pkl": _unisign}
+ONE_FILE_EXPORTS = ("twostream-pkl",)  # those whose --to is the file (the others: a folder)
 
 
 # --- what the job asks of a family before and after it runs -------------------------------------
@@ -200,7 +199,6 @@ IMPORTS = "onnxruntime"  # the module a worker needs to start (the advice when w
 # `export --help`'s words for each format it exports (jobs/cli.py)
 EXPORT_HELP = {"pose": ".pose files", "twostream-pkl": "TwoStream-SLR's keypoint_file",
                "unisign-pkl": "Uni-Sign's pose folder"}
-WORKER_HOLDS = "the whole-body ONNX models"  # what each worker process loads (--workers' help)
 
 
 def check_settings(settings: dict[str, Any]) -> None:

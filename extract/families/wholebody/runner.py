@@ -114,6 +114,7 @@ from phoenix_keypoints.extract.keypoints.onnx_files import (
     sha256_of,
 )
 from phoenix_keypoints.extract.keypoints.onnx_graph import check_graph
+from phoenix_keypoints.extract.keypoints.words import a
 
 telemetry_off()  # before any `import onnxruntime` below: read once, when the library loads
 preload_cuda()  # where a GPU is here: CUDA and cuDNN from the nvidia-* wheels, before onnxruntime
@@ -410,7 +411,7 @@ class Detector:
         ratio = min(h / bgr.shape[0], w / bgr.shape[1])
         rh, rw = int(bgr.shape[0] * ratio), int(bgr.shape[1] * ratio)
         if not (rh and rw):  # cv2.resize asserts (rtmlib's too): this frame alone fails
-            raise ValueError(f"a {bgr.shape[1]}x{bgr.shape[0]} px frame is too thin for the "
+            raise ValueError(f"{a(bgr.shape[1])}x{bgr.shape[0]} px frame is too thin for the "
                              f"detector's {w}x{h} input (it would be {rw}x{rh} px there); "
                              "crop, pad or remove it")
         canvas = np.full((h, w, 3), GREY, np.uint8)

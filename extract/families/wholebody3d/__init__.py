@@ -22,7 +22,6 @@ from phoenix_keypoints.extract.families.wholebody import (
     DEVICE_HELP,
     IMPORTS,
     LIBRARY,
-    WORKER_HOLDS,
     check_recorded,
     device_refused,
     gpu_memory_need,
@@ -49,7 +48,7 @@ from phoenix_keypoints.extract.families.wholebody3d.options import (
 )
 from phoenix_keypoints.extract.keypoints.estimator import Declaration, Estimator
 
-__all__ = ["ABOUT", "DEVICE_HELP", "DOCS", "IMPORTS", "LIBRARY", "WORKER_HOLDS", "asked_settings",
+__all__ = ["ABOUT", "DEVICE_HELP", "DOCS", "IMPORTS", "LIBRARY", "asked_settings",
            "check_recorded", "device_refused", "file_record", "gpu_memory_need", "library_version",
            "model_problems", "moved_files", "on_gpu", "run_line", "runs_on", "settings_conflicts",
            "settings_of"]

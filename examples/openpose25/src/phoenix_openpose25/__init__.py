@@ -32,7 +32,6 @@ ABOUT = "OpenPose BODY_25 from your ONNX model (an example plugin)"  # --estimat
 DOCS = "docs/families.md"  # the page its messages point to
 ENGINE = "The openpose25 estimator (onnxruntime)"  # the idle-cores warning
 IMPORTS = "onnxruntime"  # what its workers need (said when they cannot start)
-WORKER_HOLDS = "the openpose25 ONNX model"  # run --help's --workers
 LIBRARY = ("onnxruntime",)  # the distribution whose version each part records
 EXPORT_HELP = {"pose": ".pose files"}
 DEVICE_HELP = "openpose25: the CPU only"
