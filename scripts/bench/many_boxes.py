@@ -5,7 +5,7 @@ Hand: every box posed, up to --max-persons) and a tiny 17-point body model (the 
 alone; and with --det-every 3, rtmlib's PoseTracker, which poses every box), each the README's
 `run` command with `--workers 1`. Wall and CPU seconds and peak RSS of the process tree.
 
-`--python` runs another checkout's interpreter (e.g. /work/main/.venv/bin/python: the code before
+`--python` runs another checkout's interpreter (e.g. ../other-checkout/.venv/bin/python: the code before
 the cap, whose hand run posed all 20,000 boxes a frame); `--cases` picks some.
 
     .venv/bin/python scripts/bench/many_boxes.py [--save many-boxes.json] [--python PY]

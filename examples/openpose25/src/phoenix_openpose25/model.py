@@ -1,7 +1,9 @@
 """The user's model file: untrusted input, and this family's to check (the tool checks no file
 it does not know). Before onnxruntime opens it: a regular file (never a FIFO or a device), its
 external data inside its folder (the tool's own check, extract/keypoints/onnx_files.py), its
-bytes hashed. Once open: one image input [N, 3, H, W] with H and W fixed and bounded, one output.
+bytes hashed, its graph free of data-driven loops; its load and each call bounded in time and
+memory (extract/keypoints/model_calls.py). Once open: one image input [N, 3, H, W] with H and W
+fixed and bounded, one output.
 Recorded in run.json (path, sha256, size, external data, input size), so a resume and `verify`
 find a changed or missing file, and each answer is checked before its values are kept.
 """
@@ -14,12 +16,14 @@ from typing import Any
 import numpy as np
 
 from phoenix_keypoints.extract.keypoints.estimator import ModelFileError
+from phoenix_keypoints.extract.keypoints.model_calls import bounded_load
 from phoenix_keypoints.extract.keypoints.onnx_files import (
     check_model_file,
     external_problems,
     external_record,
     sha256_of,
 )
+from phoenix_keypoints.extract.keypoints.onnx_graph import check_graph
 
 FLAG = "--op25-model"
 MAX_SIDE = 2048  # OpenPose's nets take a few hundred pixels a side: a larger input is refused
@@ -47,6 +51,7 @@ def session(rec: dict[str, Any], num_threads: int | None = 1) -> Any:
 
     path = Path(rec["path"])
     check_model_file(path, FLAG)
+    check_graph(path, FLAG)  # a Loop whose trips come from data: refused before it runs
     if sha256_of(path, FLAG) != (rec["sha256"], rec["size"]):
         raise ModelFileError(f"{FLAG} {path}: not the file this run was made with (sha256 "
                              f"{rec['sha256']}). Put it back, or start a new --out.")
@@ -54,7 +59,11 @@ def session(rec: dict[str, Any], num_threads: int | None = 1) -> Any:
     opts.intra_op_num_threads = num_threads or 0
     opts.inter_op_num_threads = 1
     try:
-        return ort.InferenceSession(str(path), opts, providers=["CPUExecutionProvider"])
+        # loading computes the graph's constant parts, which nothing can stop: bounded in time
+        # and memory by the tool's watchdog (past a limit the refusal is said, the process ends)
+        return bounded_load(lambda: ort.InferenceSession(str(path), opts,
+                                                         providers=["CPUExecutionProvider"]),
+                            FLAG, path, int(rec["size"]))
     except Exception as e:  # noqa: BLE001 (onnxruntime's own errors: the file is at fault)
         first = str(e).splitlines()[0][:200] if str(e) else type(e).__name__
         raise ModelFileError(f"{FLAG} {path}: onnxruntime cannot load it ({first!r}); pass an "

@@ -10,6 +10,7 @@ import cv2
 import numpy as np
 
 from phoenix_keypoints.extract.keypoints.estimator import RUNTIME, runtime
+from phoenix_keypoints.extract.keypoints.model_calls import bounded, run_options
 from phoenix_openpose25.declaration import FOUND, NAME, SCORE_THRESHOLD, declaration
 from phoenix_openpose25.model import FLAG, answer_problem, input_size, session
 
@@ -40,7 +41,9 @@ class OpenPose25Estimator:
         model answers nonsense, each frame's status and note (no points)."""
         x = np.stack([cv2.resize(rgb, (self.width, self.height), interpolation=cv2.INTER_AREA)
                       for rgb in rgbs]).astype(np.float32).transpose(0, 3, 1, 2) / 255.0
-        out = self._session.run(None, {self._input: x})[0]
+        # under the tool's watchdog: --model-deadline and --model-memory per frame of the call
+        out = bounded(lambda: self._session.run(None, {self._input: x}, run_options()), FLAG,
+                      self.settings["model"]["path"], len(x))[0]
         why = answer_problem(out, len(rgbs))
         if why:
             return [{"status": BAD_OUTPUT, "note": why} for _ in rgbs]
