@@ -361,7 +361,8 @@ def test_a_killed_fetch_leaves_a_part_the_next_fetch_sweeps_but_not_a_live_ones(
         server: Server, tmp_path: Path, onnx_bytes: dict[str, bytes]) -> None:
     """A fetch stalled after 9 MiB is a live one: another fetch into the same cache leaves its
     .part alone (it holds a lock on it). Killed with SIGKILL, its .part stays; the next fetch
-    removes it."""
+    removes it. (The file on disk lags what arrived by the writer's buffer, a few KiB: 8 MiB on
+    disk is a fetch well into the stalled body.)"""
     release = threading.Event()
 
     def stall(h: BaseHTTPRequestHandler) -> None:
@@ -381,10 +382,10 @@ def test_a_killed_fetch_leaves_a_part_the_next_fetch_sweeps_but_not_a_live_ones(
     try:
         for _ in range(300):
             parts = list(cache.glob(".stall.zip.*.part")) if cache.exists() else []
-            if parts and parts[0].stat().st_size >= 9 * 2**20:
+            if parts and parts[0].stat().st_size >= 8 * 2**20:
                 break
             time.sleep(0.1)
-        assert parts and parts[0].stat().st_size >= 9 * 2**20, live.poll()
+        assert parts and parts[0].stat().st_size >= 8 * 2**20, live.poll()
         os.utime(parts[0], (time.time() - 60, time.time() - 60))  # old, but held
         other = run_cli(["models", "fetch", "tiny"], env=env)
         assert other.returncode == 0, other.stderr
@@ -393,7 +394,7 @@ def test_a_killed_fetch_leaves_a_part_the_next_fetch_sweeps_but_not_a_live_ones(
         os.killpg(live.pid, signal.SIGKILL)
         live.wait()
         release.set()
-    assert parts[0].exists() and parts[0].stat().st_size >= 9 * 2**20  # what SIGKILL leaves
+    assert parts[0].exists() and parts[0].stat().st_size >= 8 * 2**20  # what SIGKILL leaves
     os.utime(parts[0], (time.time() - 60, time.time() - 60))
     server.raw.clear()
     server.files["/sdk/stall.zip"] = server.files["/sdk/det.zip"]
