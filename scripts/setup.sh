@@ -65,4 +65,9 @@ if [[ ",$extras," == *",dev,"* ]] && [ ! -f "$venv/rtmlib-ref/.installed-$rtmlib
     >> "$venv/install.log" 2>&1 || { tail -20 "$venv/install.log" >&2; exit 1; }
   touch "$venv/rtmlib-ref/.installed-$rtmlib_version"
 fi
+# The tree's own modules compiled once (pip compiled the rest): the editable install imports them
+# from source, and where PYTHONDONTWRITEBYTECODE is set Python never caches them itself, so every
+# command and every worker would compile ~0.4 s of source as it starts. A source changed later
+# invalidates its .pyc by itself (mtime and size are checked on import).
+"$venv/bin/python" -m compileall -q -j 0 extract jobs phoenix_keypoints tests > /dev/null
 export PATH="$here/$venv/bin:$PATH"
