@@ -13,7 +13,6 @@ import fcntl
 import json
 import os
 import shutil
-import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -25,7 +24,7 @@ from helpers import (
     SHARED_SAMPLE,
     assert_no_traceback,
     build_wheel,
-    install_wheel,
+    install_over_suite,
     run_cli,
 )
 
@@ -202,16 +201,15 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="session")
 def installed(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A fresh venv (made once a session: a few minutes) with the wheel of this tree and the
-    example plugin's (examples/openpose25, built here) installed, not editable, under
-    constraints.txt, and pose-format: tests/test_wheel.py and tests/test_example_plugin.py run
-    the installed tool from it, outside the source tree."""
+    """A fresh venv (made once a session) with the wheel of this tree and the example plugin's
+    (examples/openpose25, built here) installed, not editable, over the suite's own dependencies
+    (helpers.install_over_suite: constraints.txt's, pose-format among them):
+    tests/test_wheel.py and tests/test_example_plugin.py run the installed tool from it, outside
+    the source tree."""
     def make(folder: Path) -> Path:
         plugin = build_wheel(folder / "plugin-dist", REPO / "examples" / "openpose25")
         venv = folder / "venv"
-        proc = install_wheel(sys.executable, venv, wheel, REPO / "constraints.txt",
-                             (plugin, "pose-format"))
-        assert proc.returncode == 0, proc.stderr
+        install_over_suite(venv, (wheel, plugin))
         return venv
 
     return _once(tmp_path_factory, "installed", make)

@@ -374,17 +374,46 @@ OFFLINE = ("NewConnectionError", "Failed to establish a new connection", "Networ
            "Temporary failure in name resolution", "ProxyError", "Max retries exceeded")
 
 
+def upgrade_pip(venv: Path) -> None:
+    """The venv's pip at PyPI's newest, where PyPI can be reached (the install after it says so
+    where it cannot)."""
+    subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "install", "-q",
+                    "--disable-pip-version-check", "--upgrade", "pip"], env=outside_env(),
+                   capture_output=True, text=True, timeout=300)
+
+
 def install_wheel(python: str | Path, venv: Path, wheel: Path, constraints: Path | None,
                   more: tuple[str | Path, ...] = ()) -> subprocess.CompletedProcess:
     """A fresh venv of `python` with the wheel installed (not editable) under `constraints` (None:
     as a user's `pip install` does, with what pyproject.toml pins alone), and `more` beside it
     in the same pip call (other wheels, requirements).
+    The venv's pip is upgraded first, as scripts/setup.sh does (a Python's bundled pip may be
+    years old: 3.10's downloads whole wheels where a new one reads their published metadata).
     Returns pip's process for the caller to judge: a test may skip where PyPI cannot be reached."""
     sh([python, "-m", "venv", venv], venv.parent, outside_env())
+    upgrade_pip(venv)
     pinned = ["-c", str(constraints)] if constraints is not None else []
     return subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "install", "-q",
                            "--disable-pip-version-check", *pinned, str(wheel), *map(str, more)],
                           env=outside_env(), capture_output=True, text=True, timeout=900)
+
+
+def install_over_suite(venv: Path, wheels: tuple[Path, ...]) -> None:
+    """A fresh venv of the suite's Python whose dependencies are the suite's own (one .pth line
+    to .venv's site-packages, which setup.sh installed under constraints.txt; the .pth files
+    there, the editable install's among them, are not read from it), with `wheels` installed
+    into it, not editable, without their dependencies: seconds instead of minutes, and what a
+    wheel's packaging decides (modules, templates, entry points) is tested as installed. What
+    `pip install` resolves is tested by tests/test_py313.py's fresh installs."""
+    import sysconfig
+
+    sh([sys.executable, "-m", "venv", "--without-pip", venv], venv.parent, outside_env())
+    ours = Path(sysconfig.get_paths(vars={"base": str(venv), "platbase": str(venv)})["purelib"])
+    ours.mkdir(parents=True, exist_ok=True)
+    (ours / "zz-suite-dependencies.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+    sh([sys.executable, "-m", "pip", "--python", venv / "bin" / "python", "install", "-q",
+        "--disable-pip-version-check", "--no-deps", "--no-index", *wheels], venv.parent,
+       outside_env())
 
 
 # --- code planted where a careless search path would find it ------------------------------------

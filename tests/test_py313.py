@@ -27,7 +27,16 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from helpers import OFFLINE, REPO, find_python, install_wheel, outside_env, run_cli, sh
+from helpers import (
+    OFFLINE,
+    REPO,
+    find_python,
+    install_wheel,
+    outside_env,
+    run_cli,
+    sh,
+    upgrade_pip,
+)
 from tiny_onnx import tiny_models
 
 pytestmark = pytest.mark.slow
@@ -294,6 +303,7 @@ def test_constraints_resolve_on_python_310(tmp_path: Path) -> None:
         pytest.skip(f"no Python {minor} found (python{minor} on PATH, or one pyenv has installed)")
     venv = tmp_path / "venv"
     sh([python, "-m", "venv", venv], tmp_path, outside_env())
+    upgrade_pip(venv)  # as setup.sh does; 3.10's own pip would download every wheel
     proc = subprocess.run([venv / "bin" / "python", "-m", "pip", "install", "--dry-run", "-c",
                            REPO / "constraints.txt", f"{REPO}[dev,pose,ray]"], capture_output=True,
                           text=True, env=outside_env(), timeout=900)
