@@ -306,11 +306,21 @@ def test_a_cpu_run_is_not_checked_against_the_cards(batch_models, tmp_path, monk
 
 
 # --- installing for a GPU node (scripts/gpu_install.py) ------------------------------------------
-def _installer(*args: object) -> subprocess.CompletedProcess:
+def _installer(*args: object, env: dict[str, str] | None = None, timeout: float = 120,
+               memory: int | None = None) -> subprocess.CompletedProcess:
+    """scripts/gpu_install.py run as a user would (`memory`: bytes of address space it may map,
+    so a case that reads a huge file fails at once instead of filling this machine)."""
+    import resource
+
     from helpers import REPO
 
+    def cap() -> None:
+        if memory:
+            resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
+
     return subprocess.run([sys.executable, REPO / "scripts" / "gpu_install.py", *map(str, args)],
-                          capture_output=True, text=True, timeout=120)
+                          capture_output=True, text=True, timeout=timeout,
+                          env={**os.environ, **(env or {})}, preexec_fn=cap)
 
 
 def test_a_wheel_split_for_a_capped_transfer_joins_back_checked(tmp_path):
@@ -333,14 +343,146 @@ def test_a_wheel_split_for_a_capped_transfer_joins_back_checked(tmp_path):
     good = parts[1].read_bytes()
     parts[1].write_bytes(good[:-1] + bytes([good[-1] ^ 1]))
     bad = _installer("--join", tmp_path)
-    assert bad.returncode == 1 and f"{parts[1].name} is not the part that was split" in bad.stderr
+    assert bad.returncode == 2 and f"{parts[1].name} is not the part that was split" in bad.stderr
     parts[1].unlink()
     gone = _installer("--join", tmp_path)
-    assert gone.returncode == 1 and f"part 2 of 3 ({parts[1].name}) is missing" in gone.stderr
+    assert gone.returncode == 2 and f"part 2 of 3 ({parts[1].name}) is missing" in gone.stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
         [parts[0].name, parts[2].name, wheel.name + ".parts.json"])  # nothing half-written
     parts[1].write_bytes(good)
     assert _installer("--join", tmp_path).returncode == 0 and wheel.read_bytes() == data
+
+
+WHEEL = "onnxruntime_gpu-1.31.1-py3-none-any.whl"
+MANIFEST = WHEEL + ".parts.json"
+
+
+def fake_gpu_wheel(folder: Path) -> Path:
+    """A 3 MiB onnxruntime-gpu wheel as pip finds one: a zip of its dist-info and random bytes."""
+    import zipfile
+
+    folder.mkdir(parents=True, exist_ok=True)
+    dist = "onnxruntime_gpu-1.31.1.dist-info"
+    with zipfile.ZipFile(folder / WHEEL, "w", zipfile.ZIP_STORED) as z:
+        z.writestr("onnxruntime/blob.bin", np.random.default_rng(52).bytes(3 * 2**20))
+        z.writestr(f"{dist}/METADATA", "Metadata-Version: 2.1\nName: onnxruntime-gpu\n"
+                                       "Version: 1.31.1\n")
+        z.writestr(f"{dist}/WHEEL", "Wheel-Version: 1.0\nGenerator: test\n"
+                                    "Root-Is-Purelib: true\nTag: py3-none-any\n")
+        z.writestr(f"{dist}/RECORD", "")
+    return folder / WHEEL
+
+
+@pytest.fixture(scope="module")
+def split_house(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, str]]:
+    """A wheelhouse the command made: the fake wheel downloaded by pip from a local folder
+    (no index) and cut into 1 MiB parts; and that pip environment."""
+    root = tmp_path_factory.mktemp("house")
+    wheel = fake_gpu_wheel(root / "local")
+    env = {"PIP_NO_INDEX": "1", "PIP_FIND_LINKS": str(root / "local"),
+           "PIP_DISABLE_PIP_VERSION_CHECK": "1"}
+    made = _installer("--wheelhouse", root / "wh", "--only-onnxruntime", "--split-mb", "1", env=env)
+    assert made.returncode == 0, made.stdout + made.stderr
+    assert not (root / "wh" / WHEEL).exists() and len(list((root / "wh").glob("*.part-*"))) == 4
+    joined = _installer("--join", root / "wh")
+    assert joined.returncode == 0 and (root / "wh" / WHEEL).read_bytes() == wheel.read_bytes()
+    (root / "wh" / WHEEL).unlink()
+    return root, env
+
+
+def _manifest(edit: object) -> object:
+    """A case that rewrites the manifest: edit(dict) changes it in place."""
+    def do(wh: Path) -> None:
+        record = json.loads((wh / MANIFEST).read_text())
+        edit(record)
+        (wh / MANIFEST).write_text(json.dumps(record))
+    return do
+
+
+def _part(wh: Path, i: int = 1) -> Path:
+    return wh / f"{WHEEL}.part-{i:03d}"
+
+
+def _replace(path: Path, make: object) -> None:
+    path.unlink()
+    make(path)
+
+
+def _sparse(path: Path) -> None:
+    with path.open("r+b") as f:
+        f.truncate(20 * 2**30)
+
+
+# (case, how the wheelhouse is made hostile, what the refusal says); all `--join`
+HOSTILE_HOUSE = [
+    ("name empty", _manifest(lambda m: m.update(name="")), "its name is ''"),
+    ("name ..", _manifest(lambda m: m.update(name="..")), "its name is '..'"),
+    ("name a path", _manifest(lambda m: m.update(name="../x.whl")), "its name is '../x.whl'"),
+    ("name another wheel", _manifest(lambda m: m.update(name="numpy-2.0-py3-none-any.whl")),
+     "the file it describes"),
+    ("name a number", _manifest(lambda m: m.update(name=7)), "its name is 7"),
+    ("not JSON", lambda wh: (wh / MANIFEST).write_text("{\"name\": "), "not JSON"),
+    ("nested", lambda wh: (wh / MANIFEST).write_text("[" * 200_000), "not JSON"),
+    ("a list", lambda wh: (wh / MANIFEST).write_text("[]"), "its content is 'list'"),
+    ("no parts", _manifest(lambda m: m.pop("parts")), "its parts is None"),
+    ("parts 7", _manifest(lambda m: m.update(parts=7)), "its parts is 7"),
+    ("parts empty", _manifest(lambda m: m.update(parts=[])), "its parts is '0 parts'"),
+    ("a part a string", _manifest(lambda m: m["parts"].__setitem__(0, "x")), "parts[0] is 'x'"),
+    ("a part's name a path", _manifest(lambda m: m["parts"][0].update(name="../../etc/passwd")),
+     "parts[0].name is '../../etc/passwd'"),
+    ("a part named twice", _manifest(lambda m: m["parts"][1].update(name=m["parts"][0]["name"])),
+     "parts[1].name"),
+    ("a part's size text", _manifest(lambda m: m["parts"][0].update(size="1048576")),
+     "parts[0].size is '1048576'"),
+    ("a part's size true", _manifest(lambda m: m["parts"][0].update(size=True)),
+     "parts[0].size is True"),
+    ("a sha256 not hex", _manifest(lambda m: m["parts"][2].update(sha256="zz")),
+     "parts[2].sha256 is 'zz'"),
+    ("the total off", _manifest(lambda m: m.update(size=m["size"] + 1)), "its parts add up to"),
+    ("the total 0", _manifest(lambda m: m.update(size=0)), "its size is 0"),
+    ("a part sparse 20 GB", lambda wh: _sparse(_part(wh)),
+     "(21,474,836,480 bytes, 1,048,576 expected)"),
+    ("a part short", lambda wh: _part(wh).write_bytes(b"x"), "(1 bytes, 1,048,576 expected)"),
+    ("a part a FIFO", lambda wh: _replace(_part(wh), os.mkfifo), "is a FIFO, not a regular file"),
+    ("a part a link", lambda wh: _replace(_part(wh), lambda p: p.symlink_to(_part(wh, 0))),
+     "is a link, not a regular file"),
+    ("the manifest a FIFO", lambda wh: _replace(wh / MANIFEST, os.mkfifo),
+     "the manifest is a FIFO"),
+    ("the manifest huge", lambda wh: (wh / MANIFEST).write_text(" " * (2 << 20)),
+     "more than a manifest holds"),
+    ("a folder in the wheel's place", lambda wh: (wh / WHEEL).mkdir(), "a folder where the joined"),
+]
+
+
+@pytest.mark.parametrize(("mutate", "words"), [c[1:] for c in HOSTILE_HOUSE],
+                         ids=[c[0] for c in HOSTILE_HOUSE])
+def test_a_hostile_wheelhouse_is_refused_unread_and_nothing_is_written(split_house, tmp_path,
+                                                                      mutate, words):
+    """Every field of a manifest of its type, names plain file names of the wheelhouse, parts
+    compared by lstat before a byte is read (a FIFO never opened, a sparse 20 GB part never read:
+    the process may map 1 GiB), the total compared: each refused in one line, exit 2, nothing
+    written in the wheelhouse or beside it, no part removed."""
+    root, _ = split_house
+    wh = tmp_path / "wh"
+    shutil.copytree(root / "wh", wh)
+    mutate(wh)
+    before = sorted(os.listdir(wh))
+    proc = _installer("--join", wh, timeout=20, memory=2**30)
+    _refused(proc, words)
+    assert sorted(os.listdir(tmp_path)) == ["wh"] and sorted(os.listdir(wh)) == before
+
+
+@pytest.mark.parametrize("value", ["0", "1e-9", "nan", "inf", "-1", "0.5", "+5", " 5", "\u0663"])
+def test_split_mb_is_a_whole_number_of_mib_or_the_wheel_is_kept(split_house, tmp_path, value):
+    """--split-mb that is not 1 or more MiB in ASCII digits is refused before pip runs: the
+    wheel in the wheelhouse stays whole (0 or 1e-9 split it into 0 parts and deleted it)."""
+    root, env = split_house
+    wheel = fake_gpu_wheel(tmp_path / "wh")
+    data = wheel.read_bytes()
+    proc = _installer("--wheelhouse", tmp_path / "wh", "--only-onnxruntime", "--split-mb", value,
+                      env=env)
+    _refused(proc, "argument --split-mb: must be a whole number of MiB from 1")
+    assert os.listdir(tmp_path / "wh") == [WHEEL] and wheel.read_bytes() == data
 
 
 def test_one_command_installs_the_pinned_gpu_build_online_or_offline(tmp_path):
