@@ -15,6 +15,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import shutil
@@ -233,10 +234,13 @@ def _request(models: dict[str, Path], out: Path, **kw: object):
     return RunRequest(out, RunOptions(estimator="wholebody", asked=asked), **kw)
 
 
-def test_the_cards_memory_bounds_workers_and_batch(batch_models, tmp_path, monkeypatch, capsys):
+@pytest.mark.parametrize("backend", ["local", "ray"])
+def test_the_cards_memory_bounds_workers_and_batch(batch_models, tmp_path, monkeypatch, capsys,
+                                                   backend):
     """A fake card of 8 GiB free beside one of 70: what is asked is checked against the
     tighter; 8 workers at batch 32 of these models do not fit it, and the refusal says what does.
-    A worker's need is the family's estimate from its models (gpu_memory.py)."""
+    A worker's need is the family's estimate from its models (gpu_memory.py). A Ray run (its
+    cluster started here: these cards) is fitted as a local one is."""
     import phoenix_keypoints.jobs.runner as runner
     from phoenix_keypoints.extract.families.wholebody import gpu_memory_need
     from phoenix_keypoints.jobs.rundir.folder import RunError
@@ -245,7 +249,8 @@ def test_the_cards_memory_bounds_workers_and_batch(batch_models, tmp_path, monke
     fake_cards(tmp_path, monkeypatch, "NVIDIA H100 80GB HBM3,81559,70000",
                "NVIDIA A100-SXM4-40GB,40960,8192")
     assert gpu_cards()["1"].free_mib == 8192
-    req = _request(batch_models, tmp_path / "run", device="cuda", workers_per_gpu=8, batch_size=32)
+    req = _request(batch_models, tmp_path / "run", device="cuda", workers_per_gpu=8, batch_size=32,
+                   backend=backend)
     settings = req.worker_settings(None)
     need8 = gpu_memory_need(settings, 32) * 8
     assert need8 > 8192 * 2**20 * 0.9  # the case: it does not fit the tighter card
@@ -257,7 +262,7 @@ def test_the_cards_memory_bounds_workers_and_batch(batch_models, tmp_path, monke
     most = int(8192 * 2**20 * 0.9) // fits
     assert f"What fits: --workers-per-gpu {most} at --batch-size 32" in said
     ok = runner._fit_gpus(_request(batch_models, tmp_path / "run", device="cuda",
-                                   workers_per_gpu=most, batch_size=32))
+                                   workers_per_gpu=most, batch_size=32, backend=backend))
     assert (ok.workers_per_gpu, ok.batch_size) == (most, 32)
     assert ok.gpu_memory == int(8192 * 2**20 * 0.9) // most
     runtime = ok.worker_settings(None)["runtime"]
@@ -265,11 +270,13 @@ def test_the_cards_memory_bounds_workers_and_batch(batch_models, tmp_path, monke
     assert "GPU 1 (NVIDIA A100" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("backend", ["local", "ray"])
 def test_the_defaults_of_a_gpu_node_come_from_cores_gpus_and_memory(batch_models, tmp_path,
-                                                                    monkeypatch, capsys):
+                                                                    monkeypatch, capsys, backend):
     """32 cores and one card: a worker a core and the largest batch that fits them; with less
     memory free a smaller batch; with less still fewer workers (said); --batch-size and
-    --workers-per-gpu given are kept where they fit."""
+    --workers-per-gpu given are kept where they fit. On Ray (a cluster started here) the same,
+    and its actors are as many as the plan's workers, each 1/W of a GPU."""
     import phoenix_keypoints.jobs.runner as runner
     from phoenix_keypoints.extract.families.wholebody import gpu_memory_need
 
@@ -279,7 +286,8 @@ def test_the_defaults_of_a_gpu_node_come_from_cores_gpus_and_memory(batch_models
 
     def plan(free_mib: int, **asked: int) -> tuple[int, int]:
         fake_cards(tmp_path, monkeypatch, f"NVIDIA H200,143771,{free_mib}")
-        got = runner._fit_gpus(_request(batch_models, tmp_path / "run", device="cuda", **asked))
+        got = runner._fit_gpus(_request(batch_models, tmp_path / "run", device="cuda",
+                                        backend=backend, **asked))
         return got.workers_per_gpu, got.batch_size
 
     def free_for(workers: int, batch: int) -> int:
@@ -293,6 +301,45 @@ def test_the_defaults_of_a_gpu_node_come_from_cores_gpus_and_memory(batch_models
     assert "20 workers, not one per core: more do not fit" in capsys.readouterr().err
     assert plan(140000, batch_size=4) == (32, 4)
     assert plan(140000, workers_per_gpu=3) == (3, 16)
+    from phoenix_keypoints.jobs.schedule.ray_backend import actor_options
+
+    class Cluster:  # what a local Ray started for this node reports (ray_backend.connect)
+        def cluster_resources(self) -> dict[str, float]:
+            return {"CPU": 32.0, "GPU": 1.0}
+
+    assert actor_options(Cluster(), None, plan(free_for(20, 1))[0]) == \
+        [{"num_cpus": 1, "num_gpus": 1 / 20}] * 20
+
+
+@pytest.mark.skipif(importlib.util.find_spec("ray") is None, reason="Ray is not installed")
+def test_a_ray_cluster_is_fitted_to_its_nodes_cards_read_there(batch_models, tmp_path, monkeypatch):
+    """--backend ray --address: the cards are those the cluster's node reports (read by a task
+    on it), not the driver's: a real local Ray whose node's nvidia-smi lists an 8 GiB-free card,
+    the driver's one of 140 GiB free; what does not fit the node's card is refused, the rest
+    fitted to it, with the node's cores per GPU."""
+    import ray
+
+    import phoenix_keypoints.jobs.runner as runner
+    from phoenix_keypoints.jobs.rundir.folder import RunError
+
+    for side in ("node", "driver"):
+        (tmp_path / side).mkdir()
+    fake_cards(tmp_path / "node", monkeypatch, "NVIDIA A100-SXM4-40GB,40960,8192")
+    ray.init(num_cpus=2, num_gpus=1, include_dashboard=False, log_to_driver=False,
+             logging_level="WARNING")
+    try:
+        address = ray.get_runtime_context().gcs_address
+        fake_cards(tmp_path / "driver", monkeypatch, "NVIDIA H200,143771,140000")
+        with pytest.raises(RunError) as e:
+            runner._fit_gpus(_request(batch_models, tmp_path / "run", device="cuda",
+                                      workers_per_gpu=8, batch_size=32, backend="ray",
+                                      address=address))
+        assert "GPU 0 (NVIDIA A100-SXM4-40GB, 8.0 of 40.0 GiB free)" in str(e.value)
+        ok = runner._fit_gpus(_request(batch_models, tmp_path / "run", device="cuda",
+                                       backend="ray", address=address))
+        assert (ok.workers_per_gpu, ok.batch_size) == (2, 16) and "NVIDIA A100" in ok.chosen
+    finally:
+        ray.shutdown()
 
 
 def test_a_cpu_run_is_not_checked_against_the_cards(batch_models, tmp_path, monkeypatch):
