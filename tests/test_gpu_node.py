@@ -15,6 +15,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import json
 import os
@@ -350,6 +351,95 @@ def test_a_cpu_run_is_not_checked_against_the_cards(batch_models, tmp_path, monk
     req = _request(batch_models, tmp_path / "run", device="cpu", workers_per_gpu=64,
                    batch_size=64)
     assert runner._fit_gpus(req) is req
+
+
+# --- a GPU running out of memory, said as memory ---------------------------------------------------
+def _arena_limited(tmp_path: Path) -> tuple[object, Path]:
+    """A real session whose arena may hold 32 MiB (onnxruntime's BFCArena, the allocator a CUDA
+    session's gpu_mem_limit bounds, here on the CPU through an environment allocator), of a model
+    that tiles a 3x64x64 input 16 x 16: a call of 8 inputs asks 96 MiB of it and fails as a GPU
+    session past its limit does."""
+    import onnx
+    import onnxruntime as ort
+    from onnx import TensorProto, helper
+
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", 3, 64, 64])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, None)
+    rep = helper.make_tensor("rep", TensorProto.INT64, [4], [1, 1, 16, 16])
+    graph = helper.make_graph([helper.make_node("Tile", ["x", "rep"], ["y"])], "tile", [x], [y],
+                              [rep])
+    path = tmp_path / "tile.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
+    cpu = ort.OrtMemoryInfo("Cpu", ort.OrtAllocatorType.ORT_ARENA_ALLOCATOR, 0,
+                            ort.OrtMemType.DEFAULT)
+    with contextlib.suppress(Exception):  # registered once a process
+        ort.create_and_register_allocator(cpu, ort.OrtArenaCfg(32 << 20, 1, -1, -1))
+    so = ort.SessionOptions()
+    so.add_session_config_entry("session.use_env_allocators", "1")
+    return ort.InferenceSession(str(path), so, providers=["CPUExecutionProvider"]), path
+
+
+CUDA_OOM = [  # onnxruntime-gpu's words when the card itself has no more
+    "CUDA failure 2: out of memory ; GPU=0 ; hostname=node ; file=/onnxruntime_src/onnxruntime/"
+    "core/providers/cuda/cuda_allocator.cc ; line=48 ; expr=cudaMalloc((void**)&p, size);",
+    "Non-zero status code returned while running Conv node. Name:'/stem/conv/Conv' Status "
+    "Message: /onnxruntime_src/onnxruntime/core/framework/bfc_arena.cc:376 void* onnxruntime::"
+    "BFCArena::AllocateRawInternal(size_t, bool, onnxruntime::Stream*) Failed to allocate "
+    "memory for requested buffer of size 402653184",
+    "CUBLAS failure 3: CUBLAS_STATUS_ALLOC_FAILED ; GPU=0 ; hostname=node ; expr=cublasCreate",
+]
+
+
+def test_a_gpu_running_out_of_memory_is_said_as_memory_not_the_model_file(tmp_path, monkeypatch):
+    """onnxruntime's own out-of-memory (a real arena at its limit; and the CUDA provider's words,
+    in onnxruntime's own exception class) from a session on a GPU: refused as memory, saying
+    what the call asked, what the card had (nvidia-smi) and the flags that fit; never "the model
+    file is at fault", which the same error on the CPU stays (a model asking 10^12 floats)."""
+    fake_cards(tmp_path, monkeypatch, "NVIDIA H200,143771,3174")  # the runner first: telemetry off
+    from onnxruntime.capi.onnxruntime_pybind11_state import Fail
+
+    from phoenix_keypoints.extract.families.wholebody.onnx_outputs import (
+        ModelRunError,
+        quiet_run_options,
+        run_model,
+    )
+    from phoenix_keypoints.extract.keypoints.out_of_memory import GpuMemoryError, note_gpu_session
+
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0")
+    session, path = _arena_limited(tmp_path)
+    x = np.zeros((8, 3, 64, 64), np.float32)
+    assert session.run(None, {"x": x[:1]}, quiet_run_options())[0].shape == (1, 3, 1024, 1024)
+
+    def call() -> list:
+        return session.run(None, {"x": x}, quiet_run_options())
+
+    with pytest.raises(ModelRunError) as cpu:  # a CPU session: the model's own
+        run_model(call, "--pose-model", path, 8)
+    assert "Available memory of" in str(cpu.value) and "model file is at fault" in str(cpu.value)
+    note_gpu_session("--pose-model", path, 32 << 20, 8)
+    with pytest.raises(GpuMemoryError) as gpu:
+        run_model(call, "--pose-model", path, 8)
+    said = str(gpu.value)
+    assert "the GPU ran out of memory in a call of 8 input(s) at --batch-size 8" in said
+    assert "asked 96.0 MiB more with 20.0 MiB of its session's 32.0 MiB arena left" in said
+    assert "GPU 0 (NVIDIA H200, 3.1 of 140.4 GiB free now)" in said
+    assert "what fits is --batch-size 2 or fewer --workers-per-gpu" in said
+    assert "at fault" not in said and "not the model file" in said
+
+    def raises(text: str) -> list:
+        raise Fail(text)
+
+    for text, asked in zip(CUDA_OOM, ["asked more than the card could give",
+                                      "asked 384.0 MiB more, which the card could not give",
+                                      "asked more than the card could give"], strict=True):
+        with pytest.raises(GpuMemoryError) as card:
+            run_model(lambda t=text: raises(t), "--pose-model", path, 8)
+        assert f"this worker {asked}; GPU 0 (NVIDIA H200" in str(card.value)
+        assert "what fits is --batch-size 4 or fewer" in str(card.value)
+        assert "at fault" not in str(card.value)
+    with pytest.raises(ModelRunError):  # another failure of a GPU session stays the model's
+        run_model(lambda: raises("Non-zero status code returned while running Reshape node"),
+                  "--pose-model", path, 8)
 
 
 # --- installing for a GPU node (scripts/gpu_install.py) ------------------------------------------
