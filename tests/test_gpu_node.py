@@ -173,6 +173,39 @@ def test_a_resume_under_another_device_or_batch_shape_is_refused(clean_wholebody
     assert json.loads((run / "run.json").read_text())["merge"]["execution"] == [made]
 
 
+def _file_execution(run: Path) -> list:
+    """keypoints.parquet's execution record, read with pyarrow alone."""
+    return json.loads(pq.read_schema(run / "keypoints.parquet").metadata[
+        b"phoenix_keypoints.file"])["execution"]
+
+
+def test_keypoints_parquet_carries_the_execution_record_of_its_parts(clean_wholebody_run,
+                                                                    tmp_path):
+    """A real run on the CPU (tiny whole-body models): keypoints.parquet's metadata holds how its
+    values were computed, as run.json's merge record and every part hold it; a resume whose parts
+    hold two records (a CPU part made at calls of 3, the rest at 1: the CPU's batch shape does not
+    bind) gives the file both, in chunk order, as run.json (the merge beside the extraction took
+    the first part's and starts over)."""
+    parts = sorted((clean_wholebody_run / "parts").glob("chunk-*.parquet"))
+    made = [json.loads(pq.read_schema(p).metadata[b"phoenix_keypoints"])["execution"]
+            for p in parts]
+    record = json.loads((clean_wholebody_run / "run.json").read_text())["merge"]["execution"]
+    assert _file_execution(clean_wholebody_run) == record == [made[0]] == list(
+        {json.dumps(m, sort_keys=True): m for m in made}.values())
+    assert record[0]["device"] == "cpu" and record[0]["provider"] == "CPUExecutionProvider"
+    run = tmp_path / "run"
+    shutil.copytree(clean_wholebody_run, run)
+    threes = {**made[0], "batch_shape": {"detector": 3, "pose_model": 3}}
+    _stamp(run / "parts" / parts[0].name, threes)
+    for part in parts[1:]:
+        (run / "parts" / part.name).unlink()
+    (run / "keypoints.parquet").unlink()
+    proc = run_cli(["run", "--out", run])
+    assert proc.returncode == 0, proc.stderr
+    both = json.loads((run / "run.json").read_text())["merge"]["execution"]
+    assert _file_execution(run) == both == [threes, made[0]]
+
+
 def test_execution_records_differ_where_values_would():
     """What binds: device, provider, value options, GPU model (where both are known), and off
     the CPU the batch shape; what does not: memory options, an unknown GPU, an older part."""
