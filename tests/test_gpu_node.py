@@ -10,7 +10,11 @@
   --batch-size is allowed.
 - The cards' memory: a fake `nvidia-smi` on PATH tells free memory; what does not fit is refused
   with what does, and the defaults of a GPU node (workers per GPU, batch size) are chosen from
-  cores, GPUs and that memory, said and recorded.
+  cores, GPUs and that memory, said and recorded; on Ray too (a real local cluster whose node's
+  cards are read there); a GPU running out of memory is said as memory (issue 54 item 4).
+- keypoints.parquet's metadata carries the parts' execution record (issue 54 item 5).
+- The install's wheelhouse: a fake 3 MiB onnxruntime-gpu wheel through pip on a local folder,
+  and every hostile value, manifest and part refused unread, exit 2 (issue 52 item 4).
 """
 
 from __future__ import annotations
