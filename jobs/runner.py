@@ -304,29 +304,44 @@ def _made_under(req: RunRequest) -> RunRequest:
     return resumed
 
 
-def _fit_gpus(req: RunRequest) -> RunRequest:
-    """On GPUs: workers per GPU and the batch size that fit each card's free memory (what was
-    asked, refused where it does not fit; the defaults of a GPU node for the rest), each worker's
-    share of its card, said at start and recorded (jobs/schedule/devices.py)."""
-    estimator = _estimator_of(req)
-    fam = family(estimator)
-    need, on_gpu = getattr(fam, "gpu_memory_need", None), getattr(fam, "on_gpu", None)
+def _cards_for(req: RunRequest) -> tuple[list, int] | None:
+    """The cards a run's workers get, and the cores a GPU's workers share: this node's (a local
+    run, or a Ray cluster started here, sized so), or every GPU node's of the Ray cluster at
+    --address, read there (jobs/schedule/ray_backend.py). None: no GPU."""
+    if req.backend == "ray" and req.address:
+        from phoenix_keypoints.jobs.schedule.ray_backend import cluster_cards
+
+        return cluster_cards(req.address, req.num_gpus)
     gpus = visible_gpus()
     count = req.num_gpus if req.num_gpus is not None else len(gpus)
-    if need is None or on_gpu is None or not count or req.backend != "local" or \
-            not on_gpu(req.device, True):
-        return req
+    if not count:
+        return None
     cards = gpu_cards()
     used = [cards[g] for g in (gpus if len(gpus) >= count else [str(i) for i in range(count)])[:count]
             if g in cards]
+    return used, max(1, len(usable_cpus()) // count)
+
+
+def _fit_gpus(req: RunRequest) -> RunRequest:
+    """On GPUs, on either backend: workers per GPU and the batch size that fit each card's free
+    memory (what was asked, refused where it does not fit; the defaults of a GPU node for the
+    rest), each worker's share of its card, said at start and recorded (jobs/schedule/devices.py)."""
+    fam = family(_estimator_of(req))
+    need, on_gpu = getattr(fam, "gpu_memory_need", None), getattr(fam, "on_gpu", None)
+    if need is None or on_gpu is None or req.device == "cpu":
+        return req
+    found = _cards_for(req)
+    if found is None or not on_gpu(req.device, True):
+        return req
+    used, cpus = found
     if not used:
         messages.warn("the GPUs' memory could not be read (nvidia-smi): workers and batch size "
                       "are not checked against it")
         return req
     settings = _settings(RunDir(req.out), req)
     try:
-        plan = gpu_plan(used, max(1, len(usable_cpus()) // count), req.workers_per_gpu,
-                        req.batch_size, lambda batch: need(settings, batch))
+        plan = gpu_plan(used, cpus, req.workers_per_gpu, req.batch_size,
+                        lambda batch: need(settings, batch))
     except DoesNotFit as e:
         raise RunError(f"GPU memory: {e}") from None
     for line in plan.lines:

@@ -37,23 +37,41 @@ def value_options(options: dict[str, Any]) -> dict[str, str]:
     return {str(k): str(v) for k, v in sorted(options.items()) if k not in NOT_VALUES}
 
 
-def gpu_name(env: dict[str, str] | None = None) -> str:
-    """The model of this process's GPU (the first of CUDA_VISIBLE_DEVICES, as nvidia-smi names
-    it), "" where it cannot be told (no nvidia-smi): then it does not bind."""
+def _smi(query: str, env: dict[str, str] | None = None) -> tuple[str, list[str]]:
+    """(this process's GPU id: the first of CUDA_VISIBLE_DEVICES, nvidia-smi's lines for
+    --query-gpu=`query` about it), [] where nvidia-smi cannot say."""
     from phoenix_keypoints.extract.keypoints.environ import clean_environment
 
     clean = clean_environment(env)
     first = (env or os.environ).get("CUDA_VISIBLE_DEVICES", "0").split(",")[0].strip() or "0"
     exe = shutil.which("nvidia-smi", path=clean.get("PATH", os.defpath))
     if exe is None:
-        return ""
+        return first, []
     try:
-        out = subprocess.run([exe, "--query-gpu=name", "--format=csv,noheader", "-i", first],
-                             capture_output=True, text=True, timeout=20, env=clean)
+        out = subprocess.run([exe, f"--query-gpu={query}", "--format=csv,noheader,nounits",
+                              "-i", first], capture_output=True, text=True, timeout=20, env=clean)
     except (OSError, subprocess.SubprocessError):
-        return ""
-    lines = out.stdout.strip().splitlines() if out.returncode == 0 else []
+        return first, []
+    return first, out.stdout.strip().splitlines() if out.returncode == 0 else []
+
+
+def gpu_name(env: dict[str, str] | None = None) -> str:
+    """The model of this process's GPU (the first of CUDA_VISIBLE_DEVICES, as nvidia-smi names
+    it), "" where it cannot be told (no nvidia-smi): then it does not bind."""
+    _, lines = _smi("name", env)
     return lines[0].strip() if lines else ""
+
+
+def gpu_memory_now(env: dict[str, str] | None = None) -> tuple[str, str, int, int] | None:
+    """This process's GPU as nvidia-smi sees it now: (its id, name, total MiB, free MiB); None
+    where it cannot say (what an out-of-memory refusal says the card had)."""
+    first, lines = _smi("index,name,memory.total,memory.free", env)
+    for line in lines:  # `-i` leaves one line (an id given as a UUID too); else the id's own
+        cols = [c.strip() for c in line.split(",")]
+        if len(cols) == 4 and (cols[0] == first or len(lines) == 1) and cols[2].isdigit() \
+                and cols[3].isdigit():
+            return cols[0], cols[1], int(cols[2]), int(cols[3])
+    return None
 
 
 def differences(made: dict[str, Any], now: dict[str, Any]) -> dict[str, tuple[Any, Any]]:

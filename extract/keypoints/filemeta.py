@@ -32,15 +32,18 @@ def _made_by(versions: dict[str, str]) -> dict[str, Any]:
 
 
 def file_metadata(versions: dict[str, str], recorded: dict[str, Any],
-                  dataset_fingerprint: str, settings: dict[str, Any] | None = None
-                  ) -> dict[bytes, bytes]:
+                  dataset_fingerprint: str, settings: dict[str, Any] | None = None,
+                  execution: list[dict[str, Any]] | None = None) -> dict[bytes, bytes]:
     """The key-value metadata merge writes into keypoints.parquet: what every record starts with,
-    then what the run's family says of itself (its `file_record`).
+    then what the run's family says of itself (its `file_record`), and how the merged parts'
+    values were computed (`execution`: each record of extract/keypoints/execution.py once, as
+    run.json's merge record lists them; a family that records none has no key).
 
     `recorded`: the default family's options as run.json records them; `settings`: the run's
     estimator settings (None: the default family's, the record its files have always had)."""
     record = {**_made_by(versions), "dataset_fingerprint": dataset_fingerprint,
-              **family(estimator_name(settings)).file_record(settings, recorded)}
+              **family(estimator_name(settings)).file_record(settings, recorded),
+              **({"execution": execution} if execution else {})}
     return {FILE_KEY: json.dumps(record, sort_keys=True).encode()}
 
 

@@ -75,7 +75,7 @@ def finish(rd: RunDir, allow_partial: bool = False,
         info = rd.update(_mark_interrupted)
     versions, mixed = made_with(info, state)
     try:
-        rows, per_split = merging.complete(sorted(state.done), versions)
+        rows, per_split = merging.complete(sorted(state.done), versions, made_on(state))
     except OSError as e:  # disk full, quota, permissions: nothing half-written is left as done
         raise _cannot_write(rd, e) from None
     record = MergeInfo(

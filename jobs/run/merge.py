@@ -29,7 +29,7 @@ from phoenix_keypoints.extract.outputs.declared import DeclaredTensorWriter
 from phoenix_keypoints.extract.outputs.tensors import TensorSetWriter, video_runs
 from phoenix_keypoints.jobs.run.outputs import corpus_from_plan
 from phoenix_keypoints.jobs.rundir.folder import JobFailed, RunDir, fsync_dir
-from phoenix_keypoints.jobs.rundir.parts import reject
+from phoenix_keypoints.jobs.rundir.parts import read_part_info, reject
 from phoenix_keypoints.jobs.rundir.runinfo import RunInfo
 from phoenix_keypoints.jobs.schedule.chunks import merge_order
 
@@ -70,16 +70,19 @@ def file_versions(info: RunInfo, made: dict[str, str] | None = None) -> dict[str
 class KeypointsWriter:
     """Appends tables to keypoints.parquet's temp file in fixed-size row groups; commit renames."""
 
-    def __init__(self, rd: RunDir, versions: dict[str, str] | None = None) -> None:
-        """`versions`: what the parts' values were made with, over run.json's record (the file's
-        metadata is written first, so a merge that finds other versions in the end starts over)."""
+    def __init__(self, rd: RunDir, versions: dict[str, str] | None = None,
+                 execution: list[dict] | None = None) -> None:
+        """`versions`: what the parts' values were made with, over run.json's record;
+        `execution`: how they were computed (each record once). The file's metadata is written
+        first, so a merge that finds other versions or records in the end starts over."""
         self.rd = rd
         self.tmp = rd.keypoints_path.with_name(".keypoints.parquet.tmp")
         info = rd.load()
         decl = declaration(info.options.settings())
         self.versions = file_versions(info, versions)
+        self.execution = list(execution or [])
         meta = file_metadata(self.versions, info.options.recorded, info.dataset.fingerprint,
-                             info.options.settings())
+                             info.options.settings(), self.execution)
         self._writer = pq.ParquetWriter(self.tmp, decl.schema.with_metadata(meta),
                                         **decl.write_options())
         self._held: list[pa.Table] = []
@@ -183,14 +186,15 @@ class Merger:
     pace, nothing read twice. Both outputs are built under temp names; commit() puts them in place.
     """
 
-    def __init__(self, rd: RunDir, plan: pa.Table, versions: dict[str, str] | None = None) -> None:
+    def __init__(self, rd: RunDir, plan: pa.Table, versions: dict[str, str] | None = None,
+                 execution: list[dict] | None = None) -> None:
         self.rd = rd
         capacity: dict[str, int] = {}
         for split, n, c in zip(plan["split"].to_pylist(), plan["num_frames"].to_pylist(),
                                plan["chunk"].to_pylist(), strict=True):
             if c >= 0:
                 capacity[split] = capacity.get(split, 0) + n
-        self.keypoints = KeypointsWriter(rd, versions)
+        self.keypoints = KeypointsWriter(rd, versions, execution)
         options = rd.load().options
         decl = declaration(options.settings())
         if not decl.tensor_presets:  # a family without presets: the one set of all its points
@@ -267,7 +271,8 @@ class BackgroundMerge:
         """Merge run `position` from its part's rows (held until its chunk's last run)."""
         chunk, keys = self.runs[position]
         self.held[chunk] = table
-        self.merger = self.merger or Merger(self.rd, self.plan)
+        self.merger = self.merger or Merger(self.rd, self.plan,
+                                            execution=_made_on(self.rd, chunk))
         self.merger.add(position, take_videos(table, keys))
         if self.last[chunk] == position:
             del self.held[chunk]
@@ -298,20 +303,22 @@ class BackgroundMerge:
             self.discard()
             raise error
 
-    def complete(self, chunks: list[int], versions: dict[str, str] | None = None
-                 ) -> tuple[int, dict[str, int]]:
+    def complete(self, chunks: list[int], versions: dict[str, str] | None = None,
+                 execution: list[dict] | None = None) -> tuple[int, dict[str, int]]:
         """Merge the runs of `chunks` (what merged already must be their start) and commit;
-        `versions`: what their parts were made with (jobs.run.finish), for the file's metadata."""
+        `versions`, `execution`: what their parts were made with and how they were computed
+        (jobs.run.finish), for the file's metadata."""
         self.settle()
         wanted = set(chunks)
         todo = [i for i, (c, _) in enumerate(self.runs) if c in wanted]
         try:
             if self.merger is None or self.merger.merged != todo[:len(self.merger.merged)] or (
-                    self.merger.keypoints.versions != file_versions(self.rd.load(), versions)):
+                    self.merger.keypoints.versions != file_versions(self.rd.load(), versions)) or (
+                    self.merger.keypoints.execution != list(execution or [])):
                 if self.merger is not None:  # merged a part that is no longer trusted, or wrote
-                    self.merger.discard()    # other versions into the metadata: start over
+                    self.merger.discard()    # other versions or records into the metadata
                 self.held = {}
-                self.merger = Merger(self.rd, self.plan, versions)
+                self.merger = Merger(self.rd, self.plan, versions, execution)
             todo = todo[len(self.merger.merged):]
             reads = list(dict.fromkeys(self.runs[i][0] for i in todo))
             parts = read_ahead(self.rd, [c for c in reads if c not in self.held])
@@ -333,6 +340,17 @@ class BackgroundMerge:
         if self.merger is not None:
             self.merger.discard()
             self.merger = None
+
+
+def _made_on(rd: RunDir, chunk: int) -> list[dict]:
+    """How the part of `chunk` was computed, as the metadata of a merge started beside the
+    extraction first takes it (the run's parts are one computation, bar a resume on the CPU at
+    another --batch-size; complete() starts over where the parts' records are others)."""
+    try:
+        record = read_part_info(rd.part_path(chunk))[0].execution
+    except ValueError:  # read again, checked, by the merge: it says what is wrong
+        return []
+    return [record] if record else []
 
 
 def _read_or_reject(rd: RunDir, chunk: int) -> pa.Table:

@@ -19,7 +19,7 @@ from typing import Any
 from phoenix_keypoints.extract.keypoints.environ import FORCED, spawning
 from phoenix_keypoints.jobs import messages
 from phoenix_keypoints.jobs.rundir.folder import RunError
-from phoenix_keypoints.jobs.schedule.devices import usable_cpus, visible_gpus
+from phoenix_keypoints.jobs.schedule.devices import Card, gpu_cards, usable_cpus, visible_gpus
 from phoenix_keypoints.jobs.schedule.events import ChunkTask, Died, Event, FramesDone
 from phoenix_keypoints.jobs.schedule.worker import ChunkWorker, log_to_file
 
@@ -104,6 +104,68 @@ def actor_options(cluster: Any, num_gpus: int | None,
     return [dict(opts) for _ in range(n)]
 
 
+_STARTED: list[bool] = []  # [True] once this process started (or joined) the Ray it uses
+
+
+def connect(ray: Any, address: str | None, num_gpus: int | None) -> bool:
+    """Join the cluster at address, or start a local one; True when this process did (once: the
+    GPU check before the run, cluster_cards, may have connected already), so it shuts it down."""
+    if ray.is_initialized():
+        return bool(_STARTED)
+    # actors on any node get onnxruntime's telemetry off and no import from their folder; a
+    # local cluster's processes also inherit this process's environment, cleaned (spawning)
+    common = {"include_dashboard": False, "log_to_driver": False, "logging_level": "WARNING",
+              "runtime_env": {"env_vars": dict(FORCED)}}
+    if address:
+        try:
+            ray.init(address=address, **common)
+        except ConnectionError as e:
+            raise RunError(f"cannot reach the Ray cluster at --address {address} ({e}). Start it "
+                           "with `ray start --head` (and `ray start --address HEAD:6379` on the "
+                           "other nodes), or leave out --address for a local one.") from None
+    else:
+        gpus = len(visible_gpus()) if num_gpus is None else num_gpus
+        with spawning():
+            ray.init(num_cpus=len(usable_cpus()), num_gpus=gpus, **common)
+    _STARTED[:] = [True]
+    return True
+
+
+def _node_cards() -> list[Card]:
+    """This node's cards as its nvidia-smi reports them (run as a Ray task on each GPU node)."""
+    return sorted(gpu_cards().values(), key=lambda c: int(c.index))
+
+
+def cluster_cards(address: str | None, num_gpus: int | None) -> tuple[list[Card], int] | None:
+    """The cards Ray actors of a run on the cluster at `address` may be given, each GPU node's
+    read by a task on that node (its nvidia-smi: the driver's says nothing of other nodes), and
+    the CPUs a GPU's workers share there (the fewest of any node). Every card of every GPU node
+    counts (Ray places actors on any; a node whose nvidia-smi lists more cards than Ray gives it
+    counts them all): the tightest bounds the run. None: no GPU in the cluster (or --num-gpus 0);
+    no card where no node could say."""
+    if num_gpus == 0:
+        return None
+    ray = require_ray()
+    connect(ray, address, num_gpus)
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    read = ray.remote(num_cpus=0, num_gpus=0)(_node_cards)
+    cards: list[Card] = []
+    cpus: list[int] = []
+    for node in ray.nodes():
+        gpus = int(node.get("Resources", {}).get("GPU", 0))
+        if not node.get("Alive") or not gpus:
+            continue
+        strategy = NodeAffinitySchedulingStrategy(node["NodeID"], soft=False)
+        try:
+            here = ray.get(read.options(scheduling_strategy=strategy).remote(), timeout=60)
+        except Exception:  # noqa: BLE001 (a node that cannot answer: its cards are not known)
+            here = []
+        cards += here
+        cpus.append(max(1, int(node["Resources"].get("CPU", 1)) // gpus))
+    return (cards, min(cpus)) if cpus else None
+
+
 class RayBackend:
     """Actors on a Ray cluster (the one at `address`, or a local one sized like a local run)."""
 
@@ -113,34 +175,12 @@ class RayBackend:
                  workers_per_gpu: int | None, address: str | None = None, log_prefix: str = "") -> None:
         self.ray = require_ray()
         self.run_dir, self.settings, self.log_prefix = Path(run_dir), settings, log_prefix
-        self._started_here = self._connect(address, num_gpus)
+        self._started_here = connect(self.ray, address, num_gpus)
         self.options = actor_options(self.ray, num_gpus, workers_per_gpu)
         self._actor_cls = self.ray.remote(_ChunkActor)
         self._log = self.ray.remote(_EventLog).options(num_cpus=0).remote()
         self._actors: dict[int, Any] = {}
         self._calls: dict[Any, int] = {}  # pending ready()/run() ref -> slot
-
-    def _connect(self, address: str | None, num_gpus: int | None) -> bool:
-        """Join the cluster at address, or start a local one; True when this process started it."""
-        ray = self.ray
-        if ray.is_initialized():
-            return False
-        # actors on any node get onnxruntime's telemetry off and no import from their folder; a
-        # local cluster's processes also inherit this process's environment, cleaned (spawning)
-        common = {"include_dashboard": False, "log_to_driver": False, "logging_level": "WARNING",
-                  "runtime_env": {"env_vars": dict(FORCED)}}
-        if address:
-            try:
-                ray.init(address=address, **common)
-            except ConnectionError as e:
-                raise RunError(f"cannot reach the Ray cluster at --address {address} ({e}). Start it "
-                               "with `ray start --head` (and `ray start --address HEAD:6379` on the "
-                               "other nodes), or leave out --address for a local one.") from None
-            return True
-        gpus = len(visible_gpus()) if num_gpus is None else num_gpus
-        with spawning():
-            ray.init(num_cpus=len(usable_cpus()), num_gpus=gpus, **common)
-        return True
 
     def slot_count(self) -> int:
         return len(self.options)
@@ -194,4 +234,5 @@ class RayBackend:
             self._kill(slot)
         if self._started_here:
             self.ray.shutdown()
+            _STARTED.clear()
 

@@ -11,7 +11,8 @@ frame, its failures named as the model's.
   `bad_pose_output`) and no keypoints, never `ok` and never a True mask. Valid frames are not
   touched: the checks read the outputs, they change nothing.
 - A session call that raises (onnxruntime's Fail: an output too large to allocate, a kernel
-  error) is the model's fault, not the frame's: ModelRunError names the file (the run exits 2).
+  error) is the model's fault, not the frame's: ModelRunError names the file (the run exits 2);
+  on a GPU, out of memory is said as memory instead (extract/keypoints/out_of_memory.py).
 - Every session call runs bounded in time and memory (extract/keypoints/model_calls.py): past
   either, ModelLimitError names the file and the limit (exit 2).
 """
@@ -31,6 +32,7 @@ import numpy as np
 
 from phoenix_keypoints.extract.keypoints.estimator import ModelFileError
 from phoenix_keypoints.extract.keypoints.model_calls import bounded, run_options
+from phoenix_keypoints.extract.keypoints.out_of_memory import GpuMemoryError, gpu_memory_refusal
 
 STATUS_BAD_DETECTOR = "bad_detector_output"
 STATUS_BAD_POSE = "bad_pose_output"
@@ -63,6 +65,8 @@ def run_model(call: Callable[[], list[np.ndarray]], flag: str, path: Path, input
     except ModelFileError:  # past a limit: said as such
         raise
     except Exception as e:  # onnxruntime's own classes (Fail, RuntimeException, ...)
+        if why := gpu_memory_refusal(e, flag, path, inputs):  # a GPU's memory, not the file
+            raise GpuMemoryError(escaped(why)) from None
         first = str(e).strip().splitlines()[0][:300] if str(e).strip() else ""
         raise ModelRunError(
             f"{flag} {path}: onnxruntime failed running this model ({type(e).__name__}: "

@@ -114,6 +114,7 @@ from phoenix_keypoints.extract.keypoints.onnx_files import (
     sha256_of,
 )
 from phoenix_keypoints.extract.keypoints.onnx_graph import check_graph
+from phoenix_keypoints.extract.keypoints.out_of_memory import note_gpu_session
 from phoenix_keypoints.extract.keypoints.words import a
 
 telemetry_off()  # before any `import onnxruntime` below: read once, when the library loads
@@ -244,7 +245,7 @@ def _session(path: Path, flag: str, device: str = "cpu", memory: int | None = No
     so.inter_op_num_threads = 1
     try:  # its warnings quote the model's names: written again escaped
         size = os.stat(path).st_size + sum(os.stat(f).st_size for _, f in external)
-        return bounded_load(lambda: captured(lambda: ort.InferenceSession(
+        session = bounded_load(lambda: captured(lambda: ort.InferenceSession(
             str(path), sess_options=so, providers=providers(device, memory, batch))),
             flag, path, size)
     except ModelFileError:
@@ -253,6 +254,9 @@ def _session(path: Path, flag: str, device: str = "cpu", memory: int | None = No
         first = escaped(str(e).strip().splitlines()[0][:200] if str(e).strip() else type(e).__name__)
         raise ModelFileError(f"{flag} {path}: not an ONNX model onnxruntime can load ({first}). "
                              "Pass the .onnx file itself (unzip rtmlib's downloads first).") from None
+    if CUDA in session.get_providers():  # its memory running out is the card's (out_of_memory.py)
+        note_gpu_session(flag, path, memory, batch)
+    return session
 
 
 def _input_hw(session: Any, path: Path, flag: str) -> tuple[int, int]:
