@@ -465,23 +465,19 @@ def careful_env(extra: dict[str, str] | None = None) -> dict[str, str]:
 
 
 def find_python(minor: str) -> str | None:
-    """A Python `minor` ("3.13") that runs: pythonX.Y on PATH, else any X.Y pyenv has installed
-    (its shim on PATH fails while another version is selected)."""
+    """A Python `minor` ("3.13") that runs: pythonX.Y on PATH, else the newest X.Y pyenv has
+    installed, found in its versions folder ($PYENV_ROOT, or ~/.pyenv) as scripts/setup.sh finds
+    it: its shim fails while another version is selected, and a machine's own PATH (a fresh
+    Debian's, .ci/run's) has no pyenv at all."""
     want = tuple(int(p) for p in minor.split("."))
     check = ["-c", f"import sys; sys.exit(sys.version_info[:2] != {want})"]
-    found = shutil.which(f"python{minor}")
-    if found and subprocess.run([found, *check], capture_output=True).returncode == 0:
-        return found
-    pyenv = shutil.which("pyenv")
-    if pyenv is None:
-        return None
-    listed = subprocess.run([pyenv, "versions", "--bare"], capture_output=True, text=True).stdout
-    for version in sorted((v for v in listed.split() if v.startswith(minor + ".")), reverse=True):
-        which = subprocess.run([pyenv, "which", f"python{minor}"], capture_output=True, text=True,
-                               env={**os.environ, "PYENV_VERSION": version})
-        path = which.stdout.strip()
-        if which.returncode == 0 and subprocess.run([path, *check], capture_output=True).returncode == 0:
-            return path
+    root = Path(os.environ.get("PYENV_ROOT") or Path.home() / ".pyenv") / "versions"
+    installed = sorted(root.glob(f"{minor}.*/bin/python{minor}"), reverse=True,
+                       key=lambda p: [int(n) if n.isdigit() else -1
+                                      for n in p.parent.parent.name.replace("-", ".").split(".")])
+    for found in (shutil.which(f"python{minor}"), *map(str, installed)):
+        if found and subprocess.run([found, *check], capture_output=True).returncode == 0:
+            return found
     return None
 
 
