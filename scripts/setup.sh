@@ -9,13 +9,15 @@
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$here"
-runnable() {  # a command that runs here, or the same name in any installed pyenv version
-  local py="$1" v
+runnable() {  # a command that runs here, or the same name in any installed pyenv version: found
+  # in pyenv's versions folder ($PYENV_ROOT, or ~/.pyenv), so without pyenv on PATH too (a fresh
+  # machine's own PATH, .ci/run's), the newest first
+  local py="$1" path
   if "$py" -c '' >/dev/null 2>&1; then command -v "$py"; return 0; fi
-  command -v pyenv >/dev/null 2>&1 || return 1
-  for v in $(pyenv versions --bare 2>/dev/null | sort -rV); do
-    PYENV_VERSION="$v" pyenv which "$py" 2>/dev/null && return 0
-  done
+  [[ "$py" == */* ]] && return 1
+  while IFS= read -r path; do
+    if [ -x "$path" ] && "$path" -c '' >/dev/null 2>&1; then echo "$path"; return 0; fi
+  done < <(printf '%s\n' "${PYENV_ROOT:-$HOME/.pyenv}"/versions/*/bin/"$py" | sort -rV)
   return 1
 }
 pick_python() {  # PYTHON, when set, is the one tried; 3.13 (no Holistic) only when named

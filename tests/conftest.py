@@ -201,15 +201,16 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="session")
 def installed(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A fresh venv (made once a session) with the wheel of this tree and the example plugin's
-    (examples/openpose25, built here) installed, not editable, over the suite's own dependencies
-    (helpers.install_over_suite: constraints.txt's, pose-format among them):
+    """A fresh venv (made once a session) with the wheel of this tree and its `pose` extra, as a
+    user installs it (`pip install "WHEEL[pose]"`), and the example plugin's (examples/openpose25,
+    built here), installed, not editable, over the suite's own dependencies (helpers.
+    install_over_suite: every requirement resolved against constraints.txt's set, no index):
     tests/test_wheel.py and tests/test_example_plugin.py run the installed tool from it, outside
     the source tree."""
     def make(folder: Path) -> Path:
         plugin = build_wheel(folder / "plugin-dist", REPO / "examples" / "openpose25")
         venv = folder / "venv"
-        install_over_suite(venv, (wheel, plugin))
+        install_over_suite(venv, (f"{wheel}[pose]", plugin))
         return venv
 
     return _once(tmp_path_factory, "installed", make)

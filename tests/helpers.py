@@ -398,22 +398,31 @@ def install_wheel(python: str | Path, venv: Path, wheel: Path, constraints: Path
                           env=outside_env(), capture_output=True, text=True, timeout=900)
 
 
-def install_over_suite(venv: Path, wheels: tuple[Path, ...]) -> None:
+def install_over_suite(venv: Path, wanted: tuple[str | Path, ...]) -> None:
     """A fresh venv of the suite's Python whose dependencies are the suite's own (one .pth line
     to .venv's site-packages, which setup.sh installed under constraints.txt; the .pth files
-    there, the editable install's among them, are not read from it), with `wheels` installed
-    into it, not editable, without their dependencies: seconds instead of minutes, and what a
-    wheel's packaging decides (modules, templates, entry points) is tested as installed. What
-    `pip install` resolves is tested by tests/test_py313.py's fresh installs."""
+    there, the editable install's among them, are not read from it), with `wanted` (wheels, or
+    "WHEEL[extra]") installed into it, not editable: seconds instead of minutes. pip resolves
+    every requirement of each, its extras' too, against what is installed, with no index and no
+    configuration of this machine (PIP_CONFIG_FILE=/dev/null: no local wheel folder to fall back
+    on), so a requirement the pinned set does not satisfy fails the install; it writes what it
+    installed, with the extras asked for, to VENV/pip-report.json and what it said to
+    VENV/pip.log. What a wheel's packaging decides (modules, templates, entry points, extras) is
+    tested as installed; what `pip install` fetches from PyPI, tests/test_py313.py's fresh
+    installs."""
     import sysconfig
 
     sh([sys.executable, "-m", "venv", "--without-pip", venv], venv.parent, outside_env())
     ours = Path(sysconfig.get_paths(vars={"base": str(venv), "platbase": str(venv)})["purelib"])
     ours.mkdir(parents=True, exist_ok=True)
     (ours / "zz-suite-dependencies.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
-    sh([sys.executable, "-m", "pip", "--python", venv / "bin" / "python", "install", "-q",
-        "--disable-pip-version-check", "--no-deps", "--no-index", *wheels], venv.parent,
-       outside_env())
+    proc = subprocess.run([sys.executable, "-m", "pip", "--python", str(venv / "bin" / "python"),
+                           "install", "--disable-pip-version-check", "--no-index", "--report",
+                           str(venv / "pip-report.json"), *map(str, wanted)], cwd=venv.parent,
+                          env={**outside_env(), "PIP_CONFIG_FILE": os.devnull},
+                          capture_output=True, text=True, timeout=300)
+    (venv / "pip.log").write_text(proc.stdout + proc.stderr)
+    assert proc.returncode == 0, f"pip install {wanted}: exit {proc.returncode}\n{proc.stderr}"
 
 
 # --- code planted where a careless search path would find it ------------------------------------
@@ -465,23 +474,19 @@ def careful_env(extra: dict[str, str] | None = None) -> dict[str, str]:
 
 
 def find_python(minor: str) -> str | None:
-    """A Python `minor` ("3.13") that runs: pythonX.Y on PATH, else any X.Y pyenv has installed
-    (its shim on PATH fails while another version is selected)."""
+    """A Python `minor` ("3.13") that runs: pythonX.Y on PATH, else the newest X.Y pyenv has
+    installed, found in its versions folder ($PYENV_ROOT, or ~/.pyenv) as scripts/setup.sh finds
+    it: its shim fails while another version is selected, and a machine's own PATH (a fresh
+    Debian's, .ci/run's) has no pyenv at all."""
     want = tuple(int(p) for p in minor.split("."))
     check = ["-c", f"import sys; sys.exit(sys.version_info[:2] != {want})"]
-    found = shutil.which(f"python{minor}")
-    if found and subprocess.run([found, *check], capture_output=True).returncode == 0:
-        return found
-    pyenv = shutil.which("pyenv")
-    if pyenv is None:
-        return None
-    listed = subprocess.run([pyenv, "versions", "--bare"], capture_output=True, text=True).stdout
-    for version in sorted((v for v in listed.split() if v.startswith(minor + ".")), reverse=True):
-        which = subprocess.run([pyenv, "which", f"python{minor}"], capture_output=True, text=True,
-                               env={**os.environ, "PYENV_VERSION": version})
-        path = which.stdout.strip()
-        if which.returncode == 0 and subprocess.run([path, *check], capture_output=True).returncode == 0:
-            return path
+    root = Path(os.environ.get("PYENV_ROOT") or Path.home() / ".pyenv") / "versions"
+    installed = sorted(root.glob(f"{minor}.*/bin/python{minor}"), reverse=True,
+                       key=lambda p: [int(n) if n.isdigit() else -1
+                                      for n in p.parent.parent.name.replace("-", ".").split(".")])
+    for found in (shutil.which(f"python{minor}"), *map(str, installed)):
+        if found and subprocess.run([found, *check], capture_output=True).returncode == 0:
+            return found
     return None
 
 

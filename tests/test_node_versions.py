@@ -192,3 +192,37 @@ def test_real_array_task_on_a_node_with_other_versions_is_refused(
     assert _file_opencv(out) == version(OPENCV)
     assert {json.loads(pq.read_metadata(p).metadata[b"phoenix_keypoints"])["versions"][OPENCV]
             for p in _parts(out)} == {version(OPENCV)}
+
+
+def test_a_second_actors_refusal_keeps_the_runs_exit_2() -> None:
+    """Both actors of the Ray run above refuse their first chunk, each in its own words (its slot
+    and host). On a loaded host both refusals reach the scheduler before the run has stopped, and
+    the second one turned the run's exit 2 into 1 (the run's error stays the first's, which the
+    second's words are not: seen on a fresh Debian 12 machine's suite). Both refusals, one after
+    the other, through the real scheduler on simulated workers: the run's error is the first's
+    and the run ends with exit 2; a library's fault (code 1) first ends it with 1 whatever follows."""
+    from test_scheduler import CHUNKS, make_task
+
+    from phoenix_keypoints.jobs.run.summary import ended
+    from phoenix_keypoints.jobs.schedule.events import Refused
+    from phoenix_keypoints.jobs.schedule.progress import Progress
+    from phoenix_keypoints.jobs.schedule.scheduler import Scheduler
+    from phoenix_keypoints.jobs.schedule.simulation import FakeBackend, SimClock
+    from phoenix_keypoints.jobs.schedule.workqueue import ChunkQueue
+
+    def outcome(*refusals: Refused):
+        clock = SimClock()
+        backend = FakeBackend(clock, 2, speed=lambda slot: 20.0)
+        progress = Progress("", backend.name, 100, 0, len(CHUNKS), None, show_bar=False,
+                            clock=clock.now)
+        sched = Scheduler(backend, ChunkQueue(list(CHUNKS)), make_task, progress, None, clock.now,
+                          chunks_wanted=len(CHUNKS))
+        sched.begin()
+        for ev in refusals:
+            sched.handle(ev)
+        return sched.outcome
+
+    first, second = (Refused(k, k, f"worker {k} on sim has other versions") for k in (0, 1))
+    got = outcome(first, second)
+    assert got.error == first.why and got.refused and ended(got, "") == 2
+    assert not outcome(Refused(0, 0, "the library failed", 1), second).refused

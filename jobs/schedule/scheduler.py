@@ -196,8 +196,9 @@ class Scheduler:
     def _stopped(self, s: SlotState, ev: WriteFailed | Refused) -> None:
         """A chunk that cannot be done stops the run: the disk's fault, or the input's (exit 2)."""
         if isinstance(ev, Refused):
+            if not self.outcome.error:  # the first error decides the exit; a second worker's
+                self.outcome.refused = ev.code == 2  # refusal (other words) changes neither
             self.fatal(ev.why)
-            self.outcome.refused = self.outcome.error == ev.why and ev.code == 2
         else:
             self.fatal(f"chunk {ev.chunk}: {ev.why}. Free space or fix permissions, then "
                        f"{messages.RESUME}.")
