@@ -1,0 +1,227 @@
+"""The tool's own walk of a model file, before onnxruntime opens it, bounded and read as protobuf
+reads it (issue 52 item 2).
+
+Files are tiny models made with onnx.helper (tests/tiny_onnx.py), then changed byte by byte: a
+graph padded with empty nodes (a singular message given twice on the wire: protobuf merges the
+two, so the nodes join the graph), a NodeProto whose `op_type` is on the wire twice, a Constant
+whose attribute's name, int or tensor is given twice. protobuf's own parser (onnx's ModelProto)
+is the reference for what each file holds: the last value of a singular field wins, repeated ones
+accumulate, a singular message given twice is merged; onnxruntime builds its graph from that.
+"""
+
+from __future__ import annotations
+
+import time
+import tracemalloc
+from pathlib import Path
+
+import pytest
+from helpers import assert_no_traceback, run_cli
+from tiny_onnx import looping, tiny_models
+
+from phoenix_keypoints.extract.keypoints import onnx_files, onnx_graph
+from phoenix_keypoints.extract.keypoints.estimator import ModelFileError
+
+onnx = pytest.importorskip("onnx")
+LIMIT = getattr(onnx_files, "MAX_NODES", 100_000)  # (a597681 had none: seen walking on)
+
+
+def varint(n: int) -> bytes:
+    out = bytearray()
+    while True:
+        out.append((n & 0x7F) | (0x80 if n > 0x7F else 0))
+        n >>= 7
+        if not n:
+            return bytes(out)
+
+
+def field(number: int, payload: bytes) -> bytes:
+    """A length-delimited field (wire type 2)."""
+    return varint(number << 3 | 2) + varint(len(payload)) + payload
+
+
+def scalar(number: int, value: int) -> bytes:
+    """A varint field (wire type 0)."""
+    return varint(number << 3) + varint(value % (1 << 64))
+
+
+@pytest.fixture(scope="module")
+def models(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    return tiny_models(tmp_path_factory.mktemp("models"))
+
+
+def padded(src: Path, out: Path, nodes: int) -> Path:
+    """src followed by a second `graph` field of `nodes` empty NodeProtos (2 bytes each)."""
+    out.write_bytes(src.read_bytes() + field(7, b"\x0a\x00" * nodes))
+    return out
+
+
+def walk(path: Path) -> str:
+    """Both of the tool's walks of a file, afresh (their answers are kept per file)."""
+    onnx_files._walked.clear()
+    onnx_graph._read.clear()
+    onnx_files.external_locations(path, "--detector")
+    return onnx_graph.graph_problem(path, "--detector")
+
+
+# --- bounded whatever the file holds --------------------------------------------------------------
+def test_a_graph_padded_past_the_node_limit_is_refused_at_once(models: dict[str, Path],
+                                                               tmp_path: Path) -> None:
+    """On a597681 30,000,000 empty nodes took 73 s and 4.17 GB (a MemoryError past 200 MB): now
+    the walk stops at MAX_NODES, in time and memory that do not grow with the padding."""
+    small = padded(models["detector"], tmp_path / "small.onnx", LIMIT + 10)
+    large = padded(models["detector"], tmp_path / "large.onnx", 8 * LIMIT)
+    assert len(onnx.load(str(small)).graph.node) > LIMIT  # protobuf: merged
+    costs = []
+    for path in (small, large):
+        tracemalloc.start()
+        t0 = time.monotonic()
+        with pytest.raises(ModelFileError, match=f"--detector {path}: its graph holds more than "
+                                                 f"{LIMIT:,} nodes"):
+            walk(path)
+        costs.append((time.monotonic() - t0, tracemalloc.get_traced_memory()[1]))
+        tracemalloc.stop()
+    (t_small, m_small), (t_large, m_large) = costs
+    assert m_large < 2 * m_small + (1 << 20) and m_large < 16 << 20, costs
+    assert t_large < 3 * t_small + 1.0, costs
+
+
+def test_a_walk_past_the_field_limit_is_refused(models: dict[str, Path], tmp_path: Path,
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """Fields that are no nodes (unknown ones, skipped by protobuf) count too: a file of more
+    fields than MAX_FIELDS is refused, naming the limit (made small here to keep the test cheap)."""
+    monkeypatch.setattr(onnx_files, "MAX_FIELDS", 50_000, raising=False)
+    path = tmp_path / "unknown.onnx"
+    path.write_bytes(models["detector"].read_bytes() + scalar(99, 1) * 60_000)
+    assert onnx.load(str(path)).graph.node  # protobuf reads it (the fields are unknown)
+    with pytest.raises(ModelFileError, match="more than 50,000 protobuf fields to read"):
+        walk(path)
+
+
+def test_run_refuses_a_padded_model_with_exit_2(models: dict[str, Path], sample_root: Path,
+                                                tmp_path: Path) -> None:
+    """The command: a message naming the file and the limit, exit 2, no traceback, no --out."""
+    bad = padded(models["detector"], tmp_path / "padded.onnx", LIMIT + 1)
+    frames = next((sample_root / "features" / "fullFrame-210x260px" / "dev").iterdir())
+    t0 = time.monotonic()
+    proc = run_cli(["run", "--dataset", frames, "--out", tmp_path / "R", "--estimator", "wholebody",
+                    "--detector", bad, "--pose-model", models["pose"], "--workers", "1"], timeout=120)
+    assert_no_traceback(proc)
+    assert proc.returncode == 2, proc.stderr
+    assert f"--detector {bad}: its graph holds more than {LIMIT:,} nodes" \
+        in proc.stderr, proc.stderr
+    assert not (tmp_path / "R").exists() and time.monotonic() - t0 < 60
+
+
+# --- read as protobuf reads it --------------------------------------------------------------------
+def twice_op_type(src: Path, out: Path) -> Path:
+    """src with a Loop of 2^62 trips whose NodeProto says `op_type` twice: "Identity", then
+    "Loop" (a placeholder of the same length is swapped for the two, so no length changes)."""
+    model = onnx.load(str(looping(src, out, "dets", 2**62)))
+    loop = next(n for n in model.graph.node if n.op_type == "Loop")
+    loop.op_type = "XXLOOPMARKERXX"
+    data = model.SerializeToString()
+    mark = field(4, b"XXLOOPMARKERXX")
+    assert data.count(mark) == 1
+    out.write_bytes(data.replace(mark, field(4, b"Identity") + field(4, b"Loop")))
+    return out
+
+
+def test_an_op_type_given_twice_is_the_last_one(models: dict[str, Path], tmp_path: Path) -> None:
+    """On a597681 the walk read "Identity": the Loop was not refused and ran until the 60 s
+    deadline. protobuf (and onnxruntime) keep "Loop": refused at load, at once."""
+    bad = twice_op_type(models["detector"], tmp_path / "twice.onnx")
+    assert sum(n.op_type == "Loop" for n in onnx.load(str(bad)).graph.node) == 1
+    t0 = time.monotonic()
+    assert walk(bad) == "a Loop of 4,611,686,018,427,387,904 trips, more than the 10,000 a " \
+                        "model's loop may run"
+    assert time.monotonic() - t0 < 5
+
+
+def constant_trips(src: Path, out: Path, attribute: bytes) -> Path:
+    """src with a Loop whose trip count is a Constant node's output; `attribute`: the bytes of
+    that node's one AttributeProto (so a field can be given twice)."""
+    model = onnx.load(str(looping(src, out, "dets", 7)))
+    model.graph.initializer.remove(next(t for t in model.graph.initializer
+                                        if t.name == "loop_trips"))
+    node = onnx.helper.make_node("Constant", [], ["loop_trips"], value_int=0)
+    del node.attribute[:]
+    node_bytes = node.SerializeToString() + field(5, attribute)
+    graph = model.graph.SerializeToString()
+    model.ClearField("graph")
+    out.write_bytes(model.SerializeToString() + field(7, field(1, node_bytes) + graph))
+    return out
+
+
+def tensor(value: int, *more: bytes) -> bytes:
+    """A TensorProto of one int64 in raw_data, then `more` fields."""
+    return scalar(2, 7) + field(9, int(value).to_bytes(8, "little", signed=True)) + b"".join(more)
+
+
+BIG = 2**62
+CASES = {  # name -> (the Constant's AttributeProto bytes, the trip count protobuf reads)
+    "name-twice": (field(1, b"value") + field(5, tensor(5)) + scalar(3, BIG) + field(1, b"value_int")
+                   + scalar(20, 2), BIG),
+    "int-twice": (field(1, b"value_int") + scalar(3, 5) + scalar(3, BIG) + scalar(20, 2), BIG),
+    "tensor-twice": (field(1, b"value") + field(5, tensor(5)) + field(5, tensor(BIG))
+                     + scalar(20, 4), BIG),
+    "raw-then-type": (field(1, b"value") + field(5, field(9, (BIG).to_bytes(8, "little")))
+                      + field(5, scalar(2, 1)) + field(5, scalar(2, 7)) + scalar(20, 4), BIG),
+    "small-last": (field(1, b"value_int") + scalar(3, BIG) + scalar(3, 5) + scalar(20, 2), 5),
+}
+
+
+def protobuf_trips(path: Path) -> int:
+    """The trip count as protobuf's parser reads the file: the reference."""
+    from onnx import numpy_helper
+
+    node = next(n for n in onnx.load(str(path)).graph.node if n.op_type == "Constant")
+    (attr,) = node.attribute
+    return attr.i if attr.name == "value_int" else int(numpy_helper.to_array(attr.t).item())
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_a_constants_fields_given_twice_are_read_as_protobuf_reads_them(
+        case: str, models: dict[str, Path], tmp_path: Path) -> None:
+    """An attribute's name, its int, its tensor (a singular message: merged), the tensor's type
+    given twice: the walk sees the trip count protobuf sees. On a597681 it read the first name,
+    int or tensor: a Loop of 2^62 trips passed as one of 5."""
+    attribute, trips = CASES[case]
+    path = constant_trips(models["detector"], tmp_path / f"{case}.onnx", attribute)
+    assert protobuf_trips(path) == trips
+    said = walk(path)
+    assert said == ("" if trips <= onnx_graph.MAX_TRIPS else
+                    f"a Loop of {trips:,} trips, more than the 10,000 a model's loop may run")
+
+
+def test_the_wire_reader_keeps_what_protobuf_keeps() -> None:
+    """Singular strings and ints: the last; repeated ones: all, in order; a singular message given
+    twice: one, merged; each read off bytes protobuf's parser reads the same."""
+    node = (field(4, b"Identity") + field(1, b"a") + field(4, b"Loop") + field(1, b"b")
+            + field(5, field(1, b"x") + scalar(3, 1) + field(1, b"y") + scalar(3, 2)
+                    + field(5, scalar(2, 1)) + field(5, field(8, b"t1")) + field(5, field(8, b"t2")))
+            + field(3, b"n1") + field(3, b"n2"))
+    ref = onnx.NodeProto.FromString(node)
+    msg = onnx_files._Msg(onnx_files._Wire(node), ((0, len(node)),))
+    assert msg.text(4).decode() == ref.op_type == "Loop"
+    assert [t.decode() for t in msg.texts(1)] == list(ref.input) == ["a", "b"]
+    assert msg.text(3).decode() == ref.name == "n2"
+    (attr,) = list(msg.each(5))
+    assert attr.text(1).decode() == ref.attribute[0].name == "y"
+    assert attr.last(3, 0)[0] == ref.attribute[0].i == 2
+    t = attr.one(5)
+    assert t.text(8).decode() == ref.attribute[0].t.name == "t2"
+    assert t.last(2, 0)[0] == ref.attribute[0].t.data_type == 1
+
+
+def test_padding_merged_into_the_graph_is_walked_as_protobuf_merges_it(
+        models: dict[str, Path], tmp_path: Path) -> None:
+    """A Loop of 2^62 trips given in a second `graph` field (protobuf merges it into the first)
+    is found, and its trip count looked up among the first one's initializers."""
+    model = onnx.load(str(looping(models["detector"], tmp_path / "l.onnx", "dets", 2**62)))
+    loop = next(n for n in model.graph.node if n.op_type == "Loop")
+    model.graph.node.remove(loop)
+    path = tmp_path / "split.onnx"
+    path.write_bytes(model.SerializeToString() + field(7, field(1, loop.SerializeToString())))
+    assert [n.op_type for n in onnx.load(str(path)).graph.node].count("Loop") == 1
+    assert walk(path).startswith("a Loop of 4,611,686,018,427,387,904 trips")
