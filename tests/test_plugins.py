@@ -236,23 +236,11 @@ def test_run_job_refuses_a_broken_plugin_it_names(broken, monkeypatch: pytest.Mo
 
 
 # --- telemetry: off before any family loads (issue 52 item 7) -------------------------------------
-ORT_FAMILY = """\
-import os
-import onnxruntime
-import toy_family
-from toy_family import *  # the toy family, whose module also imports onnxruntime
-
-
-def open_estimator(settings, num_threads=1):
-    onnxruntime.InferenceSession(os.environ["ORT_TOY_MODEL"], providers=["CPUExecutionProvider"])
-    return toy_family.open_estimator(settings, num_threads)
-"""
-
-
 def test_a_plugin_that_imports_onnxruntime_gets_its_telemetry_off(tmp_path: Path) -> None:
-    """A family written from docs/families.md (nothing about telemetry) that imports onnxruntime
-    and makes a session, used by extract_keypoints in a plain python: onnxruntime's telemetry is
-    off, so nothing appears under $HOME/.cache/Microsoft (on a597681 its device id did)."""
+    """A family written from docs/families.md (nothing about telemetry: tests/ort_toy_family.py)
+    that imports onnxruntime and makes a session, used by extract_keypoints in a plain python:
+    onnxruntime's telemetry is off, so nothing appears under $HOME/.cache/Microsoft (on a597681
+    its device id did)."""
     import subprocess
     import sys
 
@@ -262,8 +250,7 @@ def test_a_plugin_that_imports_onnxruntime_gets_its_telemetry_off(tmp_path: Path
     site, home = tmp_path / "site", tmp_path / "home"
     site.mkdir()
     home.mkdir()
-    (site / "ort_toy.py").write_text(ORT_FAMILY)
-    env = family_env(site, "ort_toy", "toy = ort_toy")
+    env = family_env(site, "ort_toy", "toy = ort_toy_family")  # tests/ort_toy_family.py
     model = tiny_models(tmp_path / "m")["detector"]
     code = ("import numpy as np; from phoenix_keypoints import extract_keypoints; "
             "k = extract_keypoints(np.zeros((2, 32, 32, 3), np.uint8), estimator='toy'); "
