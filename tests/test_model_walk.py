@@ -17,7 +17,9 @@ from pathlib import Path
 
 import pytest
 from helpers import assert_no_traceback, run_cli
-from tiny_onnx import looping, tiny_models
+from tiny_onnx import looping, padded, tiny_models, twice_op_type
+from tiny_onnx import wire_field as field
+from tiny_onnx import wire_scalar as scalar
 
 from phoenix_keypoints.extract.keypoints import onnx_files, onnx_graph
 from phoenix_keypoints.extract.keypoints.estimator import ModelFileError
@@ -26,34 +28,9 @@ onnx = pytest.importorskip("onnx")
 LIMIT = getattr(onnx_files, "MAX_NODES", 100_000)  # (a597681 had none: seen walking on)
 
 
-def varint(n: int) -> bytes:
-    out = bytearray()
-    while True:
-        out.append((n & 0x7F) | (0x80 if n > 0x7F else 0))
-        n >>= 7
-        if not n:
-            return bytes(out)
-
-
-def field(number: int, payload: bytes) -> bytes:
-    """A length-delimited field (wire type 2)."""
-    return varint(number << 3 | 2) + varint(len(payload)) + payload
-
-
-def scalar(number: int, value: int) -> bytes:
-    """A varint field (wire type 0)."""
-    return varint(number << 3) + varint(value % (1 << 64))
-
-
 @pytest.fixture(scope="module")
 def models(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     return tiny_models(tmp_path_factory.mktemp("models"))
-
-
-def padded(src: Path, out: Path, nodes: int) -> Path:
-    """src followed by a second `graph` field of `nodes` empty NodeProtos (2 bytes each)."""
-    out.write_bytes(src.read_bytes() + field(7, b"\x0a\x00" * nodes))
-    return out
 
 
 def walk(path: Path) -> str:
@@ -76,7 +53,7 @@ def test_a_graph_padded_past_the_node_limit_is_refused_at_once(models: dict[str,
     for path in (small, large):
         tracemalloc.start()
         t0 = time.monotonic()
-        with pytest.raises(ModelFileError, match=f"--detector {path}: its graph holds more than "
+        with pytest.raises(ModelFileError, match=f"--detector {path}: its graphs hold more than "
                                                  f"{LIMIT:,} nodes"):
             walk(path)
         costs.append((time.monotonic() - t0, tracemalloc.get_traced_memory()[1]))
@@ -94,7 +71,7 @@ def test_a_walk_past_the_field_limit_is_refused(models: dict[str, Path], tmp_pat
     path = tmp_path / "unknown.onnx"
     path.write_bytes(models["detector"].read_bytes() + scalar(99, 1) * 60_000)
     assert onnx.load(str(path)).graph.node  # protobuf reads it (the fields are unknown)
-    with pytest.raises(ModelFileError, match="more than 50,000 protobuf fields to read"):
+    with pytest.raises(ModelFileError, match="it holds more than 50,000 protobuf fields to read"):
         walk(path)
 
 
@@ -108,25 +85,12 @@ def test_run_refuses_a_padded_model_with_exit_2(models: dict[str, Path], sample_
                     "--detector", bad, "--pose-model", models["pose"], "--workers", "1"], timeout=120)
     assert_no_traceback(proc)
     assert proc.returncode == 2, proc.stderr
-    assert f"--detector {bad}: its graph holds more than {LIMIT:,} nodes" \
+    assert f"--detector {bad}: its graphs hold more than {LIMIT:,} nodes" \
         in proc.stderr, proc.stderr
     assert not (tmp_path / "R").exists() and time.monotonic() - t0 < 60
 
 
 # --- read as protobuf reads it --------------------------------------------------------------------
-def twice_op_type(src: Path, out: Path) -> Path:
-    """src with a Loop of 2^62 trips whose NodeProto says `op_type` twice: "Identity", then
-    "Loop" (a placeholder of the same length is swapped for the two, so no length changes)."""
-    model = onnx.load(str(looping(src, out, "dets", 2**62)))
-    loop = next(n for n in model.graph.node if n.op_type == "Loop")
-    loop.op_type = "XXLOOPMARKERXX"
-    data = model.SerializeToString()
-    mark = field(4, b"XXLOOPMARKERXX")
-    assert data.count(mark) == 1
-    out.write_bytes(data.replace(mark, field(4, b"Identity") + field(4, b"Loop")))
-    return out
-
-
 def test_an_op_type_given_twice_is_the_last_one(models: dict[str, Path], tmp_path: Path) -> None:
     """On a597681 the walk read "Identity": the Loop was not refused and ran until the 60 s
     deadline. protobuf (and onnxruntime) keep "Loop": refused at load, at once."""

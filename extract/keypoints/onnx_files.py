@@ -9,7 +9,12 @@ files found are hashed into the model's record, so a rewritten `w.bin` is a chan
 
 The file's tensors are found by walking the protobuf wire format along ONNX's schema (model ->
 graph -> initializers, nodes' attribute tensors and subgraphs, sparse tensors, functions,
-training graphs): no onnx package at run time, tensor bytes skipped by length, not read.
+training graphs): no onnx package at run time, tensor bytes skipped by length, not read. Fields
+are read as protobuf's parser (and so onnxruntime) reads them: a singular field's last value on
+the wire wins, a repeated field's values accumulate, a singular message given twice is one message
+(merged). Each walk is bounded whatever the file holds: it reads lazily, holding nothing it is not
+asked for, and a file of more than MAX_NODES nodes, or whose walk would read more than MAX_FIELDS
+fields, is refused naming the limit (a 6,000-convolution graph reads 474,019: docs/outputs.md).
 The model path itself must be a regular file: a FIFO or a device (a link to /dev/zero) is named,
 never opened.
 """
@@ -41,8 +46,8 @@ _SCHEMA: dict[str, dict[int, str]] = {
 }
 
 
-MAX_NODES = 100_000  # nodes of a file's graphs, functions and subgraphs: refused past this
-MAX_FIELDS = 5_000_000  # protobuf fields one walk of a file reads: refused past this
+MAX_NODES = 100_000  # nodes of its graphs, functions, subgraphs (published: a few thousand)
+MAX_FIELDS = 3_000_000  # protobuf fields one walk reads (6,000 convolutions: 474,019)
 _SINGULAR = {("model", 7), ("training", 1), ("training", 2), ("attribute", 5), ("attribute", 6),
              ("attribute", 22), ("sparse", 1), ("sparse", 2)}  # message fields that are not repeated
 
@@ -79,7 +84,7 @@ class _Wire:
     def node(self) -> None:
         self.nodes += 1
         if self.nodes > MAX_NODES:
-            raise _TooBig(f"more than {MAX_NODES:,} nodes")
+            raise _TooBig(f"its graphs hold more than {MAX_NODES:,} nodes")
 
     def fields(self, spans: Iterable[tuple[int, int]]) -> Iterator[tuple[int, int, int, int]]:
         """(field number, wire type, value or start, end) of each field of the spans, in order."""
@@ -91,7 +96,7 @@ class _Wire:
         while i < end:
             self.reads += 1
             if self.reads > MAX_FIELDS:
-                raise _TooBig(f"more than {MAX_FIELDS:,} protobuf fields to read")
+                raise _TooBig(f"it holds more than {MAX_FIELDS:,} protobuf fields to read")
             key, i = _varint(buf, i, end)
             number, wire = key >> 3, key & 7
             if wire == 0:
@@ -210,10 +215,10 @@ def walked(path: Path, flag: str, walk: Callable[[_Msg], T],
         raise ModelFileError(f"{flag} {path}: not an ONNX model ({e}). Pass the .onnx file itself "
                              "(unzip rtmlib's downloads first).") from None
     except _TooBig as e:
-        raise ModelFileError(f"{flag} {path}: its graph holds {e}, more than any published "
-                             "detector or pose model (this limit bounds the tool's own reading of "
-                             "the file): it is refused before onnxruntime reads it. Pass the .onnx "
-                             "file of a detector or pose model (docs/wholebody.md).") from None
+        raise ModelFileError(f"{flag} {path}: {e}, more than any published detector or pose "
+                             "model: refused before onnxruntime reads it (the limit bounds the "
+                             "tool's own reading of the file). Pass the .onnx file of a detector "
+                             "or pose model (docs/wholebody.md).") from None
     finally:
         os.close(fd)
 

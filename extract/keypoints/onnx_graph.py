@@ -10,9 +10,12 @@ above MAX_TRIPS (2^62 trips: for ever). A loop within these bounds, a `Scan` (it
 input's length, bounded by a tensor that exists) and anything else a graph does are bounded at
 run time instead (extract/keypoints/model_calls.py).
 
-The graph is read by walking the protobuf wire format (extract/keypoints/onnx_files.py): the
-model's graph and functions, each node's subgraphs (If, Loop, Scan bodies) to any depth, a name
-looked up in the graph that holds the node and then the graphs around it.
+The graph is read by walking the protobuf wire format (extract/keypoints/onnx_files.py, bounded,
+each field read as protobuf reads it: a NodeProto saying `op_type` "Identity" then "Loop" is a
+Loop): the model's graph and functions, each node's subgraphs (If, Loop, Scan bodies) to any
+depth (64), a name looked up in the graph that holds the node and then the graphs around it; a
+name that graph's inputs or other nodes' outputs define is the data's, and one defined twice is
+no known constant.
 """
 
 from __future__ import annotations
