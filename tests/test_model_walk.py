@@ -77,6 +77,19 @@ def test_a_walk_past_the_field_limit_is_refused(models: dict[str, Path], tmp_pat
         walk(path)
 
 
+def test_a_walk_past_the_name_limit_is_refused(models: dict[str, Path], tmp_path: Path,
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """The names the loop check keeps (graph inputs here, merged into the graph) are counted:
+    past MAX_NAMES (made small here) refused, so what it holds is bounded too."""
+    monkeypatch.setattr(onnx_files, "MAX_NAMES", 1_000, raising=False)
+    path = tmp_path / "inputs.onnx"
+    inputs = b"".join(field(11, field(1, b"in%d" % k)) for k in range(1_100))
+    path.write_bytes(models["detector"].read_bytes() + field(7, inputs))
+    assert len(onnx.load(str(path)).graph.input) > 1_100  # protobuf: the two graphs merged
+    with pytest.raises(ModelFileError, match="its graphs define more than 1,000 names"):
+        walk(path)
+
+
 def test_run_refuses_a_padded_model_with_exit_2(models: dict[str, Path], sample_root: Path,
                                                 tmp_path: Path) -> None:
     """The command: a message naming the file and the limit, exit 2, no traceback, no --out."""

@@ -14,7 +14,8 @@ are read as protobuf's parser (and so onnxruntime) reads them: a singular field'
 the wire wins, a repeated field's values accumulate, a singular message given twice is one message
 (merged). Each walk is bounded whatever the file holds: it reads lazily, holding nothing it is not
 asked for, and a file of more than MAX_NODES nodes, or whose walk would read more than MAX_FIELDS
-fields, is refused naming the limit (a 6,000-convolution graph reads 474,019: docs/outputs.md).
+fields or keep more than MAX_NAMES names, is refused naming the limit (a graph of 6,000
+convolutions reads 474,019 fields: docs/outputs.md).
 The model path itself must be a regular file: a FIFO or a device (a link to /dev/zero) is named,
 never opened.
 """
@@ -48,6 +49,7 @@ _SCHEMA: dict[str, dict[int, str]] = {
 
 MAX_NODES = 100_000  # nodes of its graphs, functions, subgraphs (published: a few thousand)
 MAX_FIELDS = 3_000_000  # protobuf fields one walk reads (6,000 convolutions: 474,019)
+MAX_NAMES = 200_000  # names the loop check keeps (initializers, inputs, outputs of nodes)
 _SINGULAR = {("model", 7), ("training", 1), ("training", 2), ("attribute", 5), ("attribute", 6),
              ("attribute", 22), ("sparse", 1), ("sparse", 2)}  # message fields that are not repeated
 
@@ -79,12 +81,20 @@ class _Wire:
     and 4 GB before, issue 52), and nothing of it is held but what a check asks for."""
 
     def __init__(self, buf: Any) -> None:
-        self.buf, self.reads, self.nodes = buf, 0, 0
+        self.buf, self.reads, self.nodes, self.names = buf, 0, 0, 0
 
     def node(self) -> None:
         self.nodes += 1
         if self.nodes > MAX_NODES:
             raise _TooBig(f"its graphs hold more than {MAX_NODES:,} nodes")
+
+    def name(self, name: bytes) -> bytes:
+        """A name a walk keeps, counted: what it holds is bounded too (the names' own bytes by
+        the file's size)."""
+        self.names += 1
+        if self.names > MAX_NAMES:
+            raise _TooBig(f"its graphs define more than {MAX_NAMES:,} names")
+        return name
 
     def fields(self, spans: Iterable[tuple[int, int]]) -> Iterator[tuple[int, int, int, int]]:
         """(field number, wire type, value or start, end) of each field of the spans, in order."""

@@ -71,8 +71,14 @@ def _tensor_int(t: _Msg) -> int | None:
 
 def _constant_value(node: _Msg) -> int | None:
     """The int64 a Constant node gives, or None (another value, or more than one attribute)."""
-    found = [(a.text(1), a) for a in node.each(5) if a.text(1) in _VALUES]
-    if len(found) != 1 or found[0][1].last(21, 2):  # ref_attr_name: the caller's value
+    found: list[tuple[bytes, _Msg]] = []
+    for one in node.each(5):
+        name = one.text(1)
+        if name in _VALUES:
+            found.append((name, one))
+            if len(found) > 1:
+                return None
+    if not found or found[0][1].last(21, 2):  # ref_attr_name: the caller's value
         return None
     name, attr = found[0]
     if name == b"value":
@@ -100,21 +106,21 @@ class _Graph:
             elif number == 5 and node_field == 1:  # a graph's initializer
                 self._define(one.text(8), _tensor_int(one))
             elif number == 11 and node_field == 1:  # a graph's input
-                self.data.add(one.text(1))
+                self.data.add(msg.wire.name(one.text(1)))
             elif number == 4 and node_field == 7:  # a function's input
-                self.data.add(bytes(msg.wire.buf[a:b]))
+                self.data.add(msg.wire.name(bytes(msg.wire.buf[a:b])))
 
     def _node(self, node: _Msg) -> None:
         node.wire.node()
         if node.text(4) == b"Constant":
             self._define(next(node.texts(2), b""), _constant_value(node))
         else:
-            self.data.update(node.texts(2))
+            self.data.update(node.wire.name(out) for out in node.texts(2))
 
     def _define(self, name: bytes, value: int | None) -> None:
         """A constant; one defined twice is none known (which one onnxruntime keeps is not ours
         to guess)."""
-        self.constants[name] = None if name in self.constants else value
+        self.constants[self.msg.wire.name(name)] = None if name in self.constants else value
 
     def constant(self, name: bytes) -> tuple[bool, int | None]:
         """(whether `name` is a constant of this graph or one around it, its int64 if one); a name
