@@ -161,8 +161,10 @@ def publishers() -> dict[str, ModuleType]:
     """family -> its published.py, for each built-in family that has one (read from the
     registry's built-in entries and the files of their packages: a plugin family is neither
     listed nor imported here)."""
+    from phoenix_keypoints.extract.keypoints.environ import telemetry_off
     from phoenix_keypoints.extract.keypoints.estimator import FAMILIES
 
+    telemetry_off()  # a family's package is imported here too, as in estimator.family
     spec = importlib.util.find_spec(FAMILIES_PACKAGE)
     roots = [Path(p) for p in (spec.submodule_search_locations or [])] if spec else []
     out = {}

@@ -233,3 +233,33 @@ def test_run_job_refuses_a_broken_plugin_it_names(broken, monkeypatch: pytest.Mo
     with pytest.raises(RunRefused, match="plugin bad-plugin-raises 2.3 .* failed to import"):
         run_job(dataset=sample_root, out=tmp_path / "R", estimator="raises")
     assert not (tmp_path / "R").exists()
+
+
+# --- telemetry: off before any family loads (issue 52 item 7) -------------------------------------
+def test_a_plugin_that_imports_onnxruntime_gets_its_telemetry_off(tmp_path: Path) -> None:
+    """A family written from docs/families.md (nothing about telemetry: tests/ort_toy_family.py)
+    that imports onnxruntime and makes a session, used by extract_keypoints in a plain python:
+    onnxruntime's telemetry is off, so nothing appears under $HOME/.cache/Microsoft (on a597681
+    its device id did)."""
+    import subprocess
+    import sys
+
+    from helpers import REPO, careful_env, family_env
+    from tiny_onnx import tiny_models
+
+    site, home = tmp_path / "site", tmp_path / "home"
+    site.mkdir()
+    home.mkdir()
+    env = family_env(site, "ort_toy", "toy = ort_toy_family")  # tests/ort_toy_family.py
+    model = tiny_models(tmp_path / "m")["detector"]
+    code = ("import numpy as np; from phoenix_keypoints import extract_keypoints; "
+            "k = extract_keypoints(np.zeros((2, 32, 32, 3), np.uint8), estimator='toy'); "
+            "import onnxruntime, os; print(len(k.status), os.environ.get('ORT_DISABLE_TELEMETRY'))")
+    proc = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True,
+                          text=True, timeout=120, env=careful_env(
+                              {"HOME": str(home), "ORT_TOY_MODEL": str(model),
+                               "PYTHONPATH": f"{env['PYTHONPATH']}:{REPO}"}))
+    assert_no_traceback(proc)
+    assert proc.returncode == 0, proc.stderr
+    assert not (home / ".cache" / "Microsoft").exists(), sorted(home.rglob("*"))
+    assert proc.stdout.split() == ["2", "1"] and "onnxruntime was imported" not in proc.stderr

@@ -845,3 +845,71 @@ def folding(src: Path, out: Path, output: str, side: int) -> Path:
              helper.make_node("Mul", ["fold_max", "fold_zero"], ["fold_nil"]),
              helper.make_node("Add", [f"{output}_orig", "fold_nil"], [output])]
     return _rewired(src, out, output, nodes, inits)
+
+
+# --- files changed on the wire (issue 52 item 2) --------------------------------------------------
+def varint(n: int) -> bytes:
+    """n as a protobuf varint."""
+    out = bytearray()
+    while True:
+        out.append((n & 0x7F) | (0x80 if n > 0x7F else 0))
+        n >>= 7
+        if not n:
+            return bytes(out)
+
+
+def wire_field(number: int, payload: bytes) -> bytes:
+    """A length-delimited protobuf field (wire type 2)."""
+    return varint(number << 3 | 2) + varint(len(payload)) + payload
+
+
+def wire_scalar(number: int, value: int) -> bytes:
+    """A varint protobuf field (wire type 0); a negative value as int64 writes it."""
+    return varint(number << 3) + varint(value % (1 << 64))
+
+
+def padded(src: Path, out: Path, nodes: int, unknown: bool = False) -> Path:
+    """src followed by a second `graph` field of `nodes` empty NodeProtos (2 bytes each): protobuf
+    merges a singular message given twice, so they join src's graph. `unknown`: `nodes` fields of
+    a number ModelProto does not have (3 bytes each), which protobuf skips, instead."""
+    one = wire_scalar(99, 1) if unknown else b"\x0a\x00"
+    with open(out, "wb") as f:
+        f.write(src.read_bytes())
+        if not unknown:
+            f.write(varint(7 << 3 | 2) + varint(2 * nodes))
+        for done in range(0, nodes, 1 << 20):
+            f.write(one * min(1 << 20, nodes - done))
+    return out
+
+
+def many_convs(path: Path, convs: int) -> Path:
+    """A chain of `convs` 3x3 convolutions, each with its five attributes and its own weights: a
+    graph of a large published model's node count (RTMW-x, YOLOX-x: a few thousand)."""
+    TensorProto, helper, numpy_helper = _helpers()[1:]
+    nodes, inits, x = [], [], "input"
+    for i in range(convs):
+        inits.append(numpy_helper.from_array(np.zeros((4, 4, 3, 3), np.float32), f"w{i}"))
+        nodes.append(helper.make_node("Conv", [x, f"w{i}"], [f"c{i}"], name=f"conv{i}",
+                                      kernel_shape=[3, 3], pads=[1, 1, 1, 1], strides=[1, 1],
+                                      dilations=[1, 1], group=1))
+        x = f"c{i}"
+    graph = helper.make_graph(nodes, "convs", [helper.make_tensor_value_info(
+        "input", TensorProto.FLOAT, [1, 4, 8, 8])], [helper.make_tensor_value_info(
+            x, TensorProto.FLOAT, None)], initializer=inits)
+    path.write_bytes(helper.make_model(graph).SerializeToString())
+    return path
+
+
+def twice_op_type(src: Path, out: Path, output: str = "dets") -> Path:
+    """src with a Loop of 2^62 trips whose NodeProto says `op_type` twice: "Identity", then
+    "Loop" (protobuf keeps the last). A placeholder of the same length is swapped for the two, so
+    no length on the wire changes."""
+    import onnx
+
+    model = onnx.load(str(looping(src, out, output, 2**62)))
+    next(n for n in model.graph.node if n.op_type == "Loop").op_type = "XXLOOPMARKERXX"
+    data = model.SerializeToString()
+    mark = wire_field(4, b"XXLOOPMARKERXX")
+    assert data.count(mark) == 1
+    out.write_bytes(data.replace(mark, wire_field(4, b"Identity") + wire_field(4, b"Loop")))
+    return out

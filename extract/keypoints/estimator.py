@@ -52,6 +52,7 @@ from typing import Any
 
 from phoenix_keypoints.extract.keypoints.contract import Estimator, estimator_problems, problems
 from phoenix_keypoints.extract.keypoints.declaration import Declaration, QualitySpec, ReportSpec
+from phoenix_keypoints.extract.keypoints.environ import telemetry_off
 from phoenix_keypoints.extract.keypoints.words import a
 
 __all__ = ["DEFAULT_FAMILY", "FAMILIES", "PLUGINS", "Declaration", "Estimator", "FamilyError",
@@ -161,7 +162,10 @@ def _installed_families() -> list[Plugin]:
 
 
 def family(name: str) -> ModuleType:
-    """A family's package, imported on first use; a FamilyError where it cannot be used."""
+    """A family's package, imported on first use; a FamilyError where it cannot be used.
+    onnxruntime's telemetry is turned off first, in every process, for every family (built-in
+    or installed): a family does nothing for it (its module may import onnxruntime at once)."""
+    telemetry_off()
     if name not in FAMILIES and name not in names(rescan=name not in PLUGINS):
         raise FamilyError(f"unknown estimator {escaped(name)!r}; this installation knows "
                           f"{', '.join(names())}")

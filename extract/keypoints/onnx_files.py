@@ -9,7 +9,13 @@ files found are hashed into the model's record, so a rewritten `w.bin` is a chan
 
 The file's tensors are found by walking the protobuf wire format along ONNX's schema (model ->
 graph -> initializers, nodes' attribute tensors and subgraphs, sparse tensors, functions,
-training graphs): no onnx package at run time, tensor bytes skipped by length, not read.
+training graphs): no onnx package at run time, tensor bytes skipped by length, not read. Fields
+are read as protobuf's parser (and so onnxruntime) reads them: a singular field's last value on
+the wire wins, a repeated field's values accumulate, a singular message given twice is one message
+(merged). Each walk is bounded whatever the file holds: it reads lazily, holding nothing it is not
+asked for, and a file of more than MAX_NODES nodes, or whose walk would read more than MAX_FIELDS
+fields or keep more than MAX_NAMES names, is refused naming the limit (a graph of 6,000
+convolutions reads 474,019 fields: docs/outputs.md).
 The model path itself must be a regular file: a FIFO or a device (a link to /dev/zero) is named,
 never opened.
 """
@@ -20,14 +26,14 @@ import hashlib
 import mmap
 import os
 import stat
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from phoenix_keypoints.extract.keypoints.estimator import ModelFileError
 from phoenix_keypoints.extract.keypoints.frames import irregular
 
-_EXTERNAL = 1  # TensorProto.DataLocation.EXTERNAL
+T = TypeVar("T")
 _MAX_DEPTH = 64  # nested subgraphs deeper than any exported model: refused, not recursed into
 # (message, field number) -> the message that field holds; only the paths that lead to tensors
 _SCHEMA: dict[str, dict[int, str]] = {
@@ -41,8 +47,19 @@ _SCHEMA: dict[str, dict[int, str]] = {
 }
 
 
+MAX_NODES = 100_000  # nodes of its graphs, functions, subgraphs (published: a few thousand)
+MAX_FIELDS = 3_000_000  # protobuf fields one walk reads (6,000 convolutions: 474,019)
+MAX_NAMES = 200_000  # names the loop check keeps (initializers, inputs, outputs of nodes)
+_SINGULAR = {("model", 7), ("training", 1), ("training", 2), ("attribute", 5), ("attribute", 6),
+             ("attribute", 22), ("sparse", 1), ("sparse", 2)}  # message fields that are not repeated
+
+
 class _Malformed(Exception):
     pass
+
+
+class _TooBig(Exception):
+    """A walk that passed MAX_NODES or MAX_FIELDS: the file is refused, whatever else it holds."""
 
 
 def _varint(buf: Any, i: int, end: int) -> tuple[int, int]:
@@ -58,53 +75,162 @@ def _varint(buf: Any, i: int, end: int) -> tuple[int, int]:
         shift += 7
 
 
-def _fields(buf: Any, i: int, end: int) -> Iterator[tuple[int, int, int, int]]:
-    """(field number, wire type, value or start, end) of each field of one message."""
-    while i < end:
-        key, i = _varint(buf, i, end)
-        number, wire = key >> 3, key & 7
-        if wire == 0:
-            value, i = _varint(buf, i, end)
-            yield number, wire, value, i
-        elif wire == 2:
-            size, i = _varint(buf, i, end)
-            if i + size > end:
-                raise _Malformed("a field runs past its message")
-            yield number, wire, i, i + size
-            i += size
-        elif wire in (1, 5):
-            i += 8 if wire == 1 else 4
-        else:
-            raise _Malformed(f"wire type {wire}")
-    if i != end:
-        raise _Malformed("a field runs past its message")
+class _Wire:
+    """A file's bytes, read field by field with every read counted: a walk is bounded by
+    MAX_FIELDS reads and MAX_NODES nodes whatever the file holds (30,000,000 empty nodes took 73 s
+    and 4 GB before, issue 52), and nothing of it is held but what a check asks for."""
+
+    def __init__(self, buf: Any) -> None:
+        self.buf, self.reads, self.nodes, self.names = buf, 0, 0, 0
+
+    def node(self) -> None:
+        self.nodes += 1
+        if self.nodes > MAX_NODES:
+            raise _TooBig(f"its graphs hold more than {MAX_NODES:,} nodes")
+
+    def name(self, name: bytes) -> bytes:
+        """A name a walk keeps, counted: what it holds is bounded too (the names' own bytes by
+        the file's size)."""
+        self.names += 1
+        if self.names > MAX_NAMES:
+            raise _TooBig(f"its graphs define more than {MAX_NAMES:,} names")
+        return name
+
+    def fields(self, spans: Iterable[tuple[int, int]]) -> Iterator[tuple[int, int, int, int]]:
+        """(field number, wire type, value or start, end) of each field of the spans, in order."""
+        for start, end in spans:
+            yield from self._fields(start, end)
+
+    def _fields(self, i: int, end: int) -> Iterator[tuple[int, int, int, int]]:
+        buf = self.buf
+        while i < end:
+            self.reads += 1
+            if self.reads > MAX_FIELDS:
+                raise _TooBig(f"it holds more than {MAX_FIELDS:,} protobuf fields to read")
+            key, i = _varint(buf, i, end)
+            number, wire = key >> 3, key & 7
+            if wire == 0:
+                value, i = _varint(buf, i, end)
+                yield number, wire, value, i
+            elif wire == 2:
+                size, i = _varint(buf, i, end)
+                if i + size > end:
+                    raise _Malformed("a field runs past its message")
+                yield number, wire, i, i + size
+                i += size
+            elif wire in (1, 5):
+                i += 8 if wire == 1 else 4
+            else:
+                raise _Malformed(f"wire type {wire}")
+        if i != end:
+            raise _Malformed("a field runs past its message")
 
 
-def _tensor_location(buf: Any, start: int, end: int) -> str | None:
-    """The external data location a TensorProto names (None: its data is inside the file)."""
-    location, external = None, False
-    for number, wire, a, b in _fields(buf, start, end):
-        if number == 14 and wire == 0:
-            external = a == _EXTERNAL
-        elif number == 13 and wire == 2:
-            entry = {n: bytes(buf[s:e]) for n, w, s, e in _fields(buf, a, b) if w == 2}
-            if entry.get(1) == b"location":
-                location = entry.get(2, b"").decode("utf-8", "surrogateescape")
-    return location if external or location is not None else None
+class _Msg:
+    """One message as protobuf's parser builds it, read lazily off the wire: a singular message
+    field given several times is one message, the fields of each occurrence in wire order
+    (merged); a singular scalar's last value wins; a repeated field's values accumulate."""
+
+    def __init__(self, wire: _Wire, spans: tuple[tuple[int, int], ...] = (),
+                 parent: _Msg | None = None, number: int = 0) -> None:
+        self.wire, self.spans, self.parent, self.number = wire, spans, parent, number
+
+    def __iter__(self) -> Iterator[tuple[int, int]]:
+        if self.parent is None:
+            yield from self.spans
+            return
+        for n, w, a, b in self.parent.fields():
+            if n == self.number and w == 2:
+                yield a, b
+
+    def fields(self) -> Iterator[tuple[int, int, int, int]]:
+        return self.wire.fields(self)
+
+    def one(self, number: int) -> _Msg:
+        """Singular message field `number` (every occurrence merged; empty when absent)."""
+        return _Msg(self.wire, parent=self, number=number)
+
+    def each(self, number: int) -> Iterator[_Msg]:
+        """Each value of repeated message field `number`."""
+        for n, w, a, b in self.fields():
+            if n == number and w == 2:
+                yield _Msg(self.wire, ((a, b),))
+
+    def has(self, number: int) -> bool:
+        return any(n == number and w == 2 for n, w, _, _ in self.fields())
+
+    def last(self, number: int, wire: int) -> tuple[int, int] | None:
+        """Singular scalar field `number` as protobuf keeps it: its last value on the wire."""
+        found = None
+        for n, w, a, b in self.fields():
+            if n == number and w == wire:
+                found = (a, b)
+        return found
+
+    def text(self, number: int) -> bytes:
+        """Singular string field `number` (its last value; b"" when absent)."""
+        found = self.last(number, 2)
+        return bytes(self.wire.buf[found[0]:found[1]]) if found else b""
+
+    def texts(self, number: int) -> Iterator[bytes]:
+        """Each value of repeated string field `number`."""
+        for n, w, a, b in self.fields():
+            if n == number and w == 2:
+                yield bytes(self.wire.buf[a:b])
 
 
-def _locations(buf: Any, kind: str, start: int, end: int, depth: int = 0) -> Iterator[str]:
+def _tensor_locations(t: _Msg) -> Iterator[str]:
+    """Every external data location a TensorProto names (none: its data is inside the file)."""
+    for entry in t.each(13):
+        if entry.text(1) == b"location":
+            yield entry.text(2).decode("utf-8", "surrogateescape")
+
+
+def _locations(msg: _Msg, kind: str, depth: int = 0) -> Iterator[str]:
     if depth > _MAX_DEPTH:
         raise _Malformed(f"subgraphs nested deeper than {_MAX_DEPTH}")
     if kind == "tensor":
-        loc = _tensor_location(buf, start, end)
-        if loc is not None:
-            yield loc
+        yield from _tensor_locations(msg)
         return
-    inner = _SCHEMA[kind]
-    for number, wire, a, b in _fields(buf, start, end):
-        if wire == 2 and number in inner:
-            yield from _locations(buf, inner[number], a, b, depth + 1)
+    if kind == "node":
+        msg.wire.node()
+    inner, merged = _SCHEMA[kind], set()
+    for number, wire, a, b in msg.fields():
+        if wire != 2 or number not in inner or number in merged:
+            continue
+        if (kind, number) in _SINGULAR:  # every occurrence walked as the one message it is
+            merged.add(number)
+            yield from _locations(msg.one(number), inner[number], depth + 1)
+        else:
+            yield from _locations(_Msg(msg.wire, ((a, b),)), inner[number], depth + 1)
+
+
+def walked(path: Path, flag: str, walk: Callable[[_Msg], T],
+           cache: dict[tuple[int, int, int, int], T]) -> T:
+    """`walk` of a model file's top message, read through one descriptor of a regular file and
+    kept in `cache` under its (device, inode, size, mtime); a ModelFileError for a file that is no
+    ONNX model or that passes the walk's bounds."""
+    fd = _open_regular(Path(path), flag, follow=True)
+    try:
+        st = os.fstat(fd)
+        key = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+        if key not in cache:
+            if st.st_size == 0:
+                cache[key] = walk(_Msg(_Wire(b""), ((0, 0),)))
+            else:
+                with mmap.mmap(fd, 0, access=mmap.ACCESS_READ) as buf:
+                    cache[key] = walk(_Msg(_Wire(buf), ((0, len(buf)),)))
+        return cache[key]
+    except _Malformed as e:
+        raise ModelFileError(f"{flag} {path}: not an ONNX model ({e}). Pass the .onnx file itself "
+                             "(unzip rtmlib's downloads first).") from None
+    except _TooBig as e:
+        raise ModelFileError(f"{flag} {path}: {e}, more than any published detector or pose "
+                             "model: refused before onnxruntime reads it (the limit bounds the "
+                             "tool's own reading of the file). Pass the .onnx file of a detector "
+                             "or pose model (docs/wholebody.md).") from None
+    finally:
+        os.close(fd)
 
 
 def model_problem(path: Path) -> str:
@@ -128,21 +254,7 @@ _walked: dict[tuple[int, int, int, int], list[str]] = {}  # (dev, inode, size, m
 def external_locations(path: Path, flag: str) -> list[str]:
     """Every external data location the model names, in order, each once (a file walked once
     per process: a run makes several sessions of each model)."""
-    fd = _open_regular(Path(path), flag, follow=True)
-    try:
-        st = os.fstat(fd)
-        key = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
-        if key not in _walked:
-            if st.st_size == 0:
-                return []
-            with mmap.mmap(fd, 0, access=mmap.ACCESS_READ) as buf:
-                _walked[key] = list(dict.fromkeys(_locations(buf, "model", 0, len(buf))))
-        return list(_walked[key])
-    except _Malformed as e:
-        raise ModelFileError(f"{flag} {path}: not an ONNX model ({e}). Pass the .onnx file itself "
-                             "(unzip rtmlib's downloads first).") from None
-    finally:
-        os.close(fd)
+    return list(walked(path, flag, lambda m: list(dict.fromkeys(_locations(m, "model"))), _walked))
 
 
 def _open_regular(path: Path, flag: str, follow: bool) -> int:

@@ -1,10 +1,13 @@
 """What each model file of issue 46's round costs `run` now (items 1-3: loops, deadlines, memory,
-a slow load, declared inputs, a batch of large inputs, 300 outputs): wall seconds, peak RSS of the
+a slow load, declared inputs, a batch of large inputs, 300 outputs; issue 52 item 2: a file padded
+with empty nodes, an op_type given twice on the wire): wall seconds, peak RSS of the
 largest process (GNU time's %M) and the exit, on the 16 frames of scripts/bench/hostile_models.py
 (`--workers 1`, default options unless the case names one). Every run is under `timeout` and an
 address-space cap (prlimit --as), as the tests run them.
 
     python scripts/bench/bounded_models.py [--name bounded-models.json]   # under docs/results/
+    python scripts/bench/bounded_models.py --only "clean,empty nodes,twice" --walks \\
+        --name model-walk.json   # and the tool's own walks of files, in this process (--walks)
 """
 
 from __future__ import annotations
@@ -25,8 +28,11 @@ from tiny_onnx import (  # noqa: E402
     folding,
     huge_allocation,
     looping,
+    many_convs,
+    padded,
     pose_declaring,
     tiny_models,
+    twice_op_type,
     with_outputs,
 )
 
@@ -66,6 +72,12 @@ def cases(tmp: Path) -> dict[str, tuple[Path, Path, list[str]]]:
         "detector of 2048x2048, --batch-size 64": (
             detector_end2end(tmp / "d2048.onnx", hw=(2048, 2048)), pose, ["--batch-size", "64"]),
         "pose model of 300 outputs": (det, with_outputs(pose, tmp / "many.onnx", 300), []),
+        "detector followed by 30,000,000 empty nodes (60 MB)": (
+            padded(det, tmp / "padded.onnx", 30_000_000), pose, []),
+        "detector followed by 4,000,000 fields ModelProto does not have (12 MB, many fields)": (
+            padded(det, tmp / "unknown.onnx", 4_000_000, unknown=True), pose, []),
+        "detector: Loop of 2^62 trips whose op_type is on the wire twice (Identity, then Loop)": (
+            twice_op_type(det, tmp / "twice.onnx"), pose, []),
     }
 
 
@@ -83,19 +95,76 @@ def measure(one: Path, out: Path, det: Path, pose: Path, more: list[str]) -> dic
             "said": said[-1][:600] if said else ""}
 
 
+def walk_costs(tmp: Path) -> dict[str, dict]:
+    """Each of the tool's two walks of a file before onnxruntime reads it (its external data, its
+    loops), in this process: fields read, nodes, seconds, peak memory it allocated, what it said."""
+    import tracemalloc
+
+    from phoenix_keypoints.extract.keypoints import onnx_files, onnx_graph
+    from phoenix_keypoints.extract.keypoints.estimator import ModelFileError
+
+    det = tiny_models(tmp / "w")["detector"]
+    files = {"a chain of 6,000 convolutions (5 attributes each, their weights)":
+             many_convs(tmp / "convs.onnx", 6000),
+             "detector followed by 30,000,000 empty nodes (60 MB)":
+             padded(det, tmp / "w-pad.onnx", 30_000_000),
+             "detector followed by 4,000,000 fields ModelProto does not have (12 MB)":
+             padded(det, tmp / "w-unknown.onnx", 4_000_000, unknown=True)}
+    wires: list = []
+    made = onnx_files._Wire.__init__
+
+    def counted(self, buf) -> None:  # each walk's reader, kept to read its counts
+        made(self, buf)
+        wires.append(self)
+
+    onnx_files._Wire.__init__ = counted
+    out = {}
+    for name, path in files.items():
+        for walk, call in (("external data", onnx_files.external_locations),
+                           ("loops", onnx_graph.graph_problem)):
+            row = {}
+            for traced in (False, True):  # timed untraced (tracemalloc slows Python 10x), then traced
+                onnx_files._walked.clear()
+                onnx_graph._read.clear()
+                if traced:
+                    tracemalloc.start()
+                t0 = time.monotonic()
+                try:
+                    said = repr(call(path, "--detector"))
+                except ModelFileError as e:
+                    said = str(e)[:160]
+                if traced:
+                    row["peak_traced_mib"] = round(tracemalloc.get_traced_memory()[1] / 2**20, 1)
+                    tracemalloc.stop()
+                else:
+                    row = {"seconds": round(time.monotonic() - t0, 2),
+                           "fields_read": wires[-1].reads, "nodes": wires[-1].nodes, "said": said}
+            out[f"{name}: {walk}"] = row
+            print(name, walk, row, flush=True)
+    onnx_files._Wire.__init__ = made
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--name", default="bounded-models.json", help="file name under docs/results/")
+    ap.add_argument("--only", default="", help="comma-separated words: only the cases naming one")
+    ap.add_argument("--walks", action="store_true", help="also time the tool's own walks of files")
     args = ap.parse_args()
+    only = [w for w in args.only.split(",") if w]
     with tempfile.TemporaryDirectory() as t:
         tmp = Path(t)
         one = frames(tmp)
         (tmp / "models").mkdir()
         results = {}
         for k, (name, (det, pose, more)) in enumerate(cases(tmp / "models").items()):
+            if only and not any(w in name for w in only):
+                continue
             results[name] = measure(one, tmp / f"run-{k}", det, pose, more)
             print(name, results[name], flush=True)
-    save_json(args.name, {"machine": machine(), "frames": 16, "cap_bytes": CAP, "cases": results})
+        walks = walk_costs(tmp) if args.walks else {}
+    save_json(args.name, {"machine": machine(), "frames": 16, "cap_bytes": CAP, "cases": results,
+                          **({"walks": walks} if walks else {})})
 
 
 if __name__ == "__main__":
