@@ -194,15 +194,6 @@ class Corpus(Protocol):
         ...
 
 
-@dataclass(frozen=True)
-class Listed:
-    """A video as a corpus file lists it, before its frames are looked for."""
-
-    split: str
-    name: str
-    source: str  # "file:line", for messages
-
-
 def check_splits(splits: Sequence[str], known: Sequence[str] = SPLITS) -> None:
     for s in splits:
         if s not in known:
