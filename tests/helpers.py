@@ -511,3 +511,57 @@ def killed_and_resumed(args: list, tmp_path: Path) -> Path:
     assert "resuming:" in resumed.stderr, resumed.stderr
     assert_same_output(b, tmp_path / "a")
     return b
+
+
+# --- crafted inputs, shared with scripts/bench/hostile*.py (which measure what each costs) --------
+def tree_members(root: Path, prefix: str = "PHOENIX-2014-T") -> list[tuple[str, bytes]]:
+    """Every file of a tree as (its archive member name under `prefix`, its bytes), by name."""
+    return [(f"{prefix}/{p.relative_to(root).as_posix()}", p.read_bytes())
+            for p in sorted(root.rglob("*")) if p.is_file()]
+
+
+def tar_of(dest: Path, members: list[tuple[str, bytes]], fmt: int | None = None) -> Path:
+    """`members` (name, bytes) as a tar, gzipped where dest's name ends in .gz, in tarfile's
+    format `fmt` (its default where None: PAX), each with one fixed mtime."""
+    import io
+    import tarfile
+
+    with tarfile.open(dest, "w:gz" if dest.name.endswith(".gz") else "w",
+                      format=tarfile.DEFAULT_FORMAT if fmt is None else fmt) as tf:
+        for name, data in members:
+            info = tarfile.TarInfo(name)
+            info.size, info.mtime = len(data), 1_700_000_000
+            tf.addfile(info, io.BytesIO(data))
+    return dest
+
+
+def sha256_bytes(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def shipped_zip(onnx: bytes, stem: str, extra: dict[str, bytes] | None = None) -> bytes:
+    """A zip laid out as OpenMMLab's onnx_sdk zips: <stem>/end2end.onnx beside its json files."""
+    import io
+    import zipfile
+
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as z:
+        z.writestr(f"{stem}/deploy.json", b"{}")
+        z.writestr(f"{stem}/end2end.onnx", onnx)
+        z.writestr(f"{stem}/pipeline.json", b"{}")
+        for name, data in (extra or {}).items():
+            z.writestr(name, data)
+    return buf.getvalue()
+
+
+def interleaved_frames(sample_root: Path, folder: Path) -> Path:
+    """One folder of frames (`--dataset FOLDER`): hopper-1's and astronaut-1's first 8 frames in
+    turn, so frames a poisoned model answers nonsense on alternate with frames it answers well."""
+    import shutil
+
+    folder.mkdir(parents=True)
+    a = sorted(sample_root.rglob("hopper-1/*.png"))[:8]
+    b = sorted(sample_root.rglob("astronaut-1/*.png"))[:8]
+    for i, png in enumerate(p for pair in zip(a, b, strict=True) for p in pair):
+        shutil.copyfile(png, folder / f"{i:04d}.png")
+    return folder

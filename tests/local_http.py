@@ -82,3 +82,18 @@ class Listener:
                 self.heard.append(data or b"(a connection)")
                 with contextlib.suppress(OSError):
                     conn.sendall(self.answer)
+
+
+def stalling(release: threading.Event, hold_s: float, sent: int = 9 * 2**20,
+             length: int = 10 * 2**20) -> Callable[[BaseHTTPRequestHandler], None]:
+    """A `raw` answer that announces `length` bytes, sends `sent` zeros and then holds the
+    connection until `release` is set (or `hold_s` has passed): a fetch stalled mid-body."""
+    def stall(h: BaseHTTPRequestHandler) -> None:
+        h.send_response(200)
+        h.send_header("Content-Length", str(length))
+        h.end_headers()
+        h.wfile.write(b"\0" * sent)
+        h.wfile.flush()
+        release.wait(hold_s)
+
+    return stall

@@ -144,3 +144,55 @@ def test_full_release_numbers_come_from_the_performance_page():
         script = re.search(r"`(\w+\.py)`\s*\|\s*$", row)
         assert script and (REPO / "scripts" / "bench" / script[1]).is_file(), row
         assert f"{script[1]}" in perf, f"{script[1]} has no row in docs/performance.md"
+
+
+def _code_map() -> tuple[set[str], set[str]]:
+    """docs/how-it-works.md's code map: (the modules its tables list, as paths from the checkout;
+    the rooms it opens with a "`room/`: what it holds" line)."""
+    text = (REPO / "docs" / "how-it-works.md").read_text()
+    section = text[text.index("## Code map"):]
+    section = section[:section.index("\n## ", 1)]
+    modules: set[str] = set()
+    for part in re.split(r"^### ", section, flags=re.M)[1:]:
+        top = part.split("/", 1)[0]  # "jobs" or "extract": the table cells are paths inside it
+        modules |= {f"{top}/{m}" for m in re.findall(r"^\| `([^`]+\.py)` \|", part, re.M)}
+    return modules, set(re.findall(r"^`([a-z_/]+/)`:", section, re.M))
+
+
+def _has_code(module: Path) -> bool:
+    """Whether a module holds more than its docstring (a room's __init__.py says only what the
+    room holds, which the map's room line says)."""
+    import ast
+
+    body = ast.parse(module.read_text()).body
+    return not (len(body) == 1 and isinstance(body[0], ast.Expr)
+                and isinstance(body[0].value, ast.Constant))
+
+
+def test_the_code_map_lists_every_module_and_room():
+    """The code map says it lists every module of extract/ and jobs/ with its role: a module added
+    without its line there fails here (issue 56: five modules had none), as does a room without its
+    line. A room's __init__.py holding only its docstring is its room line's."""
+    modules, rooms = _code_map()
+    files = [p for top in ("extract", "jobs") for p in sorted((REPO / top).rglob("*.py"))]
+    unlisted = [p.relative_to(REPO).as_posix() for p in files
+                if p.relative_to(REPO).as_posix() not in modules
+                and (p.name != "__init__.py" or _has_code(p))]
+    assert unlisted == [], f"docs/how-it-works.md's code map lacks {unlisted}"
+    folders = {f"{p.parent.relative_to(REPO).as_posix()}/" for p in files if p.name == "__init__.py"}
+    missing = sorted(f for f in folders if f.count("/") <= 2 and f not in rooms)
+    assert missing == [], f"docs/how-it-works.md's code map has no line for the rooms {missing}"
+
+
+def test_development_page_says_how_pyproject_installs_the_tool():
+    """docs/development.md names the entry point as pyproject.toml spells it and says how the
+    packages are found as pyproject finds them (issue 56: it said `jobs.cli:main` and that
+    setuptools finds the packages, where pyproject lists them by hand)."""
+    import tomllib
+
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())
+    page = (REPO / "docs" / "development.md").read_text()
+    for name, target in project["project"]["scripts"].items():
+        assert f'`{name} = "{target}"`' in page, (name, target)
+    finds = "find" in project["tool"]["setuptools"].get("packages", {})
+    assert ("packages.find" in page) == finds, "development.md says otherwise of finding packages"

@@ -24,7 +24,16 @@ from pathlib import Path
 import numpy as np
 import pyarrow.parquet as pq
 import pytest
-from helpers import PHX_FRAMES, SHARED_SAMPLE, VIDEOS, assert_no_traceback, build_csl, run_cli
+from helpers import (
+    PHX_FRAMES,
+    SHARED_SAMPLE,
+    VIDEOS,
+    assert_no_traceback,
+    build_csl,
+    run_cli,
+    tar_of,
+    tree_members,
+)
 from kinds import clip, phoenix_t, videos
 
 from phoenix_keypoints.extract.corpora import discover
@@ -182,27 +191,13 @@ def test_max_pixels_is_settable(kind: str, tmp_path: Path):
 
 
 # --- archives ------------------------------------------------------------------------------------
-def _tar(dest: Path, members: list[tuple[str, bytes]]) -> Path:
-    with tarfile.open(dest, "w:gz" if dest.name.endswith(".gz") else "w") as tf:
-        for name, data in members:
-            info = tarfile.TarInfo(name)
-            info.size, info.mtime = len(data), 1_700_000_000
-            tf.addfile(info, io.BytesIO(data))
-    return dest
-
-
-def _tree_members(root: Path, prefix: str = "PHOENIX-2014-T") -> list[tuple[str, bytes]]:
-    return [(f"{prefix}/{p.relative_to(root).as_posix()}", p.read_bytes())
-            for p in sorted(root.rglob("*")) if p.is_file()]
-
-
 def test_a_name_stored_twice_uses_the_last_copy_and_says_so(tmp_path: Path):
     root = phoenix_t(tmp_path / "t")
-    members = _tree_members(root)
+    members = tree_members(root)
     first = next(i for i, (n, _) in enumerate(members) if n.endswith("signer_demo-1/images0001.png"))
     other = (PHX_FRAMES / "train/fingerspelling_hand-1/images0001.png").read_bytes()
     members.append((members[first][0], other))  # the same name again, later, other bytes
-    tgz = _tar(tmp_path / "twice.tar.gz", members)
+    tgz = tar_of(tmp_path / "twice.tar.gz", members)
     out = tmp_path / "R"
     proc = run(["--dataset", tgz, "--out", out])
     assert rows(out)[0]["file_sha256"] == hashlib.sha256(other).hexdigest()  # the last copy
@@ -215,10 +210,10 @@ def test_a_name_stored_twice_uses_the_last_copy_and_says_so(tmp_path: Path):
 def test_names_outside_the_archive_are_left_out_and_named(tmp_path: Path):
     root = phoenix_t(tmp_path / "t")
     frame = (root / SIGNER / "images0001.png").read_bytes()
-    members = [*_tree_members(root), ("/FD/images0004.png", frame),
+    members = [*tree_members(root), ("/FD/images0004.png", frame),
                (f"PHOENIX-2014-T/{SIGNER}/../../../../../escape.png", frame),
                (f"/PHOENIX-2014-T/{SIGNER}/images0009.png", frame)]
-    tar = _tar(tmp_path / "abs.tar", members)
+    tar = tar_of(tmp_path / "abs.tar", members)
     out = tmp_path / "R"
     proc = run(["--dataset", tar, "--out", out])
     assert len(rows(out)) == 4, "an absolute name is no frame of the corpus"
@@ -229,7 +224,7 @@ def test_names_outside_the_archive_are_left_out_and_named(tmp_path: Path):
 
 def _zip(root: Path, dest: Path) -> Path:
     with zipfile.ZipFile(dest, "w", zipfile.ZIP_STORED) as zf:
-        for name, data in _tree_members(root):
+        for name, data in tree_members(root):
             zf.writestr(name, data)
     return dest
 
@@ -285,7 +280,7 @@ def test_a_zip_that_disagrees_with_itself_costs_one_frame(change, words: str, tm
 def test_a_misnamed_archive_is_named_for_what_it_is(named: str, made: str, tmp_path: Path):
     root = phoenix_t(tmp_path / "t")
     built = _zip(root, tmp_path / "a.zip") if made == "zip" else \
-        _tar(tmp_path / f"a.{made}", _tree_members(root))
+        tar_of(tmp_path / f"a.{made}", tree_members(root))
     shutil.move(built, tmp_path / named)
     proc = run(["--dataset", tmp_path / named, "--out", tmp_path / "R"], code=2)
     what = {"zip": "a zip file", "tar.gz": "a gzip file", "tar": "a tar file"}[made]
@@ -299,7 +294,7 @@ def test_a_symlink_member_is_never_followed_to_the_host(tmp_path: Path):
     host.write_bytes((root / SIGNER / "images0001.png").read_bytes())
     tar = tmp_path / "links.tar"
     with tarfile.open(tar, "w") as tf:
-        for name, data in _tree_members(root):
+        for name, data in tree_members(root):
             if name.endswith("signer_demo-1/images0002.png"):
                 info = tarfile.TarInfo(name)
                 info.type, info.linkname = tarfile.SYMTYPE, str(host)
@@ -430,7 +425,7 @@ def test_a_file_larger_than_any_frame_is_not_read(where: str, tmp_path: Path):
     else:
         dataset = tmp_path / "bomb.zip"
         with zipfile.ZipFile(dataset, "w", zipfile.ZIP_DEFLATED) as zf:
-            for name, data in _tree_members(root):
+            for name, data in tree_members(root):
                 zf.writestr(name, b"\0" * big if name.endswith("images0002.png") else data)
         assert dataset.stat().st_size < 2**20
     out = tmp_path / "R"
@@ -528,7 +523,7 @@ def test_a_member_whose_header_is_refused_is_skipped_and_the_archive_read_on(hea
     the limit, and the archive is read on past it, as `tar -t` lists it: both videos whole (it hid
     every member after it and dropped the video before it as truncated)."""
     root = phoenix_t(tmp_path / "t")
-    members = _tree_members(root)
+    members = tree_members(root)
     after_dev = max(i for i, (n, _) in enumerate(members) if "/dev/" in n) + 1
     members.insert(after_dev, ("PHOENIX-2014-T/" + "p" * 4 * 2**20, b"x"))
     tar = tmp_path / f"huge{suffix}"
@@ -904,7 +899,7 @@ def test_overlapping_zip_members_are_refused_as_unzip_refuses_them(tmp_path: Pat
     import subprocess
 
     root = phoenix_t(tmp_path / "t")
-    members = _tree_members(root)
+    members = tree_members(root)
     shared = [f"PHOENIX-2014-T/{SIGNER}/images000{i}.png" for i in (2, 3, 4)]
     kernel = dict(members)[shared[-1]]
     zpath = overlapping_zip(tmp_path / "overlap.zip", [m for m in members if m[0] not in shared],

@@ -11,13 +11,12 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import shutil
 from pathlib import Path
 
 import numpy as np
 import pyarrow.parquet as pq
 import pytest
-from helpers import assert_no_traceback, run_cli
+from helpers import assert_no_traceback, interleaved_frames, run_cli
 from tiny_onnx import (
     failing,
     poisoned,
@@ -39,13 +38,7 @@ def models(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 def one_video(sample_root: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """One folder of frames (`--dataset FOLDER`): hopper-1's and astronaut-1's frames in turn, so
     frames a poisoned model answers nonsense on alternate with frames it answers well."""
-    folder = tmp_path_factory.mktemp("one") / "frames"
-    folder.mkdir()
-    a = sorted(sample_root.rglob("hopper-1/*.png"))[:8]
-    b = sorted(sample_root.rglob("astronaut-1/*.png"))[:8]
-    for i, png in enumerate(p for pair in zip(a, b, strict=True) for p in pair):
-        shutil.copyfile(png, folder / f"{i:04d}.png")
-    return folder
+    return interleaved_frames(sample_root, tmp_path_factory.mktemp("one") / "frames")
 
 
 def wb(det: Path, pose: Path) -> list:

@@ -10,7 +10,6 @@ nothing is fetched unless `models fetch` is asked.
 
 from __future__ import annotations
 
-import hashlib
 import io
 import json
 import os
@@ -24,25 +23,10 @@ from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
 import pytest
-from helpers import assert_no_traceback, popen_cli, run_cli
-from local_http import Listener, Server
+from helpers import assert_no_traceback, popen_cli, run_cli, shipped_zip
+from helpers import sha256_bytes as sha
+from local_http import Listener, Server, stalling
 from tiny_onnx import tiny_models
-
-
-def sha(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
-
-
-def shipped_zip(onnx: bytes, stem: str, extra: dict[str, bytes] | None = None) -> bytes:
-    """A zip laid out as OpenMMLab's onnx_sdk zips: <stem>/end2end.onnx beside its json files."""
-    buf = io.BytesIO()
-    with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as z:
-        z.writestr(f"{stem}/deploy.json", b"{}")
-        z.writestr(f"{stem}/end2end.onnx", onnx)
-        z.writestr(f"{stem}/pipeline.json", b"{}")
-        for name, data in (extra or {}).items():
-            z.writestr(name, data)
-    return buf.getvalue()
 
 
 @pytest.fixture
@@ -364,19 +348,10 @@ def test_a_killed_fetch_leaves_a_part_the_next_fetch_sweeps_but_not_a_live_ones(
     removes it. (The file on disk lags what arrived by the writer's buffer, a few KiB: 8 MiB on
     disk is a fetch well into the stalled body.)"""
     release = threading.Event()
-
-    def stall(h: BaseHTTPRequestHandler) -> None:
-        h.send_response(200)
-        h.send_header("Content-Length", str(10 * 2**20))
-        h.end_headers()
-        h.wfile.write(b"\0" * 9 * 2**20)
-        h.wfile.flush()
-        release.wait(60)
-
     stalled = {"detector": entry("sdk/stall.zip", onnx_bytes["detector"]),
                "pose": entry("sdk/pose.zip", onnx_bytes["pose"])}
     env = publish(server, tmp_path, onnx_bytes, stalled=stalled)
-    server.raw["/sdk/stall.zip"] = stall
+    server.raw["/sdk/stall.zip"] = stalling(release, 60)
     live = popen_cli(["models", "fetch", "stalled"], env=env)
     cache = tmp_path / "cache"
     try:

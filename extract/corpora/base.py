@@ -16,13 +16,14 @@ in extract/corpora/__init__.py's CORPORA, and its tests on a tree built in the t
 from __future__ import annotations
 
 import codecs
+import csv
 import hashlib
 import io
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
-from typing import BinaryIO, Protocol
+from typing import Any, BinaryIO, Protocol
 
 from phoenix_keypoints.extract.sources.archive import member_of, reader
 from phoenix_keypoints.extract.sources.base import nfc  # noqa: F401 (the readers' one normalisation)
@@ -114,6 +115,21 @@ def read_corpus_text(path: object, encoding: str = "utf-8") -> tuple[str, str]:
     return b"".join(lines).decode(encoding), digest.hexdigest()
 
 
+def located(path: object, rows: csv.DictReader | Iterable[str], first: int = 1
+            ) -> Iterator[tuple[str, Any]]:
+    """Each entry of a corpus file with where it is, "file:line", for its messages: the rows of
+    a csv reader (at the line each ends on: a quoted field may span lines), or the lines given
+    (numbered from `first`) that are not blank. Every reader of a corpus's text lists its entries
+    through here (PHOENIX's and CSL-Daily's '|' files, How2Sign's tsv, a manifest)."""
+    if isinstance(rows, csv.DictReader):
+        for row in rows:
+            yield f"{path}:{rows.line_num}", row
+        return
+    for lineno, line in enumerate(rows, start=first):
+        if line.strip():
+            yield f"{path}:{lineno}", line
+
+
 @dataclass(frozen=True)
 class Video:
     """One listed video: where its frames are and what the corpus says of it.
@@ -192,15 +208,6 @@ class Corpus(Protocol):
              limit_videos: int | None, max_per_split: int | None = None) -> Dataset:
         """The selected videos, sorted by (split, name), with their frames listed."""
         ...
-
-
-@dataclass(frozen=True)
-class Listed:
-    """A video as a corpus file lists it, before its frames are looked for."""
-
-    split: str
-    name: str
-    source: str  # "file:line", for messages
 
 
 def check_splits(splits: Sequence[str], known: Sequence[str] = SPLITS) -> None:

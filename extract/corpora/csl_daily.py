@@ -23,7 +23,13 @@ from pathlib import Path
 import numpy as np
 
 from phoenix_keypoints.extract.corpora import safe_pickle
-from phoenix_keypoints.extract.corpora.base import SPLITS, Dataset, DatasetError, read_corpus_text
+from phoenix_keypoints.extract.corpora.base import (
+    SPLITS,
+    Dataset,
+    DatasetError,
+    located,
+    read_corpus_text,
+)
 from phoenix_keypoints.extract.corpora.entries import Listing, build
 from phoenix_keypoints.extract.keypoints.words import a
 
@@ -128,14 +134,12 @@ def read_splits(path: Path) -> list[tuple[str, str, str]]:
     if not lines or lines[0].strip().split("|") != ["name", "split"]:
         raise DatasetError(f"{path}:1: expected the header name|split.")
     out = []
-    for lineno, line in enumerate(lines[1:], start=2):
-        if not line.strip():
-            continue
+    for where, line in located(path, lines[1:], first=2):
         fields = [f.strip() for f in line.split("|")]
         if len(fields) != 2 or not fields[0] or "/" in fields[0] or fields[1] not in SPLITS:
-            raise DatasetError(f"{path}:{lineno}: expected name|split with split one of "
+            raise DatasetError(f"{where}: expected name|split with split one of "
                                f"{', '.join(SPLITS)}; got {line!r}.")
-        out.append((fields[0], fields[1], f"{path}:{lineno}"))
+        out.append((fields[0], fields[1], where))
     return out
 
 

@@ -19,7 +19,13 @@ import json
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
-from phoenix_keypoints.extract.corpora.base import SPLITS, Dataset, DatasetError, read_corpus_text
+from phoenix_keypoints.extract.corpora.base import (
+    SPLITS,
+    Dataset,
+    DatasetError,
+    located,
+    read_corpus_text,
+)
 from phoenix_keypoints.extract.corpora.entries import Listing, build, split_of
 from phoenix_keypoints.extract.sources import links
 from phoenix_keypoints.extract.sources.folder import scandir, walk
@@ -56,8 +62,7 @@ def read_csv(path: Path, split: str) -> list[Listing]:
                            "realigned csv is TAB-separated with VIDEO_ID, VIDEO_NAME, SENTENCE_ID, "
                            "SENTENCE_NAME, START_REALIGNED, END_REALIGNED, SENTENCE).")
     out = []
-    for row in reader:
-        where = f"{path}:{reader.line_num}"
+    for where, row in located(path, reader):
         name = (row.get("SENTENCE_NAME") or "").strip()
         if not name or "/" in name or name in (".", ".."):
             raise DatasetError(f"{where}: SENTENCE_NAME {name!r} is not a plain file name.")

@@ -32,6 +32,7 @@ from phoenix_keypoints.extract.corpora.base import (
     Dataset,
     DatasetError,
     Video,
+    located,
     read_corpus_text,
 )
 from phoenix_keypoints.extract.corpora.entries import Listing, build
@@ -44,27 +45,26 @@ _ALIASES = {"text": "translation", "translation": "translation", "gloss": "gloss
 _RANGE = ("start", "end", "start_s", "end_s")
 
 
-def _records(path: Path, text: str) -> Iterable[tuple[int, dict]]:
-    """(line, row as strings) of each row of the file."""
+def _records(path: Path, text: str) -> Iterable[tuple[str, dict]]:
+    """("file:line", row as strings) of each row of the file."""
     if path.suffix.lower() == ".jsonl":
-        for lineno, line in enumerate(text.splitlines(), start=1):
-            if not line.strip():
-                continue
+        for where, line in located(path, text.splitlines()):
             try:
                 row = json.loads(line)
             except ValueError as e:
-                raise DatasetError(f"{path}:{lineno}: not a JSON object ({e}).") from None
+                raise DatasetError(f"{where}: not a JSON object ({e}).") from None
             if not isinstance(row, dict):
-                raise DatasetError(f"{path}:{lineno}: not a JSON object.")
-            yield lineno, {k: "" if v is None else str(v) for k, v in row.items()}
+                raise DatasetError(f"{where}: not a JSON object.")
+            yield where, {k: "" if v is None else str(v) for k, v in row.items()}
         return
     reader = csv.DictReader(io.StringIO(text), delimiter="\t" if path.suffix.lower() == ".tsv" else ",")
     missing = [c for c in REQUIRED if c not in (reader.fieldnames or [])]
     if missing:
         raise DatasetError(f"{path}:1: header lacks column(s) {', '.join(missing)}; a manifest needs "
                            f"{', '.join(REQUIRED)} (optional start, end or start_s, end_s, then any).")
-    for row in reader:  # values as written: a blank or `\` may belong to a file's name
-        yield reader.line_num, {k: v or "" for k, v in row.items() if k is not None}
+    # values as written: a blank or `\` may belong to a file's name
+    for where, row in located(path, reader):
+        yield where, {k: v or "" for k, v in row.items() if k is not None}
 
 
 def _number(row: dict, key: str, where: str, kind: type) -> int | float | None:
@@ -104,14 +104,14 @@ def _listings(path: Path, text: str) -> list[Listing]:
     out = []
     while True:
         try:
-            line, row = next(rows)
+            where, row = next(rows)
         except StopIteration:
             return out
         except csv.Error as e:
             raise DatasetError(f"{path}: cannot be read as csv after {len(out)} row(s) ({e}; a "
                                f"field may hold at most {MAX_LINE:,} characters). Check the quotes "
                                "there.") from None
-        out.append(_listing(row, f"{path}:{line}"))
+        out.append(_listing(row, where))
 
 
 class Manifest:

@@ -40,6 +40,7 @@ from phoenix_keypoints.extract.corpora.base import (
     Video,
     check_splits,
     count,
+    located,
     names,
     nfc,
     read_corpus_text,
@@ -145,10 +146,7 @@ def read_corpus(path: Path, split: str, layout: str) -> list[CorpusRow]:
         )
     col = {c: header.index(c) for c in header}
     rows: list[CorpusRow] = []
-    for lineno, line in enumerate(lines[1:], start=2):
-        if not line.strip():
-            continue
-        where = f"{path}:{lineno}"
+    for where, line in located(path, lines[1:], first=2):
         fields = line.split("|")
         if len(fields) != len(header):
             raise DatasetError(

@@ -88,7 +88,6 @@ class SlotState:
 class Timings:
     """When (scheduler clock, seconds) the run's milestones came: for benchmarks and run.json."""
 
-    began: float = 0.0
     first_frame: float | None = None
     first_idle: float | None = None  # a ready worker first found nothing left to take
     last_frame: float | None = None
@@ -120,7 +119,6 @@ class Scheduler:
         self.chunks_wanted = chunks_wanted  # how many workers are worth starting
         self.slots: dict[int, SlotState] = {}
         self.outcome = Outcome()
-        self.outcome.timings.began = clock()
         self.stop_signal = 0
         self.crashed: set[int] = set()  # chunks a worker died in: handed out one video at a time
 

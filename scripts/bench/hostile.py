@@ -140,15 +140,10 @@ def _with_frame(root: Path, data: bytes) -> Path:
 
 
 def _pax_archive(root: Path, dest: Path) -> Path:
-    from test_hostile import _tree_members
+    from helpers import tar_of, tree_members
 
-    with tarfile.open(dest, "w:gz", format=tarfile.PAX_FORMAT) as tf:
-        for name, data in [*_tree_members(root), ("PHOENIX-2014-T/notes/readme.txt", b"x"),
-                           ("PHOENIX-2014-T/" + "p" * 512 * 2**20, b"x")]:
-            info = tarfile.TarInfo(name)
-            info.size, info.mtime = len(data), 1_700_000_000
-            tf.addfile(info, io.BytesIO(data))
-    return dest
+    return tar_of(dest, [*tree_members(root), ("PHOENIX-2014-T/notes/readme.txt", b"x"),
+                         ("PHOENIX-2014-T/" + "p" * 512 * 2**20, b"x")], tarfile.PAX_FORMAT)
 
 
 def _missing_rows(root: Path, n: int) -> Path:
@@ -197,9 +192,10 @@ def round_two_cases() -> list[tuple[str, str, object]]:
 def _overlap_bomb(root: Path, dest: Path, members: int = 40, each: int = 300 * 2**20) -> Path:
     """The tiny tree as a zip whose signer_demo-1 frames are `members` overlapping members sharing
     one deflate stream of `each` zeros (a 0.4 MB zip inflating members x each)."""
-    from test_hostile import SIGNER, _tree_members, overlapping_zip
+    from helpers import tree_members
+    from test_hostile import SIGNER, overlapping_zip
 
-    tree = [m for m in _tree_members(root) if f"{SIGNER}/" not in m[0]]
+    tree = [m for m in tree_members(root) if f"{SIGNER}/" not in m[0]]
     shared = [f"PHOENIX-2014-T/{SIGNER}/images{i:04d}.png" for i in range(1, members + 1)]
     return overlapping_zip(dest, tree, shared, b"\0" * each)
 
@@ -215,17 +211,12 @@ def _text_png(root: Path, kind: str, count: int, inflated: int) -> Path:
 def _long_name_tar(root: Path, dest: Path, size: int = 512 * 2**20) -> Path:
     """The tiny tree as a GNU tar.gz with a member whose long name holds `size` bytes between its
     two videos (it hid every member after it)."""
-    from test_hostile import _tree_members
+    from helpers import tar_of, tree_members
 
-    members = _tree_members(root)
+    members = tree_members(root)
     after_dev = max(i for i, (n, _) in enumerate(members) if "/dev/" in n) + 1
     members.insert(after_dev, ("PHOENIX-2014-T/" + "p" * size, b"x"))
-    with tarfile.open(dest, "w:gz", format=tarfile.GNU_FORMAT) as tf:
-        for name, data in members:
-            info = tarfile.TarInfo(name)
-            info.size, info.mtime = len(data), 1_700_000_000
-            tf.addfile(info, io.BytesIO(data))
-    return dest
+    return tar_of(dest, members, tarfile.GNU_FORMAT)
 
 
 def _big_manifest(folder: Path, size: int = 2**30, width: int = 100_000) -> Path:

@@ -11,8 +11,6 @@ so the trickling server's figure is what a user would wait.
 from __future__ import annotations
 
 import argparse
-import hashlib
-import io
 import json
 import os
 import signal
@@ -29,20 +27,10 @@ from pathlib import Path
 sys.path[:0] = [str(Path(__file__).resolve().parent), str(Path(__file__).resolve().parents[2]),
                 str(Path(__file__).resolve().parents[2] / "tests")]
 from common import machine, save_json  # noqa: E402
-from local_http import Listener, Server  # noqa: E402
+from helpers import sha256_bytes as sha  # noqa: E402
+from helpers import shipped_zip  # noqa: E402
+from local_http import Listener, Server, stalling  # noqa: E402
 from tiny_onnx import tiny_models  # noqa: E402
-
-
-def sha(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
-
-
-def shipped(onnx: bytes) -> bytes:
-    buf = io.BytesIO()
-    with zipfile.ZipFile(buf, "w") as z:
-        z.writestr("m/deploy.json", b"{}")
-        z.writestr("m/end2end.onnx", onnx)
-    return buf.getvalue()
 
 
 def wide_zip(onnx: bytes, entries: int) -> bytes:
@@ -94,7 +82,7 @@ def odd_length(h: BaseHTTPRequestHandler) -> None:
 def setup(tmp: Path, server: Server, listener: Listener) -> tuple[dict[str, str], dict]:
     m = tiny_models(tmp / "m")
     det, pose = m["detector"].read_bytes(), m["pose"].read_bytes()
-    server.files |= {"/det.zip": shipped(det), "/pose.zip": shipped(pose),
+    server.files |= {"/det.zip": shipped_zip(det, "m"), "/pose.zip": shipped_zip(pose, "m"),
                      "/wide.zip": wide_zip(det, 3_000_000)}
     server.raw |= {"/slow.zip": trickle, "/odd.zip": odd_length}
     server.redirect |= {"/plain.zip": f"http://127.0.0.1:{listener.port}/admin?x=1",
@@ -112,15 +100,7 @@ def setup(tmp: Path, server: Server, listener: Listener) -> tuple[dict[str, str]
 def killed_part(tmp: Path, env: dict[str, str], server: Server) -> dict:
     """A fetch stalled after 9 MiB, killed with SIGKILL; the next fetch's cost and what it says."""
     hold = threading.Event()
-
-    def stall(h: BaseHTTPRequestHandler) -> None:
-        h.send_response(200)
-        h.send_header("Content-Length", str(10 * 2**20))
-        h.end_headers()
-        h.wfile.write(b"\0" * 9 * 2**20)
-        hold.wait(120)
-
-    server.raw["/det.zip"] = stall
+    server.raw["/det.zip"] = stalling(hold, 120)
     cache = tmp / "killed"
     env = {**env, "PHOENIX_KEYPOINTS_MODELS_DIR": str(cache)}
     p = subprocess.Popen([sys.executable, "-m", "phoenix_keypoints", "models", "fetch", "det"],

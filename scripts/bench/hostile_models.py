@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -22,21 +21,15 @@ import numpy as np
 sys.path[:0] = [str(Path(__file__).resolve().parent), str(Path(__file__).resolve().parents[2]),
                 str(Path(__file__).resolve().parents[2] / "tests")]
 from common import machine, save_json  # noqa: E402
+from helpers import interleaved_frames  # noqa: E402
 from tiny_onnx import failing, poisoned, renamed, tiny_models, with_external_data  # noqa: E402
 
 from phoenix_keypoints.extract.sample import build_sample  # noqa: E402
 
 
 def frames(tmp: Path) -> Path:
-    """hopper-1's and astronaut-1's first 8 frames in turn, in one folder."""
-    root = build_sample(tmp / "sample")
-    one = tmp / "frames"
-    one.mkdir()
-    a = sorted(root.rglob("hopper-1/*.png"))[:8]
-    b = sorted(root.rglob("astronaut-1/*.png"))[:8]
-    for i, p in enumerate(x for pair in zip(a, b, strict=True) for x in pair):
-        shutil.copyfile(p, one / f"{i:04d}.png")
-    return one
+    """hopper-1's and astronaut-1's first 8 frames in turn, in one folder (as the tests build it)."""
+    return interleaved_frames(build_sample(tmp / "sample"), tmp / "frames")
 
 
 def cases(tmp: Path) -> dict[str, tuple[Path, Path]]:

@@ -39,7 +39,6 @@ PARTS: dict[str, tuple[int, int]] = {
     "left_hand": (21, 3),
     "right_hand": (21, 3),
 }
-NUM_POINTS = sum(n for n, _ in PARTS.values())  # 543
 # Recorded beside the image-space parts, not in the 543-point tensor layout: pose_world_landmarks,
 # x, y, z in metres around the hip midpoint, and visibility.
 WORLD_PARTS: dict[str, tuple[int, int]] = {"pose_world": (33, 4)}
@@ -154,12 +153,6 @@ FACE_CONTOUR_EDGES: tuple[tuple[int, int], ...] = (
 )
 
 
-def point_layout(refined: bool = False) -> dict[str, tuple[int, int]]:
-    """part -> (first global index, points) of the tensor numbering of a run with or without
-    refine_face_landmarks (478 face points, not 468)."""
-    return point_table(refined).offsets()
-
-
 def num_points(refined: bool = False) -> int:
     """543, or 553 on a refined run."""
     return point_table(refined).num_points
@@ -199,7 +192,6 @@ def presets(refined: bool = False) -> dict[str, tuple[int, ...]]:
     }
 
 
-DEFAULT_PRESET = "holistic-543"
 FULL_PRESETS = ("holistic-543", "holistic-553")  # everything: the default set, in tensors/ itself
 PRESETS = presets()
 _NO_IRIS = ("the run was made without --refine-face-landmarks, so its face has 468 points and no "

@@ -60,7 +60,6 @@ def schema_of(layout: Layout) -> pa.Schema:
          pa.field("persons", pa.int32())])
 
 
-WHOLEBODY_SCHEMA = schema_of(WHOLEBODY_LAYOUT)
 LIMBS = WHOLEBODY_LAYOUT.skeleton
 COLOURS = WHOLEBODY_LAYOUT.colours
 LEGEND = {"body": "pose", "left_hand": "L hand", "right_hand": "R hand"}  # show's legend band

@@ -132,7 +132,6 @@ CROPS_PER_FRAME = 4
 RAW_SCORE, RAW_NMS = 0.7, 0.45  # a raw detector's score cut and IoU threshold
 STRIDES = (8, 16, 32)
 GREY = 114
-DEVICES = ("auto", "cpu", "cuda")
 CUDA = "CUDAExecutionProvider"
 CPU = "CPUExecutionProvider"
 YOLOX_KIND = DetectorKind(YOLOX, None, None, RAW_SCORE, RAW_NMS, None)  # raw pixels, every class
@@ -691,10 +690,6 @@ class WholebodyModels:
             out += [BadOutput(STATUS_BAD_POSE, why) if (why := self.pose.problem(outs, k)) else
                     self.pose.decode(outs, k, c) for k, c in enumerate(crops)]
         return out
-
-    def one_frame(self, bgr: np.ndarray, boxes: list[np.ndarray]) -> Posed | BadOutput:
-        """One frame posed on given boxes (the whole frame when none): frames_on_boxes."""
-        return self.frames_on_boxes([bgr], [boxes])[0]
 
     def frames_on_boxes(self, bgrs: list[np.ndarray], boxes: list[list[np.ndarray]]
                         ) -> list[Posed | BadOutput]:
