@@ -121,3 +121,18 @@ def test_a_format_is_named_as_written(written: str, said: str, tmp_path: Path):
     with pytest.raises(RunError) as e:
         RunDir(tmp_path).load()
     assert said in str(e.value), str(e.value)
+
+
+def test_a_part_that_is_a_folder_or_a_socket_is_named_for_what_it_is(tmp_path: Path):
+    """The check every part passes before a resume trusts it (as `status` and `verify` do): what
+    stands in a part's place is named, never opened blocking."""
+    import socket
+
+    from phoenix_keypoints.jobs.rundir.parts import check_part
+
+    folder, sock = tmp_path / "chunk-000000.parquet", tmp_path / "chunk-000001.parquet"
+    folder.mkdir()
+    with socket.socket(socket.AF_UNIX) as s:
+        s.bind(str(sock))
+        for path, what in ((folder, "a folder"), (sock, "a socket")):
+            assert check_part(path, 0, "fp", {"v": 1}) == (None, f"not a regular file ({what})")
