@@ -132,11 +132,17 @@ def _estimator_help() -> str:
     """--estimator's help: each family with its words (its ABOUT), the default first; an
     installed family not imported by its distribution's metadata (its own words and flags are
     read where --estimator names it)."""
-    from phoenix_keypoints.extract.keypoints.estimator import DEFAULT_FAMILY, family, names, plugin
+    from phoenix_keypoints.extract.keypoints.estimator import (
+        DEFAULT_FAMILY,
+        escaped,
+        family,
+        names,
+        plugin,
+    )
 
-    def about(name: str) -> str:
+    def about(name: str) -> str:  # a distribution's metadata escaped, as every message has it
         if (p := plugin(name)) is not None and name not in _family_order():
-            return f"{name} (installed: {p.distribution} {p.version})"
+            return f"{name} (installed: {escaped(p.distribution)} {escaped(p.version)})"
         words = getattr(family(name), "ABOUT", "")
         return f"{name} ({'default: ' if name == DEFAULT_FAMILY else ''}{words})" if words else name
     said = " or ".join(about(n) for n in names())

@@ -17,7 +17,7 @@ import, and no other command reaches the network.
 A file no pin is given for is refused, rather than trust unchecked bytes; where the zip's own
 sha256 is given, the zip is checked before it is opened. Temporary files (`.NAME.XXXX.part` in the
 cache) are locked by the fetch that writes them; one no live fetch holds (a fetch killed with
-SIGKILL) is removed by the next fetch.
+SIGKILL, a moment ago or long since) is removed by the next fetch.
 
 Exit statuses: 0 fetched (or already there); 1 the download failed (no network, refused
 connection, an HTTP error, a refused redirect, a transfer too slow or truncated: try again, or fetch
@@ -62,7 +62,9 @@ MEMBER = "end2end.onnx"
 # about 1 KiB of directory; 3,000,000 entries in 141 MB took zipfile 1.2 GB to read)
 MAX_ENTRIES = 256
 MAX_DIRECTORY = 2**20
-STALE_S = 2.0  # a .part file younger than this is left alone (its fetch may not have locked it yet)
+# a .new file (a temporary file made, not locked yet: microseconds) younger than this is left alone;
+# a .part is locked before it has its name, so one whose lock is free is dead, whatever its age
+STALE_S = 2.0
 FAMILIES_PACKAGE = "phoenix_keypoints.extract.families"  # the built-in families live here
 
 
@@ -338,12 +340,15 @@ def _unzipped(f: Published, part: Path, url: str, dest: Path, handed: Path) -> N
 def _temporary(folder: Path, name: str) -> Iterator[Path]:
     """A hidden temporary file beside the destination, locked while this fetch lives (so a sweep
     by another fetch leaves it) and removed on the way out if still there."""
-    fd, tmp = tempfile.mkstemp(prefix=f".{name}.", suffix=".part", dir=folder)
+    fd, new = tempfile.mkstemp(prefix=f".{name}.", suffix=".new", dir=folder)
+    part = Path(new).with_suffix(".part")
     try:
         _lock(fd, wait=True)
-        yield Path(tmp)
+        os.replace(new, part)  # named .part once locked: a sweep may judge it by its lock alone
+        yield part
     finally:
-        Path(tmp).unlink(missing_ok=True)
+        Path(new).unlink(missing_ok=True)
+        part.unlink(missing_ok=True)
         os.close(fd)
 
 
@@ -362,14 +367,16 @@ def _lock(fd: int, wait: bool) -> bool:
 
 
 def _sweep(folder: Path) -> None:
-    """Remove the .part files of fetches that died (killed, the machine lost): those no live fetch
-    holds locked, older than STALE_S. Only regular files named as _temporary names them."""
-    for path in folder.glob(".*.part"):
+    """Remove the temporary files of fetches that died (killed, the machine lost): each .part no
+    live fetch holds locked, however young (a fetch killed a moment ago), and each .new older than
+    STALE_S (made, not yet locked). Only regular files named as _temporary names them."""
+    for path in [*folder.glob(".*.part"), *folder.glob(".*.new")]:
         try:
             st = os.lstat(path)
         except OSError:
             continue
-        if not stat.S_ISREG(st.st_mode) or time.time() - st.st_mtime < STALE_S:
+        young = path.suffix == ".new" and time.time() - st.st_mtime < STALE_S
+        if not stat.S_ISREG(st.st_mode) or young:
             continue
         try:
             fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))

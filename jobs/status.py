@@ -39,13 +39,15 @@ class Snapshot:
     state: PartsState
     beat: Heartbeat | None
     shard_beats: list[Heartbeat]
+    unread: list[str]  # heartbeats that cannot be read (a FIFO in progress.json's place), named
 
 
 def collect(rd: RunDir) -> Snapshot:
     info = rd.load()
     state = scan_parts(rd, info, rd.load_plan(), move_bad=False)
-    beats = [b for b in map(heartbeat.read, rd.shard_progress_files()) if b]
-    return Snapshot(info, state, heartbeat.read(rd.progress_path), beats)
+    (beat, why), *shards = map(heartbeat.read_checked, [rd.progress_path, *rd.shard_progress_files()])
+    return Snapshot(info, state, beat, [b for b, _ in shards if b],
+                    [w for w in [why, *(w for _, w in shards)] if w])
 
 
 @dataclass
@@ -160,6 +162,7 @@ def render(rd: RunDir) -> str:
     left = max(0, state.frames_total - state.frames_done - flight.frames)
     lines += _corpus_lines(rd, info)
     lines += _coordinator_lines(rd, snap.beat, left)
+    lines += [f"heartbeat: {why} (not read)" for why in snap.unread]
     if info.num_shards > 1:
         lines += _shard_lines(rd, snap, left)
     failed = state.failed

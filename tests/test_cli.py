@@ -78,7 +78,8 @@ def test_status_and_merge_without_run(tmp_path: Path):
 
 
 @pytest.mark.parametrize("flag,value", [("--batch-size", "abc"), ("--workers", "1.5"),
-                                        ("--num-gpus", "two"), ("--chunk-frames", "")])
+                                        ("--num-gpus", "two"), ("--chunk-frames", ""),
+                                        ("--workers", " 5"), ("--workers", "+1")])
 def test_a_number_option_given_no_number_says_so_in_words(flag: str, value: str, tmp_path: Path):
     """argparse names the function that parsed a value when it raises ValueError: the user reads
     what is wrong instead."""
@@ -114,13 +115,15 @@ def _numeric_options() -> list[tuple[str, str, object]]:
     return out
 
 
-NOT_ASCII_NUMBERS = ["٣", "²", "３", "1_000", "nan", "inf", "١.٥", "3\u200b", "\u00a03", "", "abc"]
+NOT_ASCII_NUMBERS = ["٣", "²", "３", "1_000", "nan", "inf", "١.٥", "3\u200b", "\u00a03", "", "abc",
+                     " 5", "5 ", "\t5", "+1", "+0.5", "-0"]  # no sign, no space (issue 52 item 5)
 
 
 def test_every_numeric_option_reads_ascii_digits_only_and_says_so_in_words():
     """`--det-every ٣` was read as 3 and `--det-every ²` said "invalid _every value" (issue 46
-    item 7); float options took `nan` and `١.٥`: every numeric option of every command now reads
-    an optional sign, ASCII digits and (a number) a point and an exponent, and refuses the rest
+    item 7); float options took `nan` and `١.٥`, and `--workers ' 5'` and `+1` were read (issue 52):
+    every numeric option of every command now reads ASCII digits and (a number) a point and an
+    exponent, no sign and no space, and refuses the rest
     with an ArgumentTypeError in words (argparse prints a ValueError as the function's name)."""
     import argparse
 

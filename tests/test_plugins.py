@@ -263,3 +263,25 @@ def test_a_plugin_that_imports_onnxruntime_gets_its_telemetry_off(tmp_path: Path
     assert proc.returncode == 0, proc.stderr
     assert not (home / ".cache" / "Microsoft").exists(), sorted(home.rglob("*"))
     assert proc.stdout.split() == ["2", "1"] and "onnxruntime was imported" not in proc.stderr
+
+
+@pytest.mark.parametrize("args", [["run", "--help"], ["--help"], ["models", "list"]],
+                         ids=["run-help", "help", "models-list"])
+def test_a_distribution_name_with_escapes_is_printed_escaped(args: list[str],
+                                                             tmp_path: Path) -> None:
+    """An installed distribution whose METADATA `Name:` holds ESC[31m and a CR (a folded line),
+    advertising a family: `run --help` printed the raw ESC on a597681 while `--help`, `models
+    list` and `run --estimator` escaped it (issue 52 item 5). No command lets it reach the
+    terminal; its module is never imported (it does not even exist)."""
+    info = tmp_path / "evil_dist-1.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: evil\x1b[31mred\r x\n"
+                                   "Version: 1.0\n", newline="")
+    (info / "entry_points.txt").write_text("[phoenix_keypoints.families]\nredfam = redfam_family\n")
+    proc = run_cli(args, env={"PYTHONPATH": str(tmp_path), "COLUMNS": "1000"})
+    assert_no_traceback(proc)
+    assert proc.returncode == 0, proc.stderr
+    said = proc.stdout + proc.stderr
+    assert "\x1b" not in said and "\r" not in said, said
+    if args == ["run", "--help"]:
+        assert "redfam (installed: evil\\x1b[31mred\\x" in said, said  # the CR or its fold escaped

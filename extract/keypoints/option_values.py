@@ -4,9 +4,9 @@ each family's options.py): ASCII digits only, and a refusal in words.
 Python reads more than a user typed as a number: `str.isdigit()` takes `²` and `٣`, `int()` reads
 `٣` as 3 and `1_000` as 1000, `float()` reads `١.٥`, `nan` and `inf`. And argparse, when a type
 function raises ValueError, names the function (`invalid _every value: '²'`). The types here
-take an optional sign, ASCII digits, and for a number a decimal point and an exponent, nothing
-else; they refuse with argparse.ArgumentTypeError, whose text argparse prints as it is after
-`argument --flag:`.
+take ASCII digits, and for a number a decimal point and an exponent (`1e-3`), nothing else: no
+sign (`+1`) and no space (`' 5'`), as docs/options.md says; they refuse with
+argparse.ArgumentTypeError, whose text argparse prints as it is after `argument --flag:`.
 """
 
 from __future__ import annotations
@@ -17,9 +17,9 @@ import re
 from collections.abc import Callable
 from typing import TypeVar
 
-_WHOLE = re.compile(r"[+-]?[0-9]+")
+_WHOLE = re.compile(r"[0-9]+")
 N = TypeVar("N", int, float)
-_DECIMAL = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
+_DECIMAL = re.compile(r"(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
 
 
 def whole_number(least: int | None = None, most: int | None = None, why: str = "",
@@ -28,10 +28,9 @@ def whole_number(least: int | None = None, most: int | None = None, why: str = "
     digits; a refusal past `most` says `why`. `what`: the number's words ("a whole number of
     frames")."""
     def parse(value: str) -> int:
-        text = value.strip(" \t")
-        if not text.isascii() or not _WHOLE.fullmatch(text):
+        if not value.isascii() or not _WHOLE.fullmatch(value):
             raise argparse.ArgumentTypeError(f"must be {what}, not {value!r}")
-        return _bounded(int(text), least, most, why, "{:,}")
+        return _bounded(int(value), least, most, why, "{:,}")
 
     parse.__name__ = what  # never shown: every refusal is an ArgumentTypeError
     return parse
@@ -42,11 +41,10 @@ def decimal_number(least: float | None = None, most: float | None = None, above:
     """An argparse type: a finite decimal number from `least` (greater than it, with `above`) to
     `most`, in ASCII digits (`2`, `0.5`, `.5`, `1e-3`)."""
     def parse(value: str) -> float:
-        text = value.strip(" \t")
-        if not text.isascii() or not _DECIMAL.fullmatch(text) or not math.isfinite(float(text)):
+        if not value.isascii() or not _DECIMAL.fullmatch(value) or not math.isfinite(float(value)):
             raise argparse.ArgumentTypeError(
                 f"must be {what}{_range(least, most, above)}, not {value!r}")
-        x = float(text)
+        x = float(value)
         if least is not None and (x <= least if above else x < least):
             raise argparse.ArgumentTypeError(
                 f"must be {'greater than' if above else 'at least'} {least:g}, not {x:g}")

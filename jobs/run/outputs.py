@@ -55,7 +55,8 @@ def outputs_state(rd: RunDir, info: RunInfo) -> str:
     if merge is None or merge.partial or info.merge_interrupted:
         return "stale"
     try:
-        if pq.read_metadata(rd.keypoints_path).num_rows != merge.rows:
+        if not rd.keypoints_path.is_file() or (  # a FIFO in its place would hang the read
+                pq.read_metadata(rd.keypoints_path).num_rows != merge.rows):
             return "stale"
     except (OSError, pa.ArrowException):
         return "stale"

@@ -10,19 +10,95 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import stat
 import sys
 import tempfile
 from collections.abc import Callable
 from contextlib import suppress
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from phoenix_keypoints.jobs import messages
-from phoenix_keypoints.jobs.rundir.runinfo import RUN_FORMAT, RunInfo, RunInfoError
+from phoenix_keypoints.jobs.rundir.runinfo import (
+    RUN_FORMAT,
+    RunInfo,
+    RunInfoError,
+    format_named,
+    reads_format,
+)
+
+# run.json holds a few KB (its lists are capped); what no run writes is refused before json parses it
+RUN_JSON_MAX_BYTES = 8 * 2**20
+JSON_MAX_DEPTH = 64  # run.json nests 4 deep; 200,000 levels were a RecursionError traceback
+_KINDS = ((stat.S_ISDIR, "a folder"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"),
+          (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"))
+# a JSON string, or what is left of one that never closes: the scan below never restarts inside one
+_JSON_STRING = re.compile(rb'"(?:[^"\\]|\\.)*(?:"|\\?\Z)', re.DOTALL)
+
+
+class NotAFile(OSError):
+    """A run folder's file that is something else (a FIFO, a device, a folder): never opened
+    blocking, never read. Its message names what it is."""
+
+
+def not_a_file(path: Path) -> str:
+    """Why path is no regular file ("" when it is one; a FIFO or a device is stat'ed, never opened,
+    so this cannot hang). FileNotFoundError where nothing is there."""
+    return _kind(os.stat(path).st_mode)
+
+
+def _kind(mode: int) -> str:
+    if stat.S_ISREG(mode):
+        return ""
+    what = next((name for test, name in _KINDS if test(mode)), "not a file")
+    return f"not a regular file ({what})"
+
+
+def open_regular(path: Path) -> BinaryIO:
+    """A run folder's file opened for reading only if it is a regular file: stat'ed first, then
+    opened without blocking and checked again (it may have been swapped meanwhile), so a FIFO or a
+    device in its place is named (NotAFile), never waited on."""
+    if why := not_a_file(path):
+        raise NotAFile(f"{path}: {why}")
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    if why := _kind(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise NotAFile(f"{path}: {why}")
+    return os.fdopen(fd, "rb")
+
+
+def read_small(path: Path, limit: int) -> bytes:
+    """A run folder's file read back (open_regular), at most `limit` bytes of it (ValueError)."""
+    with open_regular(path) as f:
+        data = f.read(limit + 1)
+    if len(data) > limit:
+        raise ValueError(f"larger than {limit:,} bytes")
+    return data
+
+
+def json_depth(data: bytes) -> int:
+    """How deep JSON text nests its arrays and objects, strings left out: a cheap scan before
+    json parses it (Python's parser recurses once a level)."""
+    import numpy as np
+
+    text = np.frombuffer(_JSON_STRING.sub(b"", data), dtype=np.uint8)
+    opens, closes = (text == 91) | (text == 123), (text == 93) | (text == 125)  # [{ and ]}
+    steps = opens[opens | closes].astype(np.int32) * 2 - 1
+    return int(steps.cumsum().max(initial=0))
+
+
+def load_json(path: Path, limit: int) -> Any:
+    """A run folder's JSON file (run.json, a heartbeat), bounded in size and nesting: NotAFile,
+    OSError or ValueError (its message says why) for anything else."""
+    data = read_small(path, limit)
+    if (depth := json_depth(data)) > JSON_MAX_DEPTH:
+        raise ValueError(f"nested {depth:,} levels deep, more than {JSON_MAX_DEPTH}")
+    return json.loads(data)
 
 
 class RunError(Exception):
@@ -185,27 +261,33 @@ class RunDir:
         set_index_dir(self.archive_dir, write, build, lazy)
 
     def exists(self) -> bool:
-        return self.run_json.is_file()
+        """Whether run.json is there, whatever it is: a FIFO or a folder in its place makes a run
+        folder gone wrong, named by load(), not an empty folder to plan a run in."""
+        return os.path.lexists(self.run_json)
 
     # --- run.json ----------------------------------------------------------------------------
     def load(self) -> RunInfo:
         try:
-            raw = json.loads(self.run_json.read_text())
+            raw = load_json(self.run_json, RUN_JSON_MAX_BYTES)
         except FileNotFoundError:
             raise RunError(
                 f"{self.path} holds no run (no run.json). Start one with "
                 f"`phoenix-keypoints run {messages.ANY_INPUT} --out {messages.quote(self.path)}`."
             ) from None
+        except NotAFile as e:
+            raise RunError(f"{e}: not read. Put the run's run.json back, or start afresh: "
+                           f"{messages.fresh(self.path)}.") from None
         except (OSError, ValueError) as e:
             raise RunError(f"{self.run_json}: unreadable ({e}). Start afresh: "
                            f"{messages.fresh(self.path)}.") from None
         try:
             return RunInfo.from_json(raw)
         except RunInfoError as e:
-            if isinstance(raw, dict) and raw.get("format") != RUN_FORMAT:
+            if isinstance(raw, dict) and not reads_format(raw.get("format")):
                 raise RunError(
                     f"{self.run_json}: written by another version of phoenix-keypoints (format "
-                    f"{raw.get('format')}, this one reads {RUN_FORMAT}). Use another --out, or "
+                    f"{format_named(raw.get('format'))}, this one reads {RUN_FORMAT}). Use another "
+                    "--out, or "
                     f"start afresh: {messages.fresh(self.path)}."
                 ) from None
             raise RunError(f"{self.run_json}: not a valid run record ({e}). Start afresh: "
@@ -229,6 +311,8 @@ class RunDir:
 
     def load_plan(self) -> pa.Table:
         try:
+            if why := not_a_file(self.plan_path):  # a FIFO would hang the read
+                raise NotAFile(why)
             return pq.read_table(self.plan_path)
         except (OSError, pa.ArrowException) as e:
             raise RunError(f"{self.plan_path}: unreadable ({e}). Start afresh: "

@@ -6,7 +6,6 @@ at once on its own host (is its pid there?) and from its age elsewhere (another 
 
 from __future__ import annotations
 
-import json
 import os
 import socket
 import time
@@ -14,7 +13,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from phoenix_keypoints.jobs.rundir.folder import write_json
+from phoenix_keypoints.jobs.rundir.folder import NotAFile, load_json, write_json
 
 INTERVAL_S = 2.0
 STALE_AFTER_S = 30.0  # another host's coordinator is presumed dead after this long without a beat
@@ -68,12 +67,25 @@ def write(path: Path, beat: Heartbeat) -> None:
     write_json(path, beat.to_json())
 
 
+MAX_BYTES = 2**20  # a heartbeat names each worker once: a few KB
+
+
 def read(path: Path) -> Heartbeat | None:
     """The heartbeat in path, or None when there is none (or it is unreadable: never fatal)."""
+    return read_checked(path)[0]
+
+
+def read_checked(path: Path) -> tuple[Heartbeat | None, str]:
+    """(the heartbeat, "") or (None, why it cannot be read; "" when there is none): a FIFO or a
+    device in its place is named, never waited on (jobs.rundir.folder.load_json)."""
     try:
-        return Heartbeat.from_json(json.loads(Path(path).read_text()))
-    except (OSError, ValueError, TypeError, KeyError):
-        return None
+        return Heartbeat.from_json(load_json(Path(path), MAX_BYTES)), ""
+    except FileNotFoundError:
+        return None, ""
+    except NotAFile as e:
+        return None, str(e)
+    except (OSError, ValueError, TypeError, KeyError, AttributeError) as e:
+        return None, f"{path}: unreadable ({type(e).__name__})"
 
 
 def _proc_fields(pid: int) -> list[str] | None:

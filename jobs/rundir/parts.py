@@ -25,7 +25,7 @@ import pyarrow.parquet as pq
 
 from phoenix_keypoints.extract.keypoints.estimator import DEFAULT_FAMILY, declaration_of_schema
 from phoenix_keypoints.jobs import faults
-from phoenix_keypoints.jobs.rundir.folder import RunDir, fsync_dir
+from phoenix_keypoints.jobs.rundir.folder import NotAFile, RunDir, fsync_dir, open_regular
 
 META_KEY = b"phoenix_keypoints"
 TEMP_GLOB = ".chunk-*.tmp"
@@ -122,7 +122,10 @@ def write_part(path: Path, table: pa.Table, info: PartInfo, fingerprint: str) ->
 def read_part_info(path: Path) -> tuple[PartInfo, str]:
     """(info, fingerprint) from a part's footer; raises ValueError when it is not one of ours."""
     try:
-        md = pq.read_metadata(path)
+        with open_regular(path) as f:  # a FIFO or a device in a part's place is refused, not read
+            md = pq.read_metadata(f)
+    except NotAFile as e:
+        raise ValueError(str(e).removeprefix(f"{path}: ")) from None
     except (OSError, pa.ArrowException) as e:
         raise ValueError(f"footer unreadable ({e})") from None
     raw = (md.metadata or {}).get(META_KEY)

@@ -15,6 +15,7 @@ from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 from phoenix_keypoints.extract.keypoints.estimator import DEFAULT_FAMILY
+from phoenix_keypoints.jobs import messages
 
 RUN_FORMAT = 2
 
@@ -252,8 +253,9 @@ class RunInfo:
     def from_json(cls, raw: Any) -> RunInfo:
         if not isinstance(raw, dict):
             raise RunInfoError("not a JSON object")
-        if raw.get("format") != RUN_FORMAT:
-            raise RunInfoError(f"format {raw.get('format')}, this version reads {RUN_FORMAT}")
+        if not reads_format(raw.get("format")):
+            raise RunInfoError(f"format {format_named(raw.get('format'))}, this version reads "
+                               f"{RUN_FORMAT}")
         merge = raw.get("merge")
         try:
             return cls(
@@ -281,6 +283,26 @@ class RunInfo:
 
     def dumps(self) -> str:
         return json.dumps(self.to_json(), indent=2, sort_keys=True) + "\n"
+
+
+def reads_format(value: Any) -> bool:
+    """Whether run.json's `format` is this version's: the number itself (`2.0`, `"2"` are not)."""
+    return type(value) is int and value == RUN_FORMAT
+
+
+def format_named(value: Any) -> str:
+    """run.json's `format` as written: `"2"` (a string) is no 2, and a message must not say so."""
+    if value is None:
+        return "none"
+    if isinstance(value, int) and not isinstance(value, bool):
+        return str(value)
+    shown = repr(value)
+    shown = shown if len(shown) <= 40 else shown[:37] + "..."
+    return f"{messages.terminal(shown)} (a {_JSON_TYPES.get(type(value), 'value')})"
+
+
+_JSON_TYPES = {str: "string", float: "number", bool: "boolean", list: "list", dict: "object",
+               type(None): "null"}
 
 
 def _record(cls: type, raw: dict[str, Any], key: str) -> Any:

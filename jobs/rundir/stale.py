@@ -19,6 +19,7 @@ import pyarrow.parquet as pq
 from phoenix_keypoints.extract.keypoints.schema import PROVENANCE_COLUMNS
 from phoenix_keypoints.extract.sources import changed_rows
 from phoenix_keypoints.extract.sources.provenance import DEFAULT_THREADS
+from phoenix_keypoints.jobs.rundir.folder import NotAFile, not_a_file
 
 SHOWN = 3  # frames named in a part's .why; the rest are counted
 
@@ -52,7 +53,10 @@ def stale_rows(root: Path, table: pa.Table | pa.RecordBatch, content: bool = Fal
 def stale_in_part(path: Path, root: Path, content: bool = False,
                   skip: set[tuple[str, str]] | None = None) -> list[Stale]:
     """The rows of one committed part whose frames changed (reads only the provenance columns).
-    skip: (split, video)s whose rows are not the chunk's any more (a kept part's dropped videos)."""
+    skip: (split, video)s whose rows are not the chunk's any more (a kept part's dropped videos).
+    A FIFO or a device in the part's place raises NotAFile (an OSError), unread."""
+    if why := not_a_file(path):
+        raise NotAFile(why)
     if not skip:
         return stale_rows(root, pq.read_table(path, columns=columns(content)), content)
     table = pq.read_table(path, columns=["split", *columns(content)])

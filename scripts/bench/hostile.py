@@ -19,21 +19,32 @@
   512 MiB GNU long name lies between two videos, a 1 GiB manifest, MP4s whose tables list 5x10^7
   and 1,999,000 (the most allowed) samples, and a 600-frame 540x720 video through the
   whole-body estimator (tiny models) at --batch-size 8 and 123 (the most allowed).
+- Run folders (issue 52, `--only run-folders`): a finished run over the embedded sample, then each
+  case on a copy of it, met by the command a user would type: a committed part replaced by a FIFO
+  (`status`, then `run` to resume), run.json or progress.json a FIFO, run.json 200,000 levels deep
+  (`status`, `verify`, `run`), `"format": "2"`, `--workers ' 5'` and `+1`, and `run --help` with a
+  distribution installed whose name holds ESC[31m and a CR. Each command has 120 s: one that waits
+  on a FIFO is killed and counted as hung.
 
-    .venv/bin/python scripts/bench/hostile.py [--save hostile.json] [--only round-two|round-three]
+    .venv/bin/python scripts/bench/hostile.py [--save hostile.json]
+                     [--only round-two|round-three|run-folders]
 """
 
 from __future__ import annotations
 
 import argparse
 import io
+import json
+import os
 import pickle
+import shlex
 import shutil
 import struct
 import subprocess
 import sys
 import tarfile
 import tempfile
+import time
 import zlib
 from pathlib import Path
 
@@ -349,15 +360,108 @@ def round_three(save: str | None, pick: set[int] | None = None) -> None:
         print(save_json(save, {"machine": machine(), "round_three": rows, "repo": str(REPO.name)}))
 
 
+def _folder_cases(run: Path) -> list[tuple[str, list[str], object]]:
+    """(case, the command's arguments after phoenix-keypoints, what it does to the run copy; None:
+    the command meets the folder the case before left)."""
+    def fifo(name: str):  # noqa: ANN202
+        return lambda r: ((r / name).unlink(missing_ok=True), os.mkfifo(r / name))
+
+    def unmerged(r: Path) -> None:
+        (r / "keypoints.parquet").unlink()
+        shutil.rmtree(r / "tensors")
+        fifo("parts/chunk-000002.parquet")(r)
+
+    def deep(r: Path) -> None:
+        (r / "run.json").write_text('{"format": 2, "x": ' + "[" * 200_000 + "]" * 200_000 + "}")
+
+    def string_format(r: Path) -> None:
+        (r / "run.json").write_text(json.dumps({**json.loads((r / "run.json").read_text()),
+                                                "format": "2"}))
+
+    def same(r: Path) -> None:
+        return None
+
+    out = [("the finished run as it is (baseline)", ["status"], same),
+           ("a committed part a FIFO", ["status"], unmerged),
+           ("the same, resumed", ["run"], None),
+           ("run.json a FIFO", ["status"], fifo("run.json")),
+           ("progress.json a FIFO", ["status"], fifo("progress.json")),
+           *((f"run.json 200,000 levels deep ({c})", [c], deep) for c in ("status", "verify", "run")),
+           ('run.json "format": "2"', ["status"], string_format),
+           *((f"--workers {v!r}", ["run", "--workers", v], same) for v in (" 5", "+1")),
+           ("a distribution named ESC[31m...CR (run --help)", ["run", "--help"], same)]
+    return [(name, [*args[:1], *(["--out", str(run)] if args != ["run", "--help"] else []),
+                    *args[1:]], make) for name, args, make in out]
+
+
+def _evil_dist(site: Path) -> None:
+    """A dist-info whose Name holds ESC[31m and a CR (folded), advertising a family."""
+    info = site / "evil_dist-1.0.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: evil\x1b[31mred\r x\n"
+                                   "Version: 1.0\n", newline="")
+    (info / "entry_points.txt").write_text("[phoenix_keypoints.families]\nredfam = redfam_family\n")
+
+
+def _timed(args: list[str], env: dict[str, str], limit: float = 120) -> dict:
+    """One command: its exit (None: killed after `limit` s, hung), wall s, what it said."""
+    t0 = time.monotonic()
+    try:
+        p = subprocess.run([sys.executable, "-m", "phoenix_keypoints", *args], cwd=REPO, env=env,
+                           capture_output=True, text=True, timeout=limit)
+    except subprocess.TimeoutExpired:
+        return {"exit": None, "wall_s": limit, "said": f"hung: killed after {limit:.0f} s"}
+    said = [x for x in p.stderr.splitlines() + p.stdout.splitlines()
+            if x.startswith(("heartbeat:", "untrusted", "part of chunk", "Traceback",
+                             "RecursionError")) or "error:" in x or "installed: evil" in x]
+    return {"exit": p.returncode, "wall_s": round(time.monotonic() - t0, 1),
+            "said": " | ".join(said)[:300], "raw_escape": "\x1b" in p.stdout + p.stderr}
+
+
+def run_folder_rows(work: Path) -> list[dict]:
+    """Issue 52's run-folder cases, each on a copy of one finished run over the embedded sample."""
+    sample = subprocess.run([sys.executable, "-m", "phoenix_keypoints", "sample", "--out",
+                             str(work / "sample")], check=True, capture_output=True, text=True)
+    run = work / "done"
+    subprocess.run([sys.executable, "-m", "phoenix_keypoints", "run", "--dataset",
+                    sample.stdout.strip(), "--out", str(run), "--chunk-frames", "20"], check=True,
+                   capture_output=True)
+    _evil_dist(work / "site")
+    env = {**os.environ, "PYTHONPATH": str(work / "site")}
+    out, copy = [], work / "copy"
+    for name, args, make in _folder_cases(copy):
+        if make is not None:
+            shutil.rmtree(copy, ignore_errors=True)
+            shutil.copytree(run, copy)
+            make(copy)
+        out.append({"case": name, "command": "phoenix-keypoints " + shlex.join(
+            a if a != str(copy) else "R" for a in args), **_timed(args, env)})
+        print(out[-1], flush=True)
+    return out
+
+
+def run_folders(save: str | None) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        rows = run_folder_rows(Path(tmp))
+    print(table([[r["case"], r["command"], r["exit"], r["wall_s"], r["said"][:90]] for r in rows],
+                ["case", "command", "exit", "wall s", "said"]))
+    if save:
+        print(save_json(save, {"machine": machine(), "run_folders": rows, "repo": str(REPO.name),
+                               "note": "a host shared with other jobs: wall times are loaded ones"}))
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--save", help="results file name under docs/results/")
-    p.add_argument("--only", choices=list(_CASES), help="only the round-two or round-three cases")
+    p.add_argument("--only", choices=[*_CASES, "run-folders"],
+                   help="only the round-two, round-three or run-folder cases")
     p.add_argument("--pick", help="round three: only the cases at these positions (0-based: 6,7)")
     p.add_argument("--build", nargs=3, help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.build:
         return build_case(args.build[0], int(args.build[1]), Path(args.build[2]))
+    if args.only == "run-folders":
+        return run_folders(args.save)
     if args.only == "round-three":
         return round_three(args.save, {int(k) for k in args.pick.split(",")} if args.pick else None)
     with tempfile.TemporaryDirectory() as tmp:

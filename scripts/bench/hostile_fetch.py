@@ -97,23 +97,25 @@ def setup(tmp: Path, server: Server, listener: Listener) -> tuple[dict[str, str]
     return env, {"wide_zip_bytes": len(server.files["/wide.zip"])}
 
 
-def killed_part(tmp: Path, env: dict[str, str], server: Server) -> dict:
-    """A fetch stalled after 9 MiB, killed with SIGKILL; the next fetch's cost and what it says."""
+def killed_part(tmp: Path, env: dict[str, str], server: Server, sent_mib: int = 9,
+                announced_mib: int = 10, wait_s: float = 2.5) -> dict:
+    """A fetch stalled after `sent_mib` of `announced_mib`, killed with SIGKILL once they are on
+    disk; the next fetch, `wait_s` later: its cost, what it says, what is left."""
     hold = threading.Event()
-    server.raw["/det.zip"] = stalling(hold, 120)
-    cache = tmp / "killed"
+    server.raw["/det.zip"] = stalling(hold, 120, sent=sent_mib * 2**20, length=announced_mib * 2**20)
+    cache = tmp / f"killed-{sent_mib}"
     env = {**env, "PHOENIX_KEYPOINTS_MODELS_DIR": str(cache)}
     p = subprocess.Popen([sys.executable, "-m", "phoenix_keypoints", "models", "fetch", "det"],
                          env={**os.environ, **env}, stdout=subprocess.DEVNULL,
                          stderr=subprocess.DEVNULL, start_new_session=True)
-    while not any(f.stat().st_size >= 9 * 2**20 for f in cache.glob(".*.part")):
+    while not any(f.stat().st_size >= sent_mib * 2**20 for f in cache.glob(".*.part")):
         time.sleep(0.1)
     os.killpg(p.pid, signal.SIGKILL)
     p.wait()
     hold.set()
     left = sum(f.stat().st_size for f in cache.glob(".*.part"))
     del server.raw["/det.zip"]
-    time.sleep(2.5)
+    time.sleep(wait_s)
     out = fetch("det", env)
     return out | {"left_by_sigkill_bytes": left,
                   "left_after_bytes": sum(f.stat().st_size for f in cache.glob(".*.part"))}
@@ -147,8 +149,10 @@ def main() -> None:
                 "listener_heard": len(listener.heard), "proxy_heard": len(proxy.heard)}
             print(case, results[case], flush=True)
         if "SIGKILL".startswith(args.only) or not args.only:
-            results["a SIGKILLed fetch's 9 MiB .part, then a fetch"] = killed_part(tmp, env, server)
-            print(results["a SIGKILLed fetch's 9 MiB .part, then a fetch"], flush=True)
+            for case, how in (("a SIGKILLed fetch's 9 MiB .part, then a fetch", (9, 10, 2.5)),
+                              ("SIGKILLed at 4 MiB of 16, then a fetch at once", (4, 16, 0))):
+                results[case] = killed_part(tmp, env, server, *how)
+                print(case, results[case], flush=True)
     save_json(args.name, {"machine": machine(), **facts, "cases": results})
 
 
