@@ -474,7 +474,8 @@ def _inspect_parsers(sub: argparse._SubParsersAction) -> None:
     sh.add_argument("--video", required=True, help="video name, e.g. 01April_2010_Thursday_heute-6694")
     sh.add_argument("--to", type=Path, required=True,
                     help="FILE.mp4, FILE.gif, or FILE.png (a contact sheet, one tile per frame)")
-    sh.add_argument("--fps", type=_frame_rate, default=25.0, help="MP4/GIF frame rate (default 25)")
+    sh.add_argument("--fps", type=_frame_rate, metavar="F",
+                    help="MP4/GIF frame rate (default: the video's own; frame folders 25, PHOENIX's)")
     sh.add_argument("--scale", type=_positive,
                     help="pixels per frame pixel (default 2 for MP4/GIF, 1 for PNG)")
     sh.set_defaults(handler=_show)
@@ -505,7 +506,7 @@ def _options(args: argparse.Namespace) -> RunOptions:
     asked = _family_options(args)  # first: it may read the flags as a resumed run's family's
     return RunOptions(dataset, splits, args.videos, args.limit_videos, args.chunk_frames,
                       args.max_samples_per_split, args.max_pixels, args.follow_links,
-                      args.estimator, args.max_scans, asked)
+                      args.estimator, args.max_scans, asked, tuple(getattr(args, "argv", ())))
 
 
 def _family_options(args: argparse.Namespace) -> dict[str, dict]:
@@ -722,11 +723,13 @@ def _report(args: argparse.Namespace) -> int:
 
 def _show(args: argparse.Namespace) -> int:
     from phoenix_keypoints.extract.inspect.overlay import write_overlay
-    from phoenix_keypoints.jobs.inspect import show_input
+    from phoenix_keypoints.jobs.inspect import show_input, show_rate
 
     rows, root, note = show_input(args.out, args.video)
-    n, found = write_overlay(rows, root, args.to, args.fps, args.scale)
-    messages.result(f"{args.to}: {n} frames of {args.video}")
+    fps, said = show_rate(rows, root, args.fps)
+    n, found = write_overlay(rows, root, args.to, fps, args.scale)
+    rate = f" at {said}" if args.to.suffix.lower() != ".png" else ""
+    messages.result(f"{args.to}: {n} frames of {args.video}{rate}")
     if found < n:
         messages.note(f"{note or f'{n - found} frame file(s) not found'}; those frames show the "
                       "skeleton on a grey canvas")

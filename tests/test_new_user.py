@@ -4,10 +4,17 @@ rate of a video in report and show, the hints of refusals, names not found."""
 from __future__ import annotations
 
 import re
+from fractions import Fraction
 from pathlib import Path
 
+import cv2
+import pyarrow as pa
 import pyarrow.parquet as pq
-from helpers import popen_cli
+import pytest
+from helpers import assert_no_traceback, popen_cli, run_cli
+from kinds import clip
+
+NTSC = Fraction(30000, 1001)
 
 LINE = re.compile(r"frames: (\d+)/(\d+) committed \([\d.]+ %\), (\d+) in flight; "
                   r"[\d.]+ frames/s, (about .+ left|time left not known yet|all frames extracted)")
@@ -42,3 +49,57 @@ def test_progress_in_a_log_says_committed_and_in_flight(sample_root: Path, tmp_p
     assert seen[-1] == (82, 82, 0), text
     assert any(flight > 0 for _, _, flight in seen), text  # in flight is told apart
     assert [c for c, _, _ in seen] == sorted(c for c, _, _ in seen)
+
+
+# --- the rate of a video in report and show (and show's --to folder) ------------------------------
+
+@pytest.fixture(scope="module")
+def ntsc_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A run of one 8-frame mp4 at 30000/1001 fps (a rate no constant would give)."""
+    folder = tmp_path_factory.mktemp("ntsc")
+    video = clip(folder / "signer.mp4", 0, 8, NTSC)
+    out = folder / "run"
+    proc = run_cli(["run", "--dataset", video, "--out", out])
+    assert proc.returncode == 0, proc.stderr
+    return out
+
+
+def test_show_writes_the_videos_rate_into_a_folder_not_there_yet(ntsc_run: Path,
+                                                                 tmp_path: Path) -> None:
+    dest = tmp_path / "new" / "folder" / "clip.mp4"
+    proc = run_cli(["show", "--out", ntsc_run, "--video", "signer", "--to", dest])
+    assert_no_traceback(proc)
+    assert proc.returncode == 0, proc.stderr
+    assert "29.97 fps" in proc.stdout, proc.stdout
+    cap = cv2.VideoCapture(str(dest))
+    try:
+        assert cap.get(cv2.CAP_PROP_FPS) == pytest.approx(float(NTSC), abs=0.01)
+        assert int(cap.get(cv2.CAP_PROP_FRAME_COUNT)) == 8
+    finally:
+        cap.release()
+    assert "deprecated pixel format" not in proc.stderr, proc.stderr
+    asked = run_cli(["show", "--out", ntsc_run, "--video", "signer", "--to", tmp_path / "a.gif",
+                     "--fps", "10"])
+    assert asked.returncode == 0 and "10 fps (--fps)" in asked.stdout, asked.stdout
+
+
+def test_report_speaks_of_time_at_the_videos_rate(ntsc_run: Path) -> None:
+    proc = run_cli(["report", "--out", ntsc_run, "--min-pose-rate", "1.5"])  # flagged: a card
+    assert_no_traceback(proc)
+    assert proc.returncode == 0, proc.stderr
+    page = (ntsc_run / "report" / "index.html").read_text()
+    assert "here 1.7 s at 29.97 fps" in page
+    assert "PHOENIX's 25 fps" not in page and "here 2.0 s" not in page
+
+
+def test_timeline_and_show_rates_say_where_they_come_from() -> None:
+    from phoenix_keypoints.extract.inspect.rows import rate_said
+    from phoenix_keypoints.jobs.inspect import show_rate
+
+    assert rate_said(29.97002997) == (29.97002997, "29.97 fps")
+    fps, said = rate_said(None)
+    assert fps == 25 and "frame folders carry no rate" in said
+    rows = pa.table({"image": ["train/a/images0001.png", "train/a/images0002.png"],
+                     "time_s": pa.array([None, None], pa.float64())})
+    fps, said = show_rate(rows, None, None)
+    assert fps == 25 and "PHOENIX's" in said and "--fps" in said

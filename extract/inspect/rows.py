@@ -75,6 +75,32 @@ def video_rows(path: Path, videos: Sequence[str], columns: Sequence[str] | None 
     return pa.concat_tables(parts)
 
 
+def video_rates(path: Path) -> dict[str, float]:
+    """video -> frames a second from its rows' times (`time_s`: video files); a video without
+    times (frame folders, a file from before videos) is absent."""
+    pf = open_keypoints(path)
+    if "time_s" not in pf.schema_arrow.names:
+        return {}
+    t = pf.read(columns=["video", "time_s"])
+    t = t.filter(pc.is_valid(t["time_s"]))
+    g = t.group_by("video").aggregate([("time_s", "min"), ("time_s", "max"), ("time_s", "count")])
+    out = {}
+    for v, lo, hi, n in zip(*(g[c].to_pylist() for c in ("video", "time_s_min", "time_s_max",
+                                                         "time_s_count")), strict=True):
+        if n > 1 and hi > lo:
+            out[v] = (n - 1) / (hi - lo)
+    return out
+
+
+def rate_said(rate: float | None) -> tuple[float, str]:
+    """(frames a second, how a page says it): a video's own rate, else PHOENIX's 25, said so."""
+    from phoenix_keypoints.extract.outputs.export import PHOENIX_FPS
+
+    if rate:
+        return rate, f"{rate:.4g} fps"
+    return float(PHOENIX_FPS), f"{PHOENIX_FPS} fps (frame folders carry no rate: PHOENIX's assumed)"
+
+
 MAX_GROUP_ROWS = 65_536  # larger row groups are streamed in batches instead of read whole
 
 
