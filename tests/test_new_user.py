@@ -103,3 +103,21 @@ def test_timeline_and_show_rates_say_where_they_come_from() -> None:
                      "time_s": pa.array([None, None], pa.float64())})
     fps, said = show_rate(rows, None, None)
     assert fps == 25 and "PHOENIX's" in said and "--fps" in said
+
+
+# --- the --fresh hint is the whole command asked ---------------------------------------------------
+
+def test_fresh_hint_repeats_every_option_asked(ntsc_run: Path) -> None:
+    video = ntsc_run.parent / "signer.mp4"
+    for typed, said in ((["--limit-videos", "1"], "limit_videos (none when planned, 1 asked)"),
+                        (["--model-complexity", "2"], "model_complexity (1 when planned, 2 asked)")):
+        proc = run_cli(["run", "--out", ntsc_run, *typed, "--dataset", video])
+        assert_no_traceback(proc)
+        assert proc.returncode == 2, proc.stderr
+        assert said in proc.stderr, proc.stderr
+        hint = f"`phoenix-keypoints run --out {ntsc_run} {' '.join(typed)} --fresh --dataset {video}`"
+        assert hint in proc.stderr, proc.stderr
+    proc = run_cli(["run", "--output_path", ntsc_run.parent / "x.pkl", "--out", ntsc_run,
+                    "--num_gpus", "0", "--limit-videos", "1"])  # no input typed: the run's own
+    assert (f"`phoenix-keypoints run --output_path {ntsc_run.parent / 'x.pkl'} --out {ntsc_run} "
+            f"--num_gpus 0 --limit-videos 1 --fresh --dataset {video}`") in proc.stderr, proc.stderr

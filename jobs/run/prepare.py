@@ -124,7 +124,7 @@ def _resume(rd: RunDir, opts: RunOptions, num_shards: int | None, workers: int =
     if diffs:
         raise RunError(f"{rd.path} holds a run with other {', '.join(diffs)}. Use another --out, or "
                        "start afresh with the options you want: "
-                       f"{messages.fresh(rd.path, input_arg(info, opts.dataset))}.")
+                       f"{messages.fresh(rd.path, input_arg(info, opts.dataset), opts.typed)}.")
     check = getattr(family(info.options.estimator), "check_recorded", None)
     if check is not None:  # e.g. model files still the ones the run recorded
         check(opts.settings(info))
