@@ -180,7 +180,7 @@ def _starting(rd: RunDir, req: RunRequest, info: RunInfo, backend: Backend) -> N
         unusable += chunk < 0
     writes = f"{rd.path}/ (keypoints.parquet, tensors/)" + (f" and {req.pkl}" if req.pkl else "")
     summary.starting(info, frames, slots, len(usable_cpus()), writes, req.worker_flags, unusable,
-                     _runs_on(req, info, slots), _on_gpu(req, info, slots))
+                     _runs_on(req, info, slots), _on_gpu(req, info, slots), visible_gpus())
 
 
 def _runs_on(req: RunRequest, info: RunInfo, slots: list) -> str:

@@ -121,3 +121,25 @@ def test_fresh_hint_repeats_every_option_asked(ntsc_run: Path) -> None:
                     "--num_gpus", "0", "--limit-videos", "1"])  # no input typed: the run's own
     assert (f"`phoenix-keypoints run --output_path {ntsc_run.parent / 'x.pkl'} --out {ntsc_run} "
             f"--num_gpus 0 --limit-videos 1 --fresh --dataset {video}`") in proc.stderr, proc.stderr
+
+
+# --- the older script's --num_gpus on a machine without them ----------------------------------------
+
+def test_num_gpus_without_gpus_says_none_is_here(ntsc_run: Path, tmp_path: Path) -> None:
+    video = ntsc_run.parent / "signer.mp4"
+    proc = run_cli(["run", "--dataset", video, "--out", tmp_path / "r", "--num_gpus", "4"],
+                   env={"CUDA_VISIBLE_DEVICES": ""})
+    assert proc.returncode == 0, proc.stderr
+    assert "workers: 4 (GPU(s) 0,1,2,3; 1 CPU each, of " in proc.stderr, proc.stderr
+    assert " usable; no GPU on this machine); writing" in proc.stderr, proc.stderr
+    assert ("warning: --num_gpus 4 pins workers to GPU(s) 0,1,2,3, which this machine does not "
+            "have (CUDA_VISIBLE_DEVICES='' shows none)") in proc.stderr, proc.stderr
+
+
+def test_more_workers_than_cores_is_said() -> None:
+    from phoenix_keypoints.jobs.run.summary import shared_cores
+
+    said = shared_cores(4, 2, "--num_gpus 4")
+    assert said is not None and "4 worker(s) share 2 usable CPU core(s)" in said
+    assert "--workers 2" in said and "leave out --num_gpus 4" in said
+    assert shared_cores(2, 2) is None and shared_cores(4, 2, on_gpu=True) is None
