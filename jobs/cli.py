@@ -86,6 +86,9 @@ def _plan_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--manifest", type=Path, metavar="FILE",
                    help="a csv/tsv/jsonl listing the videos (name, split, path, ...), instead of "
                         "--dataset")
+    p.add_argument("--manifest-root", type=Path, metavar="DIR",
+                   help="--manifest's paths lie under DIR (your own list of absolute paths); "
+                        "default: the manifest's folder, outside which nothing is read")
     p.add_argument("--splits", type=_csv, nargs="+", metavar="SPLIT",
                    help=f"splits to process, space- or comma-separated: --splits train dev, "
                         f"--splits train,dev (default {','.join(SPLITS)}; for other corpora: "
@@ -503,10 +506,17 @@ def _options(args: argparse.Namespace) -> RunOptions:
         if dataset is not None and dataset != args.manifest:
             raise SystemExit("phoenix-keypoints: error: give --dataset or --manifest, not both")
         dataset = args.manifest
+    root = getattr(args, "manifest_root", None)
+    if root is not None and getattr(args, "manifest", None) is None:
+        from phoenix_keypoints.jobs.rundir.folder import RunError
+
+        raise RunError("--manifest-root DIR goes with --manifest FILE: it names the folder the "
+                       "manifest's paths lie under.")
     asked = _family_options(args)  # first: it may read the flags as a resumed run's family's
     return RunOptions(dataset, splits, args.videos, args.limit_videos, args.chunk_frames,
                       args.max_samples_per_split, args.max_pixels, args.follow_links,
-                      args.estimator, args.max_scans, asked, tuple(getattr(args, "argv", ())))
+                      args.estimator, args.max_scans, asked, tuple(getattr(args, "argv", ())),
+                      root)
 
 
 def _family_options(args: argparse.Namespace) -> dict[str, dict]:

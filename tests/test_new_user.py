@@ -143,3 +143,30 @@ def test_more_workers_than_cores_is_said() -> None:
     assert said is not None and "4 worker(s) share 2 usable CPU core(s)" in said
     assert "--workers 2" in said and "leave out --num_gpus 4" in said
     assert shared_cores(2, 2) is None and shared_cores(4, 2, on_gpu=True) is None
+
+
+# --- a user's own manifest of absolute paths ----------------------------------------------------------
+
+def test_a_manifest_of_absolute_paths_gets_in_with_its_root(ntsc_run: Path, tmp_path: Path) -> None:
+    import shutil
+
+    data = tmp_path / "data"
+    (data / "clips").mkdir(parents=True)
+    shutil.copyfile(ntsc_run.parent / "signer.mp4", data / "clips" / "a.mp4")
+    shutil.copyfile(ntsc_run.parent / "signer.mp4", tmp_path / "elsewhere.mp4")
+    lists = tmp_path / "lists"
+    lists.mkdir()
+    manifest = lists / "mine.csv"
+    manifest.write_text(f"name,split,path\na,train,{data / 'clips' / 'a.mp4'}\n"
+                        f"b,train,{data / 'clips' / '..' / '..' / 'elsewhere.mp4'}\n")
+    refused = run_cli(["run", "--manifest", manifest, "--out", tmp_path / "r"])
+    assert_no_traceback(refused)
+    assert refused.returncode == 2, refused.stderr
+    assert "--manifest-root DIR" in refused.stderr, refused.stderr
+    proc = run_cli(["run", "--manifest", manifest, "--out", tmp_path / "r", "--manifest-root", data])
+    assert proc.returncode == 0, proc.stderr
+    assert "outside --manifest-root" in proc.stderr, proc.stderr  # b's `..` leaves the root
+    got = pq.read_table(tmp_path / "r" / "keypoints.parquet", columns=["video"])
+    assert set(got["video"].to_pylist()) == {"a"} and got.num_rows == 8
+    again = run_cli(["run", "--out", tmp_path / "r"])  # a resume reads the manifest from its root
+    assert again.returncode == 0 and "complete:" in again.stdout, again.stderr

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -37,6 +38,7 @@ class RunOptions:
     asked: dict[str, dict] = field(default_factory=dict)
     # the command line as typed (after the program's name): a refusal's hint repeats it whole
     typed: tuple[str, ...] = ()
+    manifest_root: Path | None = None  # --manifest-root: the folder a manifest's paths lie under
 
     def family_asked(self) -> str | None:
         """The family asked: --estimator, or the one another family's options imply (a
@@ -95,6 +97,10 @@ class RunOptions:
             diffs += family(name).settings_conflicts(options, recorded)
         if dataset := input_conflict(self.dataset, info):
             diffs.insert(0, dataset)
+        if self.manifest_root is not None and \
+                os.path.realpath(self.manifest_root) != info.dataset.root:
+            diffs.append(f"manifest_root ({info.dataset.root} when planned, {self.manifest_root} "
+                         "asked)")
         if num_shards is not None and num_shards != info.num_shards:
             diffs.append(f"num_shards (fixed at {info.num_shards} when planned)")
         return diffs
