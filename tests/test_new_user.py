@@ -170,3 +170,20 @@ def test_a_manifest_of_absolute_paths_gets_in_with_its_root(ntsc_run: Path, tmp_
     assert set(got["video"].to_pylist()) == {"a"} and got.num_rows == 8
     again = run_cli(["run", "--out", tmp_path / "r"])  # a resume reads the manifest from its root
     assert again.returncode == 0 and "complete:" in again.stdout, again.stderr
+
+
+# --- --videos naming what is not there ----------------------------------------------------------
+
+def test_videos_not_found_offers_the_closest_names_and_where_all_are() -> None:
+    from phoenix_keypoints.extract.corpora.base import DatasetError, Listed, select
+
+    names = ["01April_2010_Thursday_heute-6694", "01April_2010_Thursday_heute-6695",
+             "cameraman-1", "coffee-1", "portrait-1"]
+    rows = [Listed("train", n, f"ann/train.corpus.csv:{i + 2}") for i, n in enumerate(names)]
+    with pytest.raises(DatasetError) as e:
+        select(rows, set(names), ("train",), ["01April_2010_Thursday_heute", "cofee-1"], None)
+    said = str(e.value)
+    assert "for 01April_2010_Thursday_heute: 01April_2010_Thursday_heute-6694, " \
+           "01April_2010_Thursday_heute-6695" in said, said
+    assert "for cofee-1: coffee-1" in said, said
+    assert "Every name is listed in ann/train.corpus.csv" in said, said
