@@ -187,3 +187,20 @@ def test_videos_not_found_offers_the_closest_names_and_where_all_are() -> None:
            "01April_2010_Thursday_heute-6695" in said, said
     assert "for cofee-1: coffee-1" in said, said
     assert "Every name is listed in ann/train.corpus.csv" in said, said
+
+
+# --- small ones ----------------------------------------------------------------------------------
+
+def test_a_full_range_video_frame_is_drawn_without_ffmpegs_words(
+        caplog: pytest.LogCaptureFixture) -> None:
+    """signer_demo.mp4 is yuvj420p: its conversion to RGB made swscale say `deprecated pixel
+    format used` (PyAV hands FFmpeg's log to Python's logging: printed on stderr by a command)
+    through show's and report's lines."""
+    from helpers import VIDEOS
+
+    from phoenix_keypoints.extract.inspect.draw import load_frame
+
+    with caplog.at_level("WARNING"):
+        rgb = load_frame(VIDEOS, "signer_demo.mp4#frame=3")
+    assert rgb is not None and rgb.ndim == 3 and rgb.std() > 10
+    assert not [r for r in caplog.records if "deprecated pixel format" in r.getMessage()]
