@@ -75,7 +75,8 @@ def show_input(out: Path, video: str) -> tuple[pa.Table, Path | None, str]:
     rows = video_rows(_keypoints(rd), [video])
     if rows.num_rows == 0:
         raise RunError(_no_rows(rd, video, problems, failed))
-    frames, note = frames_root(root)
+    frames, _ = frames_root(root)
+    note = "" if frames is not None else f"the dataset folder {root} is gone or not reachable from here"
     return rows, frames, note
 
 

@@ -348,7 +348,8 @@ def run(req: RunRequest) -> int:
         return run_shard(_fit_gpus(req), *sharded)
     written = req.pkl.stat().st_mtime_ns if req.pkl is not None and req.pkl.exists() else None
     code = run_whole(req)
-    if req.pkl is not None and (not req.pkl.exists() or req.pkl.stat().st_mtime_ns == written):
+    if req.pkl is not None and code != 0 and (not req.pkl.exists() or
+                                               req.pkl.stat().st_mtime_ns == written):
         messages.say(f"pkl not written ({req.pkl}): the run did not finish; {messages.RESUME}.")
     return code
 

@@ -204,3 +204,24 @@ def test_a_full_range_video_frame_is_drawn_without_ffmpegs_words(
         rgb = load_frame(VIDEOS, "signer_demo.mp4#frame=3")
     assert rgb is not None and rgb.ndim == 3 and rgb.std() > 10
     assert not [r for r in caplog.records if "deprecated pixel format" in r.getMessage()]
+
+
+def test_a_run_says_each_thing_once(sample_root: Path, tmp_path: Path) -> None:
+    """A link leaving the dataset was warned at the start and again at the end of the same run;
+    a finished run with --output_path said the pkl was up to date, then that it was not written."""
+    import shutil
+
+    root = tmp_path / "PHOENIX-2014-T"
+    shutil.copytree(sample_root, root, symlinks=True)
+    folder = root / "features" / "fullFrame-210x260px" / "dev" / "cameraman-1"
+    shutil.move(folder, tmp_path / "outside")
+    folder.symlink_to(tmp_path / "outside")
+    args = ["run", "--dataset", root, "--out", tmp_path / "r", "--videos", "cameraman-1",
+            "--output_path", tmp_path / "k.pkl"]
+    proc = run_cli(args)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr.count("link(s) lead outside the dataset") == 1, proc.stderr
+    again = run_cli(args)
+    assert again.returncode == 0, again.stderr
+    assert "is up to date" in again.stdout + again.stderr
+    assert "not written" not in again.stdout + again.stderr, again.stderr

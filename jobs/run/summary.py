@@ -54,6 +54,17 @@ def dataset_problems(info: RunInfo) -> None:
     if ignored:
         messages.note(ignored)
     for line in input_anomalies(info):
+        _warn_once(line)
+
+
+_WARNED: set[str] = set()  # anomaly lines this process said already (at the start of its run)
+
+
+def _warn_once(line: str) -> None:
+    """An input anomaly, said at the start of a run and at the end of a merge, but once by one
+    process: a merge alone (the SLURM merge job, `merge`) still says it, a whole run not twice."""
+    if line not in _WARNED:
+        _WARNED.add(line)
         messages.warn(line)
 
 
@@ -179,7 +190,7 @@ def merged(rd: RunDir, record: MergeInfo) -> None:
     if record.partial:
         messages.say("partial merge: run.json's merge section lists what is missing")
     for line in input_anomalies(info):
-        messages.warn(line)
+        _warn_once(line)
 
 
 def ended(outcome: Outcome, what: str) -> int:
