@@ -93,11 +93,13 @@ def _plan_args(p: argparse.ArgumentParser) -> None:
                    help=f"splits to process, space- or comma-separated: --splits train dev, "
                         f"--splits train,dev (default {','.join(SPLITS)}; for other corpora: "
                         "every split they have)")
-    p.add_argument("--limit-videos", type=_positive,
-                   help="first N videos of each split, in corpus order")
+    p.add_argument("--limit-videos", type=_positive, metavar="N",
+                   help="a quick try: the first N videos of each split in the corpus file's order "
+                        "(--max-samples-per-split: the older script's, by folder name)")
     p.add_argument("--max-samples-per-split", "--max_samples_per_split", type=_positive,
-                   metavar="N", help="the older script's: first N video folders of each split, "
-                                     "folders sorted by name")
+                   metavar="N", help="the older script's selection: the first N video folders of "
+                                     "each split sorted by name, as it chose them (--limit-videos: "
+                                     "corpus order); with both, this applies to what that kept")
     p.add_argument("--videos", type=_csv, help="comma-separated video names")
     p.add_argument("--chunk-frames", type=_positive,
                    help="fixed frames per chunk, whole videos (default: sizes chosen from the "
@@ -131,6 +133,21 @@ def _family_order() -> list[str]:
     return [n for n, _ in loaded() if n != DEFAULT_FAMILY] + [DEFAULT_FAMILY]
 
 
+def _once_each_doc(texts: list[str]) -> list[str]:
+    """The texts with a page of docs/ named again (`: docs/wholebody.md`) left out after its first."""
+    import re
+
+    seen: set[str] = set()
+    out = []
+    for text in texts:
+        for doc in re.findall(r"docs/[\w./-]+\.md", text):
+            if doc in seen:
+                text = text.replace(f": {doc}", "")
+            seen.add(doc)
+        out.append(text)
+    return out
+
+
 def _estimator_help() -> str:
     """--estimator's help: each family with its words (its ABOUT), the default first; an
     installed family not imported by its distribution's metadata (its own words and flags are
@@ -142,7 +159,7 @@ def _estimator_help() -> str:
             return f"{name} (installed: {p.distribution} {p.version})"
         words = getattr(family(name), "ABOUT", "")
         return f"{name} ({'default: ' if name == DEFAULT_FAMILY else ''}{words})" if words else name
-    said = " or ".join(about(n) for n in names())
+    said = " or ".join(_once_each_doc([about(n) for n in names()]))
     if any(plugin(n) is not None for n in names()):
         said += ("; an installed family's own flags: `run --estimator NAME --help` "
                  "(docs/families.md: installing one is trusting its code)")
@@ -172,7 +189,7 @@ def _runtime_args(p: argparse.ArgumentParser) -> None:
 
     batching = [n for n in _family_order() if family(n).declaration(None).batches]
     which = "/".join(batching)
-    docs = ", ".join(getattr(family(n), "DOCS", "docs/") for n in batching)
+    docs = ", ".join(dict.fromkeys(getattr(family(n), "DOCS", "docs/") for n in batching))
     where = "; ".join(dict.fromkeys(getattr(family(n), "DEVICE_HELP", "where its workers run")
                                     for n in batching))
     p.add_argument("--batch-size", type=_batch_size, metavar="N",
@@ -181,7 +198,7 @@ def _runtime_args(p: argparse.ArgumentParser) -> None:
                         "with its workers, said at start). On the CPU the output is the same for "
                         "any N; on a GPU every call is padded to N and the values depend on N and "
                         "the device, so a resume keeps the run's own and refuses others: "
-                        f"{docs})")
+                        f"{docs}")
     p.add_argument("--device", choices=("auto", "cpu", "cuda"),
                    help=f"{which}: {where}")
     _limit_args(p, which)

@@ -225,3 +225,18 @@ def test_a_run_says_each_thing_once(sample_root: Path, tmp_path: Path) -> None:
     assert again.returncode == 0, again.stderr
     assert "is up to date" in again.stdout + again.stderr
     assert "not written" not in again.stdout + again.stderr, again.stderr
+
+
+def test_help_texts_name_each_doc_once_and_close_what_they_open() -> None:
+    import argparse
+
+    from phoenix_keypoints.jobs.cli import build_parser
+
+    sub = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    for command, parser in sub.choices.items():
+        for action in parser._actions:
+            text = action.help or ""
+            docs = re.findall(r"docs/[\w./-]+\.md", text)
+            assert len(docs) == len(set(docs)), (command, action.option_strings, text)
+            plain = re.sub(r"\([\d.]+, [\d.]+\]", "", text)  # an interval, (0, 1]
+            assert plain.count("(") == plain.count(")"), (command, action.option_strings, text)
