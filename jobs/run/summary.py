@@ -189,8 +189,13 @@ def merged(rd: RunDir, record: MergeInfo) -> None:
         messages.say(f"FAILED videos (no rows): {', '.join(sorted(record.failed_videos))}")
     if record.partial:
         messages.say("partial merge: run.json's merge section lists what is missing")
-    for line in input_anomalies(info):
+    lines = input_anomalies(info)
+    said = [line for line in lines if line in _WARNED]
+    for line in lines:
         _warn_once(line)
+    if said:  # at the start of this run: pointed at, not said again
+        messages.note(f"{len(said)} warning(s) about the input above, at the start (run.json: "
+                      "dataset.anomalies, dataset.links_outside_examples)")
 
 
 def ended(outcome: Outcome, what: str) -> int:
