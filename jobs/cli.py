@@ -86,15 +86,20 @@ def _plan_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--manifest", type=Path, metavar="FILE",
                    help="a csv/tsv/jsonl listing the videos (name, split, path, ...), instead of "
                         "--dataset")
+    p.add_argument("--manifest-root", type=Path, metavar="DIR",
+                   help="--manifest's paths lie under DIR (your own list of absolute paths); "
+                        "default: the manifest's folder, outside which nothing is read")
     p.add_argument("--splits", type=_csv, nargs="+", metavar="SPLIT",
                    help=f"splits to process, space- or comma-separated: --splits train dev, "
                         f"--splits train,dev (default {','.join(SPLITS)}; for other corpora: "
                         "every split they have)")
-    p.add_argument("--limit-videos", type=_positive,
-                   help="first N videos of each split, in corpus order")
+    p.add_argument("--limit-videos", type=_positive, metavar="N",
+                   help="a quick try: the first N videos of each split in the corpus file's order "
+                        "(--max-samples-per-split: the older script's, by folder name)")
     p.add_argument("--max-samples-per-split", "--max_samples_per_split", type=_positive,
-                   metavar="N", help="the older script's: first N video folders of each split, "
-                                     "folders sorted by name")
+                   metavar="N", help="the older script's selection: the first N video folders of "
+                                     "each split sorted by name, as it chose them (--limit-videos: "
+                                     "corpus order); with both, this applies to what that kept")
     p.add_argument("--videos", type=_csv, help="comma-separated video names")
     p.add_argument("--chunk-frames", type=_positive,
                    help="fixed frames per chunk, whole videos (default: sizes chosen from the "
@@ -128,6 +133,21 @@ def _family_order() -> list[str]:
     return [n for n, _ in loaded() if n != DEFAULT_FAMILY] + [DEFAULT_FAMILY]
 
 
+def _once_each_doc(texts: list[str]) -> list[str]:
+    """The texts with a page of docs/ named again (`: docs/wholebody.md`) left out after its first."""
+    import re
+
+    seen: set[str] = set()
+    out = []
+    for text in texts:
+        for doc in re.findall(r"docs/[\w./-]+\.md", text):
+            if doc in seen:
+                text = text.replace(f": {doc}", "")
+            seen.add(doc)
+        out.append(text)
+    return out
+
+
 def _estimator_help() -> str:
     """--estimator's help: each family with its words (its ABOUT), the default first; an
     installed family not imported by its distribution's metadata (its own words and flags are
@@ -145,7 +165,7 @@ def _estimator_help() -> str:
             return f"{name} (installed: {escaped(p.distribution)} {escaped(p.version)})"
         words = getattr(family(name), "ABOUT", "")
         return f"{name} ({'default: ' if name == DEFAULT_FAMILY else ''}{words})" if words else name
-    said = " or ".join(about(n) for n in names())
+    said = " or ".join(_once_each_doc([about(n) for n in names()]))
     if any(plugin(n) is not None for n in names()):
         said += ("; an installed family's own flags: `run --estimator NAME --help` "
                  "(docs/families.md: installing one is trusting its code)")
@@ -175,7 +195,7 @@ def _runtime_args(p: argparse.ArgumentParser) -> None:
 
     batching = [n for n in _family_order() if family(n).declaration(None).batches]
     which = "/".join(batching)
-    docs = ", ".join(getattr(family(n), "DOCS", "docs/") for n in batching)
+    docs = ", ".join(dict.fromkeys(getattr(family(n), "DOCS", "docs/") for n in batching))
     where = "; ".join(dict.fromkeys(getattr(family(n), "DEVICE_HELP", "where its workers run")
                                     for n in batching))
     p.add_argument("--batch-size", type=_batch_size, metavar="N",
@@ -184,7 +204,7 @@ def _runtime_args(p: argparse.ArgumentParser) -> None:
                         "with its workers, said at start). On the CPU the output is the same for "
                         "any N; on a GPU every call is padded to N and the values depend on N and "
                         "the device, so a resume keeps the run's own and refuses others: "
-                        f"{docs})")
+                        f"{docs}")
     p.add_argument("--device", choices=("auto", "cpu", "cuda"),
                    help=f"{which}: {where}")
     _limit_args(p, which)
@@ -480,7 +500,8 @@ def _inspect_parsers(sub: argparse._SubParsersAction) -> None:
     sh.add_argument("--video", required=True, help="video name, e.g. 01April_2010_Thursday_heute-6694")
     sh.add_argument("--to", type=Path, required=True,
                     help="FILE.mp4, FILE.gif, or FILE.png (a contact sheet, one tile per frame)")
-    sh.add_argument("--fps", type=_frame_rate, default=25.0, help="MP4/GIF frame rate (default 25)")
+    sh.add_argument("--fps", type=_frame_rate, metavar="F",
+                    help="MP4/GIF frame rate (default: the video's own; frame folders 25, PHOENIX's)")
     sh.add_argument("--scale", type=_positive,
                     help="pixels per frame pixel (default 2 for MP4/GIF, 1 for PNG)")
     sh.set_defaults(handler=_show)
@@ -508,10 +529,17 @@ def _options(args: argparse.Namespace) -> RunOptions:
         if dataset is not None and dataset != args.manifest:
             raise SystemExit("phoenix-keypoints: error: give --dataset or --manifest, not both")
         dataset = args.manifest
+    root = getattr(args, "manifest_root", None)
+    if root is not None and getattr(args, "manifest", None) is None:
+        from phoenix_keypoints.jobs.rundir.folder import RunError
+
+        raise RunError("--manifest-root DIR goes with --manifest FILE: it names the folder the "
+                       "manifest's paths lie under.")
     asked = _family_options(args)  # first: it may read the flags as a resumed run's family's
     return RunOptions(dataset, splits, args.videos, args.limit_videos, args.chunk_frames,
                       args.max_samples_per_split, args.max_pixels, args.follow_links,
-                      args.estimator, args.max_scans, asked)
+                      args.estimator, args.max_scans, asked, tuple(getattr(args, "argv", ())),
+                      root)
 
 
 def _family_options(args: argparse.Namespace) -> dict[str, dict]:
@@ -728,11 +756,13 @@ def _report(args: argparse.Namespace) -> int:
 
 def _show(args: argparse.Namespace) -> int:
     from phoenix_keypoints.extract.inspect.overlay import write_overlay
-    from phoenix_keypoints.jobs.inspect import show_input
+    from phoenix_keypoints.jobs.inspect import show_input, show_rate
 
     rows, root, note = show_input(args.out, args.video)
-    n, found = write_overlay(rows, root, args.to, args.fps, args.scale)
-    messages.result(f"{args.to}: {n} frames of {args.video}")
+    fps, said = show_rate(rows, root, args.fps)
+    n, found = write_overlay(rows, root, args.to, fps, args.scale)
+    rate = f" at {said}" if args.to.suffix.lower() != ".png" else ""
+    messages.result(f"{args.to}: {n} frames of {args.video}{rate}")
     if found < n:
         messages.note(f"{note or f'{n - found} frame file(s) not found'}; those frames show the "
                       "skeleton on a grey canvas")

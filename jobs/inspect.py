@@ -75,8 +75,23 @@ def show_input(out: Path, video: str) -> tuple[pa.Table, Path | None, str]:
     rows = video_rows(_keypoints(rd), [video])
     if rows.num_rows == 0:
         raise RunError(_no_rows(rd, video, problems, failed))
-    frames, note = frames_root(root)
+    frames, _ = frames_root(root)
+    note = "" if frames is not None else f"the dataset folder {root} is gone or not reachable from here"
     return rows, frames, note
+
+
+def show_rate(rows: pa.Table, root: Path | None, asked: float | None) -> tuple[float, str]:
+    """(frames a second for show's MP4/GIF, how it is said): --fps when given, else the video's
+    own (a video file's stream, else its rows' times), else PHOENIX's 25 (frame folders)."""
+    from phoenix_keypoints.extract.outputs.export import PHOENIX_FPS, video_fps
+
+    if asked:
+        return asked, f"{asked:g} fps (--fps)"
+    rate = video_fps(rows, root, 0.0)
+    if rate:
+        return rate, f"{rate:.4g} fps, the video's own"
+    return float(PHOENIX_FPS), (f"{PHOENIX_FPS} fps: frame folders carry no rate, PHOENIX's is "
+                                "assumed (--fps F for another)")
 
 
 def _no_rows(rd: RunDir, video: str, problems: dict[str, str], failed: dict[str, str]) -> str:

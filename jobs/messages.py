@@ -18,12 +18,34 @@ RESUME = "run the same command again to resume"
 ANY_INPUT = "--dataset CORPUS"  # a run of unknown kind (no readable run.json)
 
 
-def fresh(out: object, dataset: str = ANY_INPUT) -> str:
+def fresh(out: object, dataset: str = ANY_INPUT, typed: tuple[str, ...] = ()) -> str:
     """How to start a run folder over, said in full: only `run` has --fresh, and messages that
     need it are also shown by status, merge, slurm, tensors, export and verify. `dataset` is the
-    input as the user typed it, or the placeholder of the run's corpus (`--manifest FILE`)."""
+    input as the user typed it, or the placeholder of the run's corpus (`--manifest FILE`).
+    `typed`: a `run` command line as typed, repeated whole (every option asked, in the user's
+    spelling) with --fresh, and `dataset` where it names no input."""
+    if typed[:1] == ("run",):
+        import shlex
+
+        rest, given = _input_apart(list(typed))
+        line = shlex.join([*rest, "--fresh", *given]) if given else \
+            f"{shlex.join([*rest, '--fresh'])} {dataset}"
+        return f"`phoenix-keypoints {line}` (deletes that run and starts again)"
     return (f"`phoenix-keypoints run --out {quote(out)} --fresh {dataset}` (deletes that run "
             "and starts again)")
+
+
+_INPUT_FLAGS = ("--dataset", "--dataset_path", "--manifest")
+
+
+def _input_apart(typed: list[str]) -> tuple[list[str], list[str]]:
+    """(the command line without its input, the input's flag and value as typed): a hint puts
+    --fresh before the input, as every other hint does."""
+    for i, token in enumerate(typed):
+        if token.split("=")[0] in _INPUT_FLAGS:
+            n = 1 if "=" in token else 2
+            return typed[:i] + typed[i + n:], typed[i:i + n]
+    return typed, []
 
 
 def quote(path: object) -> str:

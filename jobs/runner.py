@@ -180,7 +180,7 @@ def _starting(rd: RunDir, req: RunRequest, info: RunInfo, backend: Backend) -> N
         unusable += chunk < 0
     writes = f"{rd.path}/ (keypoints.parquet, tensors/)" + (f" and {req.pkl}" if req.pkl else "")
     summary.starting(info, frames, slots, len(usable_cpus()), writes, req.worker_flags, unusable,
-                     _runs_on(req, info, slots), _on_gpu(req, info, slots))
+                     _runs_on(req, info, slots), _on_gpu(req, info, slots), visible_gpus())
 
 
 def _runs_on(req: RunRequest, info: RunInfo, slots: list) -> str:
@@ -363,7 +363,8 @@ def run(req: RunRequest) -> int:
         return run_shard(_fit_gpus(req), *sharded)
     written = req.pkl.stat().st_mtime_ns if req.pkl is not None and req.pkl.exists() else None
     code = run_whole(req)
-    if req.pkl is not None and (not req.pkl.exists() or req.pkl.stat().st_mtime_ns == written):
+    if req.pkl is not None and code != 0 and (not req.pkl.exists() or
+                                               req.pkl.stat().st_mtime_ns == written):
         messages.say(f"pkl not written ({req.pkl}): the run did not finish; {messages.RESUME}.")
     return code
 

@@ -62,17 +62,18 @@ def detect(root: Path) -> Corpus:
 
 def discover(root: Path, splits: Sequence[str] = SPLITS, videos: Iterable[str] | None = None,
              limit_videos: int | None = None, max_per_split: int | None = None,
-             follow_links: bool = True) -> Dataset:
+             follow_links: bool = True, manifest_root: Path | None = None) -> Dataset:
     """Detect the corpus at root and read its selected videos, sorted by (split, name).
 
     root may be an archive file, or a folder inside one (`ARCHIVE/inner/folder`): the corpus in it is
     read as from a folder, and its frames come from the archive source (extract/sources/archive.py).
+    manifest_root: root is a manifest whose paths lie under this folder (--manifest-root).
     """
     root = Path(root)
-    found = archive_root(root)
+    found = archive_root(root) if manifest_root is None else None
     if found is None:  # on disk: links followed and recorded, or left out (extract/sources/links.py)
         with links.following(follow_links):
-            ds = detect(root).read(root, splits, videos, limit_videos, max_per_split)
+            ds = _read(root, splits, videos, limit_videos, max_per_split, manifest_root)
             try:
                 return links.check(ds, follow_links)
             except links.LinkRefused as e:
@@ -85,6 +86,20 @@ def discover(root: Path, splits: Sequence[str] = SPLITS, videos: Iterable[str] |
         TRUNCATED if f"{inside.rel}/{v.folder}".strip("/") == cut else ""))
         if v.source == "folder" else v for v in ds.videos]
     return ds
+
+
+def _read(root: Path, splits: Sequence[str], videos: Iterable[str] | None,
+          limit_videos: int | None, max_per_split: int | None,
+          manifest_root: Path | None) -> Dataset:
+    """The corpus at root read; a manifest under --manifest-root with that root."""
+    if manifest_root is None:
+        return detect(root).read(root, splits, videos, limit_videos, max_per_split)
+    from phoenix_keypoints.extract.corpora.manifest import CORPUS as MANIFEST
+
+    if not MANIFEST.detect(root):
+        raise DatasetError(f"--manifest-root {manifest_root} is for --manifest FILE (.csv, .tsv, "
+                           f".jsonl); {root} is none.")
+    return MANIFEST.read(root, splits, videos, limit_videos, max_per_split, manifest_root)
 
 
 TRUNCATED = "the archive ends inside its frames (truncated)"

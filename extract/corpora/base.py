@@ -237,10 +237,7 @@ def select(rows: list, listed: set[str], splits: Sequence[str],
         wanted = list(dict.fromkeys(videos))
         unknown = [n for n in wanted if nfc(n) not in listed]
         if unknown:
-            raise DatasetError(
-                f"--videos: {', '.join(unknown[:5])} not listed in the corpus of split(s) "
-                f"{','.join(splits)}."
-            )
+            raise DatasetError(not_listed(unknown, listed, splits, rows))
         keep = {nfc(n) for n in wanted}
         rows = [r for r in rows if nfc(r.name) in keep]
     if limit_videos is not None:
@@ -254,6 +251,37 @@ def select(rows: list, listed: set[str], splits: Sequence[str],
     if max_per_split is not None:
         rows = _first_by_name(rows, max_per_split)
     return rows
+
+
+SHOWN_CLOSE = 5  # names offered for one not found
+
+
+def closest(name: str, names: Sequence[str], n: int = SHOWN_CLOSE) -> list[str]:
+    """The names nearest `name`: those it begins (or that begin it, any case), then the closest
+    by difflib's ratio (a typo, a missing digit)."""
+    low = name.lower()
+    prefix = [x for x in names if x.lower().startswith(low) or low.startswith(x.lower())]
+    import difflib
+
+    near = difflib.get_close_matches(name, names, n=n, cutoff=0.6)
+    return list(dict.fromkeys([*sorted(prefix)[:n], *near]))[:n]
+
+
+def not_listed(unknown: list[str], listed: set[str], splits: Sequence[str], rows: list) -> str:
+    """--videos named what the corpus does not list: the closest names to each, and where every
+    name is (the corpus files the rows come from, when few; else the plan of a run)."""
+    names = sorted(listed)
+    hints = []
+    for name in unknown[:3]:
+        near = closest(nfc(name), names)
+        hints.append(f"for {name}: {', '.join(near)}" if near else f"none near {name}")
+    files = sorted({re.sub(r":\d+$", "", str(getattr(r, "source", ""))) for r in rows} - {""})
+    where = (f"every name is listed in {', '.join(files)}" if 0 < len(files) <= 3 else
+             "every name is in the `video` column of a run's plan.parquet (a run without "
+             "--videos, or with --limit-videos 1 for a few of each split)")
+    return (f"--videos: {', '.join(unknown[:5])} not listed in the corpus of split(s) "
+            f"{','.join(splits)} ({len(names)} video(s) listed). Closest: {'; '.join(hints)}. "
+            f"{where[0].upper()}{where[1:]}.")
 
 
 def unique_names(rows: Iterable, what: str = "video",

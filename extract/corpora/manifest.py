@@ -12,8 +12,11 @@ Values are read as written (a blank or a backslash may belong to a file's name; 
 with a blank around it is refused), and a path is a glob only when nothing has that very name.
 
 A row whose path leaves the manifest's folder (absolute, `..`) or points at nothing keeps its
-place with that problem, reported at the end; a file that cannot be parsed, a missing column, a bad
-number or a name used twice is refused with its file and line.
+place with that problem, reported at the end: a manifest that arrives with a corpus from elsewhere
+reads nothing outside its folder. A user's own list of absolute paths gets in with `--manifest-root
+DIR` (`base` here): the dataset's root is DIR, relative paths are relative to it and absolute
+ones must lie under it (links and `..` judged after resolving, as always). A file that cannot be
+parsed, a missing column, a bad number or a name used twice is refused with its file and line.
 """
 
 from __future__ import annotations
@@ -122,11 +125,15 @@ class Manifest:
         return root.is_file() and root.suffix.lower() in SUFFIXES
 
     def read(self, root: Path, splits: Sequence[str] = SPLITS, videos: Iterable[str] | None = None,
-             limit_videos: int | None = None, max_per_split: int | None = None) -> Dataset:
+             limit_videos: int | None = None, max_per_split: int | None = None,
+             base: Path | None = None) -> Dataset:
         """`root` is the manifest file; paths are relative to its folder, the dataset's root (for a
         manifest reached through a symlink, the folder it really lies in, where its author wrote
-        the paths from)."""
+        the paths from), or to `base` (--manifest-root) where given."""
         path = Path(os.path.realpath(root))
+        top = Path(os.path.realpath(base)) if base is not None else path.parent
+        if not top.is_dir():
+            raise DatasetError(f"--manifest-root {base}: not a folder.")
         try:
             text, sha = read_corpus_text(path, "utf-8-sig")
         except UnicodeDecodeError as e:
@@ -136,11 +143,26 @@ class Manifest:
         listings = _listings(path, text)
         if not listings:
             raise DatasetError(f"{path}: no rows; a manifest lists one video per row.")
-        ds = build(path.parent, LAYOUT, listings, sha, splits, videos,
-                   limit_videos, hint=f"Paths in {path} are relative to {path.parent}.")
-        ds.manifest = path.name
-        ds.videos = [_respelled(path.parent, v) for v in ds.videos]
+        ds = build(top, LAYOUT, listings, sha, splits, videos, limit_videos,
+                   hint=f"Paths in {path} are relative to {top}.")
+        ds.manifest = path.name if top == path.parent else os.path.relpath(path, top) \
+            if path.is_relative_to(top) else str(path)
+        ds.videos = [_rooted(_respelled(top, v), base is None) for v in ds.videos]
         return ds
+
+
+_ROOT_HINT = ("; a list of absolute paths (your own) gets in with --manifest-root DIR, the folder "
+              "they lie under")
+
+
+def _rooted(v: Video, own_folder: bool) -> Video:
+    """A video whose path leaves the manifest's folder, its problem saying how a user's own list
+    gets in (--manifest-root); with one given, the root it left."""
+    if not v.problem.startswith("path ") or "leaves the dataset's folder" not in v.problem:
+        return v
+    how = (_ROOT_HINT.removeprefix("; ") if own_folder else
+           "outside --manifest-root, which every path must lie under")
+    return replace(v, problem=f"{v.problem}; {how}")
 
 
 def _respelled(root: Path, v: Video) -> Video:

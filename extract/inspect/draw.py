@@ -17,7 +17,7 @@ import cv2
 import numpy as np
 
 from phoenix_keypoints.extract.keypoints.estimator import Declaration
-from phoenix_keypoints.extract.sources import load_image
+from phoenix_keypoints.extract.sources import load_image, source_of_image
 
 MISSING = (150, 150, 150)
 BAND = 16  # legend band height at scale 1, in pixels
@@ -26,10 +26,20 @@ FONT = cv2.FONT_HERSHEY_SIMPLEX
 
 
 def load_frame(root: Path | None, image: str) -> np.ndarray | None:
-    """The frame's RGB pixels, or None when the dataset or the file is gone or unreadable."""
+    """The frame's RGB pixels, or None when the dataset or the file is gone or unreadable.
+
+    A video frame of a full-range stream (yuvj420p: most phone and webcam mp4s) makes FFmpeg's
+    swscale say `deprecated pixel format used` as it turns it into RGB: true and harmless for a
+    picture to draw on, so it is caught here rather than printed through show's and report's lines.
+    """
     if root is None:
         return None
-    return load_image(Path(root), image)
+    if source_of_image(image) == "folder":
+        return load_image(Path(root), image)
+    import av
+
+    with av.logging.Capture(local=True):
+        return load_image(Path(root), image)
 
 
 def _canvas(rgb: np.ndarray | None, width: int, height: int) -> np.ndarray:

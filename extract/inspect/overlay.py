@@ -119,8 +119,11 @@ def write_overlay(rows: pa.Table, frames_root: Path | None, dest: Path, fps: flo
         raise ReportError(f"--to {dest}: give a file ending in {', '.join(SUFFIXES)}")
     if rows.num_rows == 0:
         raise ReportError("the video has no rows in keypoints.parquet")
-    if not dest.parent.is_dir():
-        raise ReportError(f"--to {dest}: folder {dest.parent} does not exist")
+    try:  # a folder not there yet is made, as export makes its --to
+        dest.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise ReportError(f"--to {dest}: cannot make the folder {dest.parent} "
+                          f"({e.strerror or e})") from None
     scale = scale or (1 if suffix == ".png" else 2)
     seen: list[int] = []
     frames = drawn_frames(rows, frames_root, scale, seen)

@@ -15,6 +15,7 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
 from phoenix_keypoints.extract.inspect.quality import EVENTS, Rated
+from phoenix_keypoints.extract.inspect.rows import rate_said
 
 GREY = (128, 128, 128)  # a part without a declared colour
 
@@ -81,7 +82,7 @@ def coverage_plot(rated: Rated, videos: pd.DataFrame) -> str:
     return _png(fig)
 
 
-def timeline_plot(rated: Rated, timeline: np.ndarray, fps: float = 25.0) -> str:
+def timeline_plot(rated: Rated, timeline: np.ndarray, rate: float | None = None) -> str:
     """Per frame: which parts were found (a row each), swaps, far-outside points, bad frames.
 
     The rows are one image (a pixel per frame and part), not a bar per run of frames: a
@@ -106,7 +107,8 @@ def timeline_plot(rated: Rated, timeline: np.ndarray, fps: float = 25.0) -> str:
     ax.set_xlim(0, max(1, n))
     ax.tick_params(axis="x", labelsize=7)
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-    ax.set_xlabel(f"frame ({n} frames, {n / fps:.1f} s at {fps:g} fps)", fontsize=7)
+    fps, said = rate_said(rate)  # the video's own rate (video files), else PHOENIX's, said so
+    ax.set_xlabel(f"frame ({n} frames, {n / fps:.1f} s at {said})", fontsize=7)
     if ax.get_legend_handles_labels()[0]:
         ax.legend(fontsize=6, loc="lower right", ncols=3, bbox_to_anchor=(1, 1.02), frameon=False)
     buf = io.BytesIO()

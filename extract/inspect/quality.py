@@ -123,7 +123,8 @@ class Thresholds:
     min_face_rate: float = _t(0.9, "flag a video whose face is found in fewer of its frames")
     min_hand_rate: float = _t(0.5, "flag a video where either hand is found in fewer of its frames")
     max_hand_gap: int = _t(50, "flag a video where a hand is missing for more frames in a row "
-                               "(50 frames: 2 s at PHOENIX's 25 fps)")
+                               "(frames, whatever the video's rate: 50 are 2 s at 25 fps, 1.7 s "
+                               "at 30)")
     max_swaps: int = _t(0, "flag a video with more suspected left/right hand swaps")
     swap_jump: float = _t(30.0, "pixels a wrist must jump (or appear from nowhere) to be a swap")
     swap_radius: float = _t(10.0, "pixels from the other hand's last wrist position it must land")

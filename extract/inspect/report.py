@@ -32,7 +32,13 @@ from phoenix_keypoints.extract.inspect.quality import (
     iter_video_blocks,
     status_counts,
 )
-from phoenix_keypoints.extract.inspect.rows import ReportError, open_keypoints, video_rows
+from phoenix_keypoints.extract.inspect.rows import (
+    ReportError,
+    open_keypoints,
+    rate_said,
+    video_rates,
+    video_rows,
+)
 from phoenix_keypoints.extract.keypoints.estimator import (
     Declaration,
     declaration_of_columns,
@@ -246,9 +252,10 @@ def page_context(inp: ReportInput, rated: Rated, thr: Thresholds, videos: pd.Dat
     by_split, by_signer = groups
     lost = videos[videos["kind"] != "ok"]
     rows_of = {r["video"]: _cells(r, rated, thr) for r in videos.to_dict("records")}
-    cards = [{**rows_of[v], "strip": strips.get(v), "timeline": timeline_plot(rated,
-                                                                              res.timelines[v])}
-             for v in shown]
+    rates = video_rates(inp.keypoints)  # the videos' own rates; frame folders have none
+    cards = [{**rows_of[v], "strip": strips.get(v),
+              "timeline": timeline_plot(rated, res.timelines[v], rates.get(v))} for v in shown]
+    with_rows = videos.loc[videos["frames"] > 0, "video"]
     return {
         "title": inp.title, "keypoints": str(inp.keypoints),
         "generated": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
@@ -264,7 +271,9 @@ def page_context(inp: ReportInput, rated: Rated, thr: Thresholds, videos: pd.Dat
         "flagged_more": max(0, len(flagged) - MAX_LISTED),
         "cards": cards, "frames_note": inp.frames_note,
         "all_rows": [rows_of[v] for v in videos.loc[videos["frames"] > 0, "video"]],
-        "thresholds": [(n.replace("_", "-"), getattr(thr, n), h) for n, _, _, h in thr.options()],
+        "thresholds": [(n.replace("_", "-"), getattr(thr, n),
+                        h + gap_seconds(thr.max_hand_gap, [rates.get(v) for v in with_rows])
+                        if n == "max_hand_gap" else h) for n, _, _, h in thr.options()],
         "face_source": res.face_source, "scan_seconds": round(res.seconds, 1),
         "rates": rated.rates, "rate_names": [label(p) for p in rated.parts],
         "gap_names": [label(h).removesuffix(" hand") for h in rated.hands],
@@ -273,6 +282,19 @@ def page_context(inp: ReportInput, rated: Rated, thr: Thresholds, videos: pd.Dat
         "limits": {**rated.limits(thr), "gap": thr.max_hand_gap, "swaps": thr.max_swaps,
                    "jitter": thr.max_jitter, "outside": thr.max_outside, "not_ok": thr.max_not_ok},
     }
+
+
+def gap_seconds(frames: int, rates: list[float | None]) -> str:
+    """What `frames` in a row are in seconds at this run's rates (a video file's own; frame
+    folders PHOENIX's 25, said so): `; here 1.7 s (at 29.92 fps)`."""
+    said = {}
+    for rate in rates:
+        fps, words = rate_said(rate)
+        said.setdefault(round(fps, 1), words)
+    if not said:
+        return ""
+    return "; here " + ", ".join(f"{frames / fps:.1f} s at {words}" for fps, words in
+                                 sorted(said.items())[:4]) + (" ..." if len(said) > 4 else "")
 
 
 def label(column: str) -> str:

@@ -75,6 +75,44 @@ def video_rows(path: Path, videos: Sequence[str], columns: Sequence[str] | None 
     return pa.concat_tables(parts)
 
 
+def video_rates(path: Path) -> dict[str, float]:
+    """video -> frames a second from its rows' times (`time_s`: video files); a video without
+    times (frame folders, a file from before videos) is absent."""
+    pf = open_keypoints(path)
+    if "time_s" not in pf.schema_arrow.names or not _has_values(pf, "time_s"):
+        return {}  # frame folders only (PHOENIX): nothing read
+    t = pf.read(columns=["video", "time_s"])
+    t = t.filter(pc.is_valid(t["time_s"]))
+    g = t.group_by("video").aggregate([("time_s", "min"), ("time_s", "max"), ("time_s", "count")])
+    out = {}
+    for v, lo, hi, n in zip(*(g[c].to_pylist() for c in ("video", "time_s_min", "time_s_max",
+                                                         "time_s_count")), strict=True):
+        if n > 1 and hi > lo:
+            out[v] = (n - 1) / (hi - lo)
+    return out
+
+
+def _has_values(pf: pq.ParquetFile, column: str) -> bool:
+    """Whether any row group may hold a value of the column (its statistics count the nulls)."""
+    schema = pf.metadata.schema  # leaf columns: a list column before it counts as one each
+    col = next(j for j in range(len(schema)) if schema.column(j).path == column)
+    for i in range(pf.metadata.num_row_groups):
+        group = pf.metadata.row_group(i)
+        stats = group.column(col).statistics
+        if stats is None or stats.null_count is None or stats.null_count < group.num_rows:
+            return True
+    return False
+
+
+def rate_said(rate: float | None) -> tuple[float, str]:
+    """(frames a second, how a page says it): a video's own rate, else PHOENIX's 25, said so."""
+    from phoenix_keypoints.extract.outputs.export import PHOENIX_FPS
+
+    if rate:
+        return rate, f"{rate:.4g} fps"
+    return float(PHOENIX_FPS), f"{PHOENIX_FPS} fps (frame folders carry no rate: PHOENIX's assumed)"
+
+
 MAX_GROUP_ROWS = 65_536  # larger row groups are streamed in batches instead of read whole
 
 

@@ -26,6 +26,13 @@ def given_path(info: RunInfo) -> Path:
     return Path(info.dataset.root) / (info.dataset.manifest or info.dataset.entry)
 
 
+def manifest_root(info: RunInfo) -> Path | None:
+    """The --manifest-root a manifest run was planned with: its root, when the manifest does not
+    lie right in it (recorded as a path from the root, or absolute); else None."""
+    name = info.dataset.manifest
+    return Path(info.dataset.root) if name and Path(name).name != name else None
+
+
 def run_key(info: RunInfo) -> str:
     """The run's input key: as recorded, or made from its root (run.json written before `key`)."""
     return info.dataset.key or input_key(given_path(info))
@@ -62,7 +69,7 @@ def follow_move(rd: RunDir, info: RunInfo, asked: Path | None) -> RunInfo:
     o = info.options
     try:
         ds = discover(asked, o.splits, o.videos, o.limit_videos, o.max_samples_per_split,
-                      o.follow_links)
+                      o.follow_links, manifest_root(info))
     except DatasetError:
         return info
     if ds.fingerprint() != info.dataset.fingerprint:

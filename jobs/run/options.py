@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -35,6 +36,9 @@ class RunOptions:
     # family -> what its own options asked, as it records them (its `asked_settings`: the
     # default family's options, another family's model files); a family not asked is absent
     asked: dict[str, dict] = field(default_factory=dict)
+    # the command line as typed (after the program's name): a refusal's hint repeats it whole
+    typed: tuple[str, ...] = ()
+    manifest_root: Path | None = None  # --manifest-root: the folder a manifest's paths lie under
 
     def family_asked(self) -> str | None:
         """The family asked: --estimator, or the one another family's options imply (a
@@ -86,15 +90,27 @@ class RunOptions:
         family_asked = self.family_asked() or have.estimator
         diffs = [f"estimator ({have.estimator} when planned, {family_asked} asked)"] \
             if family_asked != have.estimator else []
-        diffs += [k for k in vars(asked) if getattr(asked, k) != getattr(have, k)]
+        diffs += [f"{k} ({_said(getattr(have, k))} when planned, {_said(getattr(asked, k))} "
+                  "asked)" for k in vars(asked) if getattr(asked, k) != getattr(have, k)]
         for name, options in self.asked.items():  # each family's options against its record
             recorded = have.recorded if name == have.estimator else {}
             diffs += family(name).settings_conflicts(options, recorded)
         if dataset := input_conflict(self.dataset, info):
             diffs.insert(0, dataset)
+        if self.manifest_root is not None and \
+                os.path.realpath(self.manifest_root) != info.dataset.root:
+            diffs.append(f"manifest_root ({info.dataset.root} when planned, {self.manifest_root} "
+                         "asked)")
         if num_shards is not None and num_shards != info.num_shards:
             diffs.append(f"num_shards (fixed at {info.num_shards} when planned)")
         return diffs
+
+
+def _said(value: object) -> str:
+    """A recorded option's value as a message names it (a list as typed, None as none)."""
+    if value is None:
+        return "none"
+    return ",".join(map(str, value)) if isinstance(value, list) else str(value)
 
 
 def _settings_of(name: str, asked: dict | None, recorded: dict) -> dict:

@@ -30,7 +30,7 @@ from phoenix_keypoints.extract.keypoints.versions import value_versions
 from phoenix_keypoints.extract.sources import links
 from phoenix_keypoints.jobs import faults, messages
 from phoenix_keypoints.jobs.run.changes import PlanDiff, diff_plans
-from phoenix_keypoints.jobs.run.identity import follow_move, given_path, input_arg
+from phoenix_keypoints.jobs.run.identity import follow_move, given_path, input_arg, manifest_root
 from phoenix_keypoints.jobs.run.options import RunOptions
 from phoenix_keypoints.jobs.run.plan import (
     Extension,
@@ -124,7 +124,7 @@ def _resume(rd: RunDir, opts: RunOptions, num_shards: int | None, workers: int =
     if diffs:
         raise RunError(f"{rd.path} holds a run with other {', '.join(diffs)}. Use another --out, or "
                        "start afresh with the options you want: "
-                       f"{messages.fresh(rd.path, input_arg(info, opts.dataset))}.")
+                       f"{messages.fresh(rd.path, input_arg(info, opts.dataset), opts.typed)}.")
     check = getattr(family(info.options.estimator), "check_recorded", None)
     if check is not None:  # e.g. model files still the ones the run recorded
         check(opts.settings(info))
@@ -170,7 +170,7 @@ def check_corpus(info: RunInfo, plan: pa.Table) -> CorpusCheck:
     """List the run's corpus as it is now and compare it with the stored plan."""
     o = info.options
     ds = discover(given_path(info), o.splits, o.videos, o.limit_videos, o.max_samples_per_split,
-                  o.follow_links)
+                  o.follow_links, manifest_root(info))
     now = make_plan(ds, info.plan.workers, o.chunk_frames)
     own = plan_record(plan).fingerprint
     return CorpusCheck(ds, plan, now, diff_plans(plan, now), bool(own) and own != info.fingerprint)
@@ -289,7 +289,7 @@ def load_or_plan(rd: RunDir, opts: RunOptions, workers: int, fresh: bool = False
     t0 = time.monotonic()
     options = opts.resolved()
     ds = discover(opts.dataset, options.splits, options.videos, options.limit_videos,
-                  options.max_samples_per_split, options.follow_links)
+                  options.max_samples_per_split, options.follow_links, opts.manifest_root)
     if ds.num_frames == 0:  # nothing to do is not success: say where we looked
         raise DatasetError(no_frames_message(ds))
     _archive_problem(ds)

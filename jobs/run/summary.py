@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import shutil
+
 from phoenix_keypoints.extract.keypoints.estimator import DEFAULT_FAMILY, declaration, family
 from phoenix_keypoints.jobs import messages
 from phoenix_keypoints.jobs.rundir.folder import RunDir
@@ -51,6 +54,17 @@ def dataset_problems(info: RunInfo) -> None:
     if ignored:
         messages.note(ignored)
     for line in input_anomalies(info):
+        _warn_once(line)
+
+
+_WARNED: set[str] = set()  # anomaly lines this process said already (at the start of its run)
+
+
+def _warn_once(line: str) -> None:
+    """An input anomaly, said at the start of a run and at the end of a merge, but once by one
+    process: a merge alone (the SLURM merge job, `merge`) still says it, a whole run not twice."""
+    if line not in _WARNED:
+        _WARNED.add(line)
         messages.warn(line)
 
 
@@ -85,13 +99,44 @@ def idle_cores(workers: int, cpus: int, typed: str = "", estimator: str = DEFAUL
             f"({asked}). {where}: ask for {fix}" + (f", or leave out {typed}" if typed else ""))
 
 
+def no_gpu_here() -> str:
+    """Why no GPU is seen: what CUDA_VISIBLE_DEVICES says, else whether nvidia-smi is there."""
+    env = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if env is not None:
+        return f"CUDA_VISIBLE_DEVICES={env!r} shows none"
+    return "nvidia-smi lists none" if shutil.which("nvidia-smi") else "no nvidia-smi here"
+
+
+def absent_gpus(pinned: list[str], visible: list[str] | None, typed: str = "") -> str | None:
+    """The warning for workers pinned to GPUs this machine lacks (the older script's --num_gpus 4
+    on a CPU node), None when every one is here (`visible` None: not known)."""
+    missing = [g for g in pinned if visible is not None and g not in visible]
+    if not missing:
+        return None
+    seen = f"visible: GPU(s) {','.join(visible)}" if visible else no_gpu_here()
+    asked = f"{typed} pins" if typed else "the workers are pinned"
+    return (f"{asked} workers to GPU(s) {','.join(missing)}, which this machine does not have "
+            f"({seen}); those workers run on the CPU")
+
+
+def shared_cores(workers: int, cpus: int, typed: str = "", on_gpu: bool = False) -> str | None:
+    """The warning for more workers than usable cores where they run on the CPU: they take turns,
+    so a run is no faster than one worker per core (None otherwise)."""
+    if workers <= cpus or on_gpu:
+        return None
+    asked = f"{typed} asks for {workers}" if typed else f"{workers} worker slot(s) here"
+    return (f"{workers} worker(s) share {cpus} usable CPU core(s) ({asked}): they take turns on "
+            f"the cores, no faster than {cpus} and each using memory; ask for --workers {cpus}"
+            + (f", or leave out {typed}" if typed else ""))
+
+
 def starting(info: RunInfo, split_frames: dict[str, int], slots: list, cpus: int,
              writes: str, typed: str = "", unusable: int = 0, runs_on: str = "",
-             on_gpu: bool = False) -> None:
+             on_gpu: bool = False, visible: list[str] | None = None) -> None:
     """What the run will do, before it does it: dataset, plan, workers, where it writes. The frames
     are those of the planned chunks: a video that cannot be processed (say a truncated archive
     ends inside it) counts among the videos, said so, but not among the frames. `typed`: the
-    worker flags as the user typed them, for the idle-core warning."""
+    worker flags as the user typed them, for the idle-core warning; `visible`: the GPUs here."""
     d = info.dataset
     per_split = ", ".join(f"{s} {n}" for s, n in split_frames.items())
     left = f" ({unusable} cannot be processed)" if unusable else ""
@@ -99,14 +144,19 @@ def starting(info: RunInfo, split_frames: dict[str, int], slots: list, cpus: int
                  f"{sum(split_frames.values())} frame(s) ({per_split}); plan: {info.plan.chunks} "
                  "chunk(s)")
     gpus = sorted({s.gpu for s in slots if s.gpu})
+    absent = absent_gpus(gpus, visible, typed)
     pinned = f"GPU(s) {','.join(gpus)}" if gpus else "no GPU"
-    messages.say(f"workers: {len(slots)} ({pinned}; 1 CPU each, of {cpus} usable); writing {writes}")
+    here = ("; no GPU on this machine" if not visible else "; some not on this machine") \
+        if absent else ""
+    messages.say(f"workers: {len(slots)} ({pinned}; 1 CPU each, of {cpus} usable{here}); writing "
+                 f"{writes}")
     line = getattr(family(info.options.estimator), "run_line", None)
     if line is not None and info.options.recorded:  # e.g. the model files it runs
         messages.say(f"estimator: {info.options.estimator}: {line(info.options.recorded)}{runs_on}")
-    warning = idle_cores(len(slots), cpus, typed, info.options.estimator, on_gpu)
-    if warning:
-        messages.warn(warning)
+    for warning in (absent, idle_cores(len(slots), cpus, typed, info.options.estimator, on_gpu),
+                    shared_cores(min(len(slots), info.plan.chunks), cpus, typed, on_gpu)):
+        if warning:
+            messages.warn(warning)
 
 
 def failed_videos(failed: dict[str, str]) -> str:
@@ -139,8 +189,13 @@ def merged(rd: RunDir, record: MergeInfo) -> None:
         messages.say(f"FAILED videos (no rows): {', '.join(sorted(record.failed_videos))}")
     if record.partial:
         messages.say("partial merge: run.json's merge section lists what is missing")
-    for line in input_anomalies(info):
-        messages.warn(line)
+    lines = input_anomalies(info)
+    said = [line for line in lines if line in _WARNED]
+    for line in lines:
+        _warn_once(line)
+    if said:  # at the start of this run: pointed at, not said again
+        messages.note(f"{len(said)} warning(s) about the input above, at the start (run.json: "
+                      "dataset.anomalies, dataset.links_outside_examples)")
 
 
 def ended(outcome: Outcome, what: str) -> int:

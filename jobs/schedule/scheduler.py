@@ -215,6 +215,7 @@ class Scheduler:
 
     def _committed(self, s: SlotState, chunk: int) -> None:
         self.outcome.done.append(chunk)
+        self.progress.commit(s.frames)
         if self.on_commit is not None:
             self.on_commit(chunk)
         self.outcome.timings.last_frame = self.clock()
