@@ -7,8 +7,9 @@ notebook cannot stand in for the tool's modules: every internal import goes thro
     from phoenix_keypoints import extract_keypoints, run_job, load_split
 
 The code lives in the repository's top-level folders extract/ (what happens to frames) and jobs/
-(how the work is split, run, recovered and merged); the wheel installs them inside this package
-(pyproject's package-dir), and in a source checkout this package's path reaches them.
+(how the work is split, run, recovered and merged); in a checkout this folder's committed links
+extract -> ../extract and jobs -> ../jobs make them its subpackages by path alone (so pyright and
+jedi follow every import), and the wheel holds the files behind the links.
 """
 
 from __future__ import annotations
@@ -17,11 +18,13 @@ from importlib import import_module
 from pathlib import Path
 from typing import Any
 
-_HERE = Path(__file__).resolve().parent
-if not (_HERE / "extract").is_dir() and (_HERE.parent / "extract" / "__init__.py").is_file():
-    # a source checkout (editable install, or the repository on sys.path): extract/ and jobs/ sit
-    # beside this folder. Only this package's own path is extended, never sys.path.
-    __path__.append(str(_HERE.parent))  # noqa: F821 (the package's __path__)
+_HERE = Path(__file__).parent
+if not (_HERE / "extract").is_dir():  # a checkout whose links came out as files (Windows)
+    raise ImportError(
+        f"{_HERE / 'extract'} is not a folder: this checkout's links phoenix_keypoints/extract and "
+        "phoenix_keypoints/jobs were checked out as plain files; clone again with "
+        "`git clone -c core.symlinks=true` (on Windows with Developer Mode on) "
+        "(docs/development.md#a-checkout)")
 
 PUBLIC = {
     "extract_keypoints": "phoenix_keypoints.extract.clip",

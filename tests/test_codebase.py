@@ -12,6 +12,9 @@ from __future__ import annotations
 
 import ast
 import re
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -233,9 +236,9 @@ def test_the_tools_modules_reach_each_other_by_its_own_import_name() -> None:
 
 
 def test_pyproject_lists_every_package_by_its_installed_name() -> None:
-    """The wheel installs extract/ and jobs/ inside phoenix_keypoints (package-dir), so setuptools
-    cannot find the packages by itself: a folder with an __init__.py missing from pyproject's list
-    would be left out of the wheel."""
+    """The packages are listed by hand (automatic discovery would also take the top-level extract/
+    and jobs/ as packages of their own, beside their links in phoenix_keypoints/): a folder with an
+    __init__.py missing from pyproject's list would be left out of the wheel."""
     tomllib = pytest.importorskip("tomllib")  # 3.11+
 
     listed = set(tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
@@ -296,3 +299,87 @@ def test_the_public_names_the_docs_show_import() -> None:
             except ImportError:
                 missing.append(f"{module}.{name}")
     assert not missing, missing
+
+
+def _internal_imports(path: Path) -> list[tuple[int, str]]:
+    """(line, module) for each `phoenix_keypoints...` a file imports: `from M import n` yields
+    M.n where M.n is a module of the package (a submodule imported by name), else M."""
+    out = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            out += [(node.lineno, a.name) for a in node.names if a.name.split(".")[0] == TOP]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and \
+                (node.module or "").split(".")[0] == TOP:
+            out.append((node.lineno, node.module))
+            out += [(node.lineno, f"{node.module}.{a.name}") for a in node.names
+                    if _by_path(f"{node.module}.{a.name}") and a.name != "*"]
+    return out
+
+
+def _by_path(module: str) -> Path | None:
+    """The file a module is by path alone, as pyright and jedi find it (no import hook, no
+    `__path__` changed at run time): pkg/a/b.py or pkg/a/b/__init__.py under the repository, each
+    folder on the way a regular package."""
+    parts = module.split(".")
+    folders = [REPO.joinpath(*parts[:i]) for i in range(1, len(parts))]
+    if not all((f / "__init__.py").is_file() for f in folders):
+        return None
+    base = REPO.joinpath(*parts)
+    return next((p for p in (base.with_suffix(".py"), base / "__init__.py") if p.is_file()), None)
+
+
+def test_every_internal_import_resolves_by_path() -> None:
+    """Issue 56: static tools (pyright, jedi) follow `phoenix_keypoints.x.y` through the folders
+    alone, so every internal import anywhere in the project names a file under phoenix_keypoints/
+    (its links extract/ and jobs/ lead to the top-level folders)."""
+    files = [p for d in (*PACKAGES, TOP, "tests", "scripts", "examples")
+             for p in sorted((REPO / d).rglob("*.py")) if "__pycache__" not in p.parts]
+    seen, unresolved = 0, []
+    for path in files:
+        for line, module in _internal_imports(path):
+            seen += 1
+            if _by_path(module) is None:
+                unresolved.append(f"{path.relative_to(REPO)}:{line} {module}")
+    assert seen > 500, seen  # the walk found the project's imports
+    assert not unresolved, f"{len(unresolved)} unresolved, e.g.\n" + "\n".join(unresolved[:20])
+
+
+def test_the_checkouts_folders_are_not_subpackages() -> None:
+    """tests/, scripts/, docs/ and examples/ sit beside phoenix_keypoints/ in a checkout but are
+    not part of it: nothing extends the package's `__path__` to the repository's root."""
+    import importlib.util
+
+    import phoenix_keypoints
+
+    assert [Path(p).resolve() for p in phoenix_keypoints.__path__] == [REPO / TOP]
+    for folder in ("tests", "scripts", "docs", "examples"):
+        assert importlib.util.find_spec(f"{TOP}.{folder}") is None, folder
+
+
+def test_jedi_goes_to_the_definition_of_an_internal_name() -> None:
+    """An editor's go-to-definition (jedi, as IPython and most editors use it) reaches the code
+    behind `phoenix_keypoints.jobs` / `.extract` from the repository's root."""
+    jedi = pytest.importorskip("jedi")  # IPython's, in the dev extras through ipykernel
+
+    source = ("from phoenix_keypoints.jobs.api import run_job\nrun_job\n"
+              "import phoenix_keypoints.extract.clip as c\nc.extract_keypoints\n")
+    script = jedi.Script(source, path=REPO / "goto_check.py", project=jedi.Project(REPO))
+    found = [[(Path(d.module_path).resolve(), d.name) for d in script.goto(line, 5, follow_imports=True)]
+             for line in (2, 4)]  # column 5: inside `run_job` and `extract_keypoints`
+    assert found == [[(REPO / "jobs" / "api.py", "run_job")],
+                     [(REPO / "extract" / "clip.py", "extract_keypoints")]], found
+
+
+def test_a_checkout_whose_links_are_plain_files_says_what_to_do(tmp_path: Path) -> None:
+    """git with core.symlinks off (Windows' default) writes each link as a small text file: the
+    import stops with what to do instead of failing later on a missing module."""
+    package = tmp_path / TOP
+    package.mkdir()
+    shutil.copy(REPO / TOP / "__init__.py", package)
+    (package / "extract").write_text("../extract")
+    (package / "jobs").write_text("../jobs")
+    code = f"import sys; sys.path.insert(0, {str(tmp_path)!r}); import {TOP}"
+    done = subprocess.run([sys.executable, "-S", "-c", code], capture_output=True, text=True,
+                          cwd=tmp_path)
+    assert done.returncode == 1, done
+    assert "ImportError" in done.stderr and "core.symlinks=true" in done.stderr, done.stderr
