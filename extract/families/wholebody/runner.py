@@ -480,6 +480,7 @@ class PoseModel:
 
     pad: int | None = None  # every call this many crops (fixed shapes: _run), None: as given
     per_crop: int | None = None  # the most a call grew this process by a crop (bytes), once run
+    widest: int = 0  # the most crops a call took so far
 
     def __init__(self, path: Path, device: str = "cpu", decoder: str = DECODERS[0],
                  memory: int | None = None, batch: int | None = None) -> None:
@@ -533,26 +534,45 @@ class PoseModel:
         outs, crops = self.outputs(bgrs, boxes)
         return [self.decode(outs, i, c) for i, c in enumerate(crops)]
 
-    def outputs(self, bgrs: list[np.ndarray], boxes: list[np.ndarray], frames: int | None = None
+    def outputs(self, bgrs: list[np.ndarray], boxes: list[np.ndarray]
                 ) -> tuple[list[np.ndarray], list[tuple[np.ndarray, ...]]]:
         """The head's outputs for the frames' crops (SimCC x and y, or heatmaps), and each crop
-        with its centre and scale; `frames`: the frames the crops come from (their memory
-        limit: model_calls.bounded; None: one a crop)."""
+        with its centre and scale."""
         crops = [self._crop(b, box) for b, box in zip(bgrs, boxes, strict=True)]
         x = np.ascontiguousarray(np.stack([c[0] for c in crops]).transpose(0, 3, 1, 2), np.float32)
         outs = run_model(lambda: _run(self.session, self.input, x, self.dynamic, self.pad),
-                         "--pose-model", self.path, len(x), frames=frames)
-        self.per_crop = max(self.per_crop or 0, last_growth() // len(x))
+                         "--pose-model", self.path, len(x))
         return outs[:1 if self.head.kind == HEATMAP else 2], crops
+
+    def posed(self, bgrs: list[np.ndarray], boxes: list[np.ndarray], frames: int | None = None
+              ) -> list[tuple[np.ndarray, np.ndarray] | BadOutput]:
+        """Each crop's (xy in frame pixels, scores), or BadOutput where the answer is nonsense:
+        outputs' call with the head's checks and decoding (a heatmap's DARK: linear in its maps)
+        inside its bounds, so its deadline and memory watch count them too."""
+        crops = [self._crop(b, box) for b, box in zip(bgrs, boxes, strict=True)]
+        x = np.ascontiguousarray(np.stack([c[0] for c in crops]).transpose(0, 3, 1, 2), np.float32)
+
+        def decoded(outs: list[np.ndarray]) -> list[tuple[np.ndarray, np.ndarray] | BadOutput]:
+            outs = outs[:1 if self.head.kind == HEATMAP else 2]
+            return [BadOutput(STATUS_BAD_POSE, why) if (why := self.problem(outs, k)) else
+                    self.decode(outs, k, c) for k, c in enumerate(crops)]
+
+        out = run_model(lambda: _run(self.session, self.input, x, self.dynamic, self.pad),
+                        "--pose-model", self.path, len(x), then=decoded, frames=frames)
+        self.per_crop = max(self.per_crop or 0, last_growth() // len(x))
+        self.widest = max(self.widest, len(x))
+        return out
 
     def crops_a_call(self, most: int) -> int:
         """How many crops the next call may take: as many as half one frame's --model-memory
         holds at the most a crop grew this process by so far (before any call: one; half, as
         onnxruntime's arena keeps what an earlier call took beside what this one takes), at most
-        `most` (on fixed shapes a multiple of pad, the fewest a call takes)."""
+        twice the widest call so far (memory freed earlier and reused hides a crop's cost: each
+        step at most doubles what is in use) and at most `most` (on fixed shapes a multiple of
+        pad, the fewest a call takes)."""
         room = limits().memory_mib * 2**19  # half a frame's limit, in bytes
         n = 1 if self.per_crop is None else room // max(1, self.per_crop)
-        n = max(1, min(most, n))
+        n = max(1, min(most, n, 2 * self.widest or 1))
         return max(self.pad, n // self.pad * self.pad) if self.pad else n
 
     def problem(self, outs: list[np.ndarray], i: int) -> str:
@@ -677,9 +697,7 @@ class WholebodyModels:
         s = 0
         while s < len(boxes):
             e = s + self.pose.crops_a_call(self.crops_per_call)
-            outs, crops = self.pose.outputs(bgrs[s:e], boxes[s:e], len(set(frames[s:e])))
-            out += [BadOutput(STATUS_BAD_POSE, why) if (why := self.pose.problem(outs, k)) else
-                    self.pose.decode(outs, k, c) for k, c in enumerate(crops)]
+            out += self.pose.posed(bgrs[s:e], boxes[s:e], len(set(frames[s:e])))
             s = e
         return out
 
