@@ -128,7 +128,7 @@ def test_a_model_call_past_its_memory_limit_is_stopped_and_the_model_refused(
     proc, took = bounded_run(wb(frames, tmp_path / "R", models["detector"], grow,
                                 "--model-memory", "256"), timeout=120)
     refused(proc, f"--pose-model {grow}: a call of this model on one input grew this process's "
-                  "memory by more than 256 MiB (--model-memory: 256 MiB an input)", "not the frames")
+                  "memory by more than 256 MiB (--model-memory: 256 MiB a frame)", "not the frames")
 
 
 @pytest.mark.slow
@@ -152,7 +152,7 @@ def test_a_single_node_past_twice_the_memory_limit_ends_the_process_with_the_ref
     proc, took = bounded_run(wb(frames, tmp_path / "R", big, models["pose"], "--model-memory",
                                 "128"), timeout=120)
     refused(proc, f"--detector {big}: a call of this model on one input grew this process's "
-                  "memory by more than 128 MiB (--model-memory: 128 MiB an input), and the process "
+                  "memory by more than 128 MiB (--model-memory: 128 MiB a frame), and the process "
                   "was ended, as it did not stop when told to.")
 
 

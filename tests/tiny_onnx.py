@@ -358,15 +358,18 @@ def two_hands_detector(path: Path) -> Path:
 
 
 def many_boxes_detector(path: Path, boxes: int = 20_000, hw: tuple[int, int] = RTMDET_HW,
-                        score: float = 0.9) -> Path:
+                        score: float = 0.9, equal: bool = False) -> Path:
     """A detector with NMS inside answering `boxes` boxes on every frame, each scoring `score`
     (the hostile case of issue 46): boxes of assorted sizes spread over the input, all distinct
-    areas, the answer tied to the input (times 0) so it runs as a model does."""
+    areas (`equal`: every one the same box, the middle half of the input), the answer tied to the
+    input (times 0) so it runs as a model does."""
     _, TensorProto, helper, _ = _helpers()
     rng = np.random.default_rng(12)
     h, w = hw
     x1, y1 = rng.uniform(0, w * 0.8, boxes), rng.uniform(0, h * 0.8, boxes)
     bw, bh = rng.uniform(2, w * 0.2, boxes), rng.uniform(2, h * 0.2, boxes)
+    if equal:
+        x1, y1, bw, bh = (np.full(boxes, v) for v in (w / 4, h / 4, w / 2, h / 2))
     dets = np.stack([x1, y1, x1 + bw, y1 + bh, np.full(boxes, score)], 1)[None].astype(np.float32)
     nodes: list = []
     inits: list = []
@@ -379,6 +382,51 @@ def many_boxes_detector(path: Path, boxes: int = 20_000, hw: tuple[int, int] = R
     outputs = [helper.make_tensor_value_info("dets", TensorProto.FLOAT, [1, boxes, 5]),
                helper.make_tensor_value_info("labels", TensorProto.INT64, [1, boxes])]
     return _save(path, nodes, inits, [_input(hw)], outputs, "tiny_rtmdet_many")
+
+
+def grid_boxes_detector(path: Path, hw: tuple[int, int], score: float = 0.9,
+                        side: float = 1.0) -> Path:
+    """A YOLOX-style detector without NMS (`[1, cells, 6]`, one class) answering every grid cell
+    as a box of `side` pixels at the cell's centre, objectness `score`, class score 1 (the hostile
+    case of issue 52): the centres of strides 8, 16 and 32 lie 4 pixels apart at least, so no two
+    boxes overlap and NMS keeps them all. The answer is tied to the input (times 0)."""
+    _, TensorProto, helper, _ = _helpers()
+    cells, strides = [], []
+    for s in (8, 16, 32):
+        n = (hw[0] // s) * (hw[1] // s)
+        cells.append(n)
+        strides.append(np.full(n, s, np.float64))
+    stride = np.concatenate(strides)
+    log = np.log(side / stride)
+    rows = np.stack([np.full_like(stride, 0.5), np.full_like(stride, 0.5), log, log,
+                     np.full_like(stride, score), np.ones_like(stride)], 1)[None].astype(np.float32)
+    nodes: list = []
+    inits: list = []
+    nodes += [helper.make_node("ReduceMean", ["input"], ["m"], keepdims=0),
+              helper.make_node("Mul", ["m", _const(inits, "zero_f", np.zeros(1, np.float32))],
+                               ["m0"]),
+              helper.make_node("Add", [_const(inits, "rows", rows), "m0"], ["output"])]
+    outputs = [helper.make_tensor_value_info("output", TensorProto.FLOAT, [1, sum(cells), 6])]
+    return _save(path, nodes, inits, [_input(hw)], outputs, "tiny_yolox_grid_boxes")
+
+
+def pose_growing(src: Path, out: Path, mib: int) -> Path:
+    """src (a SimCC pose model with a dynamic batch axis) whose simcc_x also depends on `mib` MiB
+    of floats made for each crop of the call (an Expand to [N, mib * 2^18], its maximum times 0
+    added): a model whose memory grows with the crops of a call (issue 52)."""
+    _, _, helper, numpy_helper = _helpers()
+    inits = [numpy_helper.from_array(np.array([1, mib << 18], np.int64), "grow_shape"),
+             numpy_helper.from_array(np.array([-1, 1], np.int64), "grow_col"),
+             numpy_helper.from_array(np.array([-1, 1, 1], np.int64), "grow_back"),
+             numpy_helper.from_array(np.array(0.0, np.float32), "grow_zero")]
+    nodes = [helper.make_node("ReduceMean", ["input"], ["grow_m"], axes=[1, 2, 3], keepdims=1),
+             helper.make_node("Reshape", ["grow_m", "grow_col"], ["grow_c"]),
+             helper.make_node("Expand", ["grow_c", "grow_shape"], ["grow_big"]),
+             helper.make_node("ReduceMax", ["grow_big"], ["grow_max"], axes=[1], keepdims=0),
+             helper.make_node("Mul", ["grow_max", "grow_zero"], ["grow_nil"]),
+             helper.make_node("Reshape", ["grow_nil", "grow_back"], ["grow_b"]),
+             helper.make_node("Add", ["simcc_x_orig", "grow_b"], ["simcc_x"])]
+    return _rewired(src, out, "simcc_x", nodes, inits)
 
 
 def rtmlib_hand(detector: Path, pose: Path, head: str = "simcc") -> Any:

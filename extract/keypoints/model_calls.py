@@ -18,14 +18,17 @@ Before any call, a model's declared input is bounded too (input_refused): at mos
 pixels a side (no published detector or pose model takes more than 1,280; a 20000x20000 one made
 the start-up check hold 4.8 GB before its first node ran).
 
-The limits scale with what a call holds: per input (a frame for the detector, a crop for the pose
-model), so a batch of N gets N times them.
-- time: DEADLINE_S (`--model-deadline`), 60 s an input: the heaviest published detector, YOLOX-x
-  at 640, takes about 2 s a frame on one loaded CPU core, and CUDA's first call tunes its kernels
-  in seconds;
-- memory: MEMORY_MIB (`--model-memory`), 2048 MiB an input, what the process's resident memory may
-  grow by during the call (onnxruntime's arena keeps what a first call took: later calls grow
-  little).
+The limits scale with what a call holds:
+- time: DEADLINE_S (`--model-deadline`), 60 s an input (a frame for the detector, a crop for the
+  pose model), so a call of N gets N times it: the heaviest published detector, YOLOX-x at 640,
+  takes about 2 s a frame on one loaded CPU core, and CUDA's first call tunes its kernels in
+  seconds;
+- memory: MEMORY_MIB (`--model-memory`), 2048 MiB a frame the call serves, what the process's
+  resident memory may grow by during the call (onnxruntime's arena keeps what a first call took:
+  later calls grow little). A frame, not an input: how many crops reach the pose model is the
+  detector's answer (up to --max-persons a frame), so crops share their frame's limit, and the
+  pose model's calls are cut so that each stays within it (runner.PoseModel.crops_a_call, from the
+  growth `last_growth` measured per crop); a model one crop of which passes it is refused.
 Neither changes what a model answers, so neither is part of a run's identity (as --batch-size).
 """
 
@@ -43,7 +46,7 @@ from typing import Any, TypeVar
 from phoenix_keypoints.extract.keypoints.estimator import ModelFileError
 
 DEADLINE_S = 60.0  # seconds a call may take, per input it holds
-MEMORY_MIB = 2048  # MiB the process may grow by during a call, per input it holds
+MEMORY_MIB = 2048  # MiB the process may grow by during a call, per frame it serves
 MAX_DEADLINE_S = 86_400.0  # --model-deadline's bound: a day an input
 MAX_MEMORY_MIB = 1 << 20  # --model-memory's bound: 1 TiB an input
 POLL_S = 0.02  # how often the watchdog looks (a Loop growing 4 MB a trip: about 20 MB a poll)
@@ -54,7 +57,7 @@ T = TypeVar("T")
 
 @dataclass(frozen=True)
 class Limits:
-    """What one call may take, per input it holds."""
+    """What one call may take: seconds per input it holds, MiB per frame it serves."""
 
     deadline_s: float = DEADLINE_S
     memory_mib: int = MEMORY_MIB
@@ -162,12 +165,14 @@ class _Watchdog(threading.Thread):
         self.done = threading.Event()
         self.why = ""  # "time" or "memory" once the call was told to stop
         self.start_at, self.base = time.monotonic(), resident_bytes()
+        self.peak = 0  # the most the process grew by while watched (bytes)
 
     def run(self) -> None:
         hard = HARD if self.options is not None else 1
         while not self.done.wait(POLL_S):
             took = time.monotonic() - self.start_at
             grew = resident_bytes() - self.base if self.base else 0
+            self.peak = max(self.peak, grew)
             if not self.why and (took > self.seconds or grew > self.limit):
                 self.why = "time" if took > self.seconds else "memory"
                 if self.options is not None:
@@ -185,6 +190,8 @@ class _Watchdog(threading.Thread):
     def __exit__(self, *exc: object) -> None:
         self.done.set()
         self.join()
+        if self.base:  # a call shorter than a poll is measured once, as it ends
+            self.peak = max(self.peak, resident_bytes() - self.base)
 
 
 def _refusal(flag: str, path: Path, doing: str, seconds: float, mib: int, why: str,
@@ -196,7 +203,7 @@ def _refusal(flag: str, path: Path, doing: str, seconds: float, mib: int, why: s
         more = "a larger --model-deadline if this model is that slow"
     else:
         past = (f"grew this process's memory by more than {mib:,} MiB (--model-memory: "
-                f"{_limits.memory_mib:,} MiB an input)")
+                f"{_limits.memory_mib:,} MiB a frame)")
         more = "a larger --model-memory if this model needs that much"
     ended = "was stopped" if how == "stopped" else f"the process was {how}"
     return (f"{flag} {path}: {doing} {past}, and {ended}. The model file is at fault, not "
@@ -204,12 +211,24 @@ def _refusal(flag: str, path: Path, doing: str, seconds: float, mib: int, why: s
             f"seconds and well under a GiB. Pass another file, or {more} (docs/wholebody.md).")
 
 
-def bounded(call: Callable[[], T], flag: str, path: Path, inputs: int = 1) -> T:
-    """call() (which runs the model with run_options()) under this process's limits for `inputs`
-    inputs; past one, ModelLimitError naming the file and the limit."""
+def _doing(n: int, frames: int | None) -> str:
+    """What a call holds, in words: its inputs, and where they are crops the frames they serve."""
+    if frames is None:
+        return f"a call of this model on {f'{n:,} inputs' if n > 1 else 'one input'}"
+    return (f"a call of this model on {f'{n:,} crops' if n > 1 else 'one crop'} of "
+            f"{f'{frames:,} frames' if frames > 1 else 'one frame'}")
+
+
+def bounded(call: Callable[[], T], flag: str, path: Path, inputs: int = 1,
+            frames: int | None = None) -> T:
+    """call() (which runs the model with run_options()) under this process's limits: the deadline
+    of `inputs` inputs, the memory of `frames` frames (None: one an input, a detector's frames);
+    past one, ModelLimitError naming the file and the limit. last_growth() then says how much the
+    process grew by during it."""
     n = max(1, int(inputs))
-    seconds, mib = _limits.deadline_s * n, _limits.memory_mib * n
-    doing = f"a call of this model on {f'{n} inputs' if n > 1 else 'one input'}"
+    f = None if frames is None else max(1, int(frames))
+    seconds, mib = _limits.deadline_s * n, _limits.memory_mib * (n if f is None else f)
+    doing = _doing(n, f)
     options = _quiet()
     _here.options = options
     with _Watchdog(options, seconds, mib * 2**20,
@@ -222,9 +241,16 @@ def bounded(call: Callable[[], T], flag: str, path: Path, inputs: int = 1) -> T:
             raise
         finally:
             _here.options = None
+    _here.grew = dog.peak
     if dog.why:  # it came back, but past the limit
         raise ModelLimitError(_refusal(flag, path, doing, seconds, mib, dog.why))
     return out
+
+
+def last_growth() -> int:
+    """The most this process grew by (bytes) during the last bounded call of this thread that
+    came back (0 before any, or where /proc cannot say)."""
+    return int(getattr(_here, "grew", 0))
 
 
 def bounded_load(make: Callable[[], T], flag: str, path: Path, size: int) -> T:

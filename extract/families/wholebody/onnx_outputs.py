@@ -55,13 +55,20 @@ class BadOutput:
         return {"status": self.status, "note": self.note}
 
 
-def run_model(call: Callable[[], list[np.ndarray]], flag: str, path: Path, inputs: int = 1
-              ) -> list[np.ndarray]:
+def run_model(call: Callable[[], list[np.ndarray]], flag: str, path: Path, inputs: int = 1,
+              then: Callable[[list[np.ndarray]], Any] | None = None, frames: int | None = None
+              ) -> Any:
     """A session call on `inputs` inputs (frames or crops), bounded in time and memory (its
-    session.run takes quiet_run_options(), which its watchdog may stop); whatever onnxruntime
-    raises becomes ModelRunError naming the file."""
+    session.run takes quiet_run_options(), which its watchdog may stop), with `then` (what the
+    tool computes on the answer: a grid's decode and NMS) inside the same bounds; `frames`: the
+    frames the call serves, which set its memory limit (model_calls.bounded). Whatever
+    onnxruntime raises becomes ModelRunError naming the file."""
+    def whole() -> Any:
+        outs = call()
+        return outs if then is None else then(outs)
+
     try:
-        return bounded(call, flag, path, inputs)
+        return bounded(whole, flag, path, inputs, frames)
     except ModelFileError:  # past a limit: said as such
         raise
     except Exception as e:  # onnxruntime's own classes (Fail, RuntimeException, ...)

@@ -42,6 +42,7 @@ from typing import Any
 import cv2
 import numpy as np
 
+from phoenix_keypoints.extract.families.wholebody import raw_grid
 from phoenix_keypoints.extract.families.wholebody.declaration import declaration_of, layout_of
 from phoenix_keypoints.extract.families.wholebody.gpu_memory import session_limits
 from phoenix_keypoints.extract.families.wholebody.heads import (
@@ -104,7 +105,12 @@ from phoenix_keypoints.extract.keypoints.estimator import (
     runtime,
 )
 from phoenix_keypoints.extract.keypoints.execution import gpu_name, value_options
-from phoenix_keypoints.extract.keypoints.model_calls import bounded_load, input_refused
+from phoenix_keypoints.extract.keypoints.model_calls import (
+    bounded_load,
+    input_refused,
+    last_growth,
+    limits,
+)
 from phoenix_keypoints.extract.keypoints.onnx_files import (
     as_given,
     check_model_file,
@@ -130,7 +136,6 @@ END2END_SCORE = 0.3  # boxes kept from a detector with NMS inside
 # --batch-size's memory rule (estimator.BATCH_FRAME_BYTES and the detector's input, ~16 MiB)
 CROPS_PER_FRAME = 4
 RAW_SCORE, RAW_NMS = 0.7, 0.45  # a raw detector's score cut and IoU threshold
-STRIDES = (8, 16, 32)
 GREY = 114
 CUDA = "CUDAExecutionProvider"
 CPU = "CPUExecutionProvider"
@@ -404,7 +409,8 @@ class Detector:
         """One grey input through the model: its answer must have its layout's shape."""
         x = np.full((1, 3, *self.hw), GREY, np.float32)
         out = run_model(lambda: _run(self.session, self.input, x, False), "--detector", self.path)
-        want = (1, None, 5) if self.layout == "end2end" else (1, len(_grid(self.hw)[1]), None)
+        want = (1, None, 5) if self.layout == "end2end" else (1, len(raw_grid.grid(self.hw)[1]),
+                                                               None)
         check_answer(out, [want], "--detector", self.path)
 
     def _letterbox(self, bgr: np.ndarray) -> tuple[np.ndarray, float]:
@@ -437,6 +443,18 @@ class Detector:
                         "--detector", self.path, len(x))[0]
         return out, ratios
 
+    def found(self, bgrs: list[np.ndarray]) -> tuple[np.ndarray, list[np.ndarray]]:
+        """The model's answer for the frames and each frame's scored boxes ([N, 5]), decoded
+        inside the call's bounds: its deadline and memory watch count the decode and NMS too."""
+        canvases, ratios = zip(*(self._letterbox(b) for b in bgrs), strict=True)
+        x = self.kind.model_input(np.stack(canvases))
+
+        def decoded(outs: list[np.ndarray]) -> tuple[np.ndarray, list[np.ndarray]]:
+            return outs[0], [self.scored(outs[0][i:i + 1], r) for i, r in enumerate(ratios)]
+
+        return run_model(lambda: _run(self.session, self.input, x, self.dynamic, self.pad),
+                         "--detector", self.path, len(x), then=decoded)
+
     def _boxes(self, out: np.ndarray, ratio: float) -> np.ndarray:
         """[N, 4]: the boxes rtmlib's detector gives, in its dtype and order."""
         return self.scored(out, ratio)[:, :4]
@@ -449,49 +467,9 @@ class Detector:
         return self._decode_raw(out, ratio)
 
     def _decode_raw(self, out: np.ndarray, ratio: float) -> np.ndarray:
-        """Grid decode, objectness x class, per-class NMS (the classes the kind keeps); float64
-        boxes as rtmlib's, each with its score."""
-        grid, stride = _grid(self.hw)
-        pred = out[0].copy()
-        pred[:, :2] = (pred[:, :2] + grid) * stride
-        pred[:, 2:4] = np.exp(pred[:, 2:4]) * stride
-        scores = pred[:, 4:5] * pred[:, 5:]
-        half = pred[:, 2:4] / 2.0
-        boxes = np.concatenate([pred[:, :2] - half, pred[:, :2] + half], axis=1) / ratio
-        kept = []
-        for c in range(scores.shape[1]):
-            sel = scores[:, c] > self.kind.raw_score
-            if sel.any() and self.kind.keeps(c):
-                b, score = boxes[sel], scores[sel, c]
-                best = _nms(b, score, self.kind.raw_nms)
-                kept.append(np.hstack([b[best], score[best][:, None]]).astype(np.float64))
-        return np.concatenate(kept) if kept else np.zeros((0, 5))
-
-
-def _grid(hw: tuple[int, int]) -> tuple[np.ndarray, np.ndarray]:
-    """Each YOLOX grid cell's (x, y) and stride, in the model's output order."""
-    cells, strides = [], []
-    for s in STRIDES:
-        gy, gx = np.mgrid[0:hw[0] // s, 0:hw[1] // s]
-        cells.append(np.stack([gx.ravel(), gy.ravel()], 1))
-        strides.append(np.full((gx.size, 1), s))
-    return np.concatenate(cells), np.concatenate(strides)
-
-
-def _nms(boxes: np.ndarray, scores: np.ndarray, iou: float) -> list[int]:
-    """Greedy NMS, areas counted with +1 pixel as rtmlib counts them."""
-    x1, y1, x2, y2 = boxes.T
-    areas = (x2 - x1 + 1) * (y2 - y1 + 1)
-    order = scores.argsort()[::-1]
-    keep = []
-    while order.size:
-        i, rest = order[0], order[1:]
-        keep.append(int(i))
-        w = np.maximum(0.0, np.minimum(x2[i], x2[rest]) - np.maximum(x1[i], x1[rest]) + 1)
-        h = np.maximum(0.0, np.minimum(y2[i], y2[rest]) - np.maximum(y1[i], y1[rest]) + 1)
-        inter = w * h
-        order = rest[inter / (areas[i] + areas[rest] - inter) <= iou]
-    return keep
+        """Grid decode, objectness x class, per-class NMS (the classes the kind keeps) on at
+        most raw_grid.MAX_CANDIDATES boxes; float64 boxes as rtmlib's, each with its score."""
+        return raw_grid.decode(out, self.hw, ratio, self.kind)
 
 
 def _third(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -504,6 +482,8 @@ class PoseModel:
     or heatmaps): ([K, 2] x, y in frame pixels, [K] scores)."""
 
     pad: int | None = None  # every call this many crops (fixed shapes: _run), None: as given
+    per_crop: int | None = None  # the most a call grew this process by a crop (bytes), once run
+    widest: int = 0  # the most crops a call took so far
 
     def __init__(self, path: Path, device: str = "cpu", decoder: str = DECODERS[0],
                  memory: int | None = None, batch: int | None = None) -> None:
@@ -566,6 +546,37 @@ class PoseModel:
         outs = run_model(lambda: _run(self.session, self.input, x, self.dynamic, self.pad),
                          "--pose-model", self.path, len(x))
         return outs[:1 if self.head.kind == HEATMAP else 2], crops
+
+    def posed(self, bgrs: list[np.ndarray], boxes: list[np.ndarray], frames: int | None = None
+              ) -> list[tuple[np.ndarray, np.ndarray] | BadOutput]:
+        """Each crop's (xy in frame pixels, scores), or BadOutput where the answer is nonsense:
+        outputs' call with the head's checks and decoding (a heatmap's DARK: linear in its maps)
+        inside its bounds, so its deadline and memory watch count them too."""
+        crops = [self._crop(b, box) for b, box in zip(bgrs, boxes, strict=True)]
+        x = np.ascontiguousarray(np.stack([c[0] for c in crops]).transpose(0, 3, 1, 2), np.float32)
+
+        def decoded(outs: list[np.ndarray]) -> list[tuple[np.ndarray, np.ndarray] | BadOutput]:
+            outs = outs[:1 if self.head.kind == HEATMAP else 2]
+            return [BadOutput(STATUS_BAD_POSE, why) if (why := self.problem(outs, k)) else
+                    self.decode(outs, k, c) for k, c in enumerate(crops)]
+
+        out = run_model(lambda: _run(self.session, self.input, x, self.dynamic, self.pad),
+                        "--pose-model", self.path, len(x), then=decoded, frames=frames)
+        self.per_crop = max(self.per_crop or 0, last_growth() // len(x))
+        self.widest = max(self.widest, len(x))
+        return out
+
+    def crops_a_call(self, most: int) -> int:
+        """How many crops the next call may take: as many as half one frame's --model-memory
+        holds at the most a crop grew this process by so far (before any call: one; half, as
+        onnxruntime's arena keeps what an earlier call took beside what this one takes), at most
+        twice the widest call so far (memory freed earlier and reused hides a crop's cost: each
+        step at most doubles what is in use) and at most `most` (on fixed shapes a multiple of
+        pad, the fewest a call takes)."""
+        room = limits().memory_mib * 2**19  # half a frame's limit, in bytes
+        n = 1 if self.per_crop is None else room // max(1, self.per_crop)
+        n = max(1, min(most, n, 2 * self.widest or 1))
+        return max(self.pad, n // self.pad * self.pad) if self.pad else n
 
     def problem(self, outs: list[np.ndarray], i: int) -> str:
         """Why item i's outputs are nonsense ("" when they are not)."""
@@ -673,22 +684,24 @@ class WholebodyModels:
         boxes."""
         if self.detector is None:  # no detector: no boxes, the pose model takes the whole frame
             return [np.zeros((0, 5))] * len(bgrs)
-        raw, ratios = self.detector.outputs(bgrs)
-        found = [self.detector.scored(raw[i:i + 1], r) for i, r in enumerate(ratios)]
+        raw, found = self.detector.found(bgrs)
         return [BadOutput(STATUS_BAD_DETECTOR, why) if (why := detector_problem(
             raw[i:i + 1], b[:, :4], bgr.shape)) else b
                 for i, (b, bgr) in enumerate(zip(found, bgrs, strict=True))]
 
-    def poses(self, bgrs: list[np.ndarray], boxes: list[np.ndarray]
-              ) -> list[tuple[np.ndarray, np.ndarray] | BadOutput]:
+    def poses(self, bgrs: list[np.ndarray], boxes: list[np.ndarray],
+              frames: list[int] | None = None) -> list[tuple[np.ndarray, np.ndarray] | BadOutput]:
         """Each crop's (xy in frame pixels as rtmlib computes them, scores), the crops in calls
-        of at most crops_per_call; BadOutput where the pose model's answer is nonsense."""
+        of at most crops_per_call and at most what one frame's memory limit holds
+        (PoseModel.crops_a_call); `frames`: the frame each crop is cut from (None: each its own);
+        BadOutput where the pose model's answer is nonsense."""
+        frames = list(range(len(boxes))) if frames is None else frames
         out: list[tuple[np.ndarray, np.ndarray] | BadOutput] = []
-        step = self.crops_per_call
-        for s in range(0, len(boxes), step):
-            outs, crops = self.pose.outputs(bgrs[s:s + step], boxes[s:s + step])
-            out += [BadOutput(STATUS_BAD_POSE, why) if (why := self.pose.problem(outs, k)) else
-                    self.pose.decode(outs, k, c) for k, c in enumerate(crops)]
+        s = 0
+        while s < len(boxes):
+            e = s + self.pose.crops_a_call(self.crops_per_call)
+            out += self.pose.posed(bgrs[s:e], boxes[s:e], len(set(frames[s:e])))
+            s = e
         return out
 
     def frames_on_boxes(self, bgrs: list[np.ndarray], boxes: list[list[np.ndarray]]
@@ -701,7 +714,8 @@ class WholebodyModels:
         nonsense gets that BadOutput."""
         plan = [self._posed_boxes(bgr, mine) for bgr, mine in zip(bgrs, boxes, strict=True)]
         poses = self.poses([bgr for bgr, (posed, _) in zip(bgrs, plan, strict=True) for _ in posed],
-                           [box for posed, _ in plan for box, _ in posed])
+                           [box for posed, _ in plan for box, _ in posed],
+                           [f for f, (posed, _) in enumerate(plan) for _ in posed])
         out: list[Posed | BadOutput] = []
         for bgr, mine, (posed, cut) in zip(bgrs, boxes, plan, strict=True):
             frame, poses = poses[:len(posed)], poses[len(posed):]
