@@ -21,6 +21,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from phoenix_keypoints.extract.keypoints.filemeta import read_parquet
 from phoenix_keypoints.jobs import messages
 from phoenix_keypoints.jobs.rundir.runinfo import RUN_FORMAT, RunInfo, RunInfoError
 
@@ -229,7 +230,7 @@ class RunDir:
 
     def load_plan(self) -> pa.Table:
         try:
-            return pq.read_table(self.plan_path)
+            return read_parquet(self.plan_path)
         except (OSError, pa.ArrowException) as e:
             raise RunError(f"{self.plan_path}: unreadable ({e}). Start afresh: "
                            f"{messages.fresh(self.path)}.") from None
