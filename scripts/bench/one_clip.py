@@ -59,27 +59,28 @@ EXTRACT = ("import sys; from phoenix_keypoints import extract_keypoints; "
            "kp = extract_keypoints(sys.argv[1], progress=False); print(len(kp), 'frames')")
 
 
-def commands(clip: Path, out: Path, against: Path | None = None) -> dict[str, list[str]]:
-    """name -> the command line, as a user runs it; with `against`, run@ and extract@ that
-    checkout's code too (PYTHONPATH: its phoenix_keypoints/ reaches its extract/ and jobs/)."""
+def commands(clip: Path, out: Path, against: list[Path]) -> dict[str, list[str]]:
+    """name -> the command line, as a user runs it; for each checkout in `against`, run@ and
+    extract@ its code too (PYTHONPATH: its phoenix_keypoints/ reaches its extract/ and jobs/)."""
     ours = {"run": [*map(str, phoenix_keypoints()), "run", "--dataset", str(clip), "--out",
                     str(out)],
             "extract": [sys.executable, "-c", EXTRACT, str(clip)]}
     cmds = {"loop": [sys.executable, "-c", PLAIN_LOOP, str(clip)], **ours}
-    if against is not None:
-        cmds |= {f"{k}@{against.name}": v for k, v in ours.items()}
+    for tree in against:
+        cmds |= {f"{k}@{tree.name}": v for k, v in ours.items()}
     return cmds
 
 
-def env_of(name: str, against: Path | None) -> dict[str, str]:
-    """This checkout's code, or the other one's for a name@ command."""
+def env_of(name: str, against: list[Path]) -> dict[str, str]:
+    """This checkout's code, or another one's for a name@TREE command."""
     env = child_env()
-    if "@" in name and against is not None:
-        env["PYTHONPATH"] = str(against)
+    for tree in against:
+        if name.endswith(f"@{tree.name}"):
+            env["PYTHONPATH"] = str(tree)
     return env
 
 
-def timed(name: str, cmd: list[str], out: Path, against: Path | None = None) -> dict:
+def timed(name: str, cmd: list[str], out: Path, against: list[Path]) -> dict:
     """One command: wall, CPU of its process tree, and run's milestones."""
     shutil.rmtree(out, ignore_errors=True)
     cpu0, t0, start = _cpu(), time.monotonic(), time.time()
@@ -123,7 +124,7 @@ def imports(cmd: list[str], out: Path) -> dict:
             "largest_s": {k: round(v, 3) for k, v in largest}}
 
 
-def bench(rounds: int, pieces: bool, against: Path | None) -> dict:
+def bench(rounds: int, pieces: bool, against: list[Path]) -> dict:
     """Alternated rounds of the commands; medians and ratios to the loop."""
     names = list(commands(CLIP, Path(), against))
     with tempfile.TemporaryDirectory(prefix="one-clip-") as tmp:
@@ -156,16 +157,16 @@ def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--pieces", action="store_true", help="also -X importtime of each command")
-    p.add_argument("--against", type=Path, help="another checkout (e.g. a git worktree of main) "
-                   "whose run and extract_keypoints alternate with these, this venv's libraries")
+    p.add_argument("--against", type=Path, action="append", default=[],
+                   help="another checkout (e.g. a git worktree of main; repeatable) whose run and "
+                   "extract_keypoints alternate with these, on this venv's libraries")
     p.add_argument("--json", default="", help="file name under docs/results/ ('' : none)")
     args = p.parse_args()
     out = {"machine": machine(), "command": " ".join(["scripts/bench/one_clip.py", *sys.argv[1:]]),
            "load_before": loadavg(), "results": bench(args.rounds, args.pieces, args.against)}
-    if args.against is not None:
-        out["against"] = {"name": args.against.name, "git": subprocess.run(
-            ["git", "rev-parse", "--short", "HEAD"], cwd=args.against, capture_output=True,
-            text=True, check=False).stdout.strip()}
+    out["against"] = {t.name: subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=t,
+                                             capture_output=True, text=True,
+                                             check=False).stdout.strip() for t in args.against}
     out["load_after"] = loadavg()
     res = out["results"]
     print(table([[n, res["median_wall_s"][n], res["ratio_to_loop"].get(n, 1.0),
