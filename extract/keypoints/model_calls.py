@@ -47,6 +47,7 @@ MEMORY_MIB = 2048  # MiB the process may grow by during a call, per input it hol
 MAX_DEADLINE_S = 86_400.0  # --model-deadline's bound: a day an input
 MAX_MEMORY_MIB = 1 << 20  # --model-memory's bound: 1 TiB an input
 POLL_S = 0.02  # how often the watchdog looks (a Loop growing 4 MB a trip: about 20 MB a poll)
+IDLE_S = 1.0  # the watcher polls on this long after a call (calls come in runs), then sleeps
 HARD = 2  # past HARD x a limit a call that did not stop when told ends the process
 MAX_INPUT_SIDE = 4096  # pixels a side of a model's declared input (published ones: 192 to 1,280)
 T = TypeVar("T")
@@ -198,7 +199,8 @@ class _Watchdog:
 
 class _Watcher:
     """One long-lived thread a process that checks every call under way each POLL_S (a thread
-    started and joined per call cost ~0.6 ms a call, issue 53 item 12); asleep while none is.
+    started and joined per call cost ~0.2-0.6 ms a call, issue 53 item 12); asleep once none has
+    run for IDLE_S (a call that finds it asleep wakes it, once a run of calls).
     Checks run under the lock, so once remove() returns a call's watchdog is never touched again
     (its `why` is final, as a joined thread's was)."""
 
@@ -211,6 +213,7 @@ class _Watcher:
         self._calls: list[_Watchdog] = []
         self._thread: threading.Thread | None = None
         self._idle = False  # waiting for a call, not polling: the next call wakes it
+        self._last = 0.0  # when the last call ended: polling goes on IDLE_S after it
 
     def add(self, dog: _Watchdog) -> None:
         with self._cond:
@@ -225,11 +228,12 @@ class _Watcher:
     def remove(self, dog: _Watchdog) -> None:
         with self._cond:
             self._calls.remove(dog)
+            self._last = time.monotonic()
 
     def _loop(self) -> None:
         with self._cond:
             while True:
-                if not self._calls:
+                if not self._calls and time.monotonic() - self._last > IDLE_S:
                     self._idle = True
                     self._cond.wait()  # until a call starts
                     self._idle = False
