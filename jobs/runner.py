@@ -12,6 +12,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from phoenix_keypoints.extract.corpora.base import DatasetError
+from phoenix_keypoints.extract.corpora.entries import is_video
 from phoenix_keypoints.extract.keypoints.estimator import DEFAULT_FAMILY, ModelFileError, family, loaded
 from phoenix_keypoints.extract.keypoints.execution import flags as execution_flags
 from phoenix_keypoints.extract.keypoints.execution import said
@@ -41,6 +42,7 @@ from phoenix_keypoints.jobs.schedule.devices import (
     visible_gpus,
 )
 from phoenix_keypoints.jobs.schedule.scheduler import Backend
+from phoenix_keypoints.jobs.schedule.worker import skip_pandas_probe
 from phoenix_keypoints.jobs.verify import merged_frames_changed
 
 MERGE_TRIES = 3  # a part found corrupt while merging is redone, then merged again
@@ -255,8 +257,9 @@ def run_whole(req: RunRequest) -> int:
         backend: Backend | None = make_backend(rd, _settings(rd, req), req.backend, req.num_gpus,
                                                req.workers_per_gpu, req.address)
         try:
-            for slot in range(backend.slot_count()):
+            for slot in range(_early_workers(req, backend.slot_count())):
                 backend.start(slot)
+            skip_pandas_probe()  # planning's pa.table() would import pandas only to ask
             info = load_or_plan(rd, req.options, backend.slot_count(), req.fresh,
                                 frozen=FROZEN if req.frozen else "")
             _starting(rd, req, info, backend)
@@ -274,6 +277,16 @@ def run_whole(req: RunRequest) -> int:
                 backend.close(0)
     messages.error("parts keep failing their checksums; check the disk.")
     return 1
+
+
+def _early_workers(req: RunRequest, slots: int) -> int:
+    """How many workers to start before planning: one for a video file (one video, one chunk: a
+    second worker's start-up would only take a core from the first's; issue 53 item 11), else
+    every slot (the scheduler stops those the plan has no chunk for)."""
+    root = req.options.dataset
+    if root is not None and is_video(Path(root).name) and Path(root).is_file():
+        return min(slots, 1)
+    return slots
 
 
 def _made_under(req: RunRequest) -> RunRequest:

@@ -218,3 +218,52 @@ def test_a_model_of_300_outputs_is_named_for_what_it_is(role: str, models: dict[
     assert f"{'--pose-model' if role == 'pose' else '--detector'} {many}: a model with 300 " \
            "outputs ([1, 133, 96], [1, 133, 128], [1, 133, 96], ...)." in said, said
     assert "YOLOX person detector with" not in said and "YOLOX person detector without" not in said
+
+
+# --- the watcher: one thread a process, every call under way watched ------------------------------
+def test_one_watcher_thread_stops_a_slow_call_while_it_watches_every_call(
+        models: dict[str, Path], tmp_path: Path):
+    """In this process, on the real onnxruntime: two threads' calls watched at once, a Loop of
+    10,000 matrix products stopped at its deadline (0.3 s) while the other thread's quick calls go
+    on, and all of them watched by one long-lived thread, not one started per call (~0.6 ms a call,
+    issue 53 item 12; on 14e2a40 each call had a thread of its own)."""
+    import threading
+
+    import numpy as np
+    import onnxruntime as ort
+
+    from phoenix_keypoints.extract.keypoints import model_calls as mc
+
+    slow = looping(models["detector"], tmp_path / "slow.onnx", "dets", 10_000, "slow")
+    session = ort.InferenceSession(str(slow), providers=["CPUExecutionProvider"])
+    inp = session.get_inputs()[0]
+    grey = np.full([d if isinstance(d, int) else 1 for d in inp.shape], 0.5, np.float32)
+    seen: list[threading.Thread] = []
+
+    def quick() -> int:
+        seen.extend(t for t in threading.enumerate() if t.name == "model-call-watchdog")
+        return 1
+
+    quick_calls: list[int] = []
+
+    def many() -> None:
+        for _ in range(200):
+            quick_calls.append(mc.bounded(quick, "--detector", Path("quick.onnx")))
+
+    mc.set_limits(deadline_s=0.3)
+    try:
+        other = threading.Thread(target=many)
+        t0 = time.monotonic()
+        other.start()
+        with pytest.raises(mc.ModelLimitError, match=r"--detector .*slow.onnx: a call of this model "
+                                                     r"on one input ran past 0.3 s"):
+            mc.bounded(lambda: session.run(None, {inp.name: grey}, mc.run_options()),
+                       "--detector", slow)
+        took = time.monotonic() - t0
+        other.join()
+    finally:
+        mc.set_limits()
+    assert took < 10, f"the slow call was stopped after {took:.1f} s, not at its 0.3 s deadline"
+    assert quick_calls == [1] * 200
+    assert len(seen) >= 200 and len({id(t) for t in seen}) == 1, \
+        f"{len({id(t) for t in seen})} watchdog threads for {len(quick_calls) + 1} calls"

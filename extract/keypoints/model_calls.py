@@ -2,17 +2,17 @@
 whose graph loops for ever, or grows 4 MB a trip, would hang a worker (a SLURM job until its
 wall-clock limit) or grow it until the OOM killer, whatever frames it is given.
 
-Each call, the start-up check on one grey input as every batch, runs under a watchdog thread that
-reads the clock and this process's own resident memory (/proc/self/statm: resident minus
-file-backed pages, so libraries loaded by a first call do not count) every POLL_S while
-onnxruntime runs (it lets go of the GIL meanwhile). Past the call's deadline, or its memory
-limit, the watchdog sets the call's RunOptions.terminate: onnxruntime checks it between nodes,
-inside a Loop's body too (1.32, measured: a Loop of 2^62 trips stops within a poll of it), the
-call raises, and the model is refused (ModelLimitError, exit 2) by a message naming the file and
-the limit, never the frames. A single node that does not come back (one kernel running for hours,
-one allocation far past the limit) cannot be stopped so: at HARD x the deadline, or HARD x the
-memory limit, the watchdog says the refusal (`last_word`: the command prints it, a worker sends it
-to its coordinator) and ends the process, exit 2.
+Each call, the start-up check on one grey input as every batch, runs under a watchdog (the
+process's one watcher thread looks at every call under way) that reads the clock and this process's
+own resident memory (/proc/self/statm: resident minus file-backed pages, so libraries loaded by a
+first call do not count) every POLL_S while onnxruntime runs (it lets go of the GIL meanwhile).
+Past the call's deadline, or its memory limit, the watchdog sets the call's RunOptions.terminate:
+onnxruntime checks it between nodes, inside a Loop's body too (1.32, measured: a Loop of 2^62 trips
+stops within a poll of it), the call raises, and the model is refused (ModelLimitError, exit 2) by
+a message naming the file and the limit, never the frames. A single node that does not come back
+(one kernel running for hours, one allocation far past the limit) cannot be stopped so: at HARD x
+the deadline, or HARD x the memory limit, the watchdog says the refusal (`last_word`: the command
+prints it, a worker sends it to its coordinator) and ends the process, exit 2.
 
 Before any call, a model's declared input is bounded too (input_refused): at most MAX_INPUT_SIDE
 pixels a side (no published detector or pose model takes more than 1,280; a 20000x20000 one made
@@ -50,6 +50,7 @@ MEMORY_MIB = 2048  # MiB the process may grow by during a call, per frame it ser
 MAX_DEADLINE_S = 86_400.0  # --model-deadline's bound: a day an input
 MAX_MEMORY_MIB = 1 << 20  # --model-memory's bound: 1 TiB an input
 POLL_S = 0.02  # how often the watchdog looks (a Loop growing 4 MB a trip: about 20 MB a poll)
+IDLE_S = 1.0  # the watcher polls on this long after a call (calls come in runs), then sleeps
 HARD = 2  # past HARD x a limit a call that did not stop when told ends the process
 MAX_INPUT_SIDE = 4096  # pixels a side of a model's declared input (published ones: 192 to 1,280)
 T = TypeVar("T")
@@ -146,52 +147,112 @@ def resident_bytes() -> int:
     what it allocated, not the libraries a first CUDA call maps in), or 0 where /proc cannot say:
     memory is then not watched."""
     try:
-        with open("/proc/self/statm", "rb") as f:
-            fields = f.read().split()
+        fields = os.pread(_statm(), 256, 0).split()
         return max(1, int(fields[1]) - int(fields[2])) * _PAGE
     except (OSError, IndexError, ValueError):
         return 0
 
 
-class _Watchdog(threading.Thread):
+_STATM: dict[int, int] = {}  # pid -> its open /proc/self/statm: read twice a call, opened once
+
+
+def _statm() -> int:
+    """This process's /proc/self/statm, kept open (an open and a close were most of a read's
+    ~18 us of CPU); a forked child opens its own (the inherited one is its parent's)."""
+    pid = os.getpid()
+    fd = _STATM.get(pid)
+    if fd is None:
+        fd = _STATM[pid] = os.open("/proc/self/statm", os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+    return fd
+
+
+class _Watchdog:
     """Watches one call: past a limit sets terminate on its run options (None: a call nothing can
     stop, a model's load), past HARD x it (or at once where nothing can stop it) says the refusal
-    and ends the process."""
+    and ends the process. Checked every POLL_S by the process's one watcher thread (_Watcher)."""
 
     def __init__(self, options: Any, seconds: float, limit: int,
                  refusal: Callable[[str, str], str]) -> None:
-        super().__init__(name="model-call-watchdog", daemon=True)
         self.options, self.seconds, self.limit, self.refusal = options, seconds, limit, refusal
-        self.done = threading.Event()
         self.why = ""  # "time" or "memory" once the call was told to stop
         self.start_at, self.base = time.monotonic(), resident_bytes()
         self.peak = 0  # the most the process grew by while watched (bytes)
 
-    def run(self) -> None:
+    def check(self) -> None:
+        """One look: the clock and this process's memory against the call's limits."""
         hard = HARD if self.options is not None else 1
-        while not self.done.wait(POLL_S):
-            took = time.monotonic() - self.start_at
-            grew = resident_bytes() - self.base if self.base else 0
-            self.peak = max(self.peak, grew)
-            if not self.why and (took > self.seconds or grew > self.limit):
-                self.why = "time" if took > self.seconds else "memory"
-                if self.options is not None:
-                    self.options.terminate = True
-                    continue
-            if self.why and (took > hard * self.seconds or grew > hard * self.limit):
-                _last_word[0](self.refusal(self.why, "ended" if self.options is None else
-                                           "ended, as it did not stop when told to"))
-                os._exit(2)
+        took = time.monotonic() - self.start_at
+        grew = resident_bytes() - self.base if self.base else 0
+        self.peak = max(self.peak, grew)
+        if not self.why and (took > self.seconds or grew > self.limit):
+            self.why = "time" if took > self.seconds else "memory"
+            if self.options is not None:
+                self.options.terminate = True
+                return
+        if self.why and (took > hard * self.seconds or grew > hard * self.limit):
+            _last_word[0](self.refusal(self.why, "ended" if self.options is None else
+                                       "ended, as it did not stop when told to"))
+            os._exit(2)
 
     def __enter__(self) -> _Watchdog:
-        self.start()
+        _WATCHER.add(self)
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self.done.set()
-        self.join()
+        _WATCHER.remove(self)
         if self.base:  # a call shorter than a poll is measured once, as it ends
             self.peak = max(self.peak, resident_bytes() - self.base)
+
+
+class _Watcher:
+    """One long-lived thread a process that checks every call under way each POLL_S (a thread
+    started and joined per call cost ~0.2-0.6 ms a call, issue 53 item 12); asleep once none has
+    run for IDLE_S (a call that finds it asleep wakes it, once a run of calls).
+    Checks run under the lock, so once remove() returns a call's watchdog is never touched again
+    (its `why` is final, as a joined thread's was)."""
+
+    def __init__(self) -> None:
+        self._reset()
+
+    def _reset(self) -> None:
+        """Fresh state: at first use and in a forked child (which has no watcher thread)."""
+        self._cond = threading.Condition()
+        self._calls: list[_Watchdog] = []
+        self._thread: threading.Thread | None = None
+        self._idle = False  # waiting for a call, not polling: the next call wakes it
+        self._last = 0.0  # when the last call ended: polling goes on IDLE_S after it
+
+    def add(self, dog: _Watchdog) -> None:
+        with self._cond:
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._loop, name="model-call-watchdog",
+                                                daemon=True)
+                self._thread.start()
+            self._calls.append(dog)
+            if self._idle:  # a polling watcher finds the call at its next look, unwoken
+                self._cond.notify()
+
+    def remove(self, dog: _Watchdog) -> None:
+        with self._cond:
+            self._calls.remove(dog)
+            self._last = time.monotonic()
+
+    def _loop(self) -> None:
+        with self._cond:
+            while True:
+                if not self._calls and time.monotonic() - self._last > IDLE_S:
+                    self._idle = True
+                    self._cond.wait()  # until a call starts
+                    self._idle = False
+                    continue
+                self._cond.wait(POLL_S)
+                for dog in list(self._calls):
+                    dog.check()
+
+
+_WATCHER = _Watcher()
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_WATCHER._reset)
 
 
 def _refusal(flag: str, path: Path, doing: str, seconds: float, mib: int, why: str,

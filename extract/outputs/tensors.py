@@ -30,7 +30,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from phoenix_keypoints.extract.keypoints.filemeta import read_file_metadata
+from phoenix_keypoints.extract.keypoints.filemeta import read_file_metadata, read_parquet
 from phoenix_keypoints.extract.keypoints.points import PointSet, PointTable
 from phoenix_keypoints.extract.keypoints.schema import column_block
 from phoenix_keypoints.extract.outputs.normalize import (
@@ -230,7 +230,7 @@ def iter_videos(keypoints: Path, columns: Sequence[str], batch_size: int = 4096,
 
 def split_index(keypoints: Path) -> dict[str, pa.Table]:
     """Per split: (video, start, length) in file order, from two small columns."""
-    t = pq.read_table(keypoints, columns=["split", "video"])
+    t = read_parquet(keypoints, columns=["split", "video"])
     out: dict[str, pa.Table] = {}
     for split in pc.unique(t["split"]).to_pylist():
         vids = t.filter(pc.equal(t["split"], split))["video"].to_numpy(zero_copy_only=False)

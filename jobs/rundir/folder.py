@@ -23,6 +23,7 @@ from typing import Any, BinaryIO
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from phoenix_keypoints.extract.keypoints.filemeta import read_parquet
 from phoenix_keypoints.jobs import messages
 from phoenix_keypoints.jobs.rundir.runinfo import (
     RUN_FORMAT,
@@ -313,7 +314,7 @@ class RunDir:
         try:
             if why := not_a_file(self.plan_path):  # a FIFO would hang the read
                 raise NotAFile(why)
-            return pq.read_table(self.plan_path)
+            return read_parquet(self.plan_path)
         except (OSError, pa.ArrowException) as e:
             raise RunError(f"{self.plan_path}: unreadable ({e}). Start afresh: "
                            f"{messages.fresh(self.path)}.") from None

@@ -24,6 +24,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from phoenix_keypoints.extract.keypoints.estimator import DEFAULT_FAMILY, declaration_of_schema
+from phoenix_keypoints.extract.keypoints.filemeta import read_parquet
 from phoenix_keypoints.jobs import faults
 from phoenix_keypoints.jobs.rundir.folder import NotAFile, RunDir, fsync_dir, open_regular
 
@@ -203,7 +204,7 @@ def check_part(path: Path, chunk: int, fingerprint: str, video_frames: dict[str,
 def _without(path: Path, info: PartInfo, dropped: set[Key]) -> PartInfo:
     """A kept part's info counting only the rows of its chunk's videos (reads 3 small columns)."""
     try:
-        t = pq.read_table(path, columns=["split", "video", "status"])
+        t = read_parquet(path, columns=["split", "video", "status"])
     except (OSError, pa.ArrowException):
         return info  # unreadable beyond its footer: the merge's checksums find it
     keep = [(s, v) not in dropped for s, v in zip(t["split"].to_pylist(), t["video"].to_pylist(),

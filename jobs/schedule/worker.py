@@ -267,18 +267,18 @@ class _NoPandas:
 def skip_pandas_probe() -> None:
     """Tell pyarrow once that this process has no pandas, so that it never imports it.
 
-    pyarrow's first `pa.array()` asks whether its values are pandas' by importing pandas: ~0.3 s
-    of CPU per worker (docs/results/, the pieces benchmark of 2026-11-27), for a question whose answer
-    here is always no: a worker's values are lists and numpy arrays with their types given, and
-    no pandas object can exist before pandas is imported. The finder is there for that one call
-    only: anything that does import pandas later gets it, and pyarrow imports it again where it
-    needs it (`to_pandas`)."""
+    pyarrow's first `pa.array()` (and its first `to_numpy()`) asks whether its values are pandas'
+    by importing pandas: ~0.3 s of CPU per worker (docs/results/, the pieces benchmark of
+    2026-11-27), for a question whose answer here is always no: a worker's values are lists and
+    numpy arrays with their types given, and no pandas object can exist before pandas is imported.
+    The finder is there for that one call only: anything that does import pandas later gets it, and
+    pyarrow imports it again where it needs it (`to_pandas`)."""
     if "pandas" in sys.modules:
         return
     finder = _NoPandas()
     sys.meta_path.insert(0, finder)
     try:
-        pa.array([], pa.int8())
+        pa.array([], pa.int8()).to_numpy()  # both ask: to_numpy by its own route (pyarrow 21)
     finally:
         sys.meta_path.remove(finder)
 

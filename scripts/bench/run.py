@@ -102,13 +102,14 @@ def child_env() -> dict[str, str]:
     return env
 
 
-def timed(cmds: list[list[str]], log: Path) -> dict:
-    """Start every command at once, wait for all; wall (epoch start, seconds), CPU, load."""
+def timed(cmds: list[list[str]], log: Path, env: dict[str, str] | None = None) -> dict:
+    """Start every command at once, wait for all; wall (epoch start, seconds), CPU, load. `env`:
+    another checkout's code (default: this one's, child_env)."""
     log.parent.mkdir(parents=True, exist_ok=True)
     load0, cpu0 = loadavg(), _cpu()
     with log.open("w") as out:
         start, t0 = time.time(), time.monotonic()
-        procs = [subprocess.Popen([str(c) for c in cmd], cwd=REPO, env=child_env(), stdout=out,
+        procs = [subprocess.Popen([str(c) for c in cmd], cwd=REPO, env=env or child_env(), stdout=out,
                                   stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
                  for cmd in cmds]
         codes = [p.wait() for p in procs]

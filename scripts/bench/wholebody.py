@@ -14,6 +14,7 @@ the job's own work weighs far more here than beside a real RTMW); the frames the
 
     .venv/bin/python scripts/bench/wholebody.py                    # 3 cycles, 20,700 frames: ~6 min
     .venv/bin/python scripts/bench/wholebody.py --copies 10 --repeat 1 --json ''   # a quick look
+    .venv/bin/python scripts/bench/wholebody.py --against /tmp/wt-main   # and main's run beside
     # the realistic-cost models (scripts/bench/realistic_models.py), three batch sizes, >= 2,000 frames
     .venv/bin/python scripts/bench/wholebody.py --model-set light --copies 15 --batch-size 1,8,32 \
         --json wholebody-light.json
@@ -35,7 +36,7 @@ from typing import Any
 sys.path[:0] = [str(Path(__file__).resolve().parent), str(Path(__file__).resolve().parents[2]),
                 str(Path(__file__).resolve().parents[2] / "tests")]
 from common import loadavg, machine, save_json  # noqa: E402
-from run import balanced_shares, phoenix_keypoints, timed  # noqa: E402
+from run import balanced_shares, child_env, phoenix_keypoints, timed  # noqa: E402
 
 TARGET = {"tiny": 0.95, "light": 0.98, "heavy": 0.98}  # run / (cores x rtmlib loops), issues 32, 41
 MODELS = {"tiny": "tests/tiny_onnx.py (detector 96x128 with NMS inside, SimCC pose 64x48)",
@@ -79,12 +80,17 @@ def pinned_rtmlib(root: Path, cpu: int, share: str, models: str) -> tuple[Any, A
 
 
 def measure_run(root: Path, out: Path, frames: int, models: dict[str, Path],
-                extra: tuple[str, ...] = ()) -> dict:
-    """The README's command (plus `extra` flags), command start to exit."""
+                extra: tuple[str, ...] = (), tree: Path | None = None) -> dict:
+    """The README's command (plus `extra` flags), command start to exit; of another checkout's
+    code with `tree` (PYTHONPATH: its phoenix_keypoints/ reaches its extract/ and jobs/)."""
+    env = None
+    if tree is not None:
+        env = child_env()
+        env["PYTHONPATH"] = str(tree)
     shutil.rmtree(out, ignore_errors=True)
     t = timed([[*phoenix_keypoints(), "run", "--dataset", root, "--out", out, "--estimator",
                 "wholebody", "--detector", models["detector"], "--pose-model", models["pose"],
-                *extra]], out.parent / f"{out.name}.log")
+                *extra]], out.parent / f"{out.name}.log", env)
     info = json.loads((out / "run.json").read_text())
     if info["merge"]["rows"] != frames:
         raise SystemExit(f"run wrote {info['merge']['rows']} rows, expected {frames}")
@@ -121,14 +127,18 @@ def build_models(which: str, folder: Path) -> dict[str, Path]:
 
 
 def cycle(rep: int, root: Path, frames: int, n: int, work: Path, models: dict,
-          sizes: list[int | None]) -> dict:
-    """One alternated cycle: the rtmlib loops and `run` at each batch size, the order rotating."""
-    names = ["bare", *(f"run-b{b}" if b else "run" for b in sizes)]
+          sizes: list[int | None], against: tuple[Path, ...] = ()) -> dict:
+    """One alternated cycle: the rtmlib loops, `run` at each batch size and each other
+    checkout's `run` (default options), the order rotating."""
+    trees = {f"run@{t.name}": t for t in against}
+    names = ["bare", *(f"run-b{b}" if b else "run" for b in sizes), *trees]
     order = names[rep % len(names):] + names[:rep % len(names)]
     out: dict = {"order": order}
     for what in order:
         if what == "bare":
             r = measure_bare(root, n, work, models)
+        elif what in trees:
+            r = measure_run(root, work / "run", frames, models, tree=trees[what])
         else:
             size = sizes[names.index(what) - 1]
             r = measure_run(root, work / "run", frames, models,
@@ -151,6 +161,8 @@ def main() -> int:
                         "RTMW-m) or heavy (YOLOX-m + RTMW-x-l)")
     p.add_argument("--batch-size", default="", help="`run --batch-size` values, each measured "
                                                    "(default: the tool's default, no flag)")
+    p.add_argument("--against", type=Path, action="append", default=[],
+                   help="another checkout (a git worktree; repeatable) whose run alternates too")
     p.add_argument("--json", default="wholebody.json", help="file under docs/results/ ('': none)")
     for hidden in ("--bare-child", "--cpu", "--share", "--models", "--result"):
         p.add_argument(hidden, help=argparse.SUPPRESS)
@@ -167,8 +179,8 @@ def main() -> int:
         work = Path(tmp)
         models = build_models(args.model_set, work / "models")
         wl = build_workload(work / "PHOENIX-2014-T", args.copies)
-        cycles = [cycle(rep, Path(wl["root"]), wl["frames"], n, work, models, sizes)
-                  for rep in range(args.repeat)]
+        cycles = [cycle(rep, Path(wl["root"]), wl["frames"], n, work, models, sizes,
+                        tuple(args.against)) for rep in range(args.repeat)]
     ratios = {w: [c["run_over_rtmlib"][w] for c in cycles] for w in cycles[0]["run_over_rtmlib"]}
     target = TARGET[args.model_set]
     res = {"command": " ".join(sys.argv), "machine": machine(), "workers": n,
