@@ -175,11 +175,13 @@ def test_a_manifest_of_absolute_paths_gets_in_with_its_root(ntsc_run: Path, tmp_
 # --- --videos naming what is not there ----------------------------------------------------------
 
 def test_videos_not_found_offers_the_closest_names_and_where_all_are() -> None:
-    from phoenix_keypoints.extract.corpora.base import DatasetError, Listed, select
+    from phoenix_keypoints.extract.corpora.base import DatasetError, select
+    from phoenix_keypoints.extract.corpora.phoenix import CorpusRow
 
     names = ["01April_2010_Thursday_heute-6694", "01April_2010_Thursday_heute-6695",
              "cameraman-1", "coffee-1", "portrait-1"]
-    rows = [Listed("train", n, f"ann/train.corpus.csv:{i + 2}") for i, n in enumerate(names)]
+    rows = [CorpusRow("train", n, f"train/{n}", "", "", "", f"ann/train.corpus.csv:{i + 2}")
+            for i, n in enumerate(names)]  # PHOENIX's rows, as its reader hands them to select()
     with pytest.raises(DatasetError) as e:
         select(rows, set(names), ("train",), ["01April_2010_Thursday_heute", "cofee-1"], None)
     said = str(e.value)

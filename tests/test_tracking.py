@@ -375,7 +375,11 @@ def test_the_pose_model_takes_frame_t_of_every_lane_in_one_call(models, folders,
         est.close()
     pose = [n for model, n in calls if model == models["pose"].name]
     det = [n for model, n in calls if model == models["detector"].name]
-    assert len(pose) <= FRAMES + 2 and max(pose) >= 4, pose  # 120 frames, 4 at a time
+    # 120 frames, 4 at a time: a call a step, and the worker's first calls ramping up (each takes
+    # at most twice the widest before it, PoseModel.crops_a_call: 1, 2, 4, 8 crops, issue 52
+    # item 3), a few calls more than steps until a call holds a whole step
+    ramp = int(np.ceil(np.log2(max(pose))))
+    assert len(pose) <= FRAMES + 2 + ramp and max(pose) >= 4, pose
     assert max(det) == 4 and len(det) < sum(det) / 2, det  # frames of several videos a call
     got, want = (blocks[k].to_table().sort_by([("video", "ascending"), ("frame", "ascending")])
                  for k in (4, 1))
