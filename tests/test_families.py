@@ -190,6 +190,37 @@ def test_the_toy_family_resumes_to_the_same_bytes(toy_run: Path, sample_root: Pa
     assert "agree" in ok(["diff", toy_run, copy], toy_env)
 
 
+def test_a_part_keeps_its_familys_settings_under_its_name(toy_run: Path, sample_root: Path,
+                                                          toy_env: dict[str, str], tmp_path: Path,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each part's footer keeps the settings its rows were made with under its family's name, not
+    the default family's (issue 55 item 7); a part written before, its settings under "holistic",
+    is still read, trusted by a resume and merged to the same bytes."""
+    from phoenix_keypoints.extract.keypoints.estimator import names
+    from phoenix_keypoints.jobs.rundir.parts import META_KEY, read_part_info
+
+    monkeypatch.syspath_prepend(toy_env["PYTHONPATH"].split(":")[0])
+    names(rescan=True)
+    copy = tmp_path / "run"
+    shutil.copytree(toy_run, copy)
+    parts = sorted((copy / "parts").glob("chunk-*.parquet"))
+    for part in parts:
+        footer = json.loads(pq.read_schema(part).metadata[META_KEY])
+        assert footer["toy"] == {"estimator": "toy"} and "holistic" not in footer, footer
+        footer["holistic"] = footer.pop("toy")  # as the version before wrote every family's
+        table = pq.read_table(part).replace_schema_metadata({META_KEY: json.dumps(footer)})
+        pq.write_table(table, part, row_group_size=table.num_rows,
+                       **toy_family.DECLARATION.write_options())
+        assert read_part_info(part)[0].settings == {"estimator": "toy"}
+    old = {p: p.read_bytes() for p in parts}
+    (copy / "keypoints.parquet").unlink()
+    ok(["run", "--dataset", sample_root, "--out", copy, "--estimator", "toy"], toy_env)
+    assert {p: p.read_bytes() for p in parts} == old, "the old parts trusted, none done again"
+    assert (copy / "keypoints.parquet").read_bytes() == (toy_run / "keypoints.parquet").read_bytes()
+    ok(["merge", "--out", copy], toy_env)
+    assert (copy / "keypoints.parquet").read_bytes() == (toy_run / "keypoints.parquet").read_bytes()
+
+
 def test_a_family_adds_its_own_option_to_run(sample_root: Path, toy_env: dict[str, str],
                                              tmp_path: Path) -> None:
     """The toy family's --toy-bright (its add_run_options): in `run --estimator toy --help` (an
@@ -259,6 +290,9 @@ def test_the_pose_export_and_extract_keypoints(toy_run: Path, sample_root: Path,
     folder = next(p.parent for p in sorted(sample_root.rglob("*.png")) if p.parent.name == video)
     kp = extract_keypoints(folder, estimator="toy")
     np.testing.assert_array_equal(kp["toy"], values)
+    # a mapping of its parts: `in`, keys() and iteration agree with kp[part] (issue 55 item 7)
+    assert "toy" in kp and "x" not in kp and 0 not in kp
+    assert list(kp) == kp.keys() == ["toy"] and dict(kp).keys() == {"toy"}
     buf = io.BytesIO()
     kp.to_pose().write(buf)
     assert buf.getvalue() == written
@@ -289,7 +323,8 @@ def test_every_family_gets_the_plain_report_at_least(toy_run: Path, toy_env: dic
     assert row["top_found"] == pytest.approx((found[:, 0:2].mean(axis=1) >= 0.5).mean())
     assert row["bottom_found"] == pytest.approx((found[:, 2:4].mean(axis=1) >= 0.5).mean())
     assert info["videos"] == len(videos) > 1
-    assert "toy quarter points keypoints" in (tmp_path / "report" / "index.html").read_text()
+    page = (tmp_path / "report" / "index.html").read_text()  # its title is "toy quarter points"
+    assert "<h1>Keypoints: toy quarter points: " in page and "points keypoints" not in page
 
 
 def test_to_pose_and_the_pose_export_read_one_rule(toy_run: Path, toy_env: dict[str, str],
