@@ -178,6 +178,14 @@ def test_the_example_plugin_keeps_every_promise_from_its_installed_wheel(
     written = next((work / "poses").rglob(f"{video}.pose")).read_bytes()
     pose = Pose.read(written)
     assert [c.name for c in pose.header.components] == ["body", "head", "feet"]
+    # the declared skeleton and colours (issue 55 item 4): BODY_25's limbs, numbered in each
+    # component; the six joining two components (nose-eye, ankle-toe) have no place in
+    # pose-format's header, whose limbs are a component's own
+    assert [c.limbs for c in pose.header.components] == [
+        [(1, 8), (1, 2), (1, 5), (2, 3), (3, 4), (5, 6), (6, 7), (8, 9), (9, 10), (10, 11),
+         (8, 12), (12, 13), (13, 14), (1, 0)], [(0, 2), (1, 3)], [(0, 1), (3, 4)]]
+    assert [np.asarray(c.colors).tolist() for c in pose.header.components] == [
+        [[255, 170, 0]], [[255, 60, 120]], [[40, 160, 255]]]
     present = values_of(table, video)[:, :, 2] >= THRESHOLD
     np.testing.assert_array_equal(pose.body.data[:, 0].filled(0)[present],
                                   values_of(table, video)[:, :, :2][present])

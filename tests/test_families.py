@@ -282,6 +282,10 @@ def test_the_pose_export_and_extract_keypoints(toy_run: Path, sample_root: Path,
     pose = Pose.read(written)
     assert [c.name for c in pose.header.components] == ["top", "bottom"]
     assert pose.header.components[0].points == ["top_left", "top_right"]
+    # the declared skeleton and colours, as `show` draws them (issue 55 item 4): each region's
+    # limb, numbered in its component, in its colour
+    assert [(c.limbs, np.asarray(c.colors).tolist()) for c in pose.header.components] == [
+        ([(0, 1)], [[255, 210, 0]]), ([(0, 1)], [[40, 230, 40]])]
     found = values[:, :, 2] >= 0.5  # its declared threshold: a point under it is absent (masked)
     np.testing.assert_array_equal(pose.body.data[:, 0].filled(0),
                                   np.where(found[..., None], values[:, :, :2], 0))
