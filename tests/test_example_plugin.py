@@ -161,6 +161,15 @@ def test_the_example_plugin_keeps_every_promise_from_its_installed_wheel(
     values = np.array(rows[NAME].to_pylist(), np.float32).reshape(-1, 25, 3)
     assert arr.shape == (rows.num_rows, 25, 3) and mask.shape == (rows.num_rows, 25)
     np.testing.assert_array_equal(mask, values[:, :, 2] >= THRESHOLD)
+    # more sets of every declared point (issue 55 item 3): gaps filled, the mask and every found
+    # value as they were; --normalize, which needs a point table, refused saying so
+    said = tool("tensors", "--out", "A", "--fill", "interpolate").stdout
+    assert "openpose25-25-interp3/ (25 points;" in said, said
+    filled = work / "A" / "tensors" / "openpose25-25-interp3"
+    np.testing.assert_array_equal(np.load(filled / f"{split}.mask.npy"), mask)
+    np.testing.assert_array_equal(np.load(filled / f"{split}.npy")[mask], arr[mask])
+    refused = tool("tensors", "--out", "A", "--normalize", "shoulders", code=2).stderr
+    assert "needs a point table's `anchor`" in refused and "openpose25 family" in refused, refused
 
     # report (the plain one its declaration makes), show, status
     assert "5 videos, 82 frames" in tool("report", "--out", "A").stdout
