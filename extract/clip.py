@@ -44,7 +44,8 @@ Source = str | os.PathLike | Sequence[str | os.PathLike] | np.ndarray
 
 @dataclass
 class Keypoints:
-    """One clip's keypoints: `kp[part]` is float32 [T, points, channels], NaN where not detected."""
+    """One clip's keypoints: `kp[part]` is float32 [T, points, channels], NaN where not detected.
+    `in`, iteration and keys() are over its parts, as a dict's; len(kp) is its frames (T)."""
 
     parts: dict[str, np.ndarray]
     fps: float
