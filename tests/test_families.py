@@ -274,7 +274,7 @@ def test_tensors_writes_every_declared_point_of_a_family_without_a_point_table(
     ok(["tensors", "--out", run, "--dtype", "float16"], toy_env)
     assert np.load(tensors / "toy-4-f16" / "test.npy").dtype == np.float16
     recorded = json.loads((run / "run.json").read_text())["tensors"]
-    assert recorded["toy-4-interp2"]["num_points"] == 4 and "default" in recorded
+    assert recorded["toy-4-interp2"]["num_points"] == 4 and recorded["default"]["points"] == "toy-4"
     for asked, needs in ((["--normalize", "shoulders"], "needs a point table's `anchor`"),
                          (["--points", "0-1"], "--points chooses among a point table's parts")):
         proc = run_cli(["tensors", "--out", run, *asked], env=toy_env)

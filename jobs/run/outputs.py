@@ -82,7 +82,8 @@ def write_set(rd: RunDir, spec: TensorSpec) -> dict[str, Any]:
     meta = load_meta(rd.path, spec.tag)
     info = {"time": time.time(), "seconds": round(time.monotonic() - t0, 3),
             "dir": str(tag_dir(rd.tensors_dir, spec.tag).relative_to(rd.path)),
-            **spec.as_dict(), "frames_per_split": frames,
+            **spec.as_dict(), "points": spec.points.name or meta["preset"],  # a declared set's
+            "frames_per_split": frames,
             "not_normalized": len(meta["not_normalized"]), "num_points": meta["num_points"]}
     rd.update(lambda run: run.tensors.__setitem__(spec.tag or "default", info))
     return info
