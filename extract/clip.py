@@ -44,7 +44,8 @@ Source = str | os.PathLike | Sequence[str | os.PathLike] | np.ndarray
 
 @dataclass
 class Keypoints:
-    """One clip's keypoints: `kp[part]` is float32 [T, points, channels], NaN where not detected."""
+    """One clip's keypoints: `kp[part]` is float32 [T, points, channels], NaN where not detected.
+    `in`, iteration and keys() are over its parts, as a dict's; len(kp) is its frames (T)."""
 
     parts: dict[str, np.ndarray]
     fps: float
@@ -65,7 +66,17 @@ class Keypoints:
             raise KeyError(f"no part {part!r}; this estimator gives {', '.join(self.parts)}")
         return self.parts[part]
 
+    def __contains__(self, part: object) -> bool:
+        """`"face" in kp`: whether kp[part] gives an array (without this, `in` would index kp
+        by 0, 1, ... and raise KeyError)."""
+        return part in self.parts
+
+    def __iter__(self) -> Iterator[str]:
+        """Its part names, as keys() gives them (a mapping's iteration, for `dict(kp)` and loops)."""
+        return iter(self.parts)
+
     def keys(self) -> list[str]:
+        """The parts kp[part] gives: the family's columns, then its named slices."""
         return list(self.parts)
 
     def to_pose(self) -> Any:

@@ -161,6 +161,15 @@ def test_the_example_plugin_keeps_every_promise_from_its_installed_wheel(
     values = np.array(rows[NAME].to_pylist(), np.float32).reshape(-1, 25, 3)
     assert arr.shape == (rows.num_rows, 25, 3) and mask.shape == (rows.num_rows, 25)
     np.testing.assert_array_equal(mask, values[:, :, 2] >= THRESHOLD)
+    # more sets of every declared point (issue 55 item 3): gaps filled, the mask and every found
+    # value as they were; --normalize, which needs a point table, refused saying so
+    said = tool("tensors", "--out", "A", "--fill", "interpolate").stdout
+    assert "openpose25-25-interp3/ (25 points;" in said, said
+    filled = work / "A" / "tensors" / "openpose25-25-interp3"
+    np.testing.assert_array_equal(np.load(filled / f"{split}.mask.npy"), mask)
+    np.testing.assert_array_equal(np.load(filled / f"{split}.npy")[mask], arr[mask])
+    refused = tool("tensors", "--out", "A", "--normalize", "shoulders", code=2).stderr
+    assert "needs a point table's `anchor`" in refused and "openpose25 family" in refused, refused
 
     # report (the plain one its declaration makes), show, status
     assert "5 videos, 82 frames" in tool("report", "--out", "A").stdout
@@ -178,6 +187,14 @@ def test_the_example_plugin_keeps_every_promise_from_its_installed_wheel(
     written = next((work / "poses").rglob(f"{video}.pose")).read_bytes()
     pose = Pose.read(written)
     assert [c.name for c in pose.header.components] == ["body", "head", "feet"]
+    # the declared skeleton and colours (issue 55 item 4): BODY_25's limbs, numbered in each
+    # component; the six joining two components (nose-eye, ankle-toe) have no place in
+    # pose-format's header, whose limbs are a component's own
+    assert [c.limbs for c in pose.header.components] == [
+        [(1, 8), (1, 2), (1, 5), (2, 3), (3, 4), (5, 6), (6, 7), (8, 9), (9, 10), (10, 11),
+         (8, 12), (12, 13), (13, 14), (1, 0)], [(0, 2), (1, 3)], [(0, 1), (3, 4)]]
+    assert [np.asarray(c.colors).tolist() for c in pose.header.components] == [
+        [[255, 170, 0]], [[255, 60, 120]], [[40, 160, 255]]]
     present = values_of(table, video)[:, :, 2] >= THRESHOLD
     np.testing.assert_array_equal(pose.body.data[:, 0].filled(0)[present],
                                   values_of(table, video)[:, :, :2][present])

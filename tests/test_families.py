@@ -23,7 +23,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 import toy_family
-from helpers import REPO, assert_no_traceback, cli_ok, family_env, run_cli
+from helpers import REPO, assert_no_traceback, cli_ok, copy_dataset, family_env, run_cli
 
 from phoenix_keypoints.extract.keypoints.estimator import FAMILIES, family
 
@@ -190,6 +190,100 @@ def test_the_toy_family_resumes_to_the_same_bytes(toy_run: Path, sample_root: Pa
     assert "agree" in ok(["diff", toy_run, copy], toy_env)
 
 
+def test_a_part_keeps_its_familys_settings_under_its_name(toy_run: Path, sample_root: Path,
+                                                          toy_env: dict[str, str], tmp_path: Path,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each part's footer keeps the settings its rows were made with under its family's name, not
+    the default family's (issue 55 item 7); a part written before, its settings under "holistic",
+    is still read, trusted by a resume and merged to the same bytes."""
+    from phoenix_keypoints.extract.keypoints.estimator import names
+    from phoenix_keypoints.jobs.rundir.parts import META_KEY, read_part_info
+
+    monkeypatch.syspath_prepend(toy_env["PYTHONPATH"].split(":")[0])
+    names(rescan=True)
+    copy = tmp_path / "run"
+    shutil.copytree(toy_run, copy)
+    parts = sorted((copy / "parts").glob("chunk-*.parquet"))
+    for part in parts:
+        footer = json.loads(pq.read_schema(part).metadata[META_KEY])
+        assert footer["toy"] == {"estimator": "toy"} and "holistic" not in footer, footer
+        footer["holistic"] = footer.pop("toy")  # as the version before wrote every family's
+        table = pq.read_table(part).replace_schema_metadata({META_KEY: json.dumps(footer)})
+        pq.write_table(table, part, row_group_size=table.num_rows,
+                       **toy_family.DECLARATION.write_options())
+        assert read_part_info(part)[0].settings == {"estimator": "toy"}
+    old = {p: p.read_bytes() for p in parts}
+    (copy / "keypoints.parquet").unlink()
+    ok(["run", "--dataset", sample_root, "--out", copy, "--estimator", "toy"], toy_env)
+    assert {p: p.read_bytes() for p in parts} == old, "the old parts trusted, none done again"
+    assert (copy / "keypoints.parquet").read_bytes() == (toy_run / "keypoints.parquet").read_bytes()
+    ok(["merge", "--out", copy], toy_env)
+    assert (copy / "keypoints.parquet").read_bytes() == (toy_run / "keypoints.parquet").read_bytes()
+
+
+def lerp_gaps(values: np.ndarray, found: np.ndarray, max_gap: int) -> np.ndarray:
+    """The reference --fill interpolate: per point, a run of at most max_gap frames not found
+    between two found ones, each frame the straight line between them."""
+    out = values.astype(np.float64)
+    for k in range(values.shape[1]):
+        at = np.flatnonzero(found[:, k])
+        for a, b in zip(at[:-1], at[1:], strict=True):
+            if 1 < b - a <= max_gap + 1:
+                for t in range(a + 1, b):
+                    out[t, k] = values[a, k] + (values[b, k] - values[a, k]) * (t - a) / (b - a)
+    return out
+
+
+def test_tensors_writes_every_declared_point_of_a_family_without_a_point_table(
+        sample_root: Path, toy_env: dict[str, str], tmp_path: Path) -> None:
+    """`tensors` on a run of a family that declares no PointTable (issue 55 item 3): the default
+    set again (the run's tensors/, the same bytes), gaps filled and float16 as asked; what only a
+    point table gives is refused naming what the family would declare. coffee-1's frames 3, 5-6
+    and 8-10 are black, so its two lit points are missing for gaps of 1, 2 and 3 frames."""
+    import cv2
+
+    data = copy_dataset(sample_root, tmp_path / "data", writable=True)
+    frames = next(data.rglob("coffee-1"))
+    for n in (3, 5, 6, 8, 9, 10):
+        path = frames / f"images{n:04d}.png"
+        cv2.imwrite(str(path), np.zeros_like(cv2.imread(str(path))))
+    run = tmp_path / "run"
+    ok(["run", "--dataset", data, "--out", run, "--estimator", "toy", "--workers", "2"], toy_env)
+    tensors = run / "tensors"
+    before = {p.name: p.read_bytes() for p in tensors.glob("*.npy")}
+    assert "(4 points;" in ok(["tensors", "--out", run], toy_env)
+    assert {p.name: p.read_bytes() for p in tensors.glob("*.npy")} == before
+    said = ok(["tensors", "--out", run, "--fill", "interpolate", "--max-gap", "2"], toy_env)
+    assert f"{tensors / 'toy-4-interp2'}/ (4 points;" in said, said
+    meta = json.loads((tensors / "toy-4-interp2" / "points.json").read_text())
+    assert (meta["tag"], meta["fill"], meta["max_gap"], meta["num_points"]) == (
+        "toy-4-interp2", "interpolate", 2, 4)
+    raw, mask = np.load(tensors / "test.npy"), np.load(tensors / "test.mask.npy")
+    got = np.load(tensors / "toy-4-interp2" / "test.npy")
+    np.testing.assert_array_equal(np.load(tensors / "toy-4-interp2" / "test.mask.npy"), mask)
+    row = next(r for r in pq.read_table(tensors / "test.index.parquet").to_pylist()
+               if r["video"] == "coffee-1")
+    rows = slice(row["start"], row["start"] + row["length"])
+    assert (~mask[rows][[2, 4, 5, 7, 8, 9], :2]).all() and mask[rows][[0, 3, 6, 10], :2].all()
+    want = lerp_gaps(raw[rows], mask[rows], 2)
+    np.testing.assert_allclose(got[rows], want, rtol=1e-6)
+    changed = (got[rows] != raw[rows]).any(axis=2)
+    assert changed.sum() == 6 and changed[[2, 4, 5], :2].all(), changed  # the 3-frame gap: not
+    np.testing.assert_array_equal(np.delete(got, np.r_[rows], axis=0),
+                                  np.delete(raw, np.r_[rows], axis=0))
+    ok(["tensors", "--out", run, "--dtype", "float16"], toy_env)
+    assert np.load(tensors / "toy-4-f16" / "test.npy").dtype == np.float16
+    recorded = json.loads((run / "run.json").read_text())["tensors"]
+    assert recorded["toy-4-interp2"]["num_points"] == 4 and recorded["default"]["points"] == "toy-4"
+    for asked, needs in ((["--normalize", "shoulders"], "needs a point table's `anchor`"),
+                         (["--points", "0-1"], "--points chooses among a point table's parts")):
+        proc = run_cli(["tensors", "--out", run, *asked], env=toy_env)
+        assert_no_traceback(proc)
+        assert proc.returncode == 2, proc.stderr
+        assert needs in proc.stderr and "the toy family declares none" in proc.stderr, proc.stderr
+        assert "Declaration's `points` (a PointTable" in proc.stderr, proc.stderr
+
+
 def test_a_family_adds_its_own_option_to_run(sample_root: Path, toy_env: dict[str, str],
                                              tmp_path: Path) -> None:
     """The toy family's --toy-bright (its add_run_options): in `run --estimator toy --help` (an
@@ -251,6 +345,10 @@ def test_the_pose_export_and_extract_keypoints(toy_run: Path, sample_root: Path,
     pose = Pose.read(written)
     assert [c.name for c in pose.header.components] == ["top", "bottom"]
     assert pose.header.components[0].points == ["top_left", "top_right"]
+    # the declared skeleton and colours, as `show` draws them (issue 55 item 4): each region's
+    # limb, numbered in its component, in its colour
+    assert [(c.limbs, np.asarray(c.colors).tolist()) for c in pose.header.components] == [
+        ([(0, 1)], [[255, 210, 0]]), ([(0, 1)], [[40, 230, 40]])]
     found = values[:, :, 2] >= 0.5  # its declared threshold: a point under it is absent (masked)
     np.testing.assert_array_equal(pose.body.data[:, 0].filled(0),
                                   np.where(found[..., None], values[:, :, :2], 0))
@@ -259,6 +357,9 @@ def test_the_pose_export_and_extract_keypoints(toy_run: Path, sample_root: Path,
     folder = next(p.parent for p in sorted(sample_root.rglob("*.png")) if p.parent.name == video)
     kp = extract_keypoints(folder, estimator="toy")
     np.testing.assert_array_equal(kp["toy"], values)
+    # a mapping of its parts: `in`, keys() and iteration agree with kp[part] (issue 55 item 7)
+    assert "toy" in kp and "x" not in kp and 0 not in kp
+    assert list(kp) == kp.keys() == ["toy"] and dict(kp).keys() == {"toy"}
     buf = io.BytesIO()
     kp.to_pose().write(buf)
     assert buf.getvalue() == written
@@ -289,7 +390,8 @@ def test_every_family_gets_the_plain_report_at_least(toy_run: Path, toy_env: dic
     assert row["top_found"] == pytest.approx((found[:, 0:2].mean(axis=1) >= 0.5).mean())
     assert row["bottom_found"] == pytest.approx((found[:, 2:4].mean(axis=1) >= 0.5).mean())
     assert info["videos"] == len(videos) > 1
-    assert "toy quarter points keypoints" in (tmp_path / "report" / "index.html").read_text()
+    page = (tmp_path / "report" / "index.html").read_text()  # its title is "toy quarter points"
+    assert "<h1>Keypoints: toy quarter points: " in page and "points keypoints" not in page
 
 
 def test_to_pose_and_the_pose_export_read_one_rule(toy_run: Path, toy_env: dict[str, str],

@@ -191,7 +191,7 @@ def test_recorded_shown_and_another_k_refused(models, corpus, tmp_path):
     assert read_file_metadata(out / "keypoints.parquet")["wholebody"]["det_every"] == 5
     part = next((out / "parts").glob("chunk-*.parquet"))
     footer = json.loads(pq.read_schema(part).metadata[b"phoenix_keypoints"])
-    assert footer["holistic"]["det_every"] == 5, footer  # the settings its rows were made with
+    assert footer["wholebody"]["det_every"] == 5, footer  # the settings its rows were made with
     assert "--det-every 5" in ok(run_cli(["status", "--out", out]), "status").stdout
     ok(run_cli(["run", "--out", out, *args, "--det-every", "5"]), "the same K again")
     for asked in (["--det-every", "10"], ["--det-every", "1"]):

@@ -38,7 +38,8 @@ def plain_declaration(decl: Declaration) -> Declaration:
     rule = ("where its list exists" if decl.score_threshold is None
             else f"where its score is at least {decl.score_threshold}")
     spec = decl.report or ReportSpec(
-        heading=f"{decl.title or decl.name} keypoints",
+        # a title names its points ("OpenPose BODY_25 points"): after "Keypoints:", as wholebody's
+        heading=f"Keypoints: {decl.title}" if decl.title else f"{decl.name} keypoints",
         note=f"A region ({', '.join(regions)}) is found on a frame when at least half its points "
              f"are found ({rule}). frames_ok: frames read and run.")
     return replace(decl, report=spec, regions=regions)

@@ -1,5 +1,8 @@
-"""The tensor set of a family without presets: every point of its declaration, `[frames, points,
-channels]` and a mask, streamed video by video like the preset sets (tensors.py).
+"""The tensor sets of a family without presets: every point of its declaration, `[frames, points,
+channels]` and a mask, streamed video by video like the preset sets (tensors.py). The default
+set (tensors/ itself) holds the values as they are; `tensors` writes more sets of the same points
+with gaps filled (--fill interpolate), in float16, or under a name; what needs a point table
+(--preset, --points, --normalize, --coords world) is refused, naming what to declare.
 
 What the set holds is read from the declaration alone: its landmark columns in order (one point
 axis), its value channels, its units, its point names, and its presence rule for the mask (a point
@@ -12,6 +15,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +25,9 @@ import pyarrow.parquet as pq
 
 from phoenix_keypoints.extract.keypoints.estimator import Declaration, declaration
 from phoenix_keypoints.extract.keypoints.filemeta import read_file_metadata
+from phoenix_keypoints.extract.keypoints.points import PointSet
 from phoenix_keypoints.extract.keypoints.schema import column_block
+from phoenix_keypoints.extract.outputs.normalize import interpolate_gaps
 from phoenix_keypoints.extract.outputs.tensors import (
     POINTS_JSON,
     TENSORS_FORMAT,
@@ -78,11 +84,13 @@ def num_points(decl: Declaration) -> int:
 
 
 class DeclaredTensorWriter(TensorSetWriter):
-    """The default set of a family without presets (tensors/ itself), as a preset set's files."""
+    """A set of a family without presets (the default one: tensors/ itself; `spec`: another, of
+    declared_spec), as a preset set's files."""
 
     def __init__(self, out_dir: Path, capacity: Mapping[str, int], decl: Declaration,
-                 corpus: Mapping[str, Mapping[str, str]] | None = None) -> None:
-        super().__init__(out_dir, capacity, None, corpus)
+                 corpus: Mapping[str, Mapping[str, str]] | None = None,
+                 spec: TensorSpec | None = None) -> None:
+        super().__init__(out_dir, capacity, spec, corpus)
         self.decl = decl
 
     @property
@@ -92,12 +100,14 @@ class DeclaredTensorWriter(TensorSetWriter):
     def add_video(self, split: str, video: str, table: pa.Table) -> None:
         if split not in self.arrays:
             rows, k = self.capacity.get(split, 0), num_points(self.decl)
-            self.arrays[split] = NpyWriter(self.tmp / f"{split}.npy", np.dtype(np.float32),
+            self.arrays[split] = NpyWriter(self.tmp / f"{split}.npy", np.dtype(self.spec.dtype),
                                            (rows, k, len(self.decl.values)))
             self.masks[split] = NpyWriter(self.tmp / f"{split}.mask.npy", np.dtype(np.bool_),
                                           (rows, k))
             self.videos[split] = []
         vals, mask = video_tensor(table, self.decl)
+        if self.spec.fill == "interpolate":  # the mask stays what was found, as a preset set's
+            vals = interpolate_gaps(vals.astype(np.float64), mask, self.spec.max_gap)[0]
         self.arrays[split].append(vals)
         self.masks[split].append(mask)
         self.videos[split].append((video, len(vals), None))
@@ -110,9 +120,10 @@ class DeclaredTensorWriter(TensorSetWriter):
             idx, _ = self._index(split)
             frames[split] = self.arrays[split].rows
             pq.write_table(idx, self.tmp / f"{split}.index.parquet")
-        meta = points_meta(self.decl, frames, {s: len(v) for s, v in self.videos.items()}, source)
+        meta = points_meta(self.decl, frames, {s: len(v) for s, v in self.videos.items()}, source,
+                           self.spec)
         (self.tmp / POINTS_JSON).write_text(json.dumps(meta, indent=2) + "\n")
-        _install(self.tmp, tag_dir(self.out_dir, ""), is_root=True)
+        _install(self.tmp, tag_dir(self.out_dir, self.spec.tag), is_root=not self.spec.tag)
         return frames
 
 
@@ -125,16 +136,16 @@ def mask_rule(decl: Declaration) -> str:
 
 
 def points_meta(decl: Declaration, frames: Mapping[str, int], videos: Mapping[str, int],
-                keypoints: Path) -> dict[str, Any]:
+                keypoints: Path, spec: TensorSpec | None = None) -> dict[str, Any]:
     """The set's points.json: what each point is and how the values were made."""
-    st = keypoints.stat()
+    st, spec = keypoints.stat(), spec or TensorSpec()
     k = num_points(decl)
     return {
         "format": TENSORS_FORMAT,
-        "tag": "",
+        "tag": spec.tag,
         "estimator": decl.name,
         "preset": f"{decl.name}-{k}",
-        "normalize": "none", "fill": "zero", "max_gap": None, "dtype": "float32", "coords": "image",
+        **{key: v for key, v in spec.as_dict().items() if key != "points"},  # fill, dtype, ...
         "num_points": k,
         "indices": list(range(k)),
         "points": describe_points(decl),
@@ -150,13 +161,37 @@ def points_meta(decl: Declaration, frames: Mapping[str, int], videos: Mapping[st
     }
 
 
+def declared_spec(decl: Declaration, spec: TensorSpec) -> TensorSpec:
+    """`tensors`' spec for a family without a point table: every declared point, named as its
+    points.json names them ("openpose25-25"), where it asks for more than the default set; what
+    only a point table gives (choosing points, normalising, world coordinates) is refused with
+    what the family would declare for it (a TensorsError)."""
+    k, full = num_points(decl), f"{decl.name}-{num_points(decl)}"
+    needs = [why for asked, why in (
+        (spec.points.spec is not None, "--points chooses among a point table's parts"),
+        (spec.points.name not in ("", full), f"--preset {spec.points.name} is a point table's "
+                                              "preset"),
+        (spec.normalize != "none", f"--normalize {spec.normalize} needs a point table's `anchor` "
+                                   "(the part and its two shoulder points)"),
+        (spec.coords != "image", f"--coords {spec.coords} needs a point table's `world` (the "
+                                 "column of its world coordinates)")) if asked]
+    if needs:
+        raise TensorsError(
+            f"{needs[0]}, and the {decl.name} family declares none: its tensor sets hold every "
+            f"declared point ({k}), with --fill, --max-gap, --dtype and --name as asked. A family "
+            "declares one as its Declaration's `points` (a PointTable, docs/families.md).")
+    return spec if spec.is_default else replace(spec, points=PointSet(full, tuple(range(k))))
+
+
 def write_declared_tensors(keypoints: Path, out_dir: Path, decl: Declaration,
                            corpus: Mapping[str, Mapping[str, str]] | None = None,
-                           batch_size: int = 4096) -> dict[str, int]:
-    """The default set of such a family's keypoints.parquet (a lost tensors/ written again)."""
+                           batch_size: int = 4096, spec: TensorSpec | None = None
+                           ) -> dict[str, int]:
+    """A set of such a family's keypoints.parquet: the default one (a lost tensors/ written
+    again), or `spec`'s (declared_spec's: every point, gaps filled, float16, named)."""
     index = split_index(keypoints)
     capacity = {s: int(np.sum(t["length"].to_numpy())) if t.num_rows else 0 for s, t in index.items()}
-    writer = DeclaredTensorWriter(out_dir, capacity, decl, corpus)
+    writer = DeclaredTensorWriter(out_dir, capacity, decl, corpus, spec)
     try:
         for split, video, table in iter_videos(keypoints, writer.columns, batch_size):
             writer.add_video(split, video, table)
@@ -170,13 +205,10 @@ def write_family_tensors(keypoints: Path, out_dir: Path,
                          corpus: Mapping[str, Mapping[str, str]] | None = None,
                          spec: TensorSpec | None = None, batch_size: int = 4096) -> dict[str, int]:
     """A tensor set of keypoints.parquet as its family declares them: presets, --points and
-    normalisation (tensors.write_tensors) for a family that has them, else its one set of every
-    point, refused with another spec."""
+    normalisation (tensors.write_tensors) for a family that has them, else a set of every
+    declared point (declared_spec says which options apply)."""
     decl = declaration(read_file_metadata(keypoints))
     if decl.tensor_presets:
         return write_tensors(keypoints, out_dir, decl.points, corpus, spec, batch_size)
-    if spec is not None and not spec.is_default:
-        raise TensorsError(f"{keypoints} holds {decl.title or decl.name}: their tensor set is "
-                           "the default one (tensors/); presets and normalisation are made for "
-                           "another family's points.")
-    return write_declared_tensors(keypoints, out_dir, decl, corpus, batch_size)
+    return write_declared_tensors(keypoints, out_dir, decl, corpus, batch_size,
+                                  declared_spec(decl, spec or TensorSpec()))

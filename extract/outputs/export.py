@@ -211,22 +211,49 @@ def pose_values(decl: Declaration, vals: np.ndarray, rows: np.ndarray,
 def declared_pose(decl: Declaration, vals: np.ndarray, present: np.ndarray, width: int,
                   height: int, fps: float) -> Any:
     """A pose-format Pose of one video's [T, points, channels] values, its header made from the
-    declaration: one component per named part (its point names, XYC), x and y as the family
-    stores them, confidence = the score (1 where a family has none), 0 (masked) where the point
-    is absent (pose_values: `present` False, or its score under the declaration's threshold)."""
+    declaration: one component per named part (its point names, the declared limbs and colours
+    within it: declared_limbs, XYC), x and y as the family stores them, confidence = the score
+    (1 where a family has none), 0 (masked) where the point is absent (pose_values: `present`
+    False, or its score under the declaration's threshold)."""
     try:
         from pose_format import Pose
         from pose_format.numpy.pose_body import NumPyPoseBody
         from pose_format.pose_header import PoseHeader, PoseHeaderComponent, PoseHeaderDimensions
     except ImportError:
         raise TensorsError(pose_install_hint()) from None
-    components = [PoseHeaderComponent(part, [decl.point_name(i) for i in range(lo, hi)], [],
-                                       [(255, 255, 255)], "XYC")
-                  for part, (lo, hi) in decl.point_parts().items()]
+    components = [PoseHeaderComponent(part, [decl.point_name(i) for i in range(lo, hi)], limbs,
+                                       colours, "XYC")
+                  for part, (lo, hi, limbs, colours) in declared_limbs(decl).items()]
     header = PoseHeader(version=0.2, dimensions=PoseHeaderDimensions(width, height, 0),
                         components=components)
     data, conf = pose_values(decl, vals, present)
     return Pose(header, NumPyPoseBody(fps=fps, data=data, confidence=conf))
+
+
+def declared_limbs(decl: Declaration) -> dict[str, tuple[int, int, list[tuple[int, int]],
+                                                       list[tuple[int, int, int]]]]:
+    """Each .pose component (a named part: first, end point of the order) with what `show` draws
+    of it (inspect/declared.py): the skeleton's limbs whose two points it holds, numbered in it
+    (a limb joining two components is left out: pose-format's limbs are a component's own), and
+    its colour, the region's that `show` draws on top of its points (white where none); one per
+    point where its points have several (pose-format's drawing gives point i colour i)."""
+    start, at = {}, 0
+    for column, (n, _) in decl.parts.items():  # where each column begins in the point order
+        start[column], at = at, at + n
+    ends = [(a + start[col], b + start[col]) for region, limbs in decl.skeleton.items()
+            for col in [decl.regions.get(region, (region,))[0]] if col in start for a, b in limbs]
+    painted: dict[int, tuple[int, int, int]] = {}
+    for region, colour in decl.colours.items():  # show's order: the last on top
+        col, lo, hi = decl.regions.get(region, (region, 0, decl.parts.get(region, (0,))[0]))
+        if col in start:
+            painted.update({start[col] + i: tuple(colour) for i in range(lo, hi)})
+    out = {}
+    for part, (lo, hi) in decl.point_parts().items():
+        limbs = list(dict.fromkeys((a - lo, b - lo) for a, b in ends
+                                   if lo <= a < hi and lo <= b < hi))
+        colours = [painted.get(i, (255, 255, 255)) for i in range(lo, hi)]
+        out[part] = (lo, hi, limbs, colours if len(set(colours)) > 1 else colours[:1])
+    return out
 
 
 def write_declared_pose_files(keypoints: Path, out_dir: Path, decl: Declaration, fps: float,

@@ -21,8 +21,7 @@ from phoenix_keypoints.extract.keypoints.estimator import (
     export_refused,
     family,
 )
-from phoenix_keypoints.extract.keypoints.words import a
-from phoenix_keypoints.extract.outputs.declared import write_family_tensors
+from phoenix_keypoints.extract.outputs.declared import declared_spec, write_family_tensors
 from phoenix_keypoints.extract.outputs.loader import load_meta, load_split
 from phoenix_keypoints.extract.outputs.tensors import TensorsError, TensorSpec, file_table, tag_dir
 from phoenix_keypoints.jobs import messages
@@ -73,17 +72,19 @@ def outputs_state(rd: RunDir, info: RunInfo) -> str:
 def write_set(rd: RunDir, spec: TensorSpec) -> dict[str, Any]:
     """Write one tensor set of a finished run and note it in run.json under `tensors`."""
     rd.load()  # a clear error for a folder that is not a run
-    keypoints = _need_keypoints(rd)
-    points = run_declaration(rd).points
-    if points is not None:  # its tag and points in the run's numbering (the file's)
-        spec = spec.for_run(file_table(keypoints, points))
+    keypoints, decl = _need_keypoints(rd), run_declaration(rd)
+    if decl.points is not None:  # its tag and points in the run's numbering (the file's)
+        spec = spec.for_run(file_table(keypoints, decl.points))
+    else:  # every declared point; refused where it asks what only a point table gives
+        spec = declared_spec(decl, spec)
     t0 = time.monotonic()
     frames = write_family_tensors(keypoints, rd.tensors_dir, corpus_from_plan(rd.load_plan()), spec)
     meta = load_meta(rd.path, spec.tag)
     info = {"time": time.time(), "seconds": round(time.monotonic() - t0, 3),
             "dir": str(tag_dir(rd.tensors_dir, spec.tag).relative_to(rd.path)),
-            **spec.as_dict(), "frames_per_split": frames,
-            "not_normalized": len(meta["not_normalized"]), "num_points": len(spec.points.indices)}
+            **spec.as_dict(), "points": spec.points.name or meta["preset"],  # a declared set's
+            "frames_per_split": frames,
+            "not_normalized": len(meta["not_normalized"]), "num_points": meta["num_points"]}
     rd.update(lambda run: run.tensors.__setitem__(spec.tag or "default", info))
     return info
 
@@ -159,19 +160,8 @@ def run_declaration(rd: RunDir) -> Declaration:
     return declaration(rd.load().options.settings())
 
 
-def presets_apply(rd: RunDir) -> None:
-    """Refuse `tensors` on a run whose family has a tensor set of its own (the one the run wrote)."""
-    decl = run_declaration(rd)
-    if not decl.tensor_presets:
-        raise RunError(f"`tensors` (its presets, --points, normalisation) is made for families "
-                       f"without a tensor set of their own; {rd.path} is {a(decl.name)} run "
-                       f"({decl.title}): its tensor set is tensors/, which the run writes. Its "
-                       f"exports: {', '.join(decl.exports)}.")
-
-
 def write_set_command(rd: RunDir, spec: TensorSpec) -> int:
     """`tensors`: one more tensor set of a finished run (under the run's lock)."""
-    presets_apply(rd)
     with locked(rd):
         try:
             info = write_set(rd, spec)

@@ -69,9 +69,9 @@ class PartInfo:
     failed: dict[str, str] = field(default_factory=dict)  # video -> why it has no rows
     statuses: dict[str, int] = field(default_factory=dict)  # row status -> rows
     not_ok: dict[str, int] = field(default_factory=dict)  # video -> rows whose status is not ok
-    # the estimator settings its rows were made with; the footer keeps them under the default
-    # family's name, the key it had when there was one family (the default family's are its
-    # options, as before; another family's settings name it)
+    # the estimator settings its rows were made with; the footer keeps them under its family's
+    # name (the default family's are its options, as before; another family's settings name it).
+    # Parts written before kept every family's under the default family's name: read as well
     settings: dict = field(default_factory=dict)
     # (split, video)s whose rows it holds but the chunk no longer has (a KeptPart's dropped videos);
     # the counts above leave them out
@@ -97,12 +97,12 @@ class PartInfo:
 
 def write_part(path: Path, table: pa.Table, info: PartInfo, fingerprint: str) -> None:
     """Write a chunk's rows and commit them with one rename; on any error no part is left."""
-    meta = {"fingerprint": fingerprint, "chunk": info.chunk, "rows": info.rows,
-            "failed": info.failed, "statuses": info.statuses, "not_ok": info.not_ok,
-            DEFAULT_FAMILY: info.settings, "versions": info.versions,
-            **({"execution": info.execution} if info.execution else {})}
     written = declaration_of_schema(table.schema)
     assert written is not None, "a part's rows are an estimator's table"
+    meta = {"fingerprint": fingerprint, "chunk": info.chunk, "rows": info.rows,
+            "failed": info.failed, "statuses": info.statuses, "not_ok": info.not_ok,
+            written.name: info.settings, "versions": info.versions,
+            **({"execution": info.execution} if info.execution else {})}
     table = table.replace_schema_metadata({META_KEY: json.dumps(meta).encode()})
     tmp = path.with_name(f".{path.stem}.{os.getpid()}.tmp")
     try:
@@ -132,11 +132,14 @@ def read_part_info(path: Path) -> tuple[PartInfo, str]:
     raw = (md.metadata or {}).get(META_KEY)
     if raw is None:
         raise ValueError("not a phoenix-keypoints part (no metadata)")
+    schema = md.schema.to_arrow_schema().remove_metadata()
+    written = declaration_of_schema(schema)
     try:
         meta = json.loads(raw)
+        key = written.name if written is not None and written.name in meta else DEFAULT_FAMILY
         info = PartInfo(int(meta["chunk"]), int(meta["rows"]), dict(meta.get("failed") or {}),
                         _counts(meta.get("statuses")), _counts(meta.get("not_ok")),
-                        dict(meta.get(DEFAULT_FAMILY) or {}),
+                        dict(meta.get(key) or {}),
                         versions=_strings(meta.get("versions") or {}),
                         execution=_record(meta.get("execution") or {}))
         fingerprint = str(meta["fingerprint"])
@@ -147,8 +150,7 @@ def read_part_info(path: Path) -> tuple[PartInfo, str]:
     if sum(info.statuses.values()) != info.rows:
         raise ValueError(f"status counts add up to {sum(info.statuses.values())} rows, not "
                          f"{info.rows}")
-    schema = md.schema.to_arrow_schema().remove_metadata()
-    if declaration_of_schema(schema) is None:
+    if written is None:
         raise ValueError("schema differs from this version's")
     return info, fingerprint
 
