@@ -1,0 +1,113 @@
+"""Model files that moved are followed by every family that records them, by default (issue 55
+item 1): a plugin without a `moved_files` hook of its own (examples/openpose25, installed as pip
+leaves a plugin: a dist-info naming its entry point) and a built-in ONNX family (wholebody, on
+tests/tiny_onnx.py's tiny models). The model's folder is renamed, so the recorded path is gone
+and `verify` says how to record where it is now; the same `run` naming the new path then
+records it, in run.json and keypoints.parquet's metadata, on a resumed run (work left) and on a
+finished one (nothing recomputed: the rows and parts are the same bytes), and `verify` passes.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+from helpers import REPO, assert_no_traceback, run_cli
+from test_example_plugin import body25_model
+from tiny_onnx import tiny_models
+
+from phoenix_keypoints.extract.keypoints.filemeta import FILE_KEY
+
+FAMILIES = ("openpose25", "wholebody")
+
+
+@pytest.fixture(scope="module")
+def plugin_env(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    """examples/openpose25 installed as pip installs a plugin: its package on the path and a
+    dist-info naming its entry point (what its wheel holds)."""
+    site = tmp_path_factory.mktemp("op25-site")
+    info = site / "phoenix_keypoints_openpose25-0.1.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: phoenix-keypoints-openpose25\n"
+                                   "Version: 0.1.0\n")
+    (info / "entry_points.txt").write_text("[phoenix_keypoints.families]\n"
+                                           "openpose25 = phoenix_openpose25\n")
+    src = REPO / "examples" / "openpose25" / "src"
+    return {"PYTHONPATH": os.pathsep.join(map(str, (site, src, REPO)))}
+
+
+def model_flags(folder: Path, name: str) -> list[str]:
+    """The family's flags naming its model files in `folder` (written there once)."""
+    folder.mkdir(exist_ok=True)
+    if name == "openpose25":
+        model = folder / "body25.onnx"
+        return ["--estimator", name, "--op25-model",
+                str(model if model.exists() else body25_model(model))]
+    models = tiny_models(folder)
+    return ["--estimator", name, "--detector", str(models["detector"]), "--pose-model",
+            str(models["pose"])]
+
+
+def ok(proc: subprocess.CompletedProcess, what: str) -> subprocess.CompletedProcess:
+    assert_no_traceback(proc)
+    assert proc.returncode == 0, f"{what}: exit {proc.returncode}\n{proc.stderr}"
+    return proc
+
+
+def file_record(out: Path) -> dict:
+    return json.loads(pq.read_schema(out / "keypoints.parquet").metadata[FILE_KEY])
+
+
+def moved(record: dict, old: Path, new: Path) -> dict:
+    """The record with every path under `old` under `new` instead."""
+    return json.loads(json.dumps(record).replace(str(old), str(new)))
+
+
+@pytest.mark.parametrize("finished", [False, True], ids=["resumed", "finished"])
+@pytest.mark.parametrize("name", FAMILIES)
+def test_a_run_follows_its_model_files_where_they_moved(name: str, finished: bool,
+                                                        plugin_env: dict[str, str],
+                                                        sample_root: Path, tmp_path: Path) -> None:
+    old, new, out = tmp_path / "old", tmp_path / "new", tmp_path / "run"
+    args = ["run", "--dataset", sample_root, "--out", out, "--videos", "coffee-1,hopper-2",
+            "--chunk-frames", "8"]
+    ok(run_cli([*args, *model_flags(old, name)], plugin_env), "run")
+    planned = json.loads((out / "run.json").read_text())["options"][name]
+    meta, rows = file_record(out), pq.read_table(out / "keypoints.parquet")
+    parts = sorted((out / "parts").glob("chunk-*.parquet"))
+    assert len(parts) > 1 and str(old) in json.dumps(meta)
+    old.rename(new)
+
+    # verify: the recorded model is gone, and it says how to record where it is now
+    proc = run_cli(["verify", "--out", out], plugin_env)
+    assert_no_traceback(proc)
+    assert proc.returncode == 1, proc.stderr
+    assert f"moved: run this run's `phoenix-keypoints run --out {out}` command again" in \
+        proc.stderr, proc.stderr
+
+    if not finished:  # work left: the last chunk to extract again, then the merge
+        (out / "keypoints.parquet").unlink()
+        parts.pop().unlink()
+    kept = {p: p.read_bytes() for p in parts}
+    proc = ok(run_cli([*args, *model_flags(new, name)], plugin_env), "the run, models moved")
+    assert "the model file(s) moved" in proc.stderr, proc.stderr
+    assert ("complete:" in proc.stdout) == finished, proc.stdout
+    assert {p: p.read_bytes() for p in parts} == kept  # no kept part made again
+
+    record = json.loads((out / "run.json").read_text())
+    assert record["options"][name] == moved(planned, old, new)
+    assert len(record["model_moves"]) == (1 if name == "openpose25" else 2)
+    assert all(f"{old}/" in line and f"-> {new}/" in line for line in record["model_moves"])
+    assert file_record(out) == moved(meta, old, new)
+    after = pq.read_table(out / "keypoints.parquet")
+    assert after.replace_schema_metadata(None).equals(rows.replace_schema_metadata(None))
+    points = json.loads((out / "tensors" / "points.json").read_text())
+    assert points["source"]["bytes"] == (out / "keypoints.parquet").stat().st_size
+
+    ok(run_cli(["verify", "--out", out], plugin_env), "verify after the move was recorded")
+    again = ok(run_cli([*args, *model_flags(new, name)], plugin_env), "the same run again")
+    assert "complete:" in again.stdout and "moved" not in again.stderr, again.stderr
