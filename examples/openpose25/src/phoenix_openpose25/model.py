@@ -28,19 +28,23 @@ from phoenix_keypoints.extract.keypoints.onnx_graph import check_graph
 FLAG = "--op25-model"
 MAX_SIDE = 2048  # OpenPose's nets take a few hundred pixels a side: a larger input is refused
 MAX_BYTES = 512 * 2**20  # BODY_25's published net is 100 MB
+# this family's words after the tool's model-file refusals (the helpers' `advice`; without it
+# they say what is wrong and nothing of where models are)
+ADVICE = ("this family runs OpenPose's BODY_25 net exported to ONNX: input [N, 3, H, W], "
+          "output [N, 25, 3]")
 
 
 def record(path: Path | str) -> dict[str, Any]:
     """The model as a run records it; a ModelFileError (exit 2) naming the file and what is
     wrong where it cannot be this family's model."""
     path = Path(path).absolute()
-    check_model_file(path, FLAG)  # a regular file; external data inside its folder
+    check_model_file(path, FLAG, ADVICE)  # a regular file; external data inside its folder
     sha, size = sha256_of(path, FLAG)
     if size > MAX_BYTES:
         raise ModelFileError(f"{FLAG} {path}: {size:,} bytes, more than any BODY_25 model "
                              f"({MAX_BYTES:,}); pass the model's .onnx file.")
     rec = {"path": str(path), "sha256": sha, "size": size,
-           "external": external_record(path, FLAG)}
+           "external": external_record(path, FLAG, ADVICE)}
     return {**rec, "input": list(input_size(session(rec), path))}
 
 
@@ -50,8 +54,8 @@ def session(rec: dict[str, Any], num_threads: int | None = 1) -> Any:
     import onnxruntime as ort
 
     path = Path(rec["path"])
-    check_model_file(path, FLAG)
-    check_graph(path, FLAG)  # a Loop whose trips come from data: refused before it runs
+    check_model_file(path, FLAG, ADVICE)
+    check_graph(path, FLAG, ADVICE)  # a Loop whose trips come from data: refused before it runs
     if sha256_of(path, FLAG) != (rec["sha256"], rec["size"]):
         raise ModelFileError(f"{FLAG} {path}: not the file this run was made with (sha256 "
                              f"{rec['sha256']}). Put it back, or start a new --out.")
@@ -63,7 +67,7 @@ def session(rec: dict[str, Any], num_threads: int | None = 1) -> Any:
         # and memory by the tool's watchdog (past a limit the refusal is said, the process ends)
         return bounded_load(lambda: ort.InferenceSession(str(path), opts,
                                                          providers=["CPUExecutionProvider"]),
-                            FLAG, path, int(rec["size"]))
+                            FLAG, path, int(rec["size"]), ADVICE)
     except Exception as e:  # noqa: BLE001 (onnxruntime's own errors: the file is at fault)
         first = str(e).splitlines()[0][:200] if str(e) else type(e).__name__
         raise ModelFileError(f"{FLAG} {path}: onnxruntime cannot load it ({first!r}); pass an "

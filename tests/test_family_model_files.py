@@ -1,10 +1,16 @@
-"""Model files that moved are followed by every family that records them, by default (issue 55
-item 1): a plugin without a `moved_files` hook of its own (examples/openpose25, installed as pip
-leaves a plugin: a dist-info naming its entry point) and a built-in ONNX family (wholebody, on
-tests/tiny_onnx.py's tiny models). The model's folder is renamed, so the recorded path is gone
-and `verify` says how to record where it is now; the same `run` naming the new path then
-records it, in run.json and keypoints.parquet's metadata, on a resumed run (work left) and on a
-finished one (nothing recomputed: the rows and parts are the same bytes), and `verify` passes.
+"""A family's model files, as the tool's shared model-file helpers treat them, for a plugin
+(examples/openpose25, installed as pip leaves a plugin: a dist-info naming its entry point) and
+a built-in ONNX family (wholebody, on tests/tiny_onnx.py's tiny models).
+
+Moved, they are followed by default (issue 55 item 1): the plugin has no `moved_files` hook of
+its own. The model's folder is renamed, so the recorded path is gone and `verify` says how to
+record where it is now; the same `run` naming the new path then records it, in run.json and
+keypoints.parquet's metadata, on a resumed run (work left) and on a finished one (nothing
+recomputed: the rows and parts are the same bytes), and `verify` passes.
+
+Refused, they are refused in the family's own words (issue 55 item 5): the helpers' neutral
+wording and the advice the family passes, never the whole-body family's (rtmlib's downloads,
+docs/wholebody.md) to a plugin's users.
 """
 
 from __future__ import annotations
@@ -18,9 +24,11 @@ import pyarrow.parquet as pq
 import pytest
 from helpers import REPO, assert_no_traceback, run_cli
 from test_example_plugin import body25_model
-from tiny_onnx import tiny_models
+from tiny_onnx import looping, tiny_models
 
+from phoenix_keypoints.extract.keypoints.estimator import ModelFileError
 from phoenix_keypoints.extract.keypoints.filemeta import FILE_KEY
+from phoenix_keypoints.extract.keypoints.onnx_files import check_model_file
 
 FAMILIES = ("openpose25", "wholebody")
 
@@ -111,3 +119,50 @@ def test_a_run_follows_its_model_files_where_they_moved(name: str, finished: boo
     ok(run_cli(["verify", "--out", out], plugin_env), "verify after the move was recorded")
     again = ok(run_cli([*args, *model_flags(new, name)], plugin_env), "the same run again")
     assert "complete:" in again.stdout and "moved" not in again.stderr, again.stderr
+
+
+BUILT_IN = ("rtmlib", "wholebody")  # the whole-body family's words
+
+
+def bad_models(folder: Path) -> dict[str, Path]:
+    """A model file each shared check refuses: text (the walk of its protobuf), a FIFO (no
+    regular file) and a BODY_25 graph with a Loop whose trips come from the pixels."""
+    folder.mkdir()
+    (folder / "text.onnx").write_text("not a model")
+    os.mkfifo(folder / "fifo.onnx")
+    loop = looping(body25_model(folder / "body25.onnx"), folder / "loop.onnx", "points", "data")
+    return {"text": folder / "text.onnx", "fifo": folder / "fifo.onnx", "loop": loop}
+
+
+@pytest.mark.parametrize("case", ["text", "fifo", "loop"])
+def test_a_plugins_bad_model_file_is_refused_in_its_own_words(case: str, plugin_env: dict[str, str],
+                                                              sample_root: Path,
+                                                              tmp_path: Path) -> None:
+    """The plugin's refusal names the file and the fault, with its own advice after it; the
+    whole-body family's same refusal keeps its own (rtmlib's published models)."""
+    model = bad_models(tmp_path / "models")[case]
+    said = {"text": "not an ONNX model", "fifo": "a FIFO, not a model file",
+            "loop": "a Loop whose trip count"}[case]
+    base = ["run", "--dataset", sample_root, "--out", tmp_path / "run", "--videos", "coffee-1"]
+    proc = run_cli([*base, "--estimator", "openpose25", "--op25-model", model], plugin_env)
+    assert_no_traceback(proc)
+    assert proc.returncode == 2, proc.stderr
+    assert f"--op25-model {model}: " in proc.stderr and said in proc.stderr, proc.stderr
+    assert "(this family runs OpenPose's BODY_25 net exported to ONNX: input [N, 3, H, W], " \
+        "output [N, 25, 3])." in proc.stderr, proc.stderr
+    assert not any(word in proc.stderr for word in BUILT_IN), proc.stderr
+    if case == "loop":
+        return  # the whole-body family reads a BODY_25 graph as no model of its kinds first
+    proc = run_cli([*base, "--estimator", "wholebody", "--pose-model", model])
+    assert proc.returncode == 2 and f"--pose-model {model}: {said}" in proc.stderr, proc.stderr
+    assert "docs/wholebody.md says where rtmlib's published models are" in proc.stderr
+
+
+def test_without_advice_the_shared_checks_say_the_fault_alone(tmp_path: Path) -> None:
+    """A family that passes no advice gets the neutral wording: the file, the fault, what to
+    pass, and nothing of another family."""
+    model = bad_models(tmp_path / "models")["fifo"]
+    with pytest.raises(ModelFileError) as refused:
+        check_model_file(model, "--my-model")
+    assert str(refused.value) == (f"--my-model {model}: a FIFO, not a model file. Pass the .onnx "
+                                  "file of the model.")
