@@ -166,3 +166,65 @@ def test_without_advice_the_shared_checks_say_the_fault_alone(tmp_path: Path) ->
         check_model_file(model, "--my-model")
     assert str(refused.value) == (f"--my-model {model}: a FIFO, not a model file. Pass the .onnx "
                                   "file of the model.")
+
+
+def body25_outputs(src: Path, out: Path, outputs: list[tuple[str, list]]) -> Path:
+    """The tiny BODY_25 model of `src` answering `outputs` instead ((tensor, declared shape)
+    each: its points "points" [batch, 25, 3], their x, y "xyn" [batch, 25, 2], scores "score")."""
+    import onnx
+    from onnx import TensorProto, helper
+
+    model = onnx.load(str(src))
+    del model.graph.output[:]
+    model.graph.output.extend(helper.make_tensor_value_info(name, TensorProto.FLOAT, shape)
+                              for name, shape in outputs)
+    onnx.save(model, str(out))
+    return out
+
+
+@pytest.mark.parametrize("case", ["xy-only", "two-outputs"])
+def test_a_model_declaring_another_output_is_refused_before_any_frame(
+        case: str, plugin_env: dict[str, str], sample_root: Path, tmp_path: Path) -> None:
+    """The plugin declares its model's output [N, 25, 3]; a file declaring [batch, 25, 2], or a
+    second output, is refused by `run` naming the file, the output, its shape and the one
+    expected, before a run is planned (it was found in every frame's answer after a batch)."""
+    body = body25_model(tmp_path / "body25.onnx")
+    outputs, said = {
+        "xy-only": ([("xyn", ["batch", 25, 2])],
+                    "its output 0 ('xyn') is declared [batch, 25, 2], not [N, 25, 3] as this "
+                    "family's model answers: refused before any frame"),
+        "two-outputs": ([("points", ["batch", 25, 3]), ("score", ["batch", 25, 1])],
+                        "2 outputs ('points' [batch, 25, 3], 'score' [batch, 25, 1]); this "
+                        "family runs a model of 1 ([N, 25, 3])"),
+    }[case]
+    model = body25_outputs(body, tmp_path / f"{case}.onnx", outputs)
+    out = tmp_path / "run"
+    proc = run_cli(["run", "--dataset", sample_root, "--out", out, "--videos", "coffee-1",
+                    "--estimator", "openpose25", "--op25-model", model], plugin_env)
+    assert_no_traceback(proc)
+    assert proc.returncode == 2, proc.stderr
+    assert f"--op25-model {model}: {said}" in proc.stderr, proc.stderr
+    assert not (out / "run.json").exists() and not list(out.glob("parts/*.parquet"))
+
+
+def test_an_output_size_the_file_leaves_open_is_left_to_the_answers(tmp_path: Path) -> None:
+    """A size the graph names instead of fixing is not known before the model answers: the
+    load's check passes it (each answer is checked), and still refuses a size the file fixes."""
+    import onnx
+    import onnxruntime as ort
+    from onnx import TensorProto, helper
+
+    from phoenix_keypoints.extract.keypoints.model_outputs import check_outputs
+
+    shape = ["batch", "p", 3]  # its points a name: onnxruntime cannot infer them either
+    graph = helper.make_graph([helper.make_node("Identity", ["x"], ["points"])], "open",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, shape)],
+                              [helper.make_tensor_value_info("points", TensorProto.FLOAT, shape)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    model.ir_version = 8
+    open_points = tmp_path / "open.onnx"
+    onnx.save(model, str(open_points))
+    session = ort.InferenceSession(str(open_points), providers=["CPUExecutionProvider"])
+    check_outputs(session, [("N", 25, 3)], "--m", open_points)
+    with pytest.raises(ModelFileError, match=r"declared \[batch, p, 3\], not \[N, 25, 2\]"):
+        check_outputs(session, [("N", 25, 2)], "--m", open_points)
