@@ -163,9 +163,8 @@ def _complete(rd: RunDir, req: RunRequest) -> bool:
             return False
     except (ArchiveError, DatasetError):  # the archive changed (the normal path indexes it again),
         return False  # or the corpus cannot be read: the normal path says why
-    if asked := req.options.asked.get(info.options.estimator):  # its model files, moved: the
-        with locked(rd):  # files follow them (keypoints.parquet's rows copied, not recomputed)
-            info = follow_moves(rd, rd.load(), asked, merged=True)
+    # its model files named where they moved: recorded (keypoints.parquet's rows copied)
+    info = follow_moves(rd, info, req.options.asked.get(info.options.estimator), merged=True)
     if state == "no tensors":
         with locked(rd):
             messages.say("tensors/ missing or damaged: writing them again from keypoints.parquet")

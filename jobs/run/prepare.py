@@ -14,6 +14,7 @@ run.json keeps the history (`changes`). --frozen keeps the stored plan and only 
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import shutil
 import time
@@ -139,8 +140,8 @@ def follow_moves(rd: RunDir, info: RunInfo, asked: dict | None, merged: bool = F
     moved (the same bytes: a resume refuses other ones; the family's `moved_files` says which,
     by default each recorded model file: contract.moved_model_files): run.json follows them, as
     it follows a moved corpus, and keeps each move (`model_moves`). `merged`: a finished run,
-    whose keypoints.parquet names them too, written again first (a crash in between: the next
-    `run` finds the move again and does both)."""
+    asked again, which holds no lock (taken here for a move), whose keypoints.parquet names
+    them too, written again first (a crash in between: the next `run` finds the move again)."""
     moved_files = getattr(family(info.options.estimator), "moved_files", moved_model_files)
     if not asked:
         return info
@@ -149,9 +150,10 @@ def follow_moves(rd: RunDir, info: RunInfo, asked: dict | None, merged: bool = F
         return info
     new = replace(info, options=replace(info.options, recorded=recorded),
                   model_moves=[*info.model_moves, *lines])
-    if merged:
-        rewrite_file_record(rd, new)
-    rd.save(new)
+    with locked(rd) if merged else contextlib.nullcontext():
+        if merged:
+            rewrite_file_record(rd, new)
+        rd.save(new)
     messages.note(f"the model file(s) moved: {'; '.join(lines)} (the bytes the run recorded); "
                   f"run.json{' and keypoints.parquet' if merged else ''} follow them")
     return new
