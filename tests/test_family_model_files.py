@@ -228,3 +228,22 @@ def test_an_output_size_the_file_leaves_open_is_left_to_the_answers(tmp_path: Pa
     check_outputs(session, [("N", 25, 3)], "--m", open_points)
     with pytest.raises(ModelFileError, match=r"declared \[batch, p, 3\], not \[N, 25, 2\]"):
         check_outputs(session, [("N", 25, 2)], "--m", open_points)
+
+
+def test_the_guide_names_each_model_file_helper_with_its_module_and_signature() -> None:
+    """docs/families.md's table of model-file helpers: each row imports from the module it
+    names, with the parameters and defaults the function has (issue 55 item 6)."""
+    import importlib
+    import inspect
+    import re
+
+    guide = (REPO / "docs" / "families.md").read_text()
+    table = guide.split("### The model-file helpers", 1)[1].split("\n#", 1)[0]
+    rows = re.findall(r"^\| `(\w+)\.(\w+)\(([^)]*)\)` \|", table, re.M)
+    assert len(rows) == 9, rows
+    for module, name, said in rows:
+        fn = getattr(importlib.import_module(f"phoenix_keypoints.extract.keypoints.{module}"), name)
+        params = inspect.signature(fn).parameters.values()
+        real = ", ".join(p.name if p.default is p.empty else f"{p.name}={p.default!r}"
+                         for p in params)
+        assert said.replace('""', "''") == real, f"{module}.{name}({said}) is {name}({real})"
