@@ -210,6 +210,9 @@ def test_a_model_declaring_another_output_is_refused_before_any_frame(
 def test_an_output_size_the_file_leaves_open_is_left_to_the_answers(tmp_path: Path) -> None:
     """A size the graph names instead of fixing is not known before the model answers: the
     load's check passes it (each answer is checked), and still refuses a size the file fixes."""
+    from phoenix_keypoints.extract.keypoints.environ import telemetry_off
+
+    telemetry_off()  # as the tool does before onnxruntime loads in its processes
     import onnx
     import onnxruntime as ort
     from onnx import TensorProto, helper
