@@ -27,7 +27,13 @@ from phoenix_keypoints.jobs.run.identity import input_arg
 from phoenix_keypoints.jobs.run.merge import BackgroundMerge, CorruptPart
 from phoenix_keypoints.jobs.run.options import RunRequest
 from phoenix_keypoints.jobs.run.outputs import corpus_from_plan, outputs_state
-from phoenix_keypoints.jobs.run.prepare import FROZEN, check_corpus, follow_corpus, load_or_plan
+from phoenix_keypoints.jobs.run.prepare import (
+    FROZEN,
+    check_corpus,
+    follow_corpus,
+    follow_moves,
+    load_or_plan,
+)
 from phoenix_keypoints.jobs.run.resume import scan_parts
 from phoenix_keypoints.jobs.run.todo import Work, recorded_execution, work_left
 from phoenix_keypoints.jobs.rundir.folder import RunDir, RunError
@@ -130,7 +136,8 @@ def _export_pkl(rd: RunDir, req: RunRequest, locked_here: bool = True) -> None:
 
 
 def _complete(rd: RunDir, req: RunRequest) -> bool:
-    """A finished run asked again: say so (mending lost tensors) and touch nothing else.
+    """A finished run asked again: say so (mending lost tensors, recording model files that
+    moved) and touch nothing else.
 
     "Finished" means the last merge wrote every chunk, the outputs are whole, the corpus lists the
     videos and frames the plan has (a listing; a change sends the run down the normal path, which
@@ -156,6 +163,8 @@ def _complete(rd: RunDir, req: RunRequest) -> bool:
             return False
     except (ArchiveError, DatasetError):  # the archive changed (the normal path indexes it again),
         return False  # or the corpus cannot be read: the normal path says why
+    # its model files named where they moved: recorded (keypoints.parquet's rows copied)
+    info = follow_moves(rd, info, req.options.asked.get(info.options.estimator), merged=True)
     if state == "no tensors":
         with locked(rd):
             messages.say("tensors/ missing or damaged: writing them again from keypoints.parquet")

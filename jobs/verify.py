@@ -11,6 +11,7 @@ frame or image); the verdict and what to do go to stderr. Exit 1 when anything d
 
 from __future__ import annotations
 
+import os
 from collections import Counter
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -146,7 +147,7 @@ def verify_command(rd: RunDir, content: bool = False) -> int:
                      "added and changed videos and leaves the removed ones out.")
     code = _verdict(rd, root, rows, found, content, quiet=bool(listed))
     mixed = _mixed_versions(rd, info)
-    return 1 if listed or _models_changed(info) or mixed else code
+    return 1 if listed or _models_changed(rd, info) or mixed else code
 
 
 def _mixed_versions(rd: RunDir, info: RunInfo) -> bool:
@@ -168,9 +169,10 @@ def _mixed_versions(rd: RunDir, info: RunInfo) -> bool:
     return bool(mixed)
 
 
-def _models_changed(info: RunInfo) -> bool:
+def _models_changed(rd: RunDir, info: RunInfo) -> bool:
     """A run's model files against the sha256 and size it recorded; each one changed or
-    gone is a line on stdout ("-", "-", its path, why) and named on stderr."""
+    gone is a line on stdout ("-", "-", its path, why) and named on stderr, one gone with how to
+    record where it is now (a moved file is otherwise named for good)."""
     from phoenix_keypoints.extract.keypoints.estimator import family
 
     check = getattr(family(info.options.estimator), "model_problems", None)
@@ -181,6 +183,12 @@ def _models_changed(info: RunInfo) -> bool:
         path = why.split(": ", 1)[0].split(" ", 1)[1]
         messages.result(f"-\t-\t{path}\t{why.split(': ', 1)[1]}")
         messages.error(why)
+        if not os.path.lexists(path):
+            flag = why.split(" ", 1)[0]
+            messages.error(f"if {path} moved: run this run's `phoenix-keypoints run --out "
+                           f"{rd.path}` command again with {flag} naming where it is now; a file "
+                           "of the recorded bytes is followed there (run.json and "
+                           "keypoints.parquet name it, nothing is extracted again).")
     return bool(problems)
 
 

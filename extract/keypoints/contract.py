@@ -78,18 +78,51 @@ class Hook:
     kind: type | tuple[type, ...] | None = None  # a constant's type; None: a function
     required: bool = False
     when: str = ""
+    default: Callable[..., Any] | None = None  # what the tool does without it, where it does something
+
 
     @property
     def signature(self) -> str:
         return self.name if self.kind is not None else f"{self.name}({', '.join(self.params)})"
 
 
-def _hook(name: str, *params: str, when: str, required: bool = False) -> Hook:
-    return Hook(name, params, None, required, when)
+def _hook(name: str, *params: str, when: str, required: bool = False,
+          default: Callable[..., Any] | None = None) -> Hook:
+    return Hook(name, params, None, required, when, default)
 
 
 def _value(name: str, kind: type | tuple[type, ...], when: str) -> Hook:
     return Hook(name, (), kind, False, when)
+
+
+def moved_model_files(asked: dict[str, Any], recorded: dict[str, Any]
+                      ) -> tuple[dict[str, Any], list[str]]:
+    """`moved_files` of a family without its own: each recorded model file (a dict with `path`
+    and `sha256`, as sha256_of's users record one) that `asked` names elsewhere with a record equal
+    but for where it is (the same bytes), moved there, and a line per move ("KEY OLD -> NEW"),
+    so a plugin's run.json and keypoints.parquet follow a moved model as a built-in's do."""
+    moved = {k: moved_record(r, asked[k]) for k, r in recorded.items()
+             if _is_file(r) and _is_file(asked.get(k)) and asked[k]["path"] != r["path"]
+             and _where_not(asked[k]) == _where_not(r)}
+    return {**recorded, **moved}, [f"{k} {recorded[k]['path']} -> {r['path']}"
+                                   for k, r in moved.items()]
+
+
+def moved_record(recorded: dict[str, Any], asked: dict[str, Any]) -> dict[str, Any]:
+    """A model file's record at its new path: the path as given and where its links lead
+    (`resolved`); the rest (bytes, external data, input size) is the recorded one's."""
+    return _where_not(recorded) | {k: asked[k] for k in _WHERE if k in asked}
+
+
+_WHERE = ("path", "resolved")  # where a model file is, as recorded; the rest is what it is
+
+
+def _is_file(record: Any) -> bool:
+    return isinstance(record, dict) and isinstance(record.get("path"), str) and "sha256" in record
+
+
+def _where_not(record: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in record.items() if k not in _WHERE}
 
 
 REQUIRED = (
@@ -116,8 +149,8 @@ OPTIONAL = (
     _hook("settings_of", "asked", "recorded", when="run: the settings a run records"),
     _hook("settings_conflicts", "asked", "recorded",
           when="a resume: why what was asked differs from what the run recorded"),
-    _hook("moved_files", "asked", "recorded",
-          when="a resume: its recorded files where its flags name them now"),
+    _hook("moved_files", "asked", "recorded", default=moved_model_files,
+          when="run (a resume, a finished run): its recorded files where its flags name them now"),
     _hook("check_settings", "settings", when="before planning: refuse what cannot run here"),
     _hook("check_recorded", "settings", when="a resume: its recorded files unchanged"),
     _hook("model_problems", "settings", when="verify: each recorded model file changed or gone"),

@@ -44,6 +44,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from phoenix_keypoints.extract.keypoints.estimator import ModelFileError
+from phoenix_keypoints.extract.keypoints.onnx_files import advised
 
 DEADLINE_S = 60.0  # seconds a call may take, per input it holds
 MEMORY_MIB = 2048  # MiB the process may grow by during a call, per frame it serves
@@ -256,9 +257,9 @@ if hasattr(os, "register_at_fork"):
 
 
 def _refusal(flag: str, path: Path, doing: str, seconds: float, mib: int, why: str,
-             how: str = "stopped") -> str:
+             how: str = "stopped", advice: str = "") -> str:
     """The refusal of a model past a limit: the file, what it was doing, the limit and its flag,
-    and `how` it ended ("stopped"; a process "ended")."""
+    and `how` it ended ("stopped"; a process "ended"); `advice`: the family's own words."""
     if why == "time":
         past = f"ran past {seconds:g} s (--model-deadline: {_limits.deadline_s:g} s an input)"
         more = "a larger --model-deadline if this model is that slow"
@@ -269,7 +270,7 @@ def _refusal(flag: str, path: Path, doing: str, seconds: float, mib: int, why: s
     ended = "was stopped" if how == "stopped" else f"the process was {how}"
     return (f"{flag} {path}: {doing} {past}, and {ended}. The model file is at fault, not "
             "the frames: a published detector or pose model loads and answers an input in a few "
-            f"seconds and well under a GiB. Pass another file, or {more} (docs/wholebody.md).")
+            f"seconds and well under a GiB. Pass another file, or {more}{advised(advice)}.")
 
 
 def _doing(n: int, frames: int | None) -> str:
@@ -281,30 +282,32 @@ def _doing(n: int, frames: int | None) -> str:
 
 
 def bounded(call: Callable[[], T], flag: str, path: Path, inputs: int = 1,
-            frames: int | None = None) -> T:
+            frames: int | None = None, advice: str = "") -> T:
     """call() (which runs the model with run_options()) under this process's limits: the deadline
     of `inputs` inputs, the memory of `frames` frames (None: one an input, a detector's frames);
-    past one, ModelLimitError naming the file and the limit. last_growth() then says how much the
-    process grew by during it."""
+    past one, ModelLimitError naming the file and the limit (`advice`: the family's own words
+    after it). last_growth() then says how much the process grew by during it."""
     n = max(1, int(inputs))
     f = None if frames is None else max(1, int(frames))
     seconds, mib = _limits.deadline_s * n, _limits.memory_mib * (n if f is None else f)
     doing = _doing(n, f)
     options = _quiet()
     _here.options = options
-    with _Watchdog(options, seconds, mib * 2**20,
-                   lambda why, how: _refusal(flag, path, doing, seconds, mib, why, how)) as dog:
+    def refusal(why: str, how: str = "stopped") -> str:
+        return _refusal(flag, path, doing, seconds, mib, why, how, advice)
+
+    with _Watchdog(options, seconds, mib * 2**20, refusal) as dog:
         try:
             out = call()
         except Exception:
             if dog.why:
-                raise ModelLimitError(_refusal(flag, path, doing, seconds, mib, dog.why)) from None
+                raise ModelLimitError(refusal(dog.why)) from None
             raise
         finally:
             _here.options = None
     _here.grew = dog.peak
     if dog.why:  # it came back, but past the limit
-        raise ModelLimitError(_refusal(flag, path, doing, seconds, mib, dog.why))
+        raise ModelLimitError(refusal(dog.why))
     return out
 
 
@@ -314,12 +317,12 @@ def last_growth() -> int:
     return int(getattr(_here, "grew", 0))
 
 
-def bounded_load(make: Callable[[], T], flag: str, path: Path, size: int) -> T:
+def bounded_load(make: Callable[[], T], flag: str, path: Path, size: int, advice: str = "") -> T:
     """make() (onnxruntime loading a model of `size` bytes: it computes the graph's constant parts
     then, which nothing can stop) under one input's deadline and its memory limit plus 4 x the
     file's size; past either, the refusal is said and the process ends."""
     seconds, mib = _limits.deadline_s, _limits.memory_mib + 4 * size // 2**20
     doing = "loading this model (onnxruntime computes the constant parts of its graph then)"
     with _Watchdog(None, seconds, mib * 2**20,
-                   lambda why, how: _refusal(flag, path, doing, seconds, mib, why, how)):
+                   lambda why, how: _refusal(flag, path, doing, seconds, mib, why, how, advice)):
         return make()

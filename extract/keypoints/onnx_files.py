@@ -205,11 +205,17 @@ def _locations(msg: _Msg, kind: str, depth: int = 0) -> Iterator[str]:
             yield from _locations(_Msg(msg.wire, ((a, b),)), inner[number], depth + 1)
 
 
+def advised(advice: str) -> str:
+    """A family's own words on its model files, after a refusal's neutral ones ("" for none):
+    the helpers here serve every family, so only the family knows where its models are."""
+    return f" ({advice})" if advice else ""
+
+
 def walked(path: Path, flag: str, walk: Callable[[_Msg], T],
-           cache: dict[tuple[int, int, int, int], T]) -> T:
+           cache: dict[tuple[int, int, int, int], T], advice: str = "") -> T:
     """`walk` of a model file's top message, read through one descriptor of a regular file and
     kept in `cache` under its (device, inode, size, mtime); a ModelFileError for a file that is no
-    ONNX model or that passes the walk's bounds."""
+    ONNX model or that passes the walk's bounds (`advice`: the family's words, advised)."""
     fd = _open_regular(Path(path), flag, follow=True)
     try:
         st = os.fstat(fd)
@@ -222,13 +228,13 @@ def walked(path: Path, flag: str, walk: Callable[[_Msg], T],
                     cache[key] = walk(_Msg(_Wire(buf), ((0, len(buf)),)))
         return cache[key]
     except _Malformed as e:
-        raise ModelFileError(f"{flag} {path}: not an ONNX model ({e}). Pass the .onnx file itself "
-                             "(unzip rtmlib's downloads first).") from None
+        raise ModelFileError(f"{flag} {path}: not an ONNX model ({e}). Pass the .onnx file "
+                             f"itself{advised(advice)}.") from None
     except _TooBig as e:
         raise ModelFileError(f"{flag} {path}: {e}, more than any published detector or pose "
                              "model: refused before onnxruntime reads it (the limit bounds the "
-                             "tool's own reading of the file). Pass the .onnx file of a detector "
-                             "or pose model (docs/wholebody.md).") from None
+                             "tool's own reading of the file). Pass the model's .onnx file"
+                             f"{advised(advice)}.") from None
     finally:
         os.close(fd)
 
@@ -251,10 +257,11 @@ def model_problem(path: Path) -> str:
 _walked: dict[tuple[int, int, int, int], list[str]] = {}  # (dev, inode, size, mtime) -> locations
 
 
-def external_locations(path: Path, flag: str) -> list[str]:
+def external_locations(path: Path, flag: str, advice: str = "") -> list[str]:
     """Every external data location the model names, in order, each once (a file walked once
     per process: a run makes several sessions of each model)."""
-    return list(walked(path, flag, lambda m: list(dict.fromkeys(_locations(m, "model"))), _walked))
+    return list(walked(path, flag, lambda m: list(dict.fromkeys(_locations(m, "model"))), _walked,
+                       advice))
 
 
 def _open_regular(path: Path, flag: str, follow: bool) -> int:
@@ -315,15 +322,17 @@ def sha256_of(path: Path, flag: str, follow: bool = True) -> tuple[str, int]:
     return h.hexdigest(), size
 
 
-def check_model_file(path: Path, flag: str) -> list[tuple[str, Path]]:
+def check_model_file(path: Path, flag: str, advice: str = "") -> list[tuple[str, Path]]:
     """Refuse a model path that is no regular file or whose external data leaves its folder;
     each external data location with the file it names, in the model's order. Run before every
-    onnxruntime session is made, in every process."""
+    onnxruntime session is made, in every process. `advice`: the family's own words after a
+    refusal (where its models are; none: the neutral wording alone)."""
     why = model_problem(path)
     if why:
-        raise ModelFileError(f"{flag} {path}: {why}. Pass the .onnx file of the model "
-                             "(docs/wholebody.md says where rtmlib's published models are).")
-    return [(loc, external_file(path, loc, flag)) for loc in external_locations(path, flag)]
+        raise ModelFileError(f"{flag} {path}: {why}. Pass the .onnx file of the model"
+                             f"{advised(advice)}.")
+    return [(loc, external_file(path, loc, flag))
+            for loc in external_locations(path, flag, advice)]
 
 
 def as_given(path: Path) -> tuple[str, str]:
@@ -341,10 +350,10 @@ def as_given(path: Path) -> tuple[str, str]:
     return str(shown), str(Path(path).resolve())
 
 
-def external_record(path: Path, flag: str) -> list[dict[str, Any]]:
+def external_record(path: Path, flag: str, advice: str = "") -> list[dict[str, Any]]:
     """The model's external data files as recorded (location, sha256, size): part of the model."""
     out = []
-    for location, file in check_model_file(path, flag):
+    for location, file in check_model_file(path, flag, advice):
         sha, size = sha256_of(file, flag, follow=False)
         out.append({"location": location, "sha256": sha, "size": size})
     return out

@@ -30,6 +30,7 @@ from phoenix_keypoints.extract.keypoints.onnx_files import (
     _Malformed,
     _Msg,
     _varint,
+    advised,
     walked,
 )
 
@@ -190,17 +191,18 @@ def _model_problem(model: _Msg) -> str:
 _read: dict[tuple[int, int, int, int], str] = {}  # (dev, inode, size, mtime) -> the refusal
 
 
-def graph_problem(path: Path, flag: str) -> str:
+def graph_problem(path: Path, flag: str, advice: str = "") -> str:
     """Why the model's control flow is refused ("" when it is not): the first Loop of its graph or
     functions that no published model needs (a file read once per process)."""
-    return walked(path, flag, _model_problem, _read)
+    return walked(path, flag, _model_problem, _read, advice)
 
 
-def check_graph(path: Path, flag: str) -> None:
-    """Refuse a model whose control flow no published pose or detection model needs."""
-    why = graph_problem(path, flag)
+def check_graph(path: Path, flag: str, advice: str = "") -> None:
+    """Refuse a model whose control flow no published pose or detection model needs (`advice`:
+    the family's own words after the refusal, as check_model_file's)."""
+    why = graph_problem(path, flag, advice)
     if why:
         raise ModelFileError(f"{flag} {path}: its graph holds {why}. No published detector or "
                              "pose model loops (their work is fixed by their input's size): this "
-                             "file is refused before it runs. Pass the .onnx file of a detector or "
-                             "pose model (docs/wholebody.md).")
+                             f"file is refused before it runs. Pass the model's .onnx file"
+                             f"{advised(advice)}.")

@@ -12,6 +12,7 @@ read with its checksum verified; a part that fails is moved aside and named.
 
 from __future__ import annotations
 
+import json
 import os
 import queue
 import threading
@@ -24,11 +25,11 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from phoenix_keypoints.extract.keypoints.estimator import Declaration, declaration
-from phoenix_keypoints.extract.keypoints.filemeta import file_metadata
+from phoenix_keypoints.extract.keypoints.filemeta import file_metadata, read_file_metadata
 from phoenix_keypoints.extract.outputs.declared import DeclaredTensorWriter
-from phoenix_keypoints.extract.outputs.tensors import TensorSetWriter, video_runs
+from phoenix_keypoints.extract.outputs.tensors import POINTS_JSON, TensorSetWriter, video_runs
 from phoenix_keypoints.jobs.run.outputs import corpus_from_plan
-from phoenix_keypoints.jobs.rundir.folder import JobFailed, RunDir, fsync_dir
+from phoenix_keypoints.jobs.rundir.folder import JobFailed, RunDir, atomic_write_bytes, fsync_dir
 from phoenix_keypoints.jobs.rundir.parts import read_part_info, reject
 from phoenix_keypoints.jobs.rundir.runinfo import RunInfo
 from phoenix_keypoints.jobs.schedule.chunks import merge_order
@@ -71,13 +72,14 @@ class KeypointsWriter:
     """Appends tables to keypoints.parquet's temp file in fixed-size row groups; commit renames."""
 
     def __init__(self, rd: RunDir, versions: dict[str, str] | None = None,
-                 execution: list[dict] | None = None) -> None:
+                 execution: list[dict] | None = None, info: RunInfo | None = None) -> None:
         """`versions`: what the parts' values were made with, over run.json's record;
-        `execution`: how they were computed (each record once). The file's metadata is written
-        first, so a merge that finds other versions or records in the end starts over."""
+        `execution`: how they were computed (each record once); `info`: the run (default:
+        run.json's). The file's metadata is written first, so a merge that finds other versions
+        or records in the end starts over."""
         self.rd = rd
         self.tmp = rd.keypoints_path.with_name(".keypoints.parquet.tmp")
-        info = rd.load()
+        info = info or rd.load()
         decl = declaration(info.options.settings())
         self.versions = file_versions(info, versions)
         self.execution = list(execution or [])
@@ -115,6 +117,38 @@ class KeypointsWriter:
         with suppress(OSError, pa.ArrowException):
             self._writer.close()
         self.tmp.unlink(missing_ok=True)
+
+
+def rewrite_file_record(rd: RunDir, info: RunInfo) -> None:
+    """keypoints.parquet again with the metadata `info` makes (a finished run whose model file
+    moved: its family's file_record names the new path), its rows copied a row group at a time,
+    not recomputed, its versions and execution records the file's own; renamed into place."""
+    old, before = read_file_metadata(rd.keypoints_path) or {}, rd.keypoints_path.stat().st_size
+    writer = KeypointsWriter(rd, old.get("versions"), old.get("execution"), info)
+    try:
+        with pq.ParquetFile(rd.keypoints_path) as f:
+            for i in range(f.num_row_groups):
+                writer.append(f.read_row_group(i))
+        writer.commit()
+    except BaseException:
+        writer.discard()
+        raise
+    _tensor_sources_follow(rd, before)
+
+
+def _tensor_sources_follow(rd: RunDir, before: int) -> None:
+    """Each tensor set made from keypoints.parquet as it was names its size now: its rows, which
+    the set was made from, are the same (else the loader would call the set stale)."""
+    after = rd.keypoints_path.stat().st_size
+    for path in rd.tensors_dir.rglob(POINTS_JSON):
+        try:
+            meta = json.loads(path.read_text())
+            source = meta["source"]
+        except (OSError, ValueError, KeyError, TypeError):
+            continue  # a damaged set: `run` writes it again
+        if source.get("file") == rd.keypoints_path.name and source.get("bytes") == before:
+            meta["source"] = source | {"bytes": after}
+            atomic_write_bytes(path, (json.dumps(meta, indent=2) + "\n").encode())
 
 
 def read_ahead(rd: RunDir, chunks: list[int]) -> Iterator[tuple[int, pa.Table]]:

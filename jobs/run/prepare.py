@@ -14,6 +14,7 @@ run.json keeps the history (`changes`). --frozen keeps the stored plan and only 
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import shutil
 import time
@@ -25,12 +26,14 @@ import pyarrow as pa
 from phoenix_keypoints.extract.corpora import discover, input_key, no_frames_message
 from phoenix_keypoints.extract.corpora.base import Dataset, DatasetError
 from phoenix_keypoints.extract.corpora.phoenix import FRAMES_DIR
+from phoenix_keypoints.extract.keypoints.contract import moved_model_files
 from phoenix_keypoints.extract.keypoints.estimator import family
 from phoenix_keypoints.extract.keypoints.versions import value_versions
 from phoenix_keypoints.extract.sources import links
 from phoenix_keypoints.jobs import faults, messages
 from phoenix_keypoints.jobs.run.changes import PlanDiff, diff_plans
 from phoenix_keypoints.jobs.run.identity import follow_move, given_path, input_arg, manifest_root
+from phoenix_keypoints.jobs.run.merge import rewrite_file_record
 from phoenix_keypoints.jobs.run.options import RunOptions
 from phoenix_keypoints.jobs.run.plan import (
     Extension,
@@ -132,21 +135,27 @@ def _resume(rd: RunDir, opts: RunOptions, num_shards: int | None, workers: int =
     return follow_corpus(rd, info, check_corpus(info, rd.load_plan()), workers, frozen)
 
 
-def follow_moves(rd: RunDir, info: RunInfo, asked: dict | None) -> RunInfo:
+def follow_moves(rd: RunDir, info: RunInfo, asked: dict | None, merged: bool = False) -> RunInfo:
     """The run with the files its family recorded where its options name them now, when they
-    moved (the same bytes: a resume refuses other ones; the family's `moved_files` says which):
-    run.json follows them, as it follows a moved corpus, and keeps each move (`model_moves`)."""
-    moved_files = getattr(family(info.options.estimator), "moved_files", None)
-    if moved_files is None or not asked:
+    moved (the same bytes: a resume refuses other ones; the family's `moved_files` says which,
+    by default each recorded model file: contract.moved_model_files): run.json follows them, as
+    it follows a moved corpus, and keeps each move (`model_moves`). `merged`: a finished run,
+    asked again, which holds no lock (taken here for a move), whose keypoints.parquet names
+    them too, written again first (a crash in between: the next `run` finds the move again)."""
+    moved_files = getattr(family(info.options.estimator), "moved_files", moved_model_files)
+    if not asked:
         return info
     recorded, lines = moved_files(asked, info.options.recorded)
     if not lines:
         return info
     new = replace(info, options=replace(info.options, recorded=recorded),
                   model_moves=[*info.model_moves, *lines])
-    rd.save(new)
+    with locked(rd) if merged else contextlib.nullcontext():
+        if merged:
+            rewrite_file_record(rd, new)
+        rd.save(new)
     messages.note(f"the model file(s) moved: {'; '.join(lines)} (the bytes the run recorded); "
-                  "run.json follows them")
+                  f"run.json{' and keypoints.parquet' if merged else ''} follow them")
     return new
 
 

@@ -38,6 +38,8 @@ STATUS_BAD_DETECTOR = "bad_detector_output"
 STATUS_BAD_POSE = "bad_pose_output"
 ABSURD = 16  # frame sizes away from the frame: no detector that saw the frame answers that
 MAX_SCORE = 1e6  # no score or SimCC bin of a sane model comes near it
+# this family's words after the shared model-file helpers' refusals (their `advice`)
+MODEL_ADVICE = "docs/wholebody.md says where rtmlib's published models are; unzip its downloads first"
 
 
 class ModelRunError(ModelFileError):
@@ -68,7 +70,7 @@ def run_model(call: Callable[[], list[np.ndarray]], flag: str, path: Path, input
         return outs if then is None else then(outs)
 
     try:
-        return bounded(whole, flag, path, inputs, frames)
+        return bounded(whole, flag, path, inputs, frames, MODEL_ADVICE)
     except ModelFileError:  # past a limit: said as such
         raise
     except Exception as e:  # onnxruntime's own classes (Fail, RuntimeException, ...)

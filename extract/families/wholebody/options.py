@@ -15,6 +15,7 @@ from phoenix_keypoints.extract.families.wholebody.heads import DECODERS
 from phoenix_keypoints.extract.families.wholebody.layouts import DEFAULT_LAYOUT
 from phoenix_keypoints.extract.families.wholebody.persons import MAX_PERSONS
 from phoenix_keypoints.extract.families.wholebody.rtmdet import KIND_NAMES, kind_of
+from phoenix_keypoints.extract.keypoints.contract import moved_record
 from phoenix_keypoints.extract.keypoints.estimator import OptionError
 from phoenix_keypoints.extract.keypoints.option_values import whole_number
 
@@ -171,14 +172,7 @@ def moved_files(asked: dict[str, Any], recorded: dict[str, Any]) -> tuple[dict[s
     moved = {k: asked[k]["path"] for k in ("detector", "pose_model")
              if k in asked and k in recorded and asked[k]["path"] != recorded[k]["path"]}
     lines = [f"--{k.replace('_', '-')} {recorded[k]['path']} -> {path}" for k, path in moved.items()]
-    return {**recorded, **{k: _moved(recorded[k], asked[k]) for k in moved}}, lines
-
-
-def _moved(recorded: dict[str, Any], asked: dict[str, Any]) -> dict[str, Any]:
-    """A model file's record at its new path: the path as given and where its links lead (the
-    bytes, external data included, are the recorded ones: the resume checked them)."""
-    out = {k: v for k, v in recorded.items() if k != "resolved"} | {"path": asked["path"]}
-    return out | ({"resolved": asked["resolved"]} if "resolved" in asked else {})
+    return {**recorded, **{k: moved_record(recorded[k], asked[k]) for k in moved}}, lines
 
 
 def _model_bytes(record: dict) -> tuple:

@@ -61,6 +61,7 @@ from phoenix_keypoints.extract.families.wholebody.layouts import (
     layout_for,
 )
 from phoenix_keypoints.extract.families.wholebody.onnx_outputs import (
+    MODEL_ADVICE,
     STATUS_BAD_DETECTOR,
     STATUS_BAD_POSE,
     BadOutput,
@@ -237,8 +238,9 @@ def _session(path: Path, flag: str, device: str = "cpu", memory: int | None = No
     bytes; `batch`: the frames a call, which picks the CUDA options); refused with what to do."""
     import onnxruntime as ort
 
-    external = check_model_file(path, flag)  # before onnxruntime opens anything, whatever its version
-    check_graph(path, flag)  # loops no published model needs: refused before it runs
+    # before onnxruntime opens anything, whatever its version; then loops no published model needs
+    external = check_model_file(path, flag, MODEL_ADVICE)
+    check_graph(path, flag, MODEL_ADVICE)
     if not str(path).isascii() and _not_utf8(str(path)):  # onnxruntime takes a path as UTF-8 text
         shown = str(path).encode("utf-8", "backslashreplace").decode()
         raise ModelFileError(f"{flag} {shown}: its path is not UTF-8, which onnxruntime cannot "
@@ -251,7 +253,7 @@ def _session(path: Path, flag: str, device: str = "cpu", memory: int | None = No
         size = os.stat(path).st_size + sum(os.stat(f).st_size for _, f in external)
         session = bounded_load(lambda: captured(lambda: ort.InferenceSession(
             str(path), sess_options=so, providers=providers(device, memory, batch))),
-            flag, path, size)
+            flag, path, size, MODEL_ADVICE)
     except ModelFileError:
         raise
     except Exception as e:  # onnxruntime raises its own classes for any unreadable model
@@ -318,7 +320,7 @@ def describe(path: Path, flag: str) -> ModelFile:
     hw = _input_hw(session, path, flag)
     sha, size = sha256_of(path, flag)
     given, resolved = as_given(path)
-    return ModelFile(given, sha, size, hw, external_record(path, flag), resolved)
+    return ModelFile(given, sha, size, hw, external_record(path, flag, MODEL_ADVICE), resolved)
 
 
 def onnxruntime_version() -> str:

@@ -3,7 +3,8 @@ it does not know). Before onnxruntime opens it: a regular file (never a FIFO or 
 external data inside its folder (the tool's own check, extract/keypoints/onnx_files.py), its
 bytes hashed, its graph free of data-driven loops; its load and each call bounded in time and
 memory (extract/keypoints/model_calls.py). Once open: one image input [N, 3, H, W] with H and W
-fixed and bounded, one output.
+fixed and bounded, one output declared [N, 25, 3] (the tool's check,
+extract/keypoints/model_outputs.py: another shape is refused before any frame).
 Recorded in run.json (path, sha256, size, external data, input size), so a resume and `verify`
 find a changed or missing file, and each answer is checked before its values are kept.
 """
@@ -17,6 +18,7 @@ import numpy as np
 
 from phoenix_keypoints.extract.keypoints.estimator import ModelFileError
 from phoenix_keypoints.extract.keypoints.model_calls import bounded_load
+from phoenix_keypoints.extract.keypoints.model_outputs import check_outputs
 from phoenix_keypoints.extract.keypoints.onnx_files import (
     check_model_file,
     external_problems,
@@ -28,19 +30,24 @@ from phoenix_keypoints.extract.keypoints.onnx_graph import check_graph
 FLAG = "--op25-model"
 MAX_SIDE = 2048  # OpenPose's nets take a few hundred pixels a side: a larger input is refused
 MAX_BYTES = 512 * 2**20  # BODY_25's published net is 100 MB
+OUTPUTS = [("N", 25, 3)]  # what its model answers: each frame's 25 points (x, y, score)
+# this family's words after the tool's model-file refusals (the helpers' `advice`; without it
+# they say what is wrong and nothing of where models are)
+ADVICE = ("this family runs OpenPose's BODY_25 net exported to ONNX: input [N, 3, H, W], "
+          "output [N, 25, 3]")
 
 
 def record(path: Path | str) -> dict[str, Any]:
     """The model as a run records it; a ModelFileError (exit 2) naming the file and what is
     wrong where it cannot be this family's model."""
     path = Path(path).absolute()
-    check_model_file(path, FLAG)  # a regular file; external data inside its folder
+    check_model_file(path, FLAG, ADVICE)  # a regular file; external data inside its folder
     sha, size = sha256_of(path, FLAG)
     if size > MAX_BYTES:
         raise ModelFileError(f"{FLAG} {path}: {size:,} bytes, more than any BODY_25 model "
                              f"({MAX_BYTES:,}); pass the model's .onnx file.")
     rec = {"path": str(path), "sha256": sha, "size": size,
-           "external": external_record(path, FLAG)}
+           "external": external_record(path, FLAG, ADVICE)}
     return {**rec, "input": list(input_size(session(rec), path))}
 
 
@@ -50,8 +57,8 @@ def session(rec: dict[str, Any], num_threads: int | None = 1) -> Any:
     import onnxruntime as ort
 
     path = Path(rec["path"])
-    check_model_file(path, FLAG)
-    check_graph(path, FLAG)  # a Loop whose trips come from data: refused before it runs
+    check_model_file(path, FLAG, ADVICE)
+    check_graph(path, FLAG, ADVICE)  # a Loop whose trips come from data: refused before it runs
     if sha256_of(path, FLAG) != (rec["sha256"], rec["size"]):
         raise ModelFileError(f"{FLAG} {path}: not the file this run was made with (sha256 "
                              f"{rec['sha256']}). Put it back, or start a new --out.")
@@ -63,7 +70,7 @@ def session(rec: dict[str, Any], num_threads: int | None = 1) -> Any:
         # and memory by the tool's watchdog (past a limit the refusal is said, the process ends)
         return bounded_load(lambda: ort.InferenceSession(str(path), opts,
                                                          providers=["CPUExecutionProvider"]),
-                            FLAG, path, int(rec["size"]))
+                            FLAG, path, int(rec["size"]), ADVICE)
     except Exception as e:  # noqa: BLE001 (onnxruntime's own errors: the file is at fault)
         first = str(e).splitlines()[0][:200] if str(e) else type(e).__name__
         raise ModelFileError(f"{FLAG} {path}: onnxruntime cannot load it ({first!r}); pass an "
@@ -71,12 +78,13 @@ def session(rec: dict[str, Any], num_threads: int | None = 1) -> Any:
 
 
 def input_size(sess: Any, path: Path | str) -> tuple[int, int]:
-    """(height, width) of the model's one image input [N, 3, H, W]: fixed and bounded."""
-    ins, outs = sess.get_inputs(), sess.get_outputs()
-    if len(ins) != 1 or len(outs) != 1:
-        raise ModelFileError(f"{FLAG} {path}: {len(ins)} inputs and {len(outs)} "
-                             "outputs; this family runs a model of one image input [N, 3, H, W] "
-                             "and one output [N, 25, 3].")
+    """(height, width) of the model's one image input [N, 3, H, W]: fixed and bounded; its one
+    output declared as OUTPUTS (a model of another layout refused before any frame)."""
+    ins = sess.get_inputs()
+    if len(ins) != 1:
+        raise ModelFileError(f"{FLAG} {path}: {len(ins)} inputs; this family runs a model of one "
+                             "image input [N, 3, H, W] and one output [N, 25, 3].")
+    check_outputs(sess, OUTPUTS, FLAG, path, ADVICE)
     shape = ins[0].shape
     if len(shape) != 4 or shape[1] != 3 or not all(isinstance(s, int) for s in shape[2:]):
         raise ModelFileError(f"{FLAG} {path}: input {shape!r}; this family runs a "

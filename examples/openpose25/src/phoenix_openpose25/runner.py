@@ -12,7 +12,7 @@ import numpy as np
 from phoenix_keypoints.extract.keypoints.estimator import RUNTIME, runtime
 from phoenix_keypoints.extract.keypoints.model_calls import bounded, run_options
 from phoenix_openpose25.declaration import FOUND, NAME, SCORE_THRESHOLD, declaration
-from phoenix_openpose25.model import FLAG, answer_problem, input_size, session
+from phoenix_openpose25.model import ADVICE, FLAG, answer_problem, input_size, session
 
 BAD_OUTPUT = "bad_openpose25_output"  # a frame's status where the model's answer is nonsense
 
@@ -43,7 +43,7 @@ class OpenPose25Estimator:
                       for rgb in rgbs]).astype(np.float32).transpose(0, 3, 1, 2) / 255.0
         # under the tool's watchdog: --model-deadline and --model-memory per frame of the call
         out = bounded(lambda: self._session.run(None, {self._input: x}, run_options()), FLAG,
-                      self.settings["model"]["path"], len(x))[0]
+                      self.settings["model"]["path"], len(x), advice=ADVICE)[0]
         why = answer_problem(out, len(rgbs))
         if why:
             return [{"status": BAD_OUTPUT, "note": why} for _ in rgbs]
