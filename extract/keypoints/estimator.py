@@ -20,7 +20,7 @@ Settings travel as one plain dict (recorded in run.json under the family's name,
 part's footer): the default family's is its options dict exactly as before (no `estimator`
 key); another family's carries `estimator: NAME`.
 
-Command-line options. A family adds its own flags to `run` and `slurm` with four hooks (all
+Command-line options. A family adds its own flags to `run` and `slurm` with four methods (all
 optional; extract/families/holistic/options.py and wholebody/options.py are two examples):
 `add_run_options(parser)` (each flag default None: "not given", a resume keeps the run's own),
 `asked_settings(args, estimator, fetched)` (the values of its flags, checked, as the family
