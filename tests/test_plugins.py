@@ -1,10 +1,12 @@
 """Installed families (plugins) are loaded only where a command names them (issue 46 item 5), and
 are held to the family contract when they are (issue 48 item 3).
 
-Two broken distributions are installed the way pip installs any (a dist-info with an entry point
-of group phoenix_keypoints.families, its module on the path): `bad-plugin-raises` 2.3, whose
-module raises at import (with a terminal escape and a second line in its message), and
-`plugin-without-declaration` 0.9, whose module lacks every hook but one. Each module touches a
+Three broken distributions are installed the way pip installs any (a dist-info with an entry
+point of group phoenix_keypoints.families, its module on the path): `bad-plugin-raises` 2.3, whose
+module raises at import (with a terminal escape and a second line in its message),
+`plugin-without-declaration` 0.9, whose Family subclass lacks every required method but one, and
+`plugin-as-module` 1.4, a family written as a module (as plugins were before a family was a
+class: issue 55 item 1), refused naming the base class. Each module touches a
 marker file when it is imported, so a test sees whether a command imported it. Every other
 command goes on as if they were absent; the one that needs them says which distribution, which
 version and what went wrong, in one escaped line, and exits 2.
