@@ -76,6 +76,12 @@ class Hook:
         return self.name if self.kind is not None else f"{self.name}({', '.join(self.params)})"
 
 
+def _required(method: Callable[..., Any]) -> Callable[..., Any]:
+    """Mark a method of Family that every family must give (its body raises)."""
+    method.required = True  # type: ignore[attr-defined]
+    return method
+
+
 class Family:
     """A keypoint family: what turns frames into keypoints, and everything the tool asks of it.
 
@@ -90,21 +96,25 @@ class Family:
     name: str = ""  # the registry's name of the family (--estimator NAME), set when it is made
 
     # --- required: what a family writes, how it runs, what its file says ------------------------
+    @_required
     def declaration(self, settings: dict[str, Any] | None) -> Declaration:
         """Everywhere: the Declaration of a run of these settings (None: default settings)."""
         raise NotImplementedError(f"{type(self).__name__} lacks declaration(settings)")
 
+    @_required
     def declaration_of_schema(self, schema: pa.Schema) -> Declaration | None:
         """Reading a part or a keypoints file: its declaration where the Arrow schema is its
         table (an earlier version's too), else None."""
         raise NotImplementedError(f"{type(self).__name__} lacks declaration_of_schema(schema)")
 
+    @_required
     def open_estimator(self, settings: dict[str, Any], num_threads: int | None) -> Estimator:
         """In each worker and in extract_keypoints: the estimator of these settings, models
         loaded (num_threads: the CPU threads it may use; None: its library's choice)."""
         raise NotImplementedError(f"{type(self).__name__} lacks open_estimator(settings, "
                                   "num_threads)")
 
+    @_required
     def file_record(self, settings: dict[str, Any] | None, recorded: dict[str, Any]
                     ) -> dict[str, Any]:
         """At the merge: what keypoints.parquet's metadata says of the family (its settings,
@@ -325,7 +335,6 @@ def _where_not(record: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in record.items() if k not in _WHERE}
 
 
-REQUIRED_NAMES = ("declaration", "declaration_of_schema", "open_estimator", "file_record")
 _KINDS: dict[str, type] = {"str": str, "dict": dict, "tuple": tuple}
 
 
@@ -337,7 +346,7 @@ def _hook_of(name: str, value: Any) -> Hook:
         returns = str(inspect.signature(value.fget).return_annotation) if value.fget else "str"
         return Hook(name, (), _KINDS[returns.split("[")[0]], False, when)
     params = tuple(p for p in inspect.signature(value).parameters if p != "self")
-    return Hook(name, params, None, name in REQUIRED_NAMES, when)
+    return Hook(name, params, None, getattr(value, "required", False), when)
 
 
 def _members() -> tuple[Hook, ...]:
@@ -382,6 +391,7 @@ def problems(fam: Family | Any) -> list[str]:
     if not out:
         out += _declared(fam)
     return out
+
 
 def _by_name(name: str) -> Hook:
     return next(h for h in HOOKS if h.name == name)
