@@ -194,8 +194,7 @@ def _runtime_args(p: argparse.ArgumentParser) -> None:
     batching = [n for n in _family_order() if family(n).declaration(None).batches]
     which = "/".join(batching)
     docs = ", ".join(dict.fromkeys(family(n).DOCS for n in batching))
-    where = "; ".join(dict.fromkeys(family(n).DEVICE_HELP
-                                    for n in batching))
+    where = "; ".join(dict.fromkeys(family(n).DEVICE_HELP for n in batching))
     p.add_argument("--batch-size", type=_batch_size, metavar="N",
                    help=f"{which}: frames per model call, within a video (default 8 on the CPU; "
                         "on GPUs the largest of 16, 8, 4, 2, 1 that fits each card's free memory "

@@ -344,10 +344,7 @@ def _fit_gpus(req: RunRequest) -> RunRequest:
     memory (what was asked, refused where it does not fit; the defaults of a GPU node for the
     rest), each worker's share of its card, said at start and recorded (jobs/schedule/devices.py)."""
     fam = family(_estimator_of(req))
-    if req.device == "cpu" or not fam.on_gpu(req.device, True):
-        return req
-    settings = _settings(RunDir(req.out), req)
-    if fam.gpu_memory_need(settings, 1) is None:  # a family that does not say: nothing fitted
+    if req.device == "cpu" or not fam.on_gpu(req.device, True):  # a family on the CPU: no cards
         return req
     found = _cards_for(req)
     if found is None:
@@ -356,6 +353,9 @@ def _fit_gpus(req: RunRequest) -> RunRequest:
     if not used:
         messages.warn("the GPUs' memory could not be read (nvidia-smi): workers and batch size "
                       "are not checked against it")
+        return req
+    settings = _settings(RunDir(req.out), req)
+    if fam.gpu_memory_need(settings, 1) is None:  # a family that does not say: nothing fitted
         return req
     try:
         plan = gpu_plan(used, cpus, req.workers_per_gpu, req.batch_size,
