@@ -89,9 +89,9 @@ class Keypoints:
             raise ValueError(f"to_pose(): {export_refused(decl, 'pose', 'this clip')}")
         sizes = [(w, h) for w, h in zip(self.width, self.height, strict=True) if w is not None]
         width, height = max(set(sizes), key=sizes.count) if sizes else (0, 0)
-        own = getattr(fam, "pose_of_clip", None)
+        own = fam.pose_of_clip(self.parts, width, height, self.fps)
         if own is not None:  # a family with a .pose header of its own
-            return own(self.parts, width, height, self.fps)
+            return own
         from phoenix_keypoints.extract.outputs.export import declared_pose
 
         vals = np.concatenate([self.parts[p] for p in decl.parts], axis=1)
@@ -191,14 +191,12 @@ def _open(estimator: str, options: dict[str, Any]) -> Estimator:
     if estimator not in names(rescan=True):
         raise ValueError(f"estimator {estimator!r} is not known; known: {', '.join(names())}")
     fam = family(estimator)
-    known = getattr(fam, "clip_options", tuple)()  # a family without them takes none
+    known = fam.clip_options()
     unknown = sorted(set(options) - set(known))
     if unknown:
         raise TypeError(f"unknown option(s) {', '.join(unknown)}; estimator {estimator!r} takes "
                         f"{', '.join(known) or 'none'}")
-    own = getattr(fam, "clip_settings", None)
-    return open_estimator(own(options) if own is not None else {"estimator": estimator},
-                          num_threads=1)
+    return open_estimator(fam.clip_settings(options), num_threads=1)
 
 
 def _keypoints(block: Block, fps: float) -> Keypoints:
@@ -211,8 +209,7 @@ def _keypoints(block: Block, fps: float) -> Keypoints:
         parts[part] = values
     for name, width in block.declaration.lists.items():  # every item of each frame, NaN after
         parts[name] = _padded(block.lists.get(name, []), width)
-    own = getattr(family(block.declaration.name), "clip_parts", None)
-    parts = own(parts) if own is not None else parts
+    parts = family(block.declaration.name).clip_parts(parts)
     return Keypoints(parts, float(fps), block.declaration.name, block.status, block.image,
                      block.width, block.height, block.time_s, block.declaration)
 

@@ -121,7 +121,7 @@ def _plan_args(p: argparse.ArgumentParser) -> None:
 def _default_about() -> str:
     from phoenix_keypoints.extract.keypoints.estimator import DEFAULT_FAMILY, family
 
-    return getattr(family(DEFAULT_FAMILY), "ABOUT", DEFAULT_FAMILY)
+    return family(DEFAULT_FAMILY).ABOUT or DEFAULT_FAMILY
 
 
 def _family_order() -> list[str]:
@@ -163,7 +163,7 @@ def _estimator_help() -> str:
     def about(name: str) -> str:  # a distribution's metadata escaped, as every message has it
         if (p := plugin(name)) is not None and name not in _family_order():
             return f"{name} (installed: {escaped(p.distribution)} {escaped(p.version)})"
-        words = getattr(family(name), "ABOUT", "")
+        words = family(name).ABOUT
         return f"{name} ({'default: ' if name == DEFAULT_FAMILY else ''}{words})" if words else name
     said = " or ".join(_once_each_doc([about(n) for n in names()]))
     if any(plugin(n) is not None for n in names()):
@@ -180,9 +180,7 @@ def _family_args(p: argparse.ArgumentParser) -> None:
 
     models, publishing = False, publishers()  # --models once, after the first that publishes
     for name in _family_order():
-        add = getattr(family(name), "add_run_options", None)
-        if add is not None:
-            add(p)
+        family(name).add_run_options(p)
         if not models and name in publishing:
             _models_args(p)
             models = True
@@ -195,9 +193,8 @@ def _runtime_args(p: argparse.ArgumentParser) -> None:
 
     batching = [n for n in _family_order() if family(n).declaration(None).batches]
     which = "/".join(batching)
-    docs = ", ".join(dict.fromkeys(getattr(family(n), "DOCS", "docs/") for n in batching))
-    where = "; ".join(dict.fromkeys(getattr(family(n), "DEVICE_HELP", "where its workers run")
-                                    for n in batching))
+    docs = ", ".join(dict.fromkeys(family(n).DOCS for n in batching))
+    where = "; ".join(dict.fromkeys(family(n).DEVICE_HELP for n in batching))
     p.add_argument("--batch-size", type=_batch_size, metavar="N",
                    help=f"{which}: frames per model call, within a video (default 8 on the CPU; "
                         "on GPUs the largest of 16, 8, 4, 2, 1 that fits each card's free memory "
@@ -254,7 +251,7 @@ def _export_formats() -> dict[str, str]:
     for n in order:
         for f in family(n).declaration(None).exports:
             takes.setdefault(f, []).append(n)
-            words.setdefault(f, getattr(family(n), "EXPORT_HELP", {}).get(f, ""))
+            words.setdefault(f, family(n).EXPORT_HELP.get(f, ""))
     return {f: words[f] + ("" if len(runs) == len(order) else f" ({', '.join(runs)} runs)")
             for f, runs in takes.items()}
 
@@ -558,9 +555,8 @@ def _family_options(args: argparse.Namespace) -> dict[str, dict]:
     _models_choose(args)
 
     def ask(name: str, estimator: str | None) -> dict | None:
-        asked = getattr(family(name), "asked_settings", None)
         try:
-            return asked(args, estimator, fetched) if asked is not None else None
+            return family(name).asked_settings(args, estimator, fetched)
         except OptionError as e:
             raise RunError(str(e)) from None
 

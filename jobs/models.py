@@ -170,7 +170,8 @@ def publishers() -> dict[str, ModuleType]:
     spec = importlib.util.find_spec(FAMILIES_PACKAGE)
     roots = [Path(p) for p in (spec.submodule_search_locations or [])] if spec else []
     out = {}
-    for name, module in FAMILIES.items():
+    for name, spec_of in FAMILIES.items():
+        module = spec_of.partition(":")[0]  # package:Class
         folder = module.removeprefix(FAMILIES_PACKAGE + ".")
         if module.startswith(FAMILIES_PACKAGE + ".") and "." not in folder and any(
                 (root / folder / "published.py").is_file() for root in roots):

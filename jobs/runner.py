@@ -197,17 +197,14 @@ def _starting(rd: RunDir, req: RunRequest, info: RunInfo, backend: Backend) -> N
 def _runs_on(req: RunRequest, info: RunInfo, slots: list) -> str:
     """What the family says of how its workers will run (its runs_on: a family that batches
     frames names its device and batches), given the run's slots and --batch-size/--device."""
-    runs_on = getattr(family(info.options.estimator), "runs_on", None)
-    if runs_on is None:
-        return ""
-    return runs_on(info.options.settings(), req.batch_size, req.device, any(s.gpu for s in slots))
+    return family(info.options.estimator).runs_on(info.options.settings(), req.batch_size,
+                                                  req.device, any(s.gpu for s in slots))
 
 
 def _on_gpu(req: RunRequest, info: RunInfo, slots: list) -> bool:
     """Whether the family's workers will run on their GPUs (its on_gpu: a family without it runs
     on the CPU, a GPU only pins its workers)."""
-    on_gpu = getattr(family(info.options.estimator), "on_gpu", None)
-    return on_gpu is not None and on_gpu(req.device, any(s.gpu for s in slots))
+    return bool(family(info.options.estimator).on_gpu(req.device, any(s.gpu for s in slots)))
 
 
 def _refuse_unavailable(req: RunRequest) -> None:
@@ -215,8 +212,7 @@ def _refuse_unavailable(req: RunRequest) -> None:
     on 3.13): refuse before any worker starts, in one line that says why and what to do. A finished run
     answers without it; the family is the one asked, or the run folder's own when resumed without one."""
     estimator = _estimator_of(req)
-    unavailable = getattr(family(estimator), "unavailable", None)
-    if unavailable is not None and (why := unavailable()) is not None:
+    if (why := family(estimator).unavailable()) is not None:
         raise ModelFileError(why)
     _refuse_device(req, estimator)
 
@@ -234,8 +230,7 @@ def _refuse_device(req: RunRequest, estimator: str) -> None:
         return
     if req.device != "cuda":
         return
-    refused = getattr(family(estimator), "device_refused", None)
-    why = refused(req.device) if refused is not None else None
+    why = family(estimator).device_refused(req.device)
     if why:
         raise RunError(f"--device {req.device}: {why}")
     gpus = visible_gpus()
@@ -315,8 +310,8 @@ def _made_under(req: RunRequest) -> RunRequest:
     if made.get("device") != "cpu":  # on the CPU only the device is taken: nothing to say
         messages.say(f"resuming as its committed parts were computed: {execution_flags(made)} "
                      f"({said(made)})")
-    refused = getattr(family(info.options.estimator), "device_refused", None)
-    why = refused(resumed.device) if refused is not None and req.device in (None, "auto") else None
+    why = family(info.options.estimator).device_refused(resumed.device) \
+        if req.device in (None, "auto") else None
     if why:
         raise RunError(f"{rd.path}: its committed parts were computed on {said(made)}; their "
                        f"values depend on it, so the rest is computed so too, but --device "
@@ -349,11 +344,10 @@ def _fit_gpus(req: RunRequest) -> RunRequest:
     memory (what was asked, refused where it does not fit; the defaults of a GPU node for the
     rest), each worker's share of its card, said at start and recorded (jobs/schedule/devices.py)."""
     fam = family(_estimator_of(req))
-    need, on_gpu = getattr(fam, "gpu_memory_need", None), getattr(fam, "on_gpu", None)
-    if need is None or on_gpu is None or req.device == "cpu":
+    if req.device == "cpu" or not fam.on_gpu(req.device, True):  # a family on the CPU: no cards
         return req
     found = _cards_for(req)
-    if found is None or not on_gpu(req.device, True):
+    if found is None:
         return req
     used, cpus = found
     if not used:
@@ -361,9 +355,11 @@ def _fit_gpus(req: RunRequest) -> RunRequest:
                       "are not checked against it")
         return req
     settings = _settings(RunDir(req.out), req)
+    if fam.gpu_memory_need(settings, 1) is None:  # a family that does not say: nothing fitted
+        return req
     try:
         plan = gpu_plan(used, cpus, req.workers_per_gpu, req.batch_size,
-                        lambda batch: need(settings, batch))
+                        lambda batch: int(fam.gpu_memory_need(settings, batch) or 0))
     except DoesNotFit as e:
         raise RunError(f"GPU memory: {e}") from None
     for line in plan.lines:

@@ -144,8 +144,7 @@ def _estimator_lines(info: RunInfo) -> list[str]:
 
     if info.options.estimator == DEFAULT_FAMILY:
         return []
-    line = getattr(family(info.options.estimator), "status_line", None)
-    return [line(info.options.settings()) if line else f"estimator: {info.options.estimator}"]
+    return [family(info.options.estimator).status_line(info.options.settings())]
 
 
 def render(rd: RunDir) -> str:

@@ -175,10 +175,7 @@ def _models_changed(rd: RunDir, info: RunInfo) -> bool:
     record where it is now (a moved file is otherwise named for good)."""
     from phoenix_keypoints.extract.keypoints.estimator import family
 
-    check = getattr(family(info.options.estimator), "model_problems", None)
-    if check is None:  # a family without model files of the user's
-        return False
-    problems = check(info.options.settings())
+    problems = family(info.options.estimator).model_problems(info.options.settings())
     for why in problems:
         path = why.split(": ", 1)[0].split(" ", 1)[1]
         messages.result(f"-\t-\t{path}\t{why.split(': ', 1)[1]}")

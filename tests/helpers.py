@@ -83,7 +83,7 @@ def cli_ok(args: list, env: dict[str, str] | None = None) -> str:
 
 def family_env(site: Path, dist: str, entry: str) -> dict[str, str]:
     """The environment in which a family module of tests/ is known as an installed package
-    makes one known: an entry point (`entry`: "name = module") of group
+    makes one known: an entry point (`entry`: "name = module:Class") of group
     phoenix_keypoints.families in a dist-info under `site`, on PYTHONPATH with tests/."""
     info = site / f"{dist}-1.0.dist-info"
     info.mkdir()

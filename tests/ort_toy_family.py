@@ -9,9 +9,12 @@ from typing import Any
 
 import onnxruntime
 import toy_family
-from toy_family import *  # noqa: F403 (every hook of the toy family, as it is)
 
 
-def open_estimator(settings: dict[str, Any], num_threads: int | None = 1) -> Any:
-    onnxruntime.InferenceSession(os.environ["ORT_TOY_MODEL"], providers=["CPUExecutionProvider"])
-    return toy_family.open_estimator(settings, num_threads)
+class OrtToy(toy_family.Toy):
+    """The toy family whose estimator opens an onnxruntime session first."""
+
+    def open_estimator(self, settings: dict[str, Any], num_threads: int | None = 1) -> Any:
+        onnxruntime.InferenceSession(os.environ["ORT_TOY_MODEL"],
+                                     providers=["CPUExecutionProvider"])
+        return toy_family.open_estimator(settings, num_threads)

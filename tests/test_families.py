@@ -31,7 +31,8 @@ from phoenix_keypoints.extract.keypoints.estimator import FAMILIES, family
 def family_names() -> dict[str, set[str]]:
     """family -> what names it: its name, its package, the constants its declaration defines."""
     out = {}
-    for name, module in FAMILIES.items():
+    for name, spec in FAMILIES.items():
+        module = spec.partition(":")[0]  # package:Class
         if not module.startswith("phoenix_keypoints.extract.families."):
             continue
         decl = REPO / module.removeprefix("phoenix_keypoints.").replace(".", "/") / "declaration.py"
@@ -106,7 +107,7 @@ def test_no_module_outside_a_family_names_it() -> None:
         for path in sorted([*(REPO / "extract").rglob("*.py"), *(REPO / "jobs").rglob("*.py")]):
             package = next((p for p in path.parents if p.parent == families), None)
             if path == registry or package is not None and (
-                    package.name == name or _built_on(package, FAMILIES[name])):
+                    package.name == name or _built_on(package, FAMILIES[name].partition(":")[0])):
                 continue
             lines = naming(path, name, words)
             if lines:
@@ -134,7 +135,7 @@ def test_the_naming_check_finds_what_names_a_family(tmp_path: Path) -> None:
 def toy_env(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
     """An entry point of group phoenix_keypoints.families naming tests/toy_family.py, as an
     installed package would declare it: on PYTHONPATH for the command line and its workers."""
-    return family_env(tmp_path_factory.mktemp("site"), "toyfamily", "toy = toy_family")
+    return family_env(tmp_path_factory.mktemp("site"), "toyfamily", "toy = toy_family:Toy")
 
 
 ok = cli_ok
@@ -363,7 +364,7 @@ def test_the_pose_export_and_extract_keypoints(toy_run: Path, sample_root: Path,
     buf = io.BytesIO()
     kp.to_pose().write(buf)
     assert buf.getvalue() == written
-    assert family("toy") is sys.modules["toy_family"]
+    assert isinstance(family("toy"), sys.modules["toy_family"].Toy)
 
 
 # --- what every family is promised (issue 48 item 4) ----------------------------------------------
@@ -378,7 +379,7 @@ def test_every_family_gets_the_plain_report_at_least(toy_run: Path, toy_env: dic
     from phoenix_keypoints.extract.keypoints.estimator import names
     from phoenix_keypoints.jobs.inspect import report_input
 
-    monkeypatch.delattr(toy_family, "write_report")
+    monkeypatch.delattr(toy_family.Toy, "write_report")
     monkeypatch.syspath_prepend(toy_env["PYTHONPATH"].split(":")[0])
     names(rescan=True)
     info = write_report(report_input(toy_run), tmp_path / "report")

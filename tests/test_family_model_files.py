@@ -43,7 +43,7 @@ def plugin_env(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
     (info / "METADATA").write_text("Metadata-Version: 2.1\nName: phoenix-keypoints-openpose25\n"
                                    "Version: 0.1.0\n")
     (info / "entry_points.txt").write_text("[phoenix_keypoints.families]\n"
-                                           "openpose25 = phoenix_openpose25\n")
+                                           "openpose25 = phoenix_openpose25:OpenPose25\n")
     src = REPO / "examples" / "openpose25" / "src"
     return {"PYTHONPATH": os.pathsep.join(map(str, (site, src, REPO)))}
 

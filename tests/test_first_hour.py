@@ -318,20 +318,22 @@ def test_run_job_types_a_familys_own_negative_flag(tmp_path: Path,
     from phoenix_keypoints.extract.keypoints.estimator import FAMILIES
 
     (tmp_path / "negfamily.py").write_text(textwrap.dedent("""\
+        from phoenix_keypoints.extract.families import Family
         from phoenix_keypoints.extract.keypoints.estimator import Declaration, OptionError
         DECLARATION = Declaration(name="negfamily", parts={"points": (4, 3)})
-        def declaration(settings=None):
-            return DECLARATION
-        def add_run_options(p):
-            p.add_argument("--no-neg-mirror", dest="neg_mirror", action="store_false", default=None,
-                           help="negfamily: do not mirror")
-        def asked_settings(args, estimator, fetched):
-            if args.neg_mirror is False:  # what the flag reached: said back as a refusal
-                raise OptionError("negfamily was given --no-neg-mirror")
-            return None
+        class Neg(Family):
+            def declaration(self, settings=None):
+                return DECLARATION
+            def add_run_options(self, p):
+                p.add_argument("--no-neg-mirror", dest="neg_mirror", action="store_false",
+                               default=None, help="negfamily: do not mirror")
+            def asked_settings(self, args, estimator, fetched):
+                if args.neg_mirror is False:  # what the flag reached: said back as a refusal
+                    raise OptionError("negfamily was given --no-neg-mirror")
+                return None
         """))
     monkeypatch.syspath_prepend(str(tmp_path))
-    monkeypatch.setitem(FAMILIES, "negfamily", "negfamily")
+    monkeypatch.setitem(FAMILIES, "negfamily", "negfamily:Neg")
     with pytest.raises(RunRefused, match="negfamily was given --no-neg-mirror"):
         run_job(dataset=tmp_path / "nothing", out=tmp_path / "run", estimator="negfamily",
                 neg_mirror=False)

@@ -643,9 +643,12 @@ def test_a_familys_own_log_lines_stay_out_of_the_decoders_note(tmp_path: Path,
     from phoenix_keypoints.extract.keypoints import frames
     from phoenix_keypoints.extract.keypoints.estimator import FAMILIES
 
-    (tmp_path / "loudfamily.py").write_text("LOG_LINES = r'^loudlib\\['\n")
+    (tmp_path / "loudfamily.py").write_text(
+        "from phoenix_keypoints.extract.families import Family\n"
+        "class Loud(Family):\n"
+        "    LOG_LINES = r'^loudlib\\['\n")
     monkeypatch.syspath_prepend(str(tmp_path))
-    monkeypatch.setitem(FAMILIES, "loudfamily", "loudfamily")
+    monkeypatch.setitem(FAMILIES, "loudfamily", "loudfamily:Loud")
     with tempfile.TemporaryFile() as f:
         os.write(f.fileno(), b"loudlib[7] warming up\nlibpng error: IDAT: CRC error\n"
                              b"W0000 00:00:1 absl::InitializeLog\nmediapipe/calculators: ok\n")
@@ -1027,14 +1030,16 @@ def test_the_batch_bound_counts_what_the_familys_declaration_says_a_frame_takes(
     from phoenix_keypoints.extract.keypoints.estimator import FAMILIES, batch_refused
 
     (tmp_path / "bigframes.py").write_text(
+        "from phoenix_keypoints.extract.families import Family\n"
         "from phoenix_keypoints.extract.keypoints.estimator import Declaration\n"
-        "DOCS = 'docs/bigframes.md'\n"
         "DECLARATION = Declaration(name='bigframes', parts={'points': (4, 3)}, batches=True,\n"
         "                          batch_input=(64 * 2**20, 'its 64 MiB volume'))\n"
-        "def declaration(settings):\n"
-        "    return DECLARATION\n")
+        "class Big(Family):\n"
+        "    DOCS = 'docs/bigframes.md'\n"
+        "    def declaration(self, settings):\n"
+        "        return DECLARATION\n")
     monkeypatch.syspath_prepend(str(tmp_path))
-    monkeypatch.setitem(FAMILIES, "bigframes", "bigframes")
+    monkeypatch.setitem(FAMILIES, "bigframes", "bigframes:Big")
     assert batch_refused(26) == ""
     assert batch_refused(27) == (
         "must be at most 26, not 27: a batch holds each of its frames about three times (RGB read "

@@ -198,7 +198,7 @@ def test_default_options_give_no_idle_warning(shared_sample: Path, tmp_path: Pat
 
     assert family("wholebody").on_gpu("cpu", True) is False  # --device cpu: the CPU
     assert family("wholebody").on_gpu("cuda", False) is False  # a worker without a GPU
-    assert not hasattr(family("holistic"), "on_gpu")  # MediaPipe: the CPU, whatever the GPUs
+    assert family("holistic").on_gpu("cuda", True) is False  # MediaPipe: the CPU, whatever the GPUs
 
 
 def edited_copy(run: Path, dest: Path) -> dict[str, Any]:

@@ -560,7 +560,7 @@ def test_the_catalogue_reads_the_built_in_publishers_and_no_plugin(monkeypatch) 
     from phoenix_keypoints.extract.keypoints import estimator
     from phoenix_keypoints.jobs import models
 
-    monkeypatch.setitem(estimator.FAMILIES, "aplugin", "no_such_plugin_module.family")
+    monkeypatch.setitem(estimator.FAMILIES, "aplugin", "no_such_plugin_module.family:Family")
     assert list(models.publishers()) == ["wholebody", "wholebody3d"]
     names = models.catalogue()
     assert {"balanced", "body-balanced", "hand-lightweight", "wholebody3d-balanced"} <= set(names)

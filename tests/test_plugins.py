@@ -1,10 +1,12 @@
 """Installed families (plugins) are loaded only where a command names them (issue 46 item 5), and
 are held to the family contract when they are (issue 48 item 3).
 
-Two broken distributions are installed the way pip installs any (a dist-info with an entry point
-of group phoenix_keypoints.families, its module on the path): `bad-plugin-raises` 2.3, whose
-module raises at import (with a terminal escape and a second line in its message), and
-`plugin-without-declaration` 0.9, whose module lacks every hook but one. Each module touches a
+Three broken distributions are installed the way pip installs any (a dist-info with an entry
+point of group phoenix_keypoints.families, its module on the path): `bad-plugin-raises` 2.3, whose
+module raises at import (with a terminal escape and a second line in its message),
+`plugin-without-declaration` 0.9, whose Family subclass lacks every required method but one, and
+`plugin-as-module` 1.4, a family written as a module (as plugins were before a family was a
+class: issue 55 item 1), refused naming the base class. Each module touches a
 marker file when it is imported, so a test sees whether a command imported it. Every other
 command goes on as if they were absent; the one that needs them says which distribution, which
 version and what went wrong, in one escaped line, and exits 2.
@@ -12,7 +14,6 @@ version and what went wrong, in one escaped line, and exits 2.
 
 from __future__ import annotations
 
-import types
 from pathlib import Path
 
 import pytest
@@ -27,16 +28,22 @@ MARKER = "import pathlib, os\n" \
 PLUGINS = {  # distribution -> (version, entry point name, module, its source)
     "bad-plugin-raises": ("2.3", "raises", "raising_family",
                           MARKER + "raise RuntimeError('boom \\x1b[2J cleared\\nsecond line')\n"),
-    "plugin-without-declaration": ("0.9", "nodecl", "nodecl_family",
-                                   MARKER + "def open_estimator(settings, num_threads=1):\n"
-                                            "    return None\n"),
+    "plugin-without-declaration": ("0.9", "nodecl", "nodecl_family:NoDecl",
+                                   MARKER + "from phoenix_keypoints.extract.families import Family\n"
+                                            "class NoDecl(Family):\n"
+                                            "    def open_estimator(self, settings, num_threads=1):\n"
+                                            "        return None\n"),
+    # a family as a module, as plugins were before a family was a class (issue 55 item 1)
+    "plugin-as-module": ("1.4", "asmodule", "asmodule_family",
+                         MARKER + "def declaration(settings):\n    return None\n"
+                                  "def open_estimator(settings, num_threads=1):\n    return None\n"),
 }
 
 
 def install_plugins(site: Path) -> None:
     """Each distribution as pip leaves it: its module, and a dist-info naming its entry point."""
     for dist, (version, name, module, source) in PLUGINS.items():
-        (site / f"{module}.py").write_text(source)
+        (site / f"{module.partition(':')[0]}.py").write_text(source)
         info = site / f"{dist.replace('-', '_')}-{version}.dist-info"
         info.mkdir()
         (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {dist}\nVersion: {version}\n")
@@ -77,6 +84,7 @@ def test_a_broken_plugin_stops_no_command_that_does_not_name_it(args: list[str],
         said = " ".join(proc.stdout.split())
         assert "raises (installed: bad-plugin-raises 2.3)" in said, said
         assert "nodecl (installed: plugin-without-declaration 0.9)" in said, said
+        assert "asmodule (installed: plugin-as-module 1.4)" in said, said
 
 
 @pytest.mark.slow
@@ -100,8 +108,12 @@ def test_runs_of_other_families_never_import_a_plugin(broken, sample_root: Path,
     ("raises", "the raises family cannot be used: plugin bad-plugin-raises 2.3 (raises = "
                "raising_family) failed to import: RuntimeError: boom \\x1b[2J cleared second line."),
     ("nodecl", "the nodecl family cannot be used: plugin plugin-without-declaration 0.9 (nodecl = "
-               "nodecl_family) keeps no family contract: lacks declaration(settings); lacks "
-               "declaration_of_schema(schema); lacks file_record(settings, recorded)"),
+               "nodecl_family:NoDecl) keeps no family contract: lacks declaration(settings); "
+               "lacks declaration_of_schema(schema); lacks file_record(settings, recorded)"),
+    ("asmodule", "the asmodule family cannot be used: plugin plugin-as-module 1.4 (asmodule = "
+                 "asmodule_family) names a module, not a subclass of "
+                 "phoenix_keypoints.extract.families.Family (a family is a class: "
+                 "docs/families.md says how to write one). Fix or uninstall plugin-as-module"),
 ])
 def test_a_command_naming_a_broken_plugin_says_which_and_exits_2(name: str, said: str, broken,
                                                                  sample_root: Path,
@@ -133,10 +145,11 @@ def test_a_question_about_every_family_skips_a_broken_plugin_with_a_warning(
     assert_no_traceback(proc)
     assert proc.returncode == 2, proc.stderr
     warnings = sorted(line for line in proc.stderr.splitlines() if line.startswith("warning:"))
-    assert len(warnings) == 2 and all(w.endswith("Skipped here.") for w in warnings), proc.stderr
-    assert "plugin-without-declaration 0.9" in warnings[0] and "lacks declaration" in warnings[0]
-    assert "bad-plugin-raises 2.3" in warnings[1] and "RuntimeError: boom" in warnings[1]
-    assert imported(markers) == ["nodecl_family", "raising_family"]
+    assert len(warnings) == 3 and all(w.endswith("Skipped here.") for w in warnings), proc.stderr
+    assert "plugin-as-module 1.4" in warnings[0] and "not a subclass of" in warnings[0]
+    assert "plugin-without-declaration 0.9" in warnings[1] and "lacks declaration" in warnings[1]
+    assert "bad-plugin-raises 2.3" in warnings[2] and "RuntimeError: boom" in warnings[2]
+    assert imported(markers) == ["asmodule_family", "nodecl_family", "raising_family"]
 
 
 def test_the_python_face_names_the_broken_plugin(broken, monkeypatch: pytest.MonkeyPatch,
@@ -169,31 +182,39 @@ def test_every_built_in_family_keeps_the_contract() -> None:
 
     for name in estimator.FAMILIES:
         assert contract.problems(estimator.family(name)) == [], name
-    assert contract.problems(toy_family) == []
+    assert contract.problems(toy_family.Toy()) == []
 
 
 def test_the_contract_names_what_a_family_lacks_or_gives_wrongly_typed() -> None:
     import toy_family
 
-    fam = types.ModuleType("halfdone")
-    for hook in ("declaration", "declaration_of_schema", "clip_options", "clip_settings",
-                 "clip_parts", "asked_settings"):
-        setattr(fam, hook, getattr(toy_family, hook))
-    fam.open_estimator = lambda settings: None  # the tool passes num_threads too
-    fam.ABOUT = 3
-    fam.EXPORTS = {"mine": "not a writer"}
-    assert contract.problems(fam) == [
+    from phoenix_keypoints.extract.families import Family
+
+    class HalfDone(Family):
+        declaration = staticmethod(toy_family.declaration)
+        declaration_of_schema = staticmethod(toy_family.declaration_of_schema)
+        asked_settings = staticmethod(toy_family.asked_settings)
+        ABOUT = 3
+        EXPORTS = {"mine": "not a writer"}
+
+        def open_estimator(self, settings):  # the tool passes num_threads too
+            return None
+
+    assert contract.problems(HalfDone()) == [
         "open_estimator(settings) cannot take the tool's call open_estimator(settings, "
         "num_threads)",
         "lacks file_record(settings, recorded)",
         "EXPORTS['mine'] is not callable",
         "ABOUT is an int, not a str",
         "gives asked_settings but lacks settings_conflicts(asked, recorded)"]
-    fam = types.ModuleType("wrongdecl")
-    for hook in contract.REQUIRED:
-        setattr(fam, hook.name, getattr(toy_family, hook.name))
-    fam.declaration = lambda settings=None: {"points": (4, 3)}
-    assert contract.problems(fam) == ["declaration(None) gave a dict, not a Declaration"]
+
+    class WrongDecl(toy_family.Toy):
+        def declaration(self, settings=None):
+            return {"points": (4, 3)}
+
+    assert contract.problems(WrongDecl()) == ["declaration(None) gave a dict, not a Declaration"]
+    assert contract.problems(toy_family) == [
+        "is a module, not a subclass of phoenix_keypoints.extract.families.Family"]
 
 
 def test_an_installed_familys_estimator_is_held_to_the_contract() -> None:
@@ -251,7 +272,7 @@ def test_a_plugin_that_imports_onnxruntime_gets_its_telemetry_off(tmp_path: Path
     site, home = tmp_path / "site", tmp_path / "home"
     site.mkdir()
     home.mkdir()
-    env = family_env(site, "ort_toy", "toy = ort_toy_family")  # tests/ort_toy_family.py
+    env = family_env(site, "ort_toy", "toy = ort_toy_family:OrtToy")  # tests/ort_toy_family.py
     model = tiny_models(tmp_path / "m")["detector"]
     code = ("import numpy as np; from phoenix_keypoints import extract_keypoints; "
             "k = extract_keypoints(np.zeros((2, 32, 32, 3), np.uint8), estimator='toy'); "

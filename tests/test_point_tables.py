@@ -22,7 +22,7 @@ from helpers import assert_no_traceback, cli_ok, family_env, run_cli
 @pytest.fixture(scope="module")
 def env(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
     """tests/toy_presets.py made known as an installed package would (an entry point)."""
-    return family_env(tmp_path_factory.mktemp("site"), "toypresets", "toypts = toy_presets")
+    return family_env(tmp_path_factory.mktemp("site"), "toypresets", "toypts = toy_presets:ToyPresets")
 
 
 ok = cli_ok

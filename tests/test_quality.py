@@ -127,15 +127,23 @@ def lists_family(monkeypatch: pytest.MonkeyPatch):
     import sys
     import types
 
+    from phoenix_keypoints.extract.families import Family
     from phoenix_keypoints.extract.keypoints import estimator
 
     decl = _lists_declaration()
+
+    class Lists(Family):
+        def declaration(self, settings=None):
+            return decl
+
+        def declaration_of_schema(self, schema):
+            return decl if schema.equals(decl.schema) else None
+
     module = types.ModuleType("lists_family")
-    module.declaration = lambda settings=None: decl
-    module.declaration_of_schema = lambda schema: decl if schema.equals(decl.schema) else None
+    module.Lists = Lists
     monkeypatch.setitem(sys.modules, "lists_family", module)
-    monkeypatch.setitem(estimator.FAMILIES, LISTS, "lists_family")
-    return module
+    monkeypatch.setitem(estimator.FAMILIES, LISTS, "lists_family:Lists")
+    return Lists
 
 
 def _lists_file(path: Path) -> Path:

@@ -53,7 +53,7 @@ def test_workers_help_names_no_family():
     assert "worker processes" in said
     for name in names():
         fam = family(name)
-        for words in (name, getattr(fam, "ABOUT", ""), fam.declaration(None).title, "MediaPipe",
+        for words in (name, fam.ABOUT, fam.declaration(None).title, "MediaPipe",
                       "whole-body", "ONNX"):
             assert not words or words not in said, (words, said)
 

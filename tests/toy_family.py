@@ -20,6 +20,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from phoenix_keypoints.extract.families import Family
 from phoenix_keypoints.extract.keypoints.estimator import Declaration
 from phoenix_keypoints.extract.keypoints.schema import BASE_FIELDS
 
@@ -122,3 +123,20 @@ def write_report(keypoints: Path, title: str, out_dir: Path) -> dict[str, Any]:
     videos.to_parquet(out_dir / "videos.parquet")
     (out_dir / "index.html").write_text(f"<h1>{html.escape(title)}</h1>" + videos.to_html())
     return {"videos": len(videos), "frames": int(videos["frames"].sum()), "flagged": 0}
+
+
+class Toy(Family):
+    """The toy family as the registry makes it: this module's functions, each the member of
+    Family of its name (the entry point names this class: `toy = toy_family:Toy`)."""
+
+    declaration = staticmethod(declaration)
+    declaration_of_schema = staticmethod(declaration_of_schema)
+    open_estimator = staticmethod(open_estimator)
+    file_record = staticmethod(file_record)
+    add_run_options = staticmethod(add_run_options)
+    asked_settings = staticmethod(asked_settings)
+    settings_conflicts = staticmethod(settings_conflicts)
+    clip_options = staticmethod(clip_options)
+    clip_settings = staticmethod(clip_settings)
+    clip_parts = staticmethod(clip_parts)
+    write_report = staticmethod(write_report)

@@ -12,6 +12,7 @@ import numpy as np
 import pyarrow as pa
 import toy_family
 
+from phoenix_keypoints.extract.families import Family
 from phoenix_keypoints.extract.keypoints.estimator import Declaration
 from phoenix_keypoints.extract.keypoints.points import PointTable
 
@@ -58,3 +59,13 @@ def open_estimator(settings: dict[str, Any], num_threads: int | None = 1) -> Est
 
 def file_record(settings: dict[str, Any] | None, recorded: dict[str, Any]) -> dict[str, Any]:
     return {"estimator": NAME, "layout": {NAME: {"points": 4, "values": ["x", "y", "score"]}}}
+
+
+class ToyPresets(Family):
+    """The family as the registry makes it (`toypts = toy_presets:ToyPresets`): the four
+    required methods; every other member is Family's default."""
+
+    declaration = staticmethod(declaration)
+    declaration_of_schema = staticmethod(declaration_of_schema)
+    open_estimator = staticmethod(open_estimator)
+    file_record = staticmethod(file_record)

@@ -39,9 +39,10 @@ def drawn_frames(rows: pa.Table, frames_root: Path | None, scale: int,
     """Each row's frame with its keypoints drawn (RGB); seen gets 1 per frame found on disk."""
     width, height = video_size(rows)
     found = declaration_of_columns(rows.column_names)
-    own = getattr(family(found.name), "drawn_frames", None) if found else None
+    own = family(found.name).drawn_frames(rows, frames_root, width, height, scale, seen) \
+        if found else None
     if own is not None:  # a family that draws its own points
-        yield from own(rows, frames_root, width, height, scale, seen)
+        yield from own
         return
     if found is None:
         raise ReportError("these rows hold no landmark columns of a family this version knows")

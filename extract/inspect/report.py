@@ -315,9 +315,9 @@ def write_report(inp: ReportInput, out_dir: Path, thr: Thresholds | None = None,
     from phoenix_keypoints.extract.inspect.page import render_page
 
     found = declaration_of_columns(pq.read_schema(inp.keypoints).names)
-    own = getattr(family(found.name), "write_report", None) if found else None
+    own = family(found.name).write_report(inp.keypoints, inp.title, out_dir) if found else None
     if own is not None:  # a family with a report of its own
-        return own(inp.keypoints, inp.title, out_dir)
+        return own
     if found is not None and found.quality is None:  # the plain report, declared or made
         from phoenix_keypoints.extract.inspect.plain import plain_declaration, write_plain_report
 

@@ -1,9 +1,10 @@
 """Frames to keypoints: the room every other one builds on.
 
 What a frame is once read (a frame file's bytes decoded to 8-bit RGB, or the status saying why
-not: frames.py), what a keypoint family declares (declaration.py), the hooks it gives
-(contract.py) and the registry that finds a family's package by name (estimator.py; the
-families live in extract/families/, or in installed plugins), one video's frames through the
+not: frames.py), what a keypoint family declares (declaration.py), the class a family is
+(contract.py: `Family`, the whole contract with its defaults) and the registry that makes a
+family's one instance by name (estimator.py; the families live in extract/families/, or in
+installed plugins), one video's frames through the
 family's estimator into column blocks (video_rows.py), the keypoint table's schema and Parquet
 encoding (schema.py), point sets read in a family's numbering (points.py: presets, --points
 lists, point names; the numbering itself is data in the family's package), keypoints.parquet's own

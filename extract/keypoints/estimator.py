@@ -1,24 +1,26 @@
 """The registry of keypoint families: the one seam between the job and whatever turns frames into
 keypoints.
 
-A family *declares* what it writes (a `Declaration`, declaration.py) and *runs* a video's frames
-(an `Estimator`, contract.py, which also lists every hook a family's module must and may give;
-docs/families.md explains each). Each family is one package: the built-in ones are
+A family is a subclass of `Family` (contract.py: every method and constant the tool asks of a
+family, each with its default; docs/families.md explains each): it *declares* what it writes (a
+`Declaration`, declaration.py) and *runs* a video's frames (an `Estimator`). Each family is one
+package whose class the registry names as `package:Class`: the built-in ones are
 extract/families/NAME/ (`FAMILIES`); an installed distribution adds one by an entry point of group
-`phoenix_keypoints.families` (`name = module`), read from its metadata (name, distribution,
-version) without importing it (`PLUGINS`). A family's package is imported only when a run, a file
-or a clip names it (importlib, so no room below extract/families/ imports a family); a question
-about every family (which one wrote this file?) imports the installed ones too, skipping with a
-warning one that fails. A plugin that fails to import, or lacks a hook the contract requires,
-is a `FamilyError` naming its distribution, version and the error, raised only where that family
-is needed: every other command goes on. The job, the schema, the merge and the outputs read the
-declaration and call the family's hooks, never a family's name.
+`phoenix_keypoints.families` (`name = package:Class`), read from its metadata (name,
+distribution, version) without importing it (`PLUGINS`). A family's package is imported only when
+a run, a file or a clip names it (importlib, so no room below extract/families/ imports a family),
+and `family(name)` gives one instance of its class a process; a question about every family
+(which one wrote this file?) imports the installed ones too, skipping with a warning one that
+fails. A plugin that fails to import, names no Family subclass (a module, as plugins once were),
+or keeps no contract, is a `FamilyError` naming its distribution, version and the error, raised
+only where that family is needed: every other command goes on. The job, the schema, the merge
+and the outputs read the declaration and call the family's methods, never a family's name.
 
 Settings travel as one plain dict (recorded in run.json under the family's name, and in each
 part's footer): the default family's is its options dict exactly as before (no `estimator`
 key); another family's carries `estimator: NAME`.
 
-Command-line options. A family adds its own flags to `run` and `slurm` with four hooks (all
+Command-line options. A family adds its own flags to `run` and `slurm` with four methods (all
 optional; extract/families/holistic/options.py and wholebody/options.py are two examples):
 `add_run_options(parser)` (each flag default None: "not given", a resume keeps the run's own),
 `asked_settings(args, estimator, fetched)` (the values of its flags, checked, as the family
@@ -41,29 +43,37 @@ shape: extract/keypoints/execution.py), kept in every part and compared on resum
 from __future__ import annotations
 
 import importlib
+import inspect
 import os
 import re
 import sys
 import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass
-from types import ModuleType
 from typing import Any
 
-from phoenix_keypoints.extract.keypoints.contract import Estimator, estimator_problems, problems
+from phoenix_keypoints.extract.keypoints.contract import (
+    BASE,
+    Estimator,
+    Family,
+    estimator_problems,
+    problems,
+)
 from phoenix_keypoints.extract.keypoints.declaration import Declaration, QualitySpec, ReportSpec
 from phoenix_keypoints.extract.keypoints.environ import telemetry_off
 from phoenix_keypoints.extract.keypoints.words import a
 
-__all__ = ["DEFAULT_FAMILY", "FAMILIES", "PLUGINS", "Declaration", "Estimator", "FamilyError",
+__all__ = ["DEFAULT_FAMILY", "FAMILIES", "PLUGINS", "Declaration", "Estimator", "Family",
+           "FamilyError",
            "ModelFileError", "OptionError", "Plugin", "PluginWarning", "QualitySpec",
            "ReportSpec", "declaration", "family", "names", "open_estimator"]
 
-# The registry: family name -> its package (extract/families/NAME/). The first is the default (a
-# settings dict without `estimator`). Tests may add a family of their own (register).
-FAMILIES: dict[str, str] = {"holistic": "phoenix_keypoints.extract.families.holistic",
-                            "wholebody": "phoenix_keypoints.extract.families.wholebody",
-                            "wholebody3d": "phoenix_keypoints.extract.families.wholebody3d"}
+# The registry: family name -> its class, `package:Class` (extract/families/NAME/). The first is
+# the default (a settings dict without `estimator`). Tests may add a family of their own (register).
+FAMILIES: dict[str, str] = {
+    "holistic": "phoenix_keypoints.extract.families.holistic:Holistic",
+    "wholebody": "phoenix_keypoints.extract.families.wholebody:WholeBody",
+    "wholebody3d": "phoenix_keypoints.extract.families.wholebody3d:WholeBody3D"}
 DEFAULT_FAMILY = next(iter(FAMILIES))
 
 
@@ -87,7 +97,7 @@ class PluginWarning(UserWarning):
     """An installed family skipped by a question about every family (it fails to load)."""
 
 
-ENTRY_POINTS = "phoenix_keypoints.families"  # installed packages may add families: name = module
+ENTRY_POINTS = "phoenix_keypoints.families"  # installed packages add families: name = pkg:Class
 PLUGIN_NAME = re.compile(r"[a-z0-9][a-z0-9_-]{0,63}")  # a family name: a flag's value, a column
 
 
@@ -96,7 +106,7 @@ class Plugin:
     """An installed family as its distribution's metadata says it (nothing of it imported)."""
 
     name: str  # the entry point's name: --estimator NAME
-    module: str  # its value: `package` or `package:attribute`
+    module: str  # its value: `package:Class` (a Family subclass)
     distribution: str
     version: str
 
@@ -106,14 +116,15 @@ class Plugin:
 
 
 PLUGINS: dict[str, Plugin] = {}
-_loaded: dict[str, ModuleType] = {}  # plugin name -> its module, once imported and checked
+_loaded: dict[str, Family] = {}  # plugin name -> its family, once imported and checked
+_built: dict[tuple[str, Any], Family] = {}  # (built-in name, its class) -> its one instance
 _broken: dict[str, str] = {}  # plugin name -> why it cannot be used, once tried
 _scanned: list[bool] = []  # the installed packages' families were read (once a process)
 
 
-def register(name: str, module: str) -> None:
-    """Add a family (a package with the hooks of contract.py) to this process's registry."""
-    FAMILIES[name] = module
+def register(name: str, spec: str) -> None:
+    """Add a family (`package:Class`, a Family subclass) to this process's registry."""
+    FAMILIES[name] = spec
 
 
 def names(rescan: bool = False) -> tuple[str, ...]:
@@ -161,16 +172,24 @@ def _installed_families() -> list[Plugin]:
     return out
 
 
-def family(name: str) -> ModuleType:
-    """A family's package, imported on first use; a FamilyError where it cannot be used.
-    onnxruntime's telemetry is turned off first, in every process, for every family (built-in
-    or installed): a family does nothing for it (its module may import onnxruntime at once)."""
+def family(name: str) -> Family:
+    """A family: its class's one instance in this process, its package imported on first use; a
+    FamilyError where it cannot be used. onnxruntime's telemetry is turned off first, in every
+    process, for every family (built-in or installed): a family does nothing for it (its module
+    may import onnxruntime at once)."""
     telemetry_off()
     if name not in FAMILIES and name not in names(rescan=name not in PLUGINS):
         raise FamilyError(f"unknown estimator {escaped(name)!r}; this installation knows "
                           f"{', '.join(names())}")
     if name in FAMILIES:
-        return importlib.import_module(FAMILIES[name])
+        found = _imported(FAMILIES[name])  # a module imported once: a lookup after
+        if (name, found) not in _built:
+            try:
+                _built[name, found] = _made(name, found)
+            except FamilyError as e:
+                raise FamilyError(f"the {name} family cannot be used: {FAMILIES[name]} {e}") \
+                    from None
+        return _built[name, found]
     if name in _loaded:
         return _loaded[name]
     if name not in _broken:
@@ -182,22 +201,50 @@ def family(name: str) -> ModuleType:
     raise FamilyError(_broken[name])
 
 
-def _load(p: Plugin) -> ModuleType:
-    """Import an installed family and hold it to the contract; any failure a FamilyError."""
-    module, _, attribute = p.module.partition(":")
-    try:
-        found: Any = importlib.import_module(module.strip())
-        for attr in filter(None, attribute.strip().split(".")):
-            found = getattr(found, attr)
-    except (Exception, SystemExit) as e:  # noqa: BLE001 (a plugin's import runs its own code)
-        raise FamilyError(f"the {p.name} family cannot be used: {escaped(p.origin)} failed to "
-                          f"import: {one_line(e)}. Fix or uninstall {escaped(p.distribution)} "
-                          "(pip uninstall); other families run without it.") from None
-    wrong = problems(found)
-    if wrong:
-        raise FamilyError(f"the {p.name} family cannot be used: {escaped(p.origin)} keeps no "
-                          f"family contract: {escaped('; '.join(wrong))} (docs/families.md).")
+def _imported(spec: str) -> Any:
+    """What `package:Class` names, imported (a module where it names no attribute)."""
+    module, _, attribute = spec.partition(":")
+    found: Any = importlib.import_module(module.strip())
+    for attr in filter(None, attribute.strip().split(".")):
+        found = getattr(found, attr)
     return found
+
+
+def _made(name: str, found: Any) -> Family:
+    """The instance of the Family subclass that `found` is, named `name`; where it is something
+    else (a module, as families once were) a FamilyError saying what it names, to be prefixed
+    with whose it is."""
+    if not (isinstance(found, type) and issubclass(found, Family)):
+        what = "a module" if inspect.ismodule(found) else a(type(found).__name__)
+        raise FamilyError(f"names {what}, not a subclass of {BASE} (a family is a class: "
+                          "docs/families.md says how to write one).")
+    fam = found()
+    fam.name = name
+    return fam
+
+
+def _load(p: Plugin) -> Family:
+    """Import an installed family, make its instance and hold it to the contract; any failure a
+    FamilyError."""
+    who = f"the {p.name} family cannot be used: {escaped(p.origin)}"
+    try:
+        found = _imported(p.module)
+    except (Exception, SystemExit) as e:  # noqa: BLE001 (a plugin's import runs its own code)
+        raise FamilyError(f"{who} failed to import: {one_line(e)}. Fix or uninstall "
+                          f"{escaped(p.distribution)} (pip uninstall); other families run "
+                          "without it.") from None
+    try:
+        fam = _made(p.name, found)
+    except FamilyError as e:
+        raise FamilyError(f"{who} {e} Fix or uninstall {escaped(p.distribution)} (pip "
+                          "uninstall); other families run without it.") from None
+    except (Exception, SystemExit) as e:  # noqa: BLE001 (its class's __init__ is its own code)
+        raise FamilyError(f"{who} failed to make its family: {one_line(e)}.") from None
+    wrong = problems(fam)
+    if wrong:
+        raise FamilyError(f"{who} keeps no family contract: {escaped('; '.join(wrong))} "
+                          "(docs/families.md).")
+    return fam
 
 
 def one_line(e: BaseException, limit: int = 300) -> str:
@@ -217,10 +264,10 @@ def escaped(text: str) -> str:
 
 def module_name(name: str) -> str:
     """The module a family lives in (a plugin's from its entry point), for messages."""
-    return FAMILIES[name] if name in FAMILIES else PLUGINS[name].module.partition(":")[0]
+    return (FAMILIES[name] if name in FAMILIES else PLUGINS[name].module).partition(":")[0]
 
 
-def loaded() -> Iterator[tuple[str, ModuleType]]:
+def loaded() -> Iterator[tuple[str, Family]]:
     """The families this process can ask without running an installed package's code: the
     built-in ones and the plugins imported already."""
     for name in FAMILIES:
@@ -228,7 +275,7 @@ def loaded() -> Iterator[tuple[str, ModuleType]]:
     yield from list(_loaded.items())
 
 
-def every_family() -> Iterator[tuple[str, ModuleType]]:
+def every_family() -> Iterator[tuple[str, Family]]:
     """Every family, for a question only all can answer (which one wrote this file?): the
     loaded ones first, then each installed one imported; one that cannot be used is skipped
     with a PluginWarning (once a process) rather than stop the question."""
@@ -274,13 +321,13 @@ def declaration_of_schema(schema: Any) -> Declaration | None:
     return None
 
 
-def _default_declarations(name: str, fam: ModuleType,
+def _default_declarations(name: str, fam: Family,
                           cache: dict[str, tuple[Declaration, ...]] = {}  # noqa: B006
                           ) -> tuple[Declaration, ...]:
     """A family's declaration for default settings, then those of its other variants (`variants()`
     where it has some: point sets with columns of their own), made once a process (read per video)."""
     if name not in cache:
-        cache[name] = (fam.declaration(None), *getattr(fam, "variants", tuple)())
+        cache[name] = (fam.declaration(None), *fam.variants())
     return cache[name]
 
 
@@ -323,7 +370,7 @@ def batch_refused(n: int, models_take: tuple[int, str] | None = None) -> str:
     return (f"must be at most {BATCH_BYTES // frame}, not {n:,}: a batch holds each of its frames "
             f"about {_TIMES.get(len(held), f'{len(held)} times')} ({', '.join(held)}), about "
             f"{frame / 2**20:.0f} MiB a 1920x1080 frame, and may hold {BATCH_BYTES // 2**30} GiB "
-            f"({getattr(fam, 'DOCS', 'docs/options.md')})")
+            f"({fam.DOCS})")
 
 
 RUNTIME = "runtime"  # settings key of how a worker runs (batch size, device), not what it writes

@@ -447,7 +447,7 @@ def _not_decoder(families: tuple[str, ...]) -> re.Pattern[str]:
     pattern)."""
     from phoenix_keypoints.extract.keypoints.estimator import family
 
-    own = [str(getattr(family(n), "LOG_LINES", "")) for n in families]
+    own = [family(n).LOG_LINES for n in families]
     return re.compile("|".join([_LOG_PREFIXES, *filter(None, own)]))
 
 

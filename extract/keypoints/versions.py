@@ -37,7 +37,7 @@ def _library_of(estimator: str) -> tuple[str, ...]:
     from phoenix_keypoints.extract.keypoints.estimator import family
 
     try:
-        return tuple(getattr(family(estimator), "LIBRARY", ()))
+        return tuple(family(estimator).LIBRARY)
     except ValueError:  # a family this install does not know: nothing of its own to record
         return ()
 
@@ -47,13 +47,11 @@ def _library(estimator: str, dists: tuple[str, ...]) -> str:
     onnxruntime-gpu provide the same module; whichever was installed last is the one imported)."""
     from phoenix_keypoints.extract.keypoints.estimator import family
 
-    said = getattr(family(estimator), "library_version", None)
-    if said is None:
-        return installed(*dists)
     try:
-        return said()
+        said = family(estimator).library_version()
     except ImportError:
         return NOT_INSTALLED
+    return installed(*dists) if said is None else said
 
 
 def value_keys(estimator: str, videos: bool = False) -> tuple[str, ...]:

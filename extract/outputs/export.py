@@ -41,7 +41,7 @@ def one_file_formats() -> tuple[str, ...]:
     from phoenix_keypoints.extract.keypoints.estimator import loaded
 
     return tuple(dict.fromkeys([*ONE_FILE, *(f for _, fam in loaded()
-                                             for f in getattr(fam, "ONE_FILE_EXPORTS", ()))]))
+                                             for f in fam.ONE_FILE_EXPORTS)]))
 
 
 def to_refused(fmt: str, to: Path) -> str:

@@ -11,7 +11,7 @@ from collections.abc import Callable
 
 import pyarrow as pa
 
-from phoenix_keypoints.extract.keypoints.estimator import family, module_name
+from phoenix_keypoints.extract.keypoints.estimator import family
 from phoenix_keypoints.jobs.run.todo import Work, recorded_execution
 from phoenix_keypoints.jobs.rundir.folder import RunDir
 from phoenix_keypoints.jobs.rundir.runinfo import ExtractionInfo, RunInfo
@@ -78,8 +78,8 @@ def first_execution(runtime: dict[str, dict]) -> dict:
 
 def start_advice(estimator: str) -> str:
     """What to check when this family's workers die before they are ready: that the module its
-    workers need imports (its IMPORTS), else its own package (a family that names none)."""
-    module = getattr(family(estimator), "IMPORTS", module_name(estimator))
+    workers need imports (its IMPORTS: by default its class's module)."""
+    module = family(estimator).IMPORTS
     return f"check that {module} imports on this machine (python -c 'import {module}')"
 
 

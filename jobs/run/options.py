@@ -115,9 +115,8 @@ def _said(value: object) -> str:
 
 def _settings_of(name: str, asked: dict | None, recorded: dict) -> dict:
     """What a run of family `name` records: its options asked over those recorded (the family's
-    `settings_of`; a family without options records what was asked, or nothing)."""
-    own = getattr(family(name), "settings_of", None)
-    return own(asked, recorded) if own is not None else {**recorded, **(asked or {})}
+    `settings_of`; by default what was asked over what was recorded)."""
+    return family(name).settings_of(asked, recorded)
 
 
 @dataclass

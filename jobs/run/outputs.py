@@ -124,7 +124,7 @@ def split_seconds(info: RunInfo) -> dict[str, float]:
 def export_for_run(rd: RunDir, fmt: str, to: Path, dataset_path: str | None = None) -> str:
     """Export `fmt` of the run's family (`run --output_path`: --format legacy-pkl), its line."""
     info = rd.load()
-    write = getattr(family(declaration(info.options.settings()).name), "EXPORTS", {})[fmt]
+    write = family(declaration(info.options.settings()).name).EXPORTS[fmt]
     return write(_need_keypoints(rd), to, run=run_facts(info, rd, dataset_path))
 
 
@@ -148,9 +148,9 @@ def export_pose(rd: RunDir, to: Path, fps: float | None = None) -> int:
     info = rd.load()
     decl, keypoints = declaration(info.options.settings()), _need_keypoints(rd)
     fps, root = fps or PHOENIX_FPS, Path(info.dataset.root)
-    own = getattr(family(decl.name), "write_pose_files", None)
+    own = family(decl.name).write_pose_files(keypoints, to, fps, root)
     if own is not None:  # a family with a header of its own (one of pose-format's)
-        return own(keypoints, to, fps, root)
+        return own
     from phoenix_keypoints.extract.outputs.export import write_declared_pose_files
 
     return write_declared_pose_files(keypoints, to, decl, fps, root)
@@ -211,7 +211,7 @@ def export_command(rd: RunDir, fmt: str, to: Path, tag: str = "", fps: float | N
     why = export_refused(decl, fmt, rd.path) or to_refused(fmt, to)
     if why:
         raise RunError(why)
-    own = getattr(family(decl.name), "EXPORTS", {}).get(fmt)
+    own = family(decl.name).EXPORTS.get(fmt)
     if own is not None:
         return export_own(rd, fmt, to, tag, own, flat)
     if flat:

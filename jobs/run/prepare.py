@@ -26,7 +26,6 @@ import pyarrow as pa
 from phoenix_keypoints.extract.corpora import discover, input_key, no_frames_message
 from phoenix_keypoints.extract.corpora.base import Dataset, DatasetError
 from phoenix_keypoints.extract.corpora.phoenix import FRAMES_DIR
-from phoenix_keypoints.extract.keypoints.contract import moved_model_files
 from phoenix_keypoints.extract.keypoints.estimator import family
 from phoenix_keypoints.extract.keypoints.versions import value_versions
 from phoenix_keypoints.extract.sources import links
@@ -128,9 +127,8 @@ def _resume(rd: RunDir, opts: RunOptions, num_shards: int | None, workers: int =
         raise RunError(f"{rd.path} holds a run with other {', '.join(diffs)}. Use another --out, or "
                        "start afresh with the options you want: "
                        f"{messages.fresh(rd.path, input_arg(info, opts.dataset), opts.typed)}.")
-    check = getattr(family(info.options.estimator), "check_recorded", None)
-    if check is not None:  # e.g. model files still the ones the run recorded
-        check(opts.settings(info))
+    # e.g. model files still the ones the run recorded
+    family(info.options.estimator).check_recorded(opts.settings(info))
     info = follow_moves(rd, info, opts.asked.get(info.options.estimator))
     return follow_corpus(rd, info, check_corpus(info, rd.load_plan()), workers, frozen)
 
@@ -142,10 +140,9 @@ def follow_moves(rd: RunDir, info: RunInfo, asked: dict | None, merged: bool = F
     it follows a moved corpus, and keeps each move (`model_moves`). `merged`: a finished run,
     asked again, which holds no lock (taken here for a move), whose keypoints.parquet names
     them too, written again first (a crash in between: the next `run` finds the move again)."""
-    moved_files = getattr(family(info.options.estimator), "moved_files", moved_model_files)
     if not asked:
         return info
-    recorded, lines = moved_files(asked, info.options.recorded)
+    recorded, lines = family(info.options.estimator).moved_files(asked, info.options.recorded)
     if not lines:
         return info
     new = replace(info, options=replace(info.options, recorded=recorded),
@@ -312,9 +309,7 @@ def load_or_plan(rd: RunDir, opts: RunOptions, workers: int, fresh: bool = False
 
 def check_estimator(options: PlanOptions) -> None:
     """Refuse, before planning, an estimator that cannot run here as asked."""
-    check = getattr(family(options.estimator), "check_settings", None)
-    if check is not None:
-        check(options.settings())
+    family(options.estimator).check_settings(options.settings())
 
 
 FROZEN = ("--frozen: the stored plan is kept, so the outputs describe the corpus as it was planned "

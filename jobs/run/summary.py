@@ -91,7 +91,7 @@ def idle_cores(workers: int, cpus: int, typed: str = "", estimator: str = DEFAUL
     per_gpu = next((f for f in ("--num_workers_per_gpu", "--workers-per-gpu") if f in typed), "")
     fix = f"{per_gpu} {-(-cpus // max(1, workers))}" if per_gpu else f"--workers {cpus}"
     asked = f"{typed} asks for {workers}" if typed else f"{workers} worker slot(s) here"
-    what = getattr(family(estimator), "ENGINE", f"The {estimator} estimator")
+    what = family(estimator).ENGINE
     where = (f"{what} runs on the workers' GPUs here, but each worker reads and decodes its frames "
              "on one CPU core: more workers may keep the GPUs busy, where their memory holds them"
              if on_gpu else f"{what} runs on the CPU here (GPUs only pin workers), one worker per core")
@@ -150,9 +150,10 @@ def starting(info: RunInfo, split_frames: dict[str, int], slots: list, cpus: int
         if absent else ""
     messages.say(f"workers: {len(slots)} ({pinned}; 1 CPU each, of {cpus} usable{here}); writing "
                  f"{writes}")
-    line = getattr(family(info.options.estimator), "run_line", None)
-    if line is not None and info.options.recorded:  # e.g. the model files it runs
-        messages.say(f"estimator: {info.options.estimator}: {line(info.options.recorded)}{runs_on}")
+    line = family(info.options.estimator).run_line(info.options.recorded) \
+        if info.options.recorded else ""
+    if line:  # e.g. the model files it runs
+        messages.say(f"estimator: {info.options.estimator}: {line}{runs_on}")
     for warning in (absent, idle_cores(len(slots), cpus, typed, info.options.estimator, on_gpu),
                     shared_cores(min(len(slots), info.plan.chunks), cpus, typed, on_gpu)):
         if warning:

@@ -33,7 +33,7 @@ def measure(tmp: Path) -> dict:
     site, home = tmp / "site", tmp / "home"
     site.mkdir()
     home.mkdir()
-    env = family_env(site, "ort_toy", "toy = ort_toy_family")
+    env = family_env(site, "ort_toy", "toy = ort_toy_family:OrtToy")
     model = tiny_models(tmp / "m")["detector"]
     t0 = time.monotonic()
     p = subprocess.run(["/usr/bin/time", "-f", "%M", sys.executable, "-c", CODE], cwd=tmp,

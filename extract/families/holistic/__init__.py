@@ -27,6 +27,7 @@ from phoenix_keypoints.extract.families.holistic.options import (
     settings_conflicts,
     settings_of,
 )
+from phoenix_keypoints.extract.keypoints.contract import Family
 from phoenix_keypoints.extract.keypoints.estimator import Estimator
 
 __all__ = ["EXPORTS", "HOLISTIC", "ONE_FILE_EXPORTS", "add_run_options", "asked_settings",
@@ -108,3 +109,32 @@ def check_settings(settings: dict[str, Any]) -> None:
     from phoenix_keypoints.extract.families.holistic.runner import HolisticOptions, check_model
 
     check_model(HolisticOptions.from_dict(settings))
+
+
+class Holistic(Family):
+    """The MediaPipe Holistic family as the registry knows it: this module's functions and constants,
+    each the member of Family of its name (the rest are Family's defaults)."""
+
+    declaration = staticmethod(declaration)
+    declaration_of_schema = staticmethod(declaration_of_schema)
+    open_estimator = staticmethod(open_estimator)
+    file_record = staticmethod(file_record)
+    clip_options = staticmethod(clip_options)
+    clip_settings = staticmethod(clip_settings)
+    clip_parts = staticmethod(clip_parts)
+    pose_of_clip = staticmethod(pose_of_clip)
+    write_pose_files = staticmethod(write_pose_files)
+    EXPORTS = EXPORTS
+    EXPORT_HELP = EXPORT_HELP
+    ONE_FILE_EXPORTS = ONE_FILE_EXPORTS
+    add_run_options = staticmethod(add_run_options)
+    asked_settings = staticmethod(asked_settings)
+    settings_of = staticmethod(settings_of)
+    settings_conflicts = staticmethod(settings_conflicts)
+    check_settings = staticmethod(check_settings)
+    unavailable = staticmethod(unavailable)
+    LIBRARY = LIBRARY
+    ABOUT = ABOUT
+    ENGINE = ENGINE
+    IMPORTS = IMPORTS
+    LOG_LINES = LOG_LINES

@@ -76,7 +76,7 @@ def _others() -> str:
     needs mediapipe), as `--estimator NAME`."""
     from phoenix_keypoints.extract.keypoints.estimator import loaded
 
-    ok = [n for n, fam in loaded() if n != HOLISTIC and getattr(fam, "unavailable", lambda: None)()
+    ok = [n for n, fam in loaded() if n != HOLISTIC and fam.unavailable()
           is None]
     need = "needs" if len(ok) == 1 else "need"
     return f", or use {' or '.join(f'--estimator {n}' for n in ok)}, which {need} no mediapipe" \

@@ -42,6 +42,7 @@ from phoenix_keypoints.extract.families.wholebody.options import (
     settings_of,
 )
 from phoenix_keypoints.extract.families.wholebody.rtmdet import KIND_NAMES, kind_words
+from phoenix_keypoints.extract.keypoints.contract import Family
 from phoenix_keypoints.extract.keypoints.estimator import Declaration, Estimator
 
 __all__ = ["ABOUT", "DOCS", "add_run_options", "asked_settings", "file_record", "moved_files",
@@ -312,3 +313,43 @@ def device_refused(device: str) -> str | None:
                 "onnxruntime-gpu in place of onnxruntime, online or from a wheelhouse: "
                 "docs/gpu.md), or pass --device cpu.")
     return None
+
+
+class WholeBody(Family):
+    """The whole-body family as the registry knows it: this module's functions and constants,
+    each the member of Family of its name (the rest are Family's defaults)."""
+
+    declaration = staticmethod(declaration)
+    declaration_of_schema = staticmethod(declaration_of_schema)
+    open_estimator = staticmethod(open_estimator)
+    file_record = staticmethod(file_record)
+    clip_options = staticmethod(clip_options)
+    clip_settings = staticmethod(clip_settings)
+    clip_parts = staticmethod(clip_parts)
+    pose_of_clip = staticmethod(pose_of_clip)
+    variants = staticmethod(variants)
+    write_pose_files = staticmethod(write_pose_files)
+    EXPORTS = EXPORTS
+    EXPORT_HELP = EXPORT_HELP
+    ONE_FILE_EXPORTS = ONE_FILE_EXPORTS
+    add_run_options = staticmethod(add_run_options)
+    asked_settings = staticmethod(asked_settings)
+    settings_of = staticmethod(settings_of)
+    settings_conflicts = staticmethod(settings_conflicts)
+    moved_files = staticmethod(moved_files)
+    check_settings = staticmethod(check_settings)
+    check_recorded = staticmethod(check_recorded)
+    model_problems = staticmethod(model_problems)
+    device_refused = staticmethod(device_refused)
+    runs_on = staticmethod(runs_on)
+    on_gpu = staticmethod(on_gpu)
+    gpu_memory_need = staticmethod(gpu_memory_need)
+    DEVICE_HELP = DEVICE_HELP
+    run_line = staticmethod(run_line)
+    status_line = staticmethod(status_line)
+    library_version = staticmethod(library_version)
+    LIBRARY = LIBRARY
+    ABOUT = ABOUT
+    DOCS = DOCS
+    ENGINE = ENGINE
+    IMPORTS = IMPORTS

@@ -107,7 +107,7 @@ def depth_family() -> str:
     from phoenix_keypoints.extract.keypoints.estimator import loaded
 
     for name, fam in loaded():
-        if {"detector", "pose_model"} <= set(getattr(fam, "clip_options", tuple)()) and any(
+        if {"detector", "pose_model"} <= set(fam.clip_options()) and any(
                 v.startswith("z") for v in fam.declaration(None).values):
             return name
     return "NAME"  # none registered: the message still says which kind of family to ask for

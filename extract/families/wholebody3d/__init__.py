@@ -46,6 +46,7 @@ from phoenix_keypoints.extract.families.wholebody3d.options import (
     settings_conflicts,
     settings_of,
 )
+from phoenix_keypoints.extract.keypoints.contract import Family
 from phoenix_keypoints.extract.keypoints.estimator import Declaration, Estimator
 
 __all__ = ["ABOUT", "DEVICE_HELP", "DOCS", "IMPORTS", "LIBRARY", "asked_settings",
@@ -129,3 +130,39 @@ def write_report(keypoints: Path, title: str, out_dir: Path) -> dict[str, Any]:
     from phoenix_keypoints.extract.families.wholebody3d.report import write_report as write
 
     return write(keypoints, title, out_dir)
+
+
+class WholeBody3D(Family):
+    """The 3D whole-body family as the registry knows it: this module's functions and constants,
+    each the member of Family of its name (the rest are Family's defaults)."""
+
+    declaration = staticmethod(declaration)
+    declaration_of_schema = staticmethod(declaration_of_schema)
+    open_estimator = staticmethod(open_estimator)
+    file_record = staticmethod(file_record)
+    clip_options = staticmethod(clip_options)
+    clip_settings = staticmethod(clip_settings)
+    clip_parts = staticmethod(clip_parts)
+    pose_of_clip = staticmethod(pose_of_clip)
+    write_report = staticmethod(write_report)
+    write_pose_files = staticmethod(write_pose_files)
+    asked_settings = staticmethod(asked_settings)
+    settings_of = staticmethod(settings_of)
+    settings_conflicts = staticmethod(settings_conflicts)
+    moved_files = staticmethod(moved_files)
+    check_settings = staticmethod(check_settings)
+    check_recorded = staticmethod(check_recorded)
+    model_problems = staticmethod(model_problems)
+    device_refused = staticmethod(device_refused)
+    runs_on = staticmethod(runs_on)
+    on_gpu = staticmethod(on_gpu)
+    gpu_memory_need = staticmethod(gpu_memory_need)
+    DEVICE_HELP = DEVICE_HELP
+    run_line = staticmethod(run_line)
+    status_line = staticmethod(status_line)
+    library_version = staticmethod(library_version)
+    LIBRARY = LIBRARY
+    ABOUT = ABOUT
+    DOCS = DOCS
+    ENGINE = ENGINE
+    IMPORTS = IMPORTS
