@@ -9,7 +9,9 @@ them written by hand, and one small `run` of that family through the commands.
 
 from __future__ import annotations
 
+import html
 import io
+import json
 import sys
 from dataclasses import replace
 from pathlib import Path
@@ -177,6 +179,28 @@ def test_to_pose_of_a_clip_holds_every_person(crowd_known, tmp_path: Path) -> No
     assert buf.getvalue() == (tmp_path / "pose" / "test" / "a.pose").read_bytes()
 
 
+def test_a_report_and_tensors_of_a_declared_family_say_whose_points(crowd_known,
+                                                                    tmp_path: Path) -> None:
+    """The plain report's page and figures, and the tensor set's points.json, say the parts are
+    the signer's and where everyone is (the most persons a frame holds: 3)."""
+    from phoenix_keypoints.extract.inspect.plain import plain_declaration, write_plain_report
+    from phoenix_keypoints.extract.outputs.declared import points_meta
+
+    keypoints = crowd_file(tmp_path / "keypoints.parquet")
+    said = ("the signer (the family's parts: crowd); every person, at most 3 a frame, in list "
+            "column everyone (.pose holds them all)")
+    info = write_plain_report(plain_declaration(DECLARATION), keypoints, "t", tmp_path / "r")
+    assert info["person"] == said
+    assert html.escape(f"Person: {said}.") in (tmp_path / "r" / "index.html").read_text()
+    videos = pq.read_table(tmp_path / "r" / "videos.parquet").to_pandas().set_index("video")
+    assert videos["people"].to_dict() == {"a": 3, "b": 0}
+    assert points_meta(DECLARATION, {"test": 6}, {"test": 2}, keypoints)["person"] == said
+    one = replace(DECLARATION, people={})
+    assert "person" not in points_meta(one, {"test": 6}, {"test": 2}, keypoints)
+    assert "person" not in write_plain_report(plain_declaration(one), keypoints, "t",
+                                              tmp_path / "r1")
+
+
 # --- one small run of the family, through the commands ---------------------------------------
 @pytest.fixture(scope="module")
 def crowd_env(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
@@ -187,14 +211,15 @@ def test_a_run_of_a_multi_person_family_exports_every_person(
         sample_root: Path, crowd_env: dict[str, str], tmp_path: Path,
         monkeypatch: pytest.MonkeyPatch) -> None:
     """`run`, then `export --format pose`: every person of each frame, as the runner found them
-    (crowd_family.persons_of, from the frame's pixels); extract_keypoints(...).to_pose() is the
-    exported file."""
+    (crowd_family.persons_of, from the frame's pixels); `tensors` and `report` name the person;
+    extract_keypoints(...).to_pose() is the exported file."""
     from phoenix_keypoints import extract_keypoints
     from phoenix_keypoints.extract.keypoints.estimator import names
 
     out = tmp_path / "run"
-    cli_ok(["run", "--dataset", sample_root, "--out", out, "--estimator", "crowd",
-            "--limit-videos", "1"], crowd_env)
+    said = "person:    the signer (the family's parts: crowd); every person, at most 3 a frame"
+    assert said in cli_ok(["run", "--dataset", sample_root, "--out", out, "--estimator", "crowd",
+                           "--limit-videos", "1"], crowd_env)
     t = pq.read_table(out / "keypoints.parquet").to_pandas()
     split, video = t[t["persons"] == 3].iloc[0][["split", "video"]]  # a video with 3 persons
     t = t[(t["split"] == split) & (t["video"] == video)]
@@ -212,6 +237,12 @@ def test_a_run_of_a_multi_person_family_exports_every_person(
             here = person[:, 2] >= 0.5
             np.testing.assert_array_equal(np.asarray(body.data[i, p])[here], person[here, :2])
             assert (conf[i, p][~here] == 0).all()
+    assert said in cli_ok(["tensors", "--out", out, "--fill", "interpolate", "--name", "f"],
+                          crowd_env)
+    record = json.loads((out / "run.json").read_text())["tensors"]["f"]
+    assert record["person"].startswith("the signer (the family's parts: crowd)")
+    assert json.loads((out / "tensors" / "points.json").read_text())["person"] == record["person"]
+    assert said in cli_ok(["report", "--out", out], crowd_env)
 
     monkeypatch.syspath_prepend(crowd_env["PYTHONPATH"].split(":")[0])
     names(rescan=True)

@@ -98,7 +98,7 @@ class Declaration:
     # per person (its width that part's points x values); a multi-person family's `parts` hold
     # one person (the signer, by its rule: what tensors, the report and show read), these hold
     # everyone, and `.pose` writes them as its people. Either none or one for every part (a .pose
-    # person is every part's points)
+    # person is every part's points); docs/families.md, "How to write a multi-person family"
     people: dict[str, str] = field(default_factory=dict, compare=False)
 
     def __post_init__(self) -> None:
@@ -133,6 +133,17 @@ class Declaration:
     def people_of(self) -> dict[str, str]:
         """Each part -> the list column that holds it for every person (empty: one person)."""
         return {part: column for column, part in self.people.items()}
+
+    def person_note(self, most: int | None = None) -> str:
+        """Which person its parts (tensors, the report, show) hold, in one short sentence: the
+        signer by the family's rule where it declares everyone (`people`), `most` the most in a
+        frame where known."""
+        if not self.people:
+            return "one person a frame (the family's parts)"
+        cols = ", ".join(self.people)
+        many = f", at most {most} a frame," if most is not None else ""
+        return (f"the signer (the family's parts: {', '.join(self.parts)}); every person{many} "
+                f"in list column {cols} (.pose holds them all)")
 
     @property
     def tensor_presets(self) -> bool:

@@ -102,6 +102,20 @@ def people_tensor(decl: Declaration, lists: Mapping[str, np.ndarray]) -> np.ndar
     return np.concatenate(padded, axis=2)
 
 
+def most_people(keypoints: Path, decl: Declaration) -> int | None:
+    """The most persons any frame of a run holds (its first people column's items; None where
+    the family declares none): what the tensors record and the report say."""
+    if not decl.people:
+        return None
+    column, part = next(iter(decl.people.items()))
+    n, c = decl.parts[part]
+    most = 0
+    for batch in pq.ParquetFile(keypoints).iter_batches(columns=[column]):  # a batch at a time
+        lengths = pc.list_value_length(batch.column(0)).fill_null(0)
+        most = max(most, int(np.asarray(lengths, dtype=np.int64).max(initial=0)))
+    return most // (n * c)
+
+
 def describe_points(decl: Declaration) -> list[dict[str, Any]]:
     """points.json's entry per point: index, part, index in the part, name."""
     out: list[dict[str, Any]] = []
@@ -186,6 +200,8 @@ def points_meta(decl: Declaration, frames: Mapping[str, int], videos: Mapping[st
         "units": decl.units,
         "mask": mask_rule(decl),
         "score_threshold": decl.score_threshold,
+        # which person the set holds, where the family declares every person (people)
+        **({"person": decl.person_note(most_people(keypoints, decl))} if decl.people else {}),
         "files": {"array": "<split>.npy", "mask": "<split>.mask.npy", "index": "<split>.index.parquet"},
         "splits": {s: {"frames": int(frames[s]), "videos": int(videos[s])} for s in frames},
         "not_normalized": [],
