@@ -152,15 +152,16 @@ def test_the_family_keeps_its_contract(plugin) -> None:
 
 def test_every_frame_equals_the_reference_decoder(plugin, model: Path, sample_root: Path) -> None:
     """On every frame of the sample: the same persons as the numpy decoder (after threshold and
-    NMS), their points within 1e-3 px, the signer the largest box, the boxes' scores; frames of
-    0, 1 and 3 or more persons among them."""
+    NMS), their points within 1e-3 px, the signer the largest box and first in the list, the
+    others in score order; frames of 0, 1 and 3 or more persons among them, and frames whose
+    signer is not the best scored."""
     import onnxruntime as ort
 
     from phoenix_keypoints.extract.keypoints.frames import read_frame
 
     est = plugin.open_estimator(plugin.clip_settings({"model": model}))
     sess = ort.InferenceSession(str(model), providers=["CPUExecutionProvider"])
-    counts = set()
+    counts, signers = set(), set()
     for path in sample_frames(sample_root):
         rgb = read_frame(path)[0]
         x, r, left, top = reference_input(rgb)
@@ -171,13 +172,16 @@ def test_every_frame_equals_the_reference_decoder(plugin, model: Path, sample_ro
         if who is None:
             assert got["yolopose"] is None and got["people"] is None and got["boxes"] is None
             continue
-        np.testing.assert_allclose(got["people"].reshape(-1, 17, 3), people, atol=1e-3)
+        signers.add(who)
+        order = [who, *(i for i in range(len(people)) if i != who)]  # the signer first
+        np.testing.assert_allclose(got["people"].reshape(-1, 17, 3), people[order], atol=1e-3)
         np.testing.assert_allclose(got["yolopose"].reshape(17, 3), people[who], atol=1e-3)
-        np.testing.assert_array_equal(got["yolopose"], got["people"].reshape(-1, 51)[who])
+        np.testing.assert_array_equal(got["yolopose"], got["people"][:51])
         assert got["boxes"].reshape(-1, 5).shape == (len(people), 5)
     est.close()
     assert {0, 1} <= counts and max(counts) >= 3, counts  # the case: 0, 1 and several
     assert max(counts) < len(PERSONS), counts  # NMS dropped the overlapping one
+    assert signers - {0}, signers  # a signer that is not the best scored: reordered
 
 
 def test_a_wrong_model_is_refused_before_any_frame(plugin, tmp_path: Path) -> None:
@@ -203,7 +207,8 @@ def test_a_run_exports_every_person(model: Path, sample_root: Path, plugin_env: 
                                     tmp_path: Path) -> None:
     """`run --estimator yolopose` then `export --format pose`: each video's body [frames, the
     most persons a frame holds, 17, 2], every person's points as keypoints.parquet's list
-    column holds them (float32 exact), absent ones masked; `tensors` says whose points."""
+    column holds them (float32 exact), absent ones masked, person 0 the signer; `tensors` says
+    whose points."""
     pytest.importorskip("pose_format")
     from pose_format import Pose
 
@@ -230,8 +235,11 @@ def test_a_run_exports_every_person(model: Path, sample_root: Path, plugin_env: 
         body = Pose.read((tmp_path / "poses" / split / f"{video}.pose").read_bytes()).body
         assert body.data.shape == (rows.num_rows, most, 17, 2), (video, body.data.shape)
         conf = np.asarray(body.confidence)
+        signers = rows["yolopose"].to_pylist()
         for t, people in enumerate(everyone):
             assert (conf[t, len(people):] == 0).all()
+            if len(people):  # person 0 is the signer (the part), as a one-person reader takes it
+                assert np.asarray(signers[t], np.float32).tolist() == people[0].ravel().tolist()
             for p, person in enumerate(people):
                 here = person[:, 2] >= 0.5
                 np.testing.assert_array_equal(np.asarray(body.data[t, p])[here], person[here, :2])

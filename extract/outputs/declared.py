@@ -49,8 +49,9 @@ def found_points(decl: Declaration, vals: np.ndarray, rows: np.ndarray) -> np.nd
     channels]; or [T, people, points, channels] with `rows` [T, people] or per point: the same
     rule per person): its row's list exists (`rows`: [T], or [T, points] already per point) and,
     for a family with a score threshold, its last value (the score) is at least that (a NaN
-    score is not). The one rule of the tensor mask and of every export: a point it leaves out is written
-    absent everywhere (.pose confidence 0, each pkl as its reader takes an absent point)."""
+    score is not). The one rule of the tensor mask and of every export: a point it leaves out
+    is written absent everywhere (.pose confidence 0, each pkl as its reader takes an absent
+    point)."""
     found = rows if rows.ndim == vals.ndim - 1 else np.repeat(rows[..., None], vals.shape[-2],
                                                               axis=-1)
     if decl.score_threshold is not None:

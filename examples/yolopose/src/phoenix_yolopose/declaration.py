@@ -11,7 +11,7 @@ from phoenix_keypoints.extract.keypoints.estimator import Declaration
 from phoenix_keypoints.extract.keypoints.schema import BASE_FIELDS
 
 NAME = "yolopose"  # --estimator NAME, the signer's landmark column, settings' `estimator`
-PEOPLE = "people"  # every person's 17 x (x, y, score), in the model's score order
+PEOPLE = "people"  # every person's 17 x (x, y, score): the signer first, then by score
 BOXES = "boxes"  # every person's box (x1, y1, x2, y2, score), in the same order
 PERSONS = "persons"  # the count column: persons found in the frame
 # COCO's 17 keypoints, in order (as YOLO-pose models answer them)

@@ -42,9 +42,12 @@ class YoloPoseEstimator:
             return {"status": BAD_OUTPUT, "note": why}
         people, boxes = persons(out[0].astype(np.float32), scale, pad)
         who = signer(boxes)
-        return {NAME: None if who is None else people[who].reshape(-1),
-                PEOPLE: people.reshape(-1) if len(people) else None,
-                BOXES: boxes.reshape(-1) if len(boxes) else None, PERSONS: len(people)}
+        if who is None:
+            return {NAME: None, PEOPLE: None, BOXES: None, PERSONS: 0}
+        order = [who, *(i for i in range(len(people)) if i != who)]  # the signer first (.pose's
+        # person 0), then the others in score order
+        return {NAME: people[who].reshape(-1), PEOPLE: people[order].reshape(-1),
+                BOXES: boxes[order].reshape(-1), PERSONS: len(people)}
 
     def blame(self, status: str) -> str:
         """What is at fault when the first frames all fail alike (the run stops, exit 2)."""
