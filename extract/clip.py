@@ -95,8 +95,13 @@ class Keypoints:
         from phoenix_keypoints.extract.outputs.export import declared_pose
 
         vals = np.concatenate([self.parts[p] for p in decl.parts], axis=1)
+        everyone = None
+        if decl.people:  # every person, as the export writes them
+            from phoenix_keypoints.extract.outputs.declared import people_tensor
+
+            everyone = people_tensor(decl, {c: self.parts[c] for c in decl.people})
         return declared_pose(decl, np.nan_to_num(vals), ~np.isnan(vals).all(axis=2), width,
-                             height, self.fps)
+                             height, self.fps, everyone)
 
 
 def extract_keypoints(source: Source, estimator: str = DEFAULT_FAMILY, *, fps: float | None = None,

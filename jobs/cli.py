@@ -745,6 +745,8 @@ def _report(args: argparse.Namespace) -> int:
     messages.result(f"report:    {report_dir(args.out) / 'index.html'} ({info['videos']} videos, "
                     f"{info['frames']} frames, {info['flagged']} flagged)")
     messages.result(f"figures:   {report_dir(args.out) / 'videos.parquet'}")
+    if info.get("person"):  # a multi-person family's: whose regions the figures are
+        messages.result(f"person:    {info['person']}")
     if inp.frames_note:
         messages.note(inp.frames_note)
     return 0

@@ -202,15 +202,16 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="session")
 def installed(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A fresh venv (made once a session) with the wheel of this tree and its `pose` extra, as a
-    user installs it (`pip install "WHEEL[pose]"`), and the example plugin's (examples/openpose25,
-    built here), installed, not editable, over the suite's own dependencies (helpers.
-    install_over_suite: every requirement resolved against constraints.txt's set, no index):
-    tests/test_wheel.py and tests/test_example_plugin.py run the installed tool from it, outside
-    the source tree."""
+    user installs it (`pip install "WHEEL[pose]"`), and the example plugins' (examples/openpose25
+    and examples/yolopose, built here), installed, not editable, over the suite's own
+    dependencies (helpers.install_over_suite: every requirement resolved against constraints.txt's
+    set, no index): tests/test_wheel.py and tests/test_example_plugin.py run the installed tool
+    from it, outside the source tree."""
     def make(folder: Path) -> Path:
-        plugin = build_wheel(folder / "plugin-dist", REPO / "examples" / "openpose25")
+        plugins = [build_wheel(folder / f"{name}-dist", REPO / "examples" / name)
+                   for name in ("openpose25", "yolopose")]
         venv = folder / "venv"
-        install_over_suite(venv, (f"{wheel}[pose]", plugin))
+        install_over_suite(venv, (f"{wheel}[pose]", *plugins))
         return venv
 
     return _once(tmp_path_factory, "installed", make)

@@ -81,15 +81,15 @@ def cli_ok(args: list, env: dict[str, str] | None = None) -> str:
     return proc.stdout
 
 
-def family_env(site: Path, dist: str, entry: str) -> dict[str, str]:
-    """The environment in which a family module of tests/ is known as an installed package
-    makes one known: an entry point (`entry`: "name = module:Class") of group
-    phoenix_keypoints.families in a dist-info under `site`, on PYTHONPATH with tests/."""
+def family_env(site: Path, dist: str, entry: str, *paths: Path) -> dict[str, str]:
+    """The environment in which a family module of tests/ (or of `paths`: an example's src/) is
+    known as an installed package makes one known: an entry point (`entry`: "name = module:Class")
+    of group phoenix_keypoints.families in a dist-info under `site`, on PYTHONPATH with tests/."""
     info = site / f"{dist}-1.0.dist-info"
     info.mkdir()
     (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {dist}\nVersion: 1.0\n")
     (info / "entry_points.txt").write_text(f"[phoenix_keypoints.families]\n{entry}\n")
-    return {"PYTHONPATH": f"{site}:{REPO / 'tests'}"}
+    return {"PYTHONPATH": ":".join(map(str, (site, REPO / "tests", *paths)))}
 
 
 def read_keypoints(run_dir: Path):

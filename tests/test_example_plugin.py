@@ -1,5 +1,5 @@
-"""The example plugin (examples/openpose25), installed from its wheel, keeps the promises the
-built-in families keep (issue 48 item 3).
+"""The example plugins (examples/openpose25; examples/yolopose at the end), installed from their
+wheels, keep the promises the built-in families keep (issue 48 item 3, issue 55 item 4).
 
 The wheel of examples/openpose25 is built and installed beside the tool's wheel in a fresh venv
 (conftest's `installed`, once a session), and every command runs from there, in a folder outside
@@ -234,3 +234,65 @@ def test_the_example_plugin_keeps_every_promise_from_its_installed_wheel(
     refused = tool("run", "--out", "A", "--dataset", data, code=2)
     assert "--op25-model" in refused.stderr and "not the file this run was made with" in \
         refused.stderr, refused.stderr
+
+
+# --- the second example: examples/yolopose, every person (issue 55 item 4) -----------------------
+def test_the_multi_person_example_from_its_installed_wheel(installed: Path, sample_root: Path,
+                                                           tmp_path: Path) -> None:
+    """examples/yolopose from its wheel in the same venv: run (its points those of the decoder
+    tests/test_example_yolopose.py checks frame by frame), SIGKILL and resume (the same bytes),
+    diff, merge, `.pose` of every person read back by pose-format, tensors and report naming the
+    person, show, status, verify, extract_keypoints and to_pose equal to the export."""
+    from pose_format import Pose
+    from test_example_yolopose import yolo_model
+
+    work = tmp_path / "work"
+    work.mkdir()
+    tool = Tool(installed, work)
+    where = sh([tool.python, "-c", "import phoenix_yolopose as p; print(p.__file__)"], work,
+               tool.env)
+    assert str(REPO) not in where and str(installed) in where, where
+    model = yolo_model(work / "yolo.onnx")
+    data = copy_dataset(sample_root, work / "PHOENIX-2014-T", writable=True)
+    args = ["--dataset", data, "--estimator", "yolopose", "--yolo-model", model, "--workers", "2",
+            "--chunk-frames", "30"]
+    ran = tool("run", "--out", "A", *args)
+    assert "person:    the signer (the family's parts: yolopose)" in ran.stdout, ran.stdout
+    assert "model yolo.onnx (640x640 input" in ran.stderr, ran.stderr
+    tool.kill_once_a_chunk_is_in("run", "--out", "B", *args)
+    tool("run", "--out", "B", "--dataset", data)
+    assert_same_output(work / "B", work / "A")
+    assert "agree" in tool("diff", "A", "B").stdout
+    before = (work / "B" / "keypoints.parquet").read_bytes()
+    (work / "B" / "keypoints.parquet").unlink()
+    tool("merge", "--out", "B")
+    assert (work / "B" / "keypoints.parquet").read_bytes() == before
+
+    table = pq.read_table(work / "A" / "keypoints.parquet")
+    tool("export", "--out", "A", "--format", "pose", "--to", "poses")
+    persons = table["persons"].to_numpy()
+    video = table["video"][int(np.argmax(persons))].as_py()  # the video of the most persons
+    rows = table.filter(pc.equal(table["video"], video))
+    written = next((work / "poses").rglob(f"{video}.pose")).read_bytes()
+    body = Pose.read(written).body
+    assert body.data.shape == (rows.num_rows, int(persons.max()), 17, 2) and persons.max() >= 2
+    for t, row in enumerate(rows["people"].to_pylist()):
+        people = np.asarray(row or [], np.float32).reshape(-1, 17, 3)
+        for p, person in enumerate(people):
+            here = person[:, 2] >= 0.5
+            np.testing.assert_array_equal(np.asarray(body.data[t, p])[here], person[here, :2])
+        assert (np.asarray(body.confidence)[t, len(people):] == 0).all()
+
+    assert "person:    the signer" in tool("tensors", "--out", "A", "--fill", "interpolate").stdout
+    assert "person:    the signer" in tool("report", "--out", "A").stdout
+    tool("show", "--out", "A", "--video", video, "--to", "sheet.png")  # the signer, drawn
+    assert (work / "sheet.png").stat().st_size > 0
+    assert "estimator: yolopose (--yolo-model yolo.onnx)" in tool("status", "--out", "A").stdout
+    tool("verify", "--out", "A")
+    folder = next(p.parent for p in sorted(data.rglob("*.png")) if p.parent.name == video)
+    sh([tool.python, "-c", "import io, sys\n"
+        "from phoenix_keypoints import extract_keypoints\n"
+        "kp = extract_keypoints(sys.argv[1], estimator='yolopose', model=sys.argv[2])\n"
+        "buf = io.BytesIO(); kp.to_pose().write(buf); open('clip.pose', 'wb').write(buf.getvalue())",
+        folder, model], work, tool.env)
+    assert (work / "clip.pose").read_bytes() == written

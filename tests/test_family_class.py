@@ -23,7 +23,6 @@ from phoenix_keypoints.extract.keypoints.estimator import FamilyError, family
 HOOK_NAMES = frozenset(h.name for h in contract.HOOKS)
 CONTRACT = REPO / "extract" / "keypoints" / "contract.py"
 ROOMS = ("extract", "jobs", "phoenix_keypoints", "scripts", "examples")
-EXAMPLE = REPO / "examples" / "openpose25"
 
 
 def hook_lookups(path: Path) -> list[str]:
@@ -69,19 +68,23 @@ def test_every_built_in_family_is_a_family_subclass() -> None:
         assert contract.problems(fam) == [], name
 
 
-def test_the_example_plugin_is_a_family_subclass(monkeypatch: pytest.MonkeyPatch) -> None:
-    """examples/openpose25 from its source: its entry point names OpenPose25, a Family subclass
-    that keeps the contract and gives its own model checks (moved files: Family's default)."""
+@pytest.mark.parametrize(("example", "spec"), [("openpose25", "phoenix_openpose25:OpenPose25"),
+                                             ("yolopose", "phoenix_yolopose:YoloPose")])
+def test_the_example_plugins_are_family_subclasses(monkeypatch: pytest.MonkeyPatch, example: str,
+                                                   spec: str) -> None:
+    """examples/openpose25 and examples/yolopose from their source: each entry point names a
+    Family subclass that keeps the contract and gives its own model checks (moved files:
+    Family's default)."""
     import importlib
 
     from phoenix_keypoints.extract.keypoints.environ import telemetry_off
 
-    toml = (EXAMPLE / "pyproject.toml").read_text()
+    where = REPO / "examples" / example
+    toml = (where / "pyproject.toml").read_text()
     entry = toml.split('[project.entry-points."phoenix_keypoints.families"]\n', 1)[1]
-    spec = re.match(r'openpose25 = "([^"]+)"', entry).group(1)
-    assert spec == "phoenix_openpose25:OpenPose25"
+    assert re.match(rf'{example} = "([^"]+)"', entry).group(1) == spec
     telemetry_off()
-    monkeypatch.syspath_prepend(str(EXAMPLE / "src"))
+    monkeypatch.syspath_prepend(str(where / "src"))
     module, _, name = spec.partition(":")
     cls = getattr(importlib.import_module(module), name)
     assert issubclass(cls, Family)

@@ -68,13 +68,15 @@ def test_the_wheel_with_its_pose_extra_exports_pose(installed: Path, run_copy: P
     (constraints.txt, pose-format among it). So conftest's `installed` asks pip for the wheel with
     its extra by name, resolving every requirement (the extra's too) against that set with no
     index: pip fails there if the extra named a package the set lacks, warns if the wheel had no
-    such extra, and would install anything not already satisfied, so the report must list the two
-    wheels alone. That pose-format then imports in the fresh venv and the installed tool writes
-    .pose is what a user's `pip install '/path/to/clone[pose]'` gives; by hand on PyPI it took
-    the time docs/development.md#installing-into-your-own-environment gives."""
+    such extra, and would install anything not already satisfied, so the report must list the
+    three wheels alone (the tool's and the two example plugins'). That pose-format then imports
+    in the fresh venv and the installed tool writes .pose is what a user's `pip install
+    '/path/to/clone[pose]'` gives; by hand on PyPI it took the time
+    docs/development.md#installing-into-your-own-environment gives."""
     report = json.loads((installed / "pip-report.json").read_text())
     got = {i["metadata"]["name"]: i for i in report["install"]}
-    assert set(got) == {"phoenix-keypoints", "phoenix-keypoints-openpose25"}, set(got)
+    assert set(got) == {"phoenix-keypoints", "phoenix-keypoints-openpose25",
+                        "phoenix-keypoints-yolopose"}, set(got)
     ours = got["phoenix-keypoints"]
     assert ours["requested_extras"] == ["pose"]
     assert 'pose-format>=0.4; extra == "pose"' in ours["metadata"]["requires_dist"]

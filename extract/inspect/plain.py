@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from phoenix_keypoints.extract.inspect.declared import found
@@ -50,7 +51,9 @@ def video_figures(decl: Declaration, keypoints: Path) -> pd.DataFrame:
     spec = decl.report
     assert spec is not None, "a family with a plain report declares it"
     counts = list(dict.fromkeys(column for _, column, _, _ in spec.counts))
-    tables = list(iter_tables(keypoints, ["split", "video", "status", *decl.parts, *counts]))
+    crowd = next(iter(decl.people), None)  # every person's list (people): the most a frame
+    tables = list(iter_tables(keypoints, ["split", "video", "status", *decl.parts, *counts,
+                                          *([crowd] if crowd else [])]))
     if not tables:
         return pd.DataFrame(columns=["split", "video", "frames"])
     table = pa.concat_tables(tables)
@@ -58,6 +61,9 @@ def video_figures(decl: Declaration, keypoints: Path) -> pd.DataFrame:
     regions = found(decl, part_arrays(table))
     values = {c: table[c].to_numpy(zero_copy_only=False).astype(float) for c in counts}
     ok = np.asarray(table["status"].to_pylist()) == "ok"
+    if crowd:
+        values["people"] = np.asarray(pc.list_value_length(table[crowd]).fill_null(0), float) \
+            // decl.lists[crowd]
     rows: list[dict[str, Any]] = []
     for (split, video), idx in keys.groupby(["split", "video"], sort=False).indices.items():
         row = {"split": split, "video": video, "frames": len(idx), "frames_ok": int(ok[idx].sum())}
@@ -65,6 +71,8 @@ def video_figures(decl: Declaration, keypoints: Path) -> pd.DataFrame:
             row[f"{region}_found"] = float(f[idx].mean())
         for figure, column, op, value in spec.counts:
             row[figure] = int(np.nansum(_COMPARE[op](values[column][idx], value)))
+        if crowd:  # the regions above are the signer's; this, how many a frame held at most
+            row["people"] = int(values["people"][idx].max(initial=0))
         rows.append(row)
     return pd.DataFrame(rows)
 
@@ -97,12 +105,15 @@ def write_plain_report(decl: Declaration, keypoints: Path, title: str, out_dir: 
     head = "".join(f"<th>{html.escape(c)}</th>" for c in videos.columns)
     body = "".join("<tr>" + "".join(f"<td>{html.escape(_cell(v))}</td>" for v in r) + "</tr>"
                    for r in videos.itertuples(index=False))
+    most = int(videos["people"].max()) if decl.people and len(videos) else None
+    person = f" Person: {decl.person_note(most)}." if decl.people else ""
     page = (f"<!doctype html><meta charset='utf-8'><title>{html.escape(title)}</title>"
             f"<h1>{html.escape(spec.heading)}: {html.escape(title)}</h1><p>{html.escape(spec.note)}"
-            f"</p><table border=1 cellspacing=0><tr>{head}</tr>{body}</table>")
+            f"{html.escape(person)}</p><table border=1 cellspacing=0><tr>{head}</tr>{body}</table>")
     (out_dir / "index.html").write_text(page, encoding="utf-8")
     return {"videos": len(videos), "frames": int(videos["frames"].sum()) if len(videos) else 0,
-            "flagged": flagged(decl, videos)}
+            "flagged": flagged(decl, videos),
+            **({"person": decl.person_note(most)} if decl.people else {})}
 
 
 def _cell(v: Any) -> str:

@@ -94,12 +94,56 @@ class Declaration:
     # float32 values per item; a float32 list of items x values a row, null where the frame gave
     # none. Written and merged as they come; tensors, report and show read `parts`, not these
     lists: dict[str, int] = field(default_factory=dict)
+    # every person a frame holds, as the points of a part: list column -> the part it repeats
+    # per person (its width that part's points x values); a multi-person family's `parts` hold
+    # one person (the signer, by its rule: what tensors, the report and show read), these hold
+    # everyone, and `.pose` writes them as its people. Either none or one for every part (a .pose
+    # person is every part's points); docs/families.md, "How to write a multi-person family"
+    people: dict[str, str] = field(default_factory=dict, compare=False)
 
     def __post_init__(self) -> None:
+        if problems := self.people_problems():
+            raise ValueError(f"the {self.name} declaration's people: {'; '.join(problems)}")
         if self.schema is None:
             cols = [pa.field(p, pa.list_(pa.float32())) for p in (*self.parts, *self.lists)]
             object.__setattr__(self, "schema", pa.schema(
                 [*BASE_FIELDS, *cols, *(pa.field(c, pa.int32()) for c in self.counts)]))
+
+    def people_problems(self) -> list[str]:
+        """What is wrong with `people`, each in a phrase (checked when a declaration is made, so
+        the plugin check and the first `run` both say it)."""
+        out = []
+        for column, part in self.people.items():
+            if column not in self.lists:
+                have = ", ".join(self.lists) or "it has none"
+                out.append(f"{column!r} is not one of its list columns ({have})")
+            elif part not in self.parts:
+                out.append(f"{column!r} repeats {part!r}, which is not one of its parts "
+                           f"({', '.join(self.parts)})")
+            elif self.lists[column] != self.parts[part][0] * self.parts[part][1]:
+                n, c = self.parts[part]
+                out.append(f"{column!r} holds {self.lists[column]} values an item, not {part!r}'s "
+                           f"{n} points x {c} values = {n * c}")
+        missed = [p for p in self.parts if p not in self.people.values()]
+        if self.people and missed and not out:
+            out.append(f"no list column repeats {', '.join(map(repr, missed))} (a .pose person "
+                       "is every part's points: declare a list column for each part, or none)")
+        return out
+
+    def people_of(self) -> dict[str, str]:
+        """Each part -> the list column that holds it for every person (empty: one person)."""
+        return {part: column for column, part in self.people.items()}
+
+    def person_note(self, most: int | None = None) -> str:
+        """Which person its parts (tensors, the report, show) hold, in one short sentence: the
+        signer by the family's rule where it declares everyone (`people`), `most` the most in a
+        frame where known."""
+        if not self.people:
+            return "one person a frame (the family's parts)"
+        cols = ", ".join(self.people)
+        many = f", at most {most} a frame," if most is not None else ""
+        return (f"the signer (the family's parts: {', '.join(self.parts)}); every person{many} "
+                f"in list column {cols} (.pose holds them all)")
 
     @property
     def tensor_presets(self) -> bool:

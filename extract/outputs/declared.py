@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from phoenix_keypoints.extract.keypoints.estimator import Declaration, declaration
@@ -45,11 +46,14 @@ from phoenix_keypoints.extract.outputs.tensors import (
 
 def found_points(decl: Declaration, vals: np.ndarray, rows: np.ndarray) -> np.ndarray:
     """[T, points]: where the declaration's presence rule finds each point of `vals` ([T, points,
-    channels]): its row's list exists (`rows`: [T], or [T, points] already per point) and, for a
-    family with a score threshold, its last value (the score) is at least that (a NaN score is
-    not). The one rule of the tensor mask and of every export: a point it leaves out is written
-    absent everywhere (.pose confidence 0, each pkl as its reader takes an absent point)."""
-    found = rows if rows.ndim == 2 else np.repeat(rows[:, None], vals.shape[1], axis=1)
+    channels]; or [T, people, points, channels] with `rows` [T, people] or per point: the same
+    rule per person): its row's list exists (`rows`: [T], or [T, points] already per point) and,
+    for a family with a score threshold, its last value (the score) is at least that (a NaN
+    score is not). The one rule of the tensor mask and of every export: a point it leaves out
+    is written absent everywhere (.pose confidence 0, each pkl as its reader takes an absent
+    point)."""
+    found = rows if rows.ndim == vals.ndim - 1 else np.repeat(rows[..., None], vals.shape[-2],
+                                                              axis=-1)
     if decl.score_threshold is not None:
         found = found & (vals[..., -1] >= decl.score_threshold)
     return found
@@ -67,6 +71,50 @@ def video_tensor(table: pa.Table, decl: Declaration) -> tuple[np.ndarray, np.nda
     if len(vals) == 1:
         return vals[0], masks[0]
     return np.concatenate(vals, axis=1), np.concatenate(masks, axis=1)
+
+
+def list_items(col: pa.ChunkedArray | pa.Array, width: int) -> np.ndarray:
+    """A list column (items x `width` values a row, null where a frame gave none) -> float32
+    [rows, the most items in a row, width], NaN past each row's items and in null rows."""
+    arr = col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
+    lengths = np.asarray(pc.list_value_length(arr).fill_null(0), dtype=np.int64)
+    if (lengths % width).any():
+        raise ValueError(f"a list column's row holds {lengths[lengths % width != 0][0]} values, "
+                         f"not items of {width}")
+    counts = lengths // width
+    out = np.full((len(arr), int(counts.max(initial=0)), width), np.nan, np.float32)
+    flat = np.asarray(arr.flatten(), dtype=np.float32).reshape(-1, width)
+    rows = np.repeat(np.arange(len(arr)), counts)
+    out[rows, np.arange(len(rows)) - np.repeat(np.cumsum(counts) - counts, counts)] = flat
+    return out
+
+
+def people_tensor(decl: Declaration, lists: Mapping[str, np.ndarray]) -> np.ndarray:
+    """Every person of a family that declares `people`: its list columns' items ([T, items,
+    ...], NaN past a frame's items, as list_items or a clip's arrays give them) -> float32 [T,
+    people, points, channels] in the point order of its parts, NaN where a person is not."""
+    blocks = []
+    for part, (n, c) in decl.parts.items():
+        items = np.asarray(lists[decl.people_of()[part]], np.float32)
+        blocks.append(items.reshape(len(items), items.shape[1], n, c))
+    most = max((b.shape[1] for b in blocks), default=0)
+    padded = [np.pad(b, ((0, 0), (0, most - b.shape[1]), (0, 0), (0, 0)),
+                     constant_values=np.nan) for b in blocks]
+    return np.concatenate(padded, axis=2)
+
+
+def most_people(keypoints: Path, decl: Declaration) -> int | None:
+    """The most persons any frame of a run holds (its first people column's items; None where
+    the family declares none): what the tensors record and the report say."""
+    if not decl.people:
+        return None
+    column, part = next(iter(decl.people.items()))
+    n, c = decl.parts[part]
+    most = 0
+    for batch in pq.ParquetFile(keypoints).iter_batches(columns=[column]):  # a batch at a time
+        lengths = pc.list_value_length(batch.column(0)).fill_null(0)
+        most = max(most, int(np.asarray(lengths, dtype=np.int64).max(initial=0)))
+    return most // (n * c)
 
 
 def describe_points(decl: Declaration) -> list[dict[str, Any]]:
@@ -153,6 +201,8 @@ def points_meta(decl: Declaration, frames: Mapping[str, int], videos: Mapping[st
         "units": decl.units,
         "mask": mask_rule(decl),
         "score_threshold": decl.score_threshold,
+        # which person the set holds, where the family declares every person (people)
+        **({"person": decl.person_note(most_people(keypoints, decl))} if decl.people else {}),
         "files": {"array": "<split>.npy", "mask": "<split>.mask.npy", "index": "<split>.index.parquet"},
         "splits": {s: {"frames": int(frames[s]), "videos": int(videos[s])} for s in frames},
         "not_normalized": [],

@@ -18,7 +18,12 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from phoenix_keypoints.extract.keypoints.estimator import Declaration
-from phoenix_keypoints.extract.outputs.declared import found_points, video_tensor
+from phoenix_keypoints.extract.outputs.declared import (
+    found_points,
+    list_items,
+    people_tensor,
+    video_tensor,
+)
 from phoenix_keypoints.extract.outputs.loader import SplitData
 from phoenix_keypoints.extract.outputs.tensors import TensorsError, iter_videos
 
@@ -208,13 +213,31 @@ def pose_values(decl: Declaration, vals: np.ndarray, rows: np.ndarray,
     return data, conf
 
 
+def people_pose_values(decl: Declaration, people: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Every person ([T, people, points, channels], NaN where a person or point is not:
+    people_tensor) -> a .pose body's (data [T, P, points, 2], confidence [T, P, points]) float32,
+    P the most persons a frame holds (at least 1: a video of nobody is one person, all masked);
+    each point by pose_values' rule, a person a frame lacks confidence 0 and zeros."""
+    if people.shape[1] == 0:
+        people = np.full((people.shape[0], 1, *people.shape[2:]), np.nan, np.float32)
+    there = ~np.isnan(people).all(axis=-1)
+    vals = np.nan_to_num(people)
+    found = found_points(decl, vals, there)
+    score = vals[..., -1] if decl.score_threshold is not None else np.ones(vals.shape[:3])
+    conf = np.where(found, score, 0).astype(np.float32)
+    data = np.ascontiguousarray(np.where(found[..., None], vals[..., [0, 1]], 0), dtype=np.float32)
+    return data, conf
+
+
 def declared_pose(decl: Declaration, vals: np.ndarray, present: np.ndarray, width: int,
-                  height: int, fps: float) -> Any:
+                  height: int, fps: float, people: np.ndarray | None = None) -> Any:
     """A pose-format Pose of one video's [T, points, channels] values, its header made from the
     declaration: one component per named part (its point names, the declared limbs and colours
     within it: declared_limbs, XYC), x and y as the family stores them, confidence = the score
     (1 where a family has none), 0 (masked) where the point is absent (pose_values: `present`
-    False, or its score under the declaration's threshold)."""
+    False, or its score under the declaration's threshold). Where the family declares `people`
+    and `people` is given (people_tensor), the body holds every person (people_pose_values),
+    not the one of its parts."""
     try:
         from pose_format import Pose
         from pose_format.numpy.pose_body import NumPyPoseBody
@@ -226,7 +249,8 @@ def declared_pose(decl: Declaration, vals: np.ndarray, present: np.ndarray, widt
                   for part, (lo, hi, limbs, colours) in declared_limbs(decl).items()]
     header = PoseHeader(version=0.2, dimensions=PoseHeaderDimensions(width, height, 0),
                         components=components)
-    data, conf = pose_values(decl, vals, present)
+    data, conf = (people_pose_values(decl, people) if decl.people and people is not None
+                  else pose_values(decl, vals, present))
     return Pose(header, NumPyPoseBody(fps=fps, data=data, confidence=conf))
 
 
@@ -260,14 +284,18 @@ def write_declared_pose_files(keypoints: Path, out_dir: Path, decl: Declaration,
                               root: Path | None = None,
                               make: Callable[..., Any] = declared_pose) -> int:
     """One `<out_dir>/<split>/<video>.pose` per video (declared_pose, or a family's `make` of the
-    same arguments: its own components over these values), each at its source's rate."""
+    same arguments: its own components over these values), each at its source's rate; every
+    person where the family declares `people` (declared_pose's `people`)."""
     have = pq.ParquetFile(keypoints).schema_arrow.names
-    columns = ["width", "height", *[c for c in ("image", "time_s") if c in have], *decl.parts]
+    columns = ["width", "height", *[c for c in ("image", "time_s") if c in have], *decl.parts,
+               *decl.people]
     n = 0
     for split, video, table in iter_videos(keypoints, columns):
         width, height = video_size(table)
         vals, found = video_tensor(table, decl)
-        pose = make(decl, vals, found, width, height, video_fps(table, root, fps))
+        everyone = {} if not decl.people else {"people": people_tensor(decl, {
+            c: list_items(table.column(c), decl.lists[c]) for c in decl.people})}
+        pose = make(decl, vals, found, width, height, video_fps(table, root, fps), **everyone)
         write_file(Path(out_dir) / split / f"{video}.pose", pose.write)
         n += 1
     return n

@@ -84,7 +84,8 @@ def write_set(rd: RunDir, spec: TensorSpec) -> dict[str, Any]:
             "dir": str(tag_dir(rd.tensors_dir, spec.tag).relative_to(rd.path)),
             **spec.as_dict(), "points": spec.points.name or meta["preset"],  # a declared set's
             "frames_per_split": frames,
-            "not_normalized": len(meta["not_normalized"]), "num_points": meta["num_points"]}
+            "not_normalized": len(meta["not_normalized"]), "num_points": meta["num_points"],
+            **({"person": meta["person"]} if "person" in meta else {})}  # a multi-person family's
     rd.update(lambda run: run.tensors.__setitem__(spec.tag or "default", info))
     return info
 
@@ -171,6 +172,8 @@ def write_set_command(rd: RunDir, spec: TensorSpec) -> int:
     per_split = ", ".join(f"{s} {n}" for s, n in sorted(info["frames_per_split"].items()))
     messages.result(f"tensors:   {rd.path / info['dir']}/ ({info['num_points']} points; "
                     f"{per_split} frames)")
+    if "person" in info:
+        messages.result(f"person:    {info['person']}")
     if info["not_normalized"]:
         messages.note(f"{info['not_normalized']} video(s) have no pose in any frame and were left "
                       "unnormalised (index column `normalized`, points.json `not_normalized`)")

@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 
-from phoenix_keypoints.extract.keypoints.estimator import DEFAULT_FAMILY, declaration, family
+from phoenix_keypoints.extract.keypoints.estimator import (
+    DEFAULT_FAMILY,
+    Declaration,
+    declaration,
+    family,
+)
 from phoenix_keypoints.jobs import messages
 from phoenix_keypoints.jobs.rundir.folder import RunDir
 from phoenix_keypoints.jobs.rundir.runinfo import DatasetInfo, MergeInfo, RunInfo
@@ -171,13 +177,27 @@ def failed_videos(failed: dict[str, str]) -> str:
     )
 
 
+def tensors_person(rd: RunDir, decl: Declaration) -> str:
+    """Which person the run's tensors hold, as their points.json says (with the most persons a
+    frame holds), else in the declaration's words alone."""
+    from phoenix_keypoints.extract.outputs.tensors import POINTS_JSON
+
+    try:
+        return str(json.loads((rd.tensors_dir / POINTS_JSON).read_text())["person"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return decl.person_note()
+
+
 def merged(rd: RunDir, record: MergeInfo) -> None:
     """The outputs of a finished merge."""
     info = rd.load()
     per_split = ", ".join(f"{s} {n}" for s, n in sorted(record.frames_per_split.items()))
     messages.result(f"keypoints: {rd.keypoints_path} ({record.rows} frames: {per_split})")
     messages.result(f"tensors:   {rd.tensors_dir}/")
-    page = "quality page" if declaration(info.options.settings()).quality else "page"
+    decl = declaration(info.options.settings())
+    if decl.people:  # a multi-person family's: whose points they hold (points.json says it too)
+        messages.result(f"person:    {tensors_person(rd, decl)}")
+    page = "quality page" if decl.quality else "page"
     messages.result(f"report:    phoenix-keypoints report --out {rd.path}  ({page} + per-video "
                     "figures)")
     if info.dataset.problems:
