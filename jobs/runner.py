@@ -19,6 +19,7 @@ from phoenix_keypoints.extract.sources.archive_index import ArchiveError
 from phoenix_keypoints.jobs import messages
 from phoenix_keypoints.jobs.cluster.shard_run import run_shard
 from phoenix_keypoints.jobs.run import summary
+from phoenix_keypoints.jobs.run.done import Done, scan_parts
 from phoenix_keypoints.jobs.run.extraction import extract, make_backend
 from phoenix_keypoints.jobs.run.finish import finish
 from phoenix_keypoints.jobs.run.identity import input_arg
@@ -32,7 +33,6 @@ from phoenix_keypoints.jobs.run.prepare import (
     follow_moves,
     load_or_plan,
 )
-from phoenix_keypoints.jobs.run.resume import scan_parts
 from phoenix_keypoints.jobs.run.todo import Work, work_left
 from phoenix_keypoints.jobs.rundir.folder import RunDir, RunError
 from phoenix_keypoints.jobs.rundir.locks import locked, run_folder
@@ -393,7 +393,7 @@ def run(req: RunRequest) -> int:
 def merge_command(rd: RunDir, allow_partial: bool) -> int:
     """`merge`: finish a run whose chunks are committed (the SLURM merge job runs this)."""
     info = rd.load()  # not a run folder: say so before taking a lock in it
-    if outputs_state(rd, info) == "ok" and not scan_parts(rd, info, rd.load_plan()).missing:
+    if Done.merged(rd, info):
         messages.result(f"complete: {rd.keypoints_path} ({info.merge.rows} frames) and "
                         f"{rd.tensors_dir}/ are up to date; nothing to do.")
         return 0

@@ -11,8 +11,8 @@ import time
 
 from phoenix_keypoints.extract.keypoints.versions import combined
 from phoenix_keypoints.jobs import messages
+from phoenix_keypoints.jobs.run.done import PartsState, scan_parts
 from phoenix_keypoints.jobs.run.merge import BackgroundMerge
-from phoenix_keypoints.jobs.run.resume import PartsState, scan_parts
 from phoenix_keypoints.jobs.rundir.folder import JobFailed, RunDir, RunError
 from phoenix_keypoints.jobs.rundir.runinfo import MergeInfo, RunInfo
 from phoenix_keypoints.jobs.rundir.shards import array_expr, live_shards, shard_state

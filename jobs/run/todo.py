@@ -1,7 +1,7 @@
-"""What is left to do in a run folder: the chunks (of this coordinator) without a trusted part, and
-whether they may be done here (jobs/rundir/made_under.py): not under other versions than the
-committed parts were made with, nor, in a shard of an array, than the run recorded when it was
-planned."""
+"""What is left to do in a run folder: the chunks (of this coordinator) that are not done
+(jobs/run/done.py `Done`, the resume rule), and whether they may be done here (jobs/rundir/
+made_under.py): not under other versions than the committed parts were made with, nor, in a shard
+of an array, than the run recorded when it was planned."""
 
 from __future__ import annotations
 
@@ -20,9 +20,9 @@ from phoenix_keypoints.extract.keypoints.versions import (
     value_versions,
 )
 from phoenix_keypoints.jobs import messages
+from phoenix_keypoints.jobs.run.done import PartsState, scan_parts
 from phoenix_keypoints.jobs.run.identity import input_arg
 from phoenix_keypoints.jobs.run.plan import handout_order
-from phoenix_keypoints.jobs.run.resume import PartsState, scan_parts
 from phoenix_keypoints.jobs.rundir.folder import RunDir, RunError
 from phoenix_keypoints.jobs.rundir.made_under import MadeUnder
 from phoenix_keypoints.jobs.rundir.parts import remove_stale_temps
@@ -57,14 +57,13 @@ def work_left(rd: RunDir, info: RunInfo, plan: pa.Table, retry_failed: bool = Fa
     rd.parts_dir.mkdir(exist_ok=True)
     if shard is None:  # a SLURM shard leaves them: other shards may be committing theirs
         remove_stale_temps(rd, set(chunks))
-    retry = {c for c in chunks if c in state.done and state.done[c].failed} if retry_failed else set()
+    retry = state.retried(retry_failed)
     if retry:
         names = sorted(v for c in retry for v in state.done[c].failed)
         messages.say(f"--retry-failed: redoing {len(retry)} chunk(s) with failed video(s): "
                      f"{messages.listing(names)}")
     frames = {c: state.chunk_frames(c) for c in chunks}
-    todo = [c for c in handout_order(frames, info.plan.workers)
-            if c not in state.done or c in retry]
+    todo = state.todo(handout_order(frames, info.plan.workers), retry)
     done = sum(state.done[c].rows for c in chunks if c in state.done and c not in retry)
     versions = same_versions(rd, info, state, set(todo), shard) if todo else {}
     execution = MadeUnder.binding(state.done[c] for c in sorted(state.done) if c not in todo)
