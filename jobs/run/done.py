@@ -16,10 +16,13 @@ same answer. A chunk of the plan is done when:
 A chunk not done is missing (no part) or rejected (why, in words: `why_not`); a rejected part is
 moved to parts/rejected/ with a .why file, never deleted. `--retry-failed` also redoes chunks
 whose part lists failed videos (`todo`); the old part stays until the new one replaces it, so a
-crash loses nothing. The merge reads only done chunks (jobs/run/finish.py); one whose part fails
-to read there is rejected and redone (jobs/run/merge.py). A run is finished (`merged`) when its
-last full merge's outputs are whole (jobs/run/outputs.py `outputs_state`) and no chunk is missing.
-Whether the rest may be computed here is another rule: jobs/rundir/made_under.py.
+crash loses nothing. In a SLURM array a shard skips a chunk whose part exists (jobs/cluster/
+claims.py `committed`: a stat, as the work list it hands out was made by this scan; the shard that
+merges beside them takes another shard's part only once `Done.trusted`, and the merge's own scan
+decides). The merge reads only done chunks (jobs/run/finish.py); one whose part fails to read
+there is rejected and redone (jobs/run/merge.py). A run is finished (`merged`) when its last full
+merge's outputs are whole (jobs/run/outputs.py `outputs_state`) and no chunk is missing. Whether
+the rest may be computed here is another rule: jobs/rundir/made_under.py.
 """
 
 from __future__ import annotations
