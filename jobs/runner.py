@@ -14,13 +14,12 @@ from pathlib import Path
 from phoenix_keypoints.extract.corpora.base import DatasetError
 from phoenix_keypoints.extract.corpora.entries import is_video
 from phoenix_keypoints.extract.keypoints.estimator import DEFAULT_FAMILY, ModelFileError, family, loaded
-from phoenix_keypoints.extract.keypoints.execution import flags as execution_flags
-from phoenix_keypoints.extract.keypoints.execution import said
 from phoenix_keypoints.extract.outputs.declared import write_family_tensors
 from phoenix_keypoints.extract.sources.archive_index import ArchiveError
 from phoenix_keypoints.jobs import messages
 from phoenix_keypoints.jobs.cluster.shard_run import run_shard
 from phoenix_keypoints.jobs.run import summary
+from phoenix_keypoints.jobs.run.done import Done, scan_parts
 from phoenix_keypoints.jobs.run.extraction import extract, make_backend
 from phoenix_keypoints.jobs.run.finish import finish
 from phoenix_keypoints.jobs.run.identity import input_arg
@@ -34,10 +33,10 @@ from phoenix_keypoints.jobs.run.prepare import (
     follow_moves,
     load_or_plan,
 )
-from phoenix_keypoints.jobs.run.resume import scan_parts
-from phoenix_keypoints.jobs.run.todo import Work, recorded_execution, work_left
+from phoenix_keypoints.jobs.run.todo import Work, work_left
 from phoenix_keypoints.jobs.rundir.folder import RunDir, RunError
 from phoenix_keypoints.jobs.rundir.locks import locked, run_folder
+from phoenix_keypoints.jobs.rundir.made_under import MadeUnder
 from phoenix_keypoints.jobs.rundir.runinfo import RunInfo
 from phoenix_keypoints.jobs.rundir.shards import resolve_shard
 from phoenix_keypoints.jobs.schedule.devices import (
@@ -295,7 +294,7 @@ def _early_workers(req: RunRequest, slots: int) -> int:
 
 def _made_under(req: RunRequest) -> RunRequest:
     """A resume computes as its committed parts were computed: --device and --batch-size, where
-    not given, are the parts' (extract/keypoints/execution.py), not this node's defaults."""
+    not given, are the parts' (jobs/rundir/made_under.py), not this node's defaults."""
     rd = RunDir(req.out)
     if req.fresh or not rd.exists() or not rd.parts_dir.is_dir():
         return req
@@ -303,20 +302,20 @@ def _made_under(req: RunRequest) -> RunRequest:
         info = rd.load()
     except Exception:  # an unreadable run.json is refused later, in words
         return req
-    made = recorded_execution(rd, info)
+    made = MadeUnder.of_run(rd, info)
     resumed = req.as_made(made)
     if resumed is req or (resumed.device, resumed.batch_size) == (req.device, req.batch_size):
         return req
-    if made.get("device") != "cpu":  # on the CPU only the device is taken: nothing to say
-        messages.say(f"resuming as its committed parts were computed: {execution_flags(made)} "
-                     f"({said(made)})")
+    if made.execution.get("device") != "cpu":  # on the CPU only the device is taken: nothing to say
+        messages.say(f"resuming as its committed parts were computed: {made.flags()} "
+                     f"({made.said()})")
     why = family(info.options.estimator).device_refused(resumed.device) \
         if req.device in (None, "auto") else None
     if why:
-        raise RunError(f"{rd.path}: its committed parts were computed on {said(made)}; their "
+        raise RunError(f"{rd.path}: its committed parts were computed on {made.said()}; their "
                        f"values depend on it, so the rest is computed so too, but --device "
                        f"{resumed.device} cannot run here: {why.split('. ')[0]}. Go on where "
-                       f"`{execution_flags(made)}` runs, or make the whole run again here: "
+                       f"`{made.flags()}` runs, or make the whole run again here: "
                        f"{messages.fresh(rd.path, input_arg(info))}, or give another --out.")
     return resumed
 
@@ -390,7 +389,7 @@ def run(req: RunRequest) -> int:
 def merge_command(rd: RunDir, allow_partial: bool) -> int:
     """`merge`: finish a run whose chunks are committed (the SLURM merge job runs this)."""
     info = rd.load()  # not a run folder: say so before taking a lock in it
-    if outputs_state(rd, info) == "ok" and not scan_parts(rd, info, rd.load_plan()).missing:
+    if Done.merged(rd, info):
         messages.result(f"complete: {rd.keypoints_path} ({info.merge.rows} frames) and "
                         f"{rd.tensors_dir}/ are up to date; nothing to do.")
         return 0

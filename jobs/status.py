@@ -16,9 +16,9 @@ from phoenix_keypoints.extract.corpora.base import DatasetError
 from phoenix_keypoints.extract.sources.archive_index import ArchiveError
 from phoenix_keypoints.jobs.messages import listing
 from phoenix_keypoints.jobs.run import summary
+from phoenix_keypoints.jobs.run.done import PartsState, scan_parts
 from phoenix_keypoints.jobs.run.finish import made_with
 from phoenix_keypoints.jobs.run.prepare import check_corpus
-from phoenix_keypoints.jobs.run.resume import PartsState, scan_parts
 from phoenix_keypoints.jobs.rundir import heartbeat
 from phoenix_keypoints.jobs.rundir.folder import RunDir
 from phoenix_keypoints.jobs.rundir.heartbeat import Heartbeat

@@ -24,9 +24,9 @@ from phoenix_keypoints.extract.sources.archive_index import split_root
 from phoenix_keypoints.extract.sources.provenance import DEFAULT_THREADS
 from phoenix_keypoints.jobs import messages
 from phoenix_keypoints.jobs.run.changes import PlanDiff
+from phoenix_keypoints.jobs.run.done import scan_parts
 from phoenix_keypoints.jobs.run.finish import made_with, mixed_line
 from phoenix_keypoints.jobs.run.prepare import check_corpus
-from phoenix_keypoints.jobs.run.resume import scan_parts
 from phoenix_keypoints.jobs.rundir.folder import JobFailed, RunDir, RunError
 from phoenix_keypoints.jobs.rundir.runinfo import RunInfo
 from phoenix_keypoints.jobs.rundir.stale import Stale, columns, stale_parts, stale_rows

@@ -12,6 +12,7 @@ import time
 from phoenix_keypoints.jobs import messages
 from phoenix_keypoints.jobs.cluster.claims import MERGER, ClaimQueue, FileClaims
 from phoenix_keypoints.jobs.run import summary
+from phoenix_keypoints.jobs.run.done import Done, scan_parts
 from phoenix_keypoints.jobs.run.extraction import extract, make_backend
 from phoenix_keypoints.jobs.run.finish import finish
 from phoenix_keypoints.jobs.run.merge import BackgroundMerge, CorruptPart
@@ -19,11 +20,9 @@ from phoenix_keypoints.jobs.run.options import RunRequest
 from phoenix_keypoints.jobs.run.outputs import outputs_state
 from phoenix_keypoints.jobs.run.plan import plan_record
 from phoenix_keypoints.jobs.run.prepare import plan_shared
-from phoenix_keypoints.jobs.run.resume import scan_parts
 from phoenix_keypoints.jobs.run.todo import work_left
 from phoenix_keypoints.jobs.rundir.folder import RunDir, RunError
 from phoenix_keypoints.jobs.rundir.locks import locked, run_folder
-from phoenix_keypoints.jobs.rundir.parts import KeptPart, check_part
 from phoenix_keypoints.jobs.rundir.runinfo import RunInfo
 from phoenix_keypoints.jobs.schedule.devices import worker_slots
 from phoenix_keypoints.jobs.schedule.scheduler import Outcome
@@ -40,7 +39,7 @@ def _shard_extract(rd: RunDir, req: RunRequest, info: RunInfo, shard: int,
     merging = None
     if merger:  # this shard merges while the others extract
         chunks, kept = work.state.chunks, plan_record(plan).kept
-        merging = BackgroundMerge(rd, plan, sorted(chunks), ready=lambda c: _part_ready(
+        merging = BackgroundMerge(rd, plan, sorted(chunks), ready=lambda c: Done.trusted(
             rd, info.fingerprint, c, chunks[c], kept.get(c))).start()
     outcome = Outcome()
     if work.todo:
@@ -54,13 +53,6 @@ def _shard_extract(rd: RunDir, req: RunRequest, info: RunInfo, shard: int,
 def _merger_gone(claims: FileClaims) -> bool:
     holder = claims.holder(MERGER)
     return holder is not None and not claims.alive(holder) and claims.take_over(MERGER, holder)
-
-
-def _part_ready(rd: RunDir, fingerprint: str, chunk: int, videos: dict[str, int],
-                kept: KeptPart | None) -> bool:
-    """Another shard's part can be merged once it is committed and passes the trust checks."""
-    path = rd.part_path(chunk)
-    return path.exists() and check_part(path, chunk, fingerprint, videos, kept)[0] is not None
 
 
 def run_shard(req: RunRequest, num_shards: int, shard: int) -> int:

@@ -24,9 +24,9 @@ from pathlib import Path
 from phoenix_keypoints.extract.keypoints.environ import FORCED, clean_environment
 from phoenix_keypoints.extract.keypoints.versions import differences, named, pip_hint
 from phoenix_keypoints.jobs import messages
+from phoenix_keypoints.jobs.run.done import scan_parts
 from phoenix_keypoints.jobs.run.options import RunOptions
 from phoenix_keypoints.jobs.run.prepare import FROZEN, load_or_plan
-from phoenix_keypoints.jobs.run.resume import scan_parts
 from phoenix_keypoints.jobs.run.todo import binding, versions_here
 from phoenix_keypoints.jobs.rundir.folder import RunDir, RunError
 from phoenix_keypoints.jobs.rundir.locks import run_folder

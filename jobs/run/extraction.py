@@ -12,8 +12,9 @@ from collections.abc import Callable
 import pyarrow as pa
 
 from phoenix_keypoints.extract.keypoints.estimator import family
-from phoenix_keypoints.jobs.run.todo import Work, recorded_execution
+from phoenix_keypoints.jobs.run.todo import Work
 from phoenix_keypoints.jobs.rundir.folder import RunDir
+from phoenix_keypoints.jobs.rundir.made_under import MadeUnder
 from phoenix_keypoints.jobs.rundir.runinfo import ExtractionInfo, RunInfo
 from phoenix_keypoints.jobs.schedule.chunks import Chunks
 from phoenix_keypoints.jobs.schedule.devices import worker_slots
@@ -49,9 +50,9 @@ def extract(rd: RunDir, info: RunInfo, plan: pa.Table, work: Work, backend: Back
 
     def task(chunk: int, skip: dict[str, str]) -> ChunkTask:
         """A chunk's task, bound to how the committed parts were computed or, with none, to how
-        the first ready worker computes: one file, one computation (extract.keypoints.execution)."""
+        the first ready worker computes: one file, one computation (jobs/rundir/made_under.py)."""
         if shard is not None:  # the array's other shards commit meanwhile: their parts bind too
-            chunks.execution = recorded_execution(rd, info) or chunks.execution
+            chunks.execution = dict(MadeUnder.of_run(rd, info).execution) or chunks.execution
         if not chunks.execution:
             chunks.execution = first_execution(sched.outcome.runtime)
         return chunks.task(chunk, skip)

@@ -11,9 +11,10 @@ import time
 
 from phoenix_keypoints.extract.keypoints.versions import combined
 from phoenix_keypoints.jobs import messages
+from phoenix_keypoints.jobs.run.done import PartsState, scan_parts
 from phoenix_keypoints.jobs.run.merge import BackgroundMerge
-from phoenix_keypoints.jobs.run.resume import PartsState, scan_parts
 from phoenix_keypoints.jobs.rundir.folder import JobFailed, RunDir, RunError
+from phoenix_keypoints.jobs.rundir.made_under import MadeUnder
 from phoenix_keypoints.jobs.rundir.runinfo import MergeInfo, RunInfo
 from phoenix_keypoints.jobs.rundir.shards import array_expr, live_shards, shard_state
 
@@ -92,9 +93,11 @@ def finish(rd: RunDir, allow_partial: bool = False,
 
 def made_with(info: RunInfo, state: PartsState) -> tuple[dict[str, str], list[str]]:
     """(what the committed parts' values were made with, the keys in which they differ): from
-    their footers; a part written before footers recorded it, as run.json records the run's."""
+    their footers; a part written before footers recorded it, as run.json records the run's
+    (MadeUnder.of_part)."""
     recorded = info.value_versions()
-    return combined({c: part.versions or recorded for c, part in state.done.items()})
+    return combined({c: dict(MadeUnder.of_part(part, recorded).versions)
+                     for c, part in state.done.items()})
 
 
 def made_on(state: PartsState) -> list[dict]:

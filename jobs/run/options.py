@@ -16,6 +16,7 @@ from phoenix_keypoints.extract.keypoints.estimator import (
 )
 from phoenix_keypoints.extract.keypoints.frames import MAX_PIXELS, MAX_SCANS
 from phoenix_keypoints.jobs.run.identity import input_conflict
+from phoenix_keypoints.jobs.rundir.made_under import MadeUnder
 from phoenix_keypoints.jobs.rundir.runinfo import PlanOptions, RunInfo
 
 
@@ -157,14 +158,11 @@ class RunRequest:
                         | {k: v for k, v in limits.items() if v is not None}}
         return settings
 
-    def as_made(self, made: dict) -> RunRequest:
-        """This request resuming parts made under the execution record `made` (extract/keypoints/
-        execution.py): --device and --batch-size, where not given, are the parts' (so a resume
-        computes what they were computed under, whatever this node's defaults)."""
-        if not made:
+    def as_made(self, made: MadeUnder) -> RunRequest:
+        """This request resuming parts made under `made` (jobs/rundir/made_under.py): --device and
+        --batch-size, where not given, are the parts' (so a resume computes what they were
+        computed under, whatever this node's defaults)."""
+        if not made.execution:
             return self
-        device = self.device if self.device not in (None, "auto") else made.get("device")
-        shape = made.get("batch_shape") or {}
-        batch = self.batch_size or (max(shape.values()) if shape and max(shape.values()) > 1
-                                    else None)
+        device, batch = made.resumed_with(self.device, self.batch_size)
         return replace(self, device=device, batch_size=batch)

@@ -1,6 +1,7 @@
-"""What is left to do in a run folder: the chunks (of this coordinator) without a trusted part, and
-whether they may be done here: not under other versions than the committed parts were made with,
-nor, in a shard of an array, than the run recorded when it was planned."""
+"""What is left to do in a run folder: the chunks (of this coordinator) that are not done
+(jobs/run/done.py `Done`, the resume rule), and whether they may be done here (jobs/rundir/
+made_under.py): not under other versions than the committed parts were made with, nor, in a shard
+of an array, than the run recorded when it was planned."""
 
 from __future__ import annotations
 
@@ -10,7 +11,6 @@ from dataclasses import dataclass, field
 
 import pyarrow as pa
 
-from phoenix_keypoints.extract.keypoints.execution import binding as execution_binding
 from phoenix_keypoints.extract.keypoints.versions import (
     DECODER,
     NOT_RECORDED,
@@ -20,10 +20,11 @@ from phoenix_keypoints.extract.keypoints.versions import (
     value_versions,
 )
 from phoenix_keypoints.jobs import messages
+from phoenix_keypoints.jobs.run.done import PartsState, scan_parts
 from phoenix_keypoints.jobs.run.identity import input_arg
 from phoenix_keypoints.jobs.run.plan import handout_order
-from phoenix_keypoints.jobs.run.resume import PartsState, scan_parts
 from phoenix_keypoints.jobs.rundir.folder import RunDir, RunError
+from phoenix_keypoints.jobs.rundir.made_under import MadeUnder
 from phoenix_keypoints.jobs.rundir.parts import remove_stale_temps
 from phoenix_keypoints.jobs.rundir.runinfo import RunInfo
 
@@ -56,34 +57,23 @@ def work_left(rd: RunDir, info: RunInfo, plan: pa.Table, retry_failed: bool = Fa
     rd.parts_dir.mkdir(exist_ok=True)
     if shard is None:  # a SLURM shard leaves them: other shards may be committing theirs
         remove_stale_temps(rd, set(chunks))
-    retry = {c for c in chunks if c in state.done and state.done[c].failed} if retry_failed else set()
+    retry = state.retried(retry_failed)
     if retry:
         names = sorted(v for c in retry for v in state.done[c].failed)
         messages.say(f"--retry-failed: redoing {len(retry)} chunk(s) with failed video(s): "
                      f"{messages.listing(names)}")
     frames = {c: state.chunk_frames(c) for c in chunks}
-    todo = [c for c in handout_order(frames, info.plan.workers)
-            if c not in state.done or c in retry]
+    todo = state.todo(handout_order(frames, info.plan.workers), retry)
     done = sum(state.done[c].rows for c in chunks if c in state.done and c not in retry)
     versions = same_versions(rd, info, state, set(todo), shard) if todo else {}
-    execution = execution_binding([state.done[c].execution for c in sorted(state.done) if c not in todo])
+    execution = MadeUnder.binding(state.done[c] for c in sorted(state.done) if c not in todo)
     return Work(todo, sum(frames.values()), done, state, versions, execution)
 
 
 def recorded_execution(rd: RunDir, info: RunInfo) -> dict:
-    """How the run's committed parts computed their values (the first part of this run that
-    records it; {} where none does): read from part footers, so a coordinator killed outright
-    still tells its resume."""
-    from phoenix_keypoints.jobs.rundir.parts import read_part_info
-
-    for path in sorted(rd.parts_dir.glob("chunk-*.parquet")):
-        try:
-            part, fingerprint = read_part_info(path)
-        except ValueError:
-            continue
-        if part.execution and fingerprint == info.fingerprint:
-            return part.execution
-    return {}
+    """How the run's committed parts computed their values ({} where none records it): kept for
+    callers of this name; the rule is MadeUnder.of_run (jobs/rundir/made_under.py)."""
+    return dict(MadeUnder.of_run(rd, info).execution)
 
 
 def versions_here(info: RunInfo) -> dict[str, str]:
@@ -105,8 +95,9 @@ def same_versions(rd: RunDir, info: RunInfo, state: PartsState, todo: set[int],
     # a shard reads run.json as it is now: had two shards planned at once (a filesystem that
     # ignores the plan lock), the run.json written last binds each shard that checks after it
     now, recorded = versions_here(info), (rd.load() if shard is not None else info).value_versions()
-    made = {c: part.versions or recorded for c, part in state.done.items() if c not in todo}
-    clash = {c: d for c, v in sorted(made.items()) if (d := differences(v, now))}
+    here = MadeUnder(now)
+    made = {c: MadeUnder.of_part(part, recorded) for c, part in state.done.items() if c not in todo}
+    clash = {c: d for c, m in sorted(made.items()) if (d := m.version_differences(here))}
     if clash:
         first = next(iter(clash.values()))
         raise RunError(

@@ -37,18 +37,9 @@ from phoenix_keypoints.extract.keypoints.estimator import (
     estimator_name,
     open_estimator,
 )
-from phoenix_keypoints.extract.keypoints.execution import differences as execution_differences
-from phoenix_keypoints.extract.keypoints.execution import flags as execution_flags
-from phoenix_keypoints.extract.keypoints.execution import said
 from phoenix_keypoints.extract.keypoints.frames import Frame
 from phoenix_keypoints.extract.keypoints.model_calls import set_last_word, set_limits
-from phoenix_keypoints.extract.keypoints.versions import (
-    DECODER,
-    differences,
-    named,
-    pip_hint,
-    value_versions,
-)
+from phoenix_keypoints.extract.keypoints.versions import DECODER, value_versions
 from phoenix_keypoints.extract.keypoints.video_rows import (
     Block,
     KeepsFailing,
@@ -57,6 +48,7 @@ from phoenix_keypoints.extract.keypoints.video_rows import (
 )
 from phoenix_keypoints.jobs import faults
 from phoenix_keypoints.jobs.rundir.folder import RunDir
+from phoenix_keypoints.jobs.rundir.made_under import MadeUnder
 from phoenix_keypoints.jobs.rundir.parts import PartInfo, write_part
 from phoenix_keypoints.jobs.schedule.events import (
     ChunkTask,
@@ -136,7 +128,7 @@ class ChunkWorker:
             ) -> Committed | WriteFailed | Refused:
         """Extract the chunk's videos (minus task.skip) and commit its part; a model that fails
         (or keeps failing) stops the run instead of costing the frames."""
-        why = self._other_versions(task) or self._other_execution(task)
+        why = self._refusal(task)
         if why:
             return Refused(self.slot, task.chunk, why)
         try:
@@ -173,34 +165,14 @@ class ChunkWorker:
                                f"cannot write {e.filename or 'part'}: {e.strerror or e}")
         return Committed(self.slot, task.chunk, info.rows)
 
-    def _other_versions(self, task: ChunkTask) -> str:
+    def _refusal(self, task: ChunkTask) -> str:
         """Why this worker may not extract the run's chunks ('' where it may): it has other versions
-        of what the values depend on than the run (a Ray actor on a node with another install).
-        The run stops (exit 2) rather than going on without this node: its keypoints stay one
-        pipeline's, and the user learns the node differs instead of finding it slower."""
-        diffs = differences(task.versions, self._versions(list(task.videos)))
-        if not diffs:
-            return ""
-        return (f"worker {self.slot} on {socket.gethostname()} has other versions of what the "
-                f"keypoints depend on than the run ({named(diffs, 'in the run', 'here')}); no chunk "
-                "is extracted under them, so the file holds one pipeline's keypoints. Install the "
-                f"run's versions on that node{pip_hint(diffs)} or start the workers only where they "
-                "are installed, then run the same command again to resume.")
-
-    def _other_execution(self, task: ChunkTask) -> str:
-        """Why this worker may not extract the run's chunks ('' where it may): it computes the
-        values otherwise than the run (another device, GPU model, provider options or batch
-        shape: extract.keypoints.execution), so one file would hold values of two computations."""
-        diffs = execution_differences(task.execution, self.execution)
-        if not diffs:
-            return ""
-        return (f"worker {self.slot} on {socket.gethostname()} would compute the keypoints "
-                f"otherwise than the run ({', '.join(diffs)} differ): the run's are made on "
-                f"{said(task.execution)}, this worker runs on {said(self.execution)}; no chunk is "
-                "extracted so, since the values depend on it. Resume with "
-                f"`{execution_flags(task.execution)}` where that runs (the run's own are taken when "
-                "--device and --batch-size are not given), or make the whole run again under "
-                "these with --fresh, or give another --out.")
+        of what the values depend on than the run (a Ray actor on a node with another install), or
+        computes them otherwise (another device, GPU model, provider options or batch shape). The
+        rule and its words are MadeUnder's (jobs/rundir/made_under.py)."""
+        run = MadeUnder.of_worker(task.versions, task.execution)
+        here = MadeUnder.of_worker(self._versions(list(task.videos)), self.execution)
+        return run.refusal(here, f"worker {self.slot} on {socket.gethostname()}")
 
     def _versions(self, videos: list[VideoRef]) -> dict[str, str]:
         """What this chunk's values depend on: the estimator's, and the decoder's where it decoded

@@ -10,7 +10,7 @@ frame file gets its row's size and mtime, so every stat matches). Then it times,
 with the page cache warm:
 
 - the plain resume check, as it was: the listing, the dataset fingerprint compared, and the parts
-  scanned with a stat of every frame (jobs.run.resume.scan_parts with check_frames);
+  scanned with a stat of every frame (jobs.run.done.scan_parts with check_frames);
 - the resume check with the change check: the same, the fingerprint replaced by the comparison of
   the listing with the stored plan (check_corpus), which also finds corpus text changes;
 - its parts: the listing alone, the plan of the corpus now (make_plan), the comparison;
@@ -33,10 +33,10 @@ from pathlib import Path
 from phoenix_keypoints.extract.corpora import discover
 from phoenix_keypoints.extract.corpora.phoenix import FRAMES_DIR
 from phoenix_keypoints.jobs.run.changes import diff_plans
+from phoenix_keypoints.jobs.run.done import scan_parts
 from phoenix_keypoints.jobs.run.options import RunOptions
 from phoenix_keypoints.jobs.run.plan import make_plan
 from phoenix_keypoints.jobs.run.prepare import check_corpus, follow_corpus, new_run
-from phoenix_keypoints.jobs.run.resume import scan_parts
 from phoenix_keypoints.jobs.rundir.folder import RunDir
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))

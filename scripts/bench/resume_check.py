@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """What a resume's check of its committed parts costs for the whole release: part footers only (as
 `status` reads them) against footers plus a stat of every frame the parts were made from (a resume:
-jobs.run.resume.scan_parts with check_frames), and what `verify` costs on the same frames.
+jobs.run.done.scan_parts with check_frames), and what `verify` costs on the same frames.
 
 It fabricates a planned run of the release from the index (scripts/bench/fabricate.py: the real
 plan, run.json and one part per chunk with realistic provenance columns; landmark columns null,
@@ -26,9 +26,9 @@ import pyarrow.parquet as pq
 
 from phoenix_keypoints.extract.families.holistic.declaration import SCHEMA
 from phoenix_keypoints.extract.families.holistic.points import PARTS, WORLD_PARTS
+from phoenix_keypoints.jobs.run.done import scan_parts
 from phoenix_keypoints.jobs.run.options import RunOptions
 from phoenix_keypoints.jobs.run.prepare import new_run
-from phoenix_keypoints.jobs.run.resume import scan_parts
 from phoenix_keypoints.jobs.rundir.folder import RunDir
 from phoenix_keypoints.jobs.rundir.parts import PartInfo, write_part
 
