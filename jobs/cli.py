@@ -78,42 +78,64 @@ def _tolerance(value: str) -> float:
     return decimal_number(0, what="a number")(value)
 
 
-def _plan_args(p: argparse.ArgumentParser) -> None:
+Group = argparse._ActionsContainer  # a parser or a section of its --help: both take add_argument
+
+
+def _sections(p: argparse.ArgumentParser, *titles: str) -> dict[str, Group]:
+    """Sections of `run --help` and `slurm --help` (SECTIONS' titles and words), shown in the
+    order made: each family's own section follows "keypoint family" (_family_args)."""
+    return {t: p.add_argument_group(t, SECTIONS[t]) for t in titles}
+
+
+SECTIONS = {
+    "what to read": "the corpus and how its files are read",
+    "what to select": "a part of it (default: every video of every split)",
+    "where it goes": None,
+    "keypoint family": "which family extracts (each family's own options below)",
+    "the sbatch array": "what each shard and the merge job ask of SLURM",
+    "workers and devices": "how the work runs; not part of the output",
+    "model limits": "what one model call may take (a model file is untrusted)",
+    "resume and failures": "the same command resumes; these change what it does",
+    "several nodes": "shards of one run on a cluster (docs/cluster.md)",
+}
+
+
+def _plan_args(sec: dict[str, Group]) -> None:
     """What the plan is made of: used when a run folder is planned, checked when it is resumed."""
     from phoenix_keypoints.extract.corpora.base import SPLITS
     from phoenix_keypoints.extract.keypoints.estimator import names
 
-    p.add_argument("--manifest", type=Path, metavar="FILE",
+    read, select = sec["what to read"], sec["what to select"]
+    read.add_argument("--manifest", type=Path, metavar="FILE",
                    help="a csv/tsv/jsonl listing the videos (name, split, path, ...), instead of "
                         "--dataset")
-    p.add_argument("--manifest-root", type=Path, metavar="DIR",
+    read.add_argument("--manifest-root", type=Path, metavar="DIR",
                    help="--manifest's paths lie under DIR (your own list of absolute paths); "
                         "default: the manifest's folder, outside which nothing is read")
-    p.add_argument("--splits", type=_csv, nargs="+", metavar="SPLIT",
+    select.add_argument("--splits", type=_csv, nargs="+", metavar="SPLIT",
                    help=f"splits to process, space- or comma-separated: --splits train dev, "
                         f"--splits train,dev (default {','.join(SPLITS)}; for other corpora: "
                         "every split they have)")
-    p.add_argument("--limit-videos", type=_positive, metavar="N",
+    select.add_argument("--limit-videos", type=_positive, metavar="N",
                    help="a quick try: the first N videos of each split in the corpus file's order "
                         "(--max-samples-per-split: the older script's, by folder name)")
-    p.add_argument("--max-samples-per-split", "--max_samples_per_split", type=_positive,
+    select.add_argument("--max-samples-per-split", "--max_samples_per_split", type=_positive,
                    metavar="N", help="the older script's selection: the first N video folders of "
                                      "each split sorted by name, as it chose them (--limit-videos: "
                                      "corpus order); with both, this applies to what that kept")
-    p.add_argument("--videos", type=_csv, help="comma-separated video names")
-    p.add_argument("--chunk-frames", type=_positive,
+    select.add_argument("--videos", type=_csv, help="comma-separated video names")
+    sec["workers and devices"].add_argument("--chunk-frames", type=_positive,
                    help="fixed frames per chunk, whole videos (default: sizes chosen from the "
                         "dataset and the worker count, at most 1000, shrinking toward the end)")
-    p.add_argument("--estimator", choices=names(), help=_estimator_help())
-    _family_args(p)
-    p.add_argument("--no-follow-links", dest="follow_links", action="store_false", default=None,
+    sec["keypoint family"].add_argument("--estimator", choices=names(), help=_estimator_help())
+    read.add_argument("--no-follow-links", dest="follow_links", action="store_false", default=None,
                    help="leave out videos reached through a link that leaves the dataset's folder "
                         "(links are followed by default, and those leaving it named)")
-    p.add_argument("--max-pixels", type=_at_most(MAX_MAX_PIXELS, "FFmpeg's own max_pixels is an int"),
+    read.add_argument("--max-pixels", type=_at_most(MAX_MAX_PIXELS, "FFmpeg's own max_pixels is an int"),
                    metavar="N",
                    help="a frame whose header says more pixels is `too_large`, never decoded "
                         "(default 40000000: 8K video passes)")
-    p.add_argument("--max-scans", type=_positive, metavar="N",
+    read.add_argument("--max-scans", type=_positive, metavar="N",
                    help="a JPEG of more scans is `over_budget`, never decoded (default 500, "
                         "libjpeg-turbo's own limit; encoders write about 10)")
 
@@ -173,20 +195,22 @@ def _estimator_help() -> str:
 
 
 def _family_args(p: argparse.ArgumentParser) -> None:
-    """Each family's own options (its add_run_options), and --models for the built-in families
-    that publish models (jobs/models.py reads their data, never a plugin's)."""
+    """Each family's own options (its add_run_options), in a section of --help named for it, and
+    --models for the built-in families that publish models (jobs/models.py reads their data,
+    never a plugin's)."""
     from phoenix_keypoints.extract.keypoints.estimator import family
     from phoenix_keypoints.jobs.models import publishers
 
     models, publishing = False, publishers()  # --models once, after the first that publishes
     for name in _family_order():
-        family(name).add_run_options(p)
+        own = p.add_argument_group(f"{name} (--estimator {name})")  # a section of its own
+        family(name).add_run_options(own)
         if not models and name in publishing:
-            _models_args(p)
+            _models_args(own)
             models = True
 
 
-def _runtime_args(p: argparse.ArgumentParser) -> None:
+def _runtime_args(p: Group, limits: Group) -> None:
     """How the workers of a family that batches frames (its declaration's `batches`) run (run,
     and each shard of slurm): not part of the output."""
     from phoenix_keypoints.extract.keypoints.estimator import family
@@ -204,10 +228,10 @@ def _runtime_args(p: argparse.ArgumentParser) -> None:
                         f"{docs}")
     p.add_argument("--device", choices=("auto", "cpu", "cuda"),
                    help=f"{which}: {where}")
-    _limit_args(p, which)
+    _limit_args(limits, which)
 
 
-def _limit_args(p: argparse.ArgumentParser, which: str) -> None:
+def _limit_args(p: Group, which: str) -> None:
     """--model-deadline, --model-memory: what one model call may take (for a model file is
     untrusted: extract/keypoints/model_calls.py); not part of the output."""
     from phoenix_keypoints.extract.keypoints import model_calls as mc
@@ -258,80 +282,95 @@ def _export_formats() -> dict[str, str]:
 
 def _add_run(sub: argparse._SubParsersAction) -> None:
     r = sub.add_parser("run", help="plan, extract what is not done yet, merge (resumes)")
-    r.add_argument("--dataset", "--dataset_path", type=Path,
-                   help="the corpus: a PHOENIX, CSL-Daily or How2Sign folder, a folder of videos, or a "
-                        "manifest file (docs/corpora.md)")
-    r.add_argument("--out", type=Path, help="run folder (created if missing)")
-    r.add_argument("--output_path", type=Path, metavar="FILE.pkl",
-                   help="the older script's flag: also write its pkl layout to FILE.pkl at the "
-                        "end; without --out the run folder is FILE_run/ beside it (or in --temp_dir)")
-    r.add_argument("--temp_dir", "--temp-dir", type=Path, metavar="DIR",
-                   help="the older script's flag: with --output_path and no --out, the run folder "
-                        "(parts, logs, keypoints.parquet) goes in DIR")
-    r.add_argument("--workers", type=_WORKER_COUNT, metavar="N",
-                   help="worker processes, each with an estimator of its own (its models loaded "
-                        "once a process; default: one per usable CPU core)")
-    r.add_argument("--num-gpus", "--num_gpus", type=_at_most(MAX_WORKERS, "at most one worker each",
-                                                             least=0),
-                   help="GPUs to pin workers to (default: visible GPUs, 0 when none)")
-    r.add_argument("--workers-per-gpu", "--num_workers_per_gpu", type=_WORKER_COUNT,
-                   help="workers per GPU, or CPU workers with 0 GPUs (default: usable CPUs, "
-                        "shared among the GPUs; on GPUs fewer where their memory does not hold "
-                        "that many, said at start)")
-    _runtime_args(r)
-    _plan_args(r)
-    r.add_argument("--fresh", action="store_true",
-                   help="delete the run in --out (if any) and start again")
-    r.add_argument("--allow-partial", action="store_true",
-                   help="merge even if videos failed (run.json lists what is missing)")
-    r.add_argument("--retry-failed", action="store_true",
-                   help="redo the chunks of videos that failed before (after fixing their frames)")
-    r.add_argument("--frozen", action="store_true",
-                   help="keep the stored plan when the corpus changed since it was made (only warn); "
-                        "by default added/changed videos are extracted and removed ones left out")
-    r.add_argument("--num-shards", type=_positive,
-                   help="this node is one of S shards (S fixed when planned) sharing the chunks; "
-                        "the first to start also merges")
-    r.add_argument("--shard-index", type=_non_negative,
-                   help="which shard, 0..S-1 (default: $SLURM_ARRAY_TASK_ID)")
-    r.add_argument("--backend", choices=("local", "ray"), default="local",
-                   help="local worker processes (default), or actors on Ray (extra [ray])")
-    r.add_argument("--address",
-                   help="with --backend ray: the cluster to join ('auto': the one started with "
-                        "`ray start`); default: start a local Ray")
+    sec = _sections(r, "what to read", "what to select", "where it goes", "keypoint family")
+    _family_args(r)
+    sec |= _sections(r, "workers and devices", "model limits", "resume and failures",
+                     "several nodes")
+    read, out, work, again, nodes = (sec[t] for t in (
+        "what to read", "where it goes", "workers and devices", "resume and failures",
+        "several nodes"))
+    read.add_argument("--dataset", "--dataset_path", type=Path,
+                      help="the corpus: a PHOENIX, CSL-Daily or How2Sign folder, a folder of "
+                           "videos, or a manifest file (docs/corpora.md)")
+    out.add_argument("--out", type=Path, help="run folder (created if missing)")
+    out.add_argument("--output_path", type=Path, metavar="FILE.pkl",
+                     help="the older script's flag: also write its pkl layout to FILE.pkl at the "
+                          "end; without --out the run folder is FILE_run/ beside it (or in --temp_dir)")
+    out.add_argument("--temp_dir", "--temp-dir", type=Path, metavar="DIR",
+                     help="the older script's flag: with --output_path and no --out, the run folder "
+                          "(parts, logs, keypoints.parquet) goes in DIR")
+    work.add_argument("--workers", type=_WORKER_COUNT, metavar="N",
+                      help="worker processes, each with an estimator of its own (its models loaded "
+                           "once a process; default: one per usable CPU core)")
+    work.add_argument("--num-gpus", "--num_gpus", type=_at_most(MAX_WORKERS, "at most one worker each",
+                                                                least=0),
+                      help="GPUs to pin workers to (default: visible GPUs, 0 when none)")
+    work.add_argument("--workers-per-gpu", "--num_workers_per_gpu", type=_WORKER_COUNT,
+                      help="workers per GPU, or CPU workers with 0 GPUs (default: usable CPUs, "
+                           "shared among the GPUs; on GPUs fewer where their memory does not hold "
+                           "that many, said at start)")
+    _runtime_args(work, sec["model limits"])
+    _plan_args(sec)
+    again.add_argument("--fresh", action="store_true",
+                       help="delete the run in --out (if any) and start again")
+    again.add_argument("--allow-partial", action="store_true",
+                       help="merge even if videos failed (run.json lists what is missing)")
+    again.add_argument("--retry-failed", action="store_true",
+                       help="redo the chunks of videos that failed before (after fixing their frames)")
+    again.add_argument("--frozen", action="store_true",
+                       help="keep the stored plan when the corpus changed since it was made (only "
+                            "warn); by default added/changed videos are extracted and removed ones "
+                            "left out")
+    nodes.add_argument("--num-shards", type=_positive,
+                       help="this node is one of S shards (S fixed when planned) sharing the chunks; "
+                            "the first to start also merges")
+    nodes.add_argument("--shard-index", type=_non_negative,
+                       help="which shard, 0..S-1 (default: $SLURM_ARRAY_TASK_ID)")
+    nodes.add_argument("--backend", choices=("local", "ray"), default="local",
+                       help="local worker processes (default), or actors on Ray (extra [ray])")
+    nodes.add_argument("--address",
+                       help="with --backend ray: the cluster to join ('auto': the one started with "
+                            "`ray start`); default: start a local Ray")
     r.set_defaults(handler=_run)
 
 
 def _add_slurm(sub: argparse._SubParsersAction) -> None:
     sl = sub.add_parser("slurm", help="plan, then an sbatch array over the missing shards + merge job")
-    sl.add_argument("--dataset", type=Path, help="folder holding annotations/ and features/")
-    sl.add_argument("--out", type=Path, required=True,
-                    help="run folder on a filesystem every node sees")
-    sl.add_argument("--num-shards", type=_positive, required=True,
-                    help="array size S, fixed in run.json when planned")
-    _plan_args(sl)
-    sl.add_argument("--max-parallel", type=_positive, help="at most K shards at once (--array=...%%K)")
-    sl.add_argument("--time", help="time limit per shard and for the merge (sbatch --time)")
-    sl.add_argument("--cpus-per-task", type=_positive,
-                    help="CPUs per shard: one worker per CPU (per GPU: C/G)")
-    sl.add_argument("--workers", type=_WORKER_COUNT, metavar="N",
-                    help="workers per shard: asks sbatch for N CPUs, one worker each (the same as "
-                         "--cpus-per-task N)")
-    sl.add_argument("--gpus-per-task", type=_positive, help="GPUs per shard")
-    _runtime_args(sl)
-    sl.add_argument("--mem", metavar="SIZE",
-                    help="memory per shard (sbatch --mem, e.g. 32G); default: 561 MiB, a worker's "
-                         "measured peak, x its CPUs x 1.5 + 1 GiB (15G for 16 CPUs); the merge job "
-                         "asks for 2G")
-    sl.add_argument("--partition", help="sbatch --partition")
-    sl.add_argument("--account", help="sbatch --account")
-    sl.add_argument("--sbatch-arg", action="append", default=[], metavar="ARG",
-                    help="another sbatch option for both jobs, e.g. --sbatch-arg=--qos=long "
-                         "(repeatable)")
-    sl.add_argument("--submit", action="store_true",
-                    help="submit with sbatch (default: print the scripts and the command)")
-    sl.add_argument("--frozen", action="store_true",
-                    help="keep the stored plan when the corpus changed since it was made (only warn)")
+    sec = _sections(sl, "what to read", "what to select", "where it goes", "keypoint family")
+    _family_args(sl)
+    sec |= _sections(sl, "the sbatch array", "workers and devices", "model limits",
+                     "resume and failures")
+    read, out, array, again = (sec[t] for t in (
+        "what to read", "where it goes", "the sbatch array", "resume and failures"))
+    read.add_argument("--dataset", type=Path, help="folder holding annotations/ and features/")
+    out.add_argument("--out", type=Path, required=True,
+                     help="run folder on a filesystem every node sees")
+    array.add_argument("--num-shards", type=_positive, required=True,
+                       help="array size S, fixed in run.json when planned")
+    _plan_args(sec)
+    array.add_argument("--max-parallel", type=_positive,
+                       help="at most K shards at once (--array=...%%K)")
+    array.add_argument("--time", help="time limit per shard and for the merge (sbatch --time)")
+    array.add_argument("--cpus-per-task", type=_positive,
+                       help="CPUs per shard: one worker per CPU (per GPU: C/G)")
+    array.add_argument("--workers", type=_WORKER_COUNT, metavar="N",
+                       help="workers per shard: asks sbatch for N CPUs, one worker each (the same as "
+                            "--cpus-per-task N)")
+    array.add_argument("--gpus-per-task", type=_positive, help="GPUs per shard")
+    _runtime_args(sec["workers and devices"], sec["model limits"])
+    array.add_argument("--mem", metavar="SIZE",
+                       help="memory per shard (sbatch --mem, e.g. 32G); default: 561 MiB, a worker's "
+                            "measured peak, x its CPUs x 1.5 + 1 GiB (15G for 16 CPUs); the merge job "
+                            "asks for 2G")
+    array.add_argument("--partition", help="sbatch --partition")
+    array.add_argument("--account", help="sbatch --account")
+    array.add_argument("--sbatch-arg", action="append", default=[], metavar="ARG",
+                       help="another sbatch option for both jobs, e.g. --sbatch-arg=--qos=long "
+                            "(repeatable)")
+    array.add_argument("--submit", action="store_true",
+                       help="submit with sbatch (default: print the scripts and the command)")
+    again.add_argument("--frozen", action="store_true",
+                       help="keep the stored plan when the corpus changed since it was made (only warn)")
     sl.set_defaults(handler=_slurm)
 
 
@@ -463,7 +502,7 @@ def named_family(argv: list[str]) -> str | None:
     return name if name is not None and plugin(name) is not None else None
 
 
-def _models_args(p: argparse.ArgumentParser) -> None:
+def _models_args(p: Group) -> None:
     from phoenix_keypoints.jobs.models import add_run_args
 
     add_run_args(p)

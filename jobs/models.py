@@ -560,7 +560,7 @@ def list_models(folder: Path | None, base: str | None) -> int:
 
 
 # --- the command line (jobs/cli.py calls these) -----------------------------------------------------
-def add_run_args(p: argparse.ArgumentParser) -> None:
+def add_run_args(p: argparse._ActionsContainer) -> None:
     """run / slurm: --models NAME (a fetched name) and where the cache is."""
     p.add_argument("--models", metavar="NAME",
                    help="the detector and pose model of a name fetched with `phoenix-keypoints "

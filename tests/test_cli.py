@@ -172,3 +172,30 @@ def test_export_help_words_each_format_as_the_families_that_take_it_do():
                   "writes) (holistic runs)", "twostream-pkl: TwoStream-SLR's keypoint_file "
                   "(wholebody runs)", "unisign-pkl: Uni-Sign's pose folder (wholebody runs)"):
         assert words in said, said
+
+
+@pytest.mark.parametrize("command", ["run", "slurm"])
+def test_run_and_slurm_help_come_in_sections(command: str):
+    """`run` (44 options) and `slurm` (43) printed one flat list (issue 56 item 1): each option now
+    sits in one section of --help (what to read, what to select, where it goes, the family and each
+    family's own, workers and devices, model limits, resume, nodes or the sbatch array), none left
+    in the catch-all "options" but --help itself, and the sections print in that order."""
+    import argparse
+
+    from phoenix_keypoints.jobs.cli import SECTIONS, build_parser
+
+    sub = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    parser = sub.choices[command]
+    groups = {g.title: g for g in parser._action_groups}
+    flat = [a.option_strings[0] for a in groups["options"]._group_actions]
+    assert flat == ["-h"], f"{command}: options outside every section: {flat}"
+    sectioned = [a for t, g in groups.items() if t not in ("options", "positional arguments")
+                 for a in g._group_actions]
+    assert len(sectioned) == len(parser._actions) - 1  # each option once, -h aside
+    assert {"--estimator", "--batch-size", "--model-deadline", "--frozen"} <= {
+        a.option_strings[0] for a in sectioned}
+    text = parser.format_help()
+    titles = [t for t in SECTIONS if t in groups]
+    assert [text.index(f"\n{t}:\n") for t in titles] == sorted(text.index(f"\n{t}:\n") for t in titles)
+    assert "\nholistic (--estimator holistic):\n" in text and "--model-complexity" in text.split(
+        "\nholistic (--estimator holistic):\n")[1].split("\n\n")[0]

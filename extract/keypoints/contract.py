@@ -185,7 +185,8 @@ class Family:
     # --- run's flags and settings ---------------------------------------------------------------
     def add_run_options(self, parser: Any) -> None:
         """Building run and slurm (where the family is named): its own flags,
-        parser.add_argument(...), each default None ("not given"). Default: no flags."""
+        parser.add_argument(...), each default None ("not given"); `parser` is the family's own
+        section of --help (an argparse group). Default: no flags."""
         return None
 
     def asked_settings(self, args: Any, estimator: str | None, fetched: Callable[[], Any]

@@ -16,7 +16,7 @@ from phoenix_keypoints.extract.keypoints.option_values import decimal_number, wh
 _confidence = decimal_number(0, 1, above=True)
 
 
-def add_run_options(p: argparse.ArgumentParser) -> None:
+def add_run_options(p: argparse._ActionsContainer) -> None:
     """MediaPipe Holistic's graph options (each None when not given: a resume keeps the run's)."""
     p.add_argument("--model-complexity", type=whole_number(), choices=(0, 1, 2),
                    help="Holistic pose model (default 1, the only one mediapipe 0.10.21 ships)")

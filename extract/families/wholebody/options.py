@@ -23,7 +23,7 @@ ABOUT = "COCO-WholeBody 133 points from --detector and --pose-model: docs/wholeb
 DOCS = "docs/wholebody.md"
 
 
-def add_run_options(p: argparse.ArgumentParser) -> None:
+def add_run_options(p: argparse._ActionsContainer) -> None:
     p.add_argument("--detector", type=Path, metavar="DET.onnx",
                    help="wholebody: a YOLOX person detector (.onnx, with or without NMS inside)")
     p.add_argument("--pose-model", type=Path, metavar="POSE.onnx",

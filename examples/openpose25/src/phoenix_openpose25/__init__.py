@@ -74,7 +74,7 @@ class OpenPose25(Family):
         return parts | {name: column[:, a:b] for name, (a, b) in PARTS.items()}
 
     # --- its own flag of `run` and `slurm` ------------------------------------------------------
-    def add_run_options(self, parser: argparse.ArgumentParser) -> None:
+    def add_run_options(self, parser: argparse._ActionsContainer) -> None:
         parser.add_argument(FLAG, type=Path, metavar="FILE.onnx",
                             help="openpose25: the BODY_25 ONNX model (input [N, 3, H, W], output "
                                  "[N, 25, 3])")

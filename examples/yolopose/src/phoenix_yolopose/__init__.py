@@ -76,7 +76,7 @@ class YoloPose(Family):
         return {"estimator": NAME, "model": record(Path(options["model"]))}
 
     # --- its own flag of `run` and `slurm` --------------------------------------------------------
-    def add_run_options(self, p: argparse.ArgumentParser) -> None:
+    def add_run_options(self, p: argparse._ActionsContainer) -> None:
         p.add_argument(FLAG, type=Path, metavar="FILE.onnx",
                        help="yolopose: the YOLO-pose ONNX model (input [1, 3, H, W], output "
                             "[1, 56, anchors])")
