@@ -40,9 +40,43 @@ def _negations(parser: argparse.ArgumentParser) -> dict[str, str]:
             if a.option_strings and a.nargs == 0 and a.const is False}
 
 
-def _argv(options: dict[str, Any], negations: dict[str, str]) -> list[str]:
-    """Keywords as `run` flags: True is the flag alone, False the flag that stores False where
-    `run` has one, a list is comma-joined, None is left out."""
+def _keywords(parser: argparse.ArgumentParser) -> dict[str, str]:
+    """keyword -> its `run` flag (--limit-videos for limit_videos), every option of `run` as
+    this installation builds it (a named family's flags too)."""
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    return {a.dest: a.option_strings[0] for a in sub.choices["run"]._actions
+            if a.option_strings and a.dest not in ("help", "handler")}
+
+
+def _check_keywords(options: dict[str, Any], flags: dict[str, str]) -> None:
+    """A keyword `run` has no option for is a TypeError, as Python says one of any function's,
+    with the closest keywords it takes (a typo's fix)."""
+    import difflib
+
+    for key in options:
+        if key not in flags:
+            near = difflib.get_close_matches(key, list(flags), n=3, cutoff=0.6)
+            hint = f"; did you mean {' or '.join(map(repr, near))}?" if near else ""
+            raise TypeError(f"run_job() got an unexpected keyword argument {key!r}{hint} (its "
+                            "keywords are run's options, - as _: docs/python.md)")
+
+
+def _in_python_words(said: str, flags: dict[str, str], given: dict[str, Any]) -> str:
+    """argparse's "... error: argument --limit-videos: must be ..." as a caller from Python wrote
+    it: the keyword and the value given (limit_videos='x': must be ...), the flag beside it."""
+    head, sep, why = said.partition("error: argument ")
+    flag, colon, rest = why.partition(": ")
+    key = next((k for k, f in flags.items() if f in flag.split("/")), None)
+    if not (sep and colon and key):
+        return said
+    return f"{key}={given.get(key)!r}: {rest} (run's {flags[key]})"
+
+
+def _argv(options: dict[str, Any], negations: dict[str, str],
+          flags: dict[str, str] | None = None) -> list[str]:
+    """Keywords as `run` flags (`flags`: keyword -> its flag; else made from the keyword): True
+    is the flag alone, False the flag that stores False where `run` has one, a list is
+    comma-joined, None is left out."""
     argv = []
     for key, value in options.items():
         if value is None:
@@ -50,7 +84,7 @@ def _argv(options: dict[str, Any], negations: dict[str, str]) -> list[str]:
         if key in negations and value is False:
             argv.append(negations[key])
             continue
-        flag = "--" + key.replace("_", "-")
+        flag = (flags or {}).get(key) or "--" + key.replace("_", "-")
         if isinstance(value, bool):
             argv += [flag] if value else []
         elif isinstance(value, (list, tuple)):
@@ -74,15 +108,19 @@ def run_job(dataset: str | Path | None = None, out: str | Path | None = None,
     except _refusals() as e:
         raise RunRefused(str(e)) from None
     parser = build_parser()
+    flags = _keywords(parser)
+    _check_keywords(options, flags)
     argv = ["run", *_argv({"dataset": dataset, "out": out, "workers": workers, **options},
-                          _negations(parser))]
+                          _negations(parser), flags)]
     err = io.StringIO()
     try:
         with contextlib.redirect_stderr(err):
             args = parser.parse_args(argv)
         args.argv = argv
     except SystemExit:
-        raise RunRefused(err.getvalue().strip().splitlines()[-1]) from None
+        said = err.getvalue().strip().splitlines()[-1]
+        raise RunRefused(_in_python_words(said, flags, {"dataset": dataset, "out": out,
+                                                        "workers": workers, **options})) from None
     try:
         code = _run(args)
     except _refusals() as e:

@@ -309,6 +309,28 @@ def test_run_job_refuses_with_an_exception(tmp_path: Path) -> None:
     assert not (tmp_path / "run").exists()
 
 
+def test_run_job_names_a_wrong_keyword_and_value_as_python_does(tmp_path: Path) -> None:
+    """run_job(bogus=1) said "phoenix-keypoints: error: unrecognized arguments: --bogus 1" and
+    a wrong value the flag's words (issue 56 item 1): a keyword run has no option for is Python's
+    TypeError with the closest keywords; a value run refuses is named by its keyword and value,
+    the flag beside it; a keyword spelled as the flag is not (output_path: --output_path) is
+    still given its flag. Nothing is written."""
+    from phoenix_keypoints import RunRefused, run_job
+
+    with pytest.raises(TypeError, match=r"unexpected keyword argument 'bogus' \(its keywords"):
+        run_job(dataset=tmp_path, out=tmp_path / "run", bogus=1)
+    with pytest.raises(TypeError, match=r"'limit_video'; did you mean 'limit_videos'\?"):
+        run_job(dataset=tmp_path, out=tmp_path / "run", limit_video=3)
+    with pytest.raises(RunRefused, match=r"^limit_videos='x': must be a whole number, not 'x' "
+                                         r"\(run's --limit-videos\)$"):
+        run_job(dataset=tmp_path, out=tmp_path / "run", limit_videos="x")
+    with pytest.raises(RunRefused, match=r"^estimator='nope': invalid choice"):
+        run_job(dataset=tmp_path, out=tmp_path / "run", estimator="nope")
+    with pytest.raises(RunRefused, match="does not exist"):  # --output_path reached run itself
+        run_job(dataset=tmp_path / "nothing", output_path=tmp_path / "x.pkl")
+    assert not (tmp_path / "run").exists()
+
+
 def test_run_job_types_a_familys_own_negative_flag(tmp_path: Path,
                                                   monkeypatch: pytest.MonkeyPatch) -> None:
     """A keyword given False is typed as the `run` flag that stores False in it, read from the
