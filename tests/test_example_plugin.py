@@ -14,6 +14,7 @@ alone, and a changed model named by verify and refused by a resume.
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -242,7 +243,8 @@ def test_the_multi_person_example_from_its_installed_wheel(installed: Path, samp
     """examples/yolopose from its wheel in the same venv: run (its points those of the decoder
     tests/test_example_yolopose.py checks frame by frame), SIGKILL and resume (the same bytes),
     diff, merge, `.pose` of every person read back by pose-format, tensors and report naming the
-    person, show, status, verify, extract_keypoints and to_pose equal to the export."""
+    person, show, status, verify, extract_keypoints and to_pose equal to the export, and the model
+    moved: verify after it, the finished run recording the move (issue 55's must-show)."""
     from pose_format import Pose
     from test_example_yolopose import yolo_model
 
@@ -296,3 +298,16 @@ def test_the_multi_person_example_from_its_installed_wheel(installed: Path, samp
         "buf = io.BytesIO(); kp.to_pose().write(buf); open('clip.pose', 'wb').write(buf.getvalue())",
         folder, model], work, tool.env)
     assert (work / "clip.pose").read_bytes() == written
+
+    # the model moved (Family's default moved_files, the plugin gives none): verify says the
+    # recorded file is gone; the finished run asked again with the new path records the move in
+    # run.json and keypoints.parquet, and verify passes again
+    moved = work / "models" / "yolo.onnx"
+    moved.parent.mkdir()
+    model.rename(moved)
+    assert "run this run's" in tool("verify", "--out", "A", code=1).stderr
+    again = tool("run", "--out", "A", *[moved if x == model else x for x in args])
+    assert "moved" in again.stderr, again.stderr
+    assert str(moved) in json.loads((work / "A" / "run.json").read_text())["options"][
+        "yolopose"]["model"]["path"]
+    tool("verify", "--out", "A")
