@@ -441,6 +441,49 @@ def _declared(fam: Family) -> list[str]:
     return [f"its declaration's parts[{p!r}] is not (points, values)" for p in bad]
 
 
+class EstimatorExtras:
+    """What an estimator object may add to `Estimator` (BatchEstimator, LockstepEstimator, the
+    words and records of a family that runs models), each read here with the default an estimator
+    without it gets, so no reader holds a default of its own."""
+
+    @staticmethod
+    def batch_size(est: Any) -> int | None:
+        """Frames a call where it batches (None: one frame at a time, `process`)."""
+        return getattr(est, "batch_size", None)
+
+    @staticmethod
+    def frames_a_call(est: Any) -> int:
+        """Frames a call, 1 where it does not batch."""
+        return int(getattr(est, "batch_size", 1) or 1)
+
+    @staticmethod
+    def lanes(est: Any) -> int:
+        """Videos at once (LockstepEstimator); 1: one after another."""
+        return int(getattr(est, "lanes", 1) or 1)
+
+    @staticmethod
+    def process_batch(est: Any) -> Callable[[list[np.ndarray]], list[dict[str, Any]]] | None:
+        """Its batch call (None: frames one at a time)."""
+        return getattr(est, "process_batch", None)
+
+    @staticmethod
+    def blame(est: Any) -> Callable[[str], str] | None:
+        """What is at fault for a status every frame gets (its model file), or None: the
+        estimator itself."""
+        return getattr(est, "blame", None)
+
+    @staticmethod
+    def execution(est: Any) -> dict[str, Any]:
+        """How its values are computed (device, provider, options, batch shape:
+        extract/keypoints/execution.py); {} for a family whose values do not depend on it."""
+        return dict(getattr(est, "execution", None) or {})
+
+    @staticmethod
+    def providers(est: Any) -> list[str]:
+        """The onnxruntime providers its sessions run on ([] where it has none)."""
+        return list(getattr(est, "providers", []))
+
+
 def estimator_problems(est: Any) -> list[str]:
     """What an estimator object lacks of `Estimator` (and of the batch or lockstep protocol it
     starts to give), each in a phrase."""

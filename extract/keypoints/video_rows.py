@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from phoenix_keypoints.extract.keypoints.contract import EstimatorExtras
 from phoenix_keypoints.extract.keypoints.estimator import Declaration, Estimator, declaration
 from phoenix_keypoints.extract.keypoints.frames import Frame
 from phoenix_keypoints.extract.keypoints.schema import list_column, part_column
@@ -160,7 +161,7 @@ class _Streak:
 
     def _stop(self, status: str, note: str) -> None:
         est = self.estimator()
-        blame = getattr(est, "blame", None)
+        blame = EstimatorExtras.blame(est)
         raise KeepsFailing(
             f"each of the first {STREAK} frames the {est.declaration.name} estimator ran came back "
             f"`{status}` ({note}): {blame(status) if blame else 'the estimator'} is at fault, not "
@@ -269,7 +270,7 @@ def extract_video(
     """
     extractor.start_video()
     going = _Going(extractor, Video(split, video, n, locator, lambda: frames), on_frame,
-                   getattr(extractor, "batch_size", None))
+                   EstimatorExtras.batch_size(extractor))
     while going.read():
         if going.rows.full():
             going.rows.flush(going.block)
@@ -293,12 +294,12 @@ def extract_videos(extractor: Estimator, videos: Iterable[Video], out: Block,
     or not `lockstep` (a chunk that killed a worker: a crash must name its one video): the videos
     one after another (extract_video).
     """
-    lanes = int(getattr(extractor, "lanes", 1) or 1) if lockstep else 1
+    lanes = EstimatorExtras.lanes(extractor) if lockstep else 1
     if lanes < 2:
         for v in videos:
             extract_video(extractor, v.split, v.name, v.open(), v.n, out, on_frame, v.locator)
         return
-    size = int(getattr(extractor, "batch_size", 1) or 1)
+    size = EstimatorExtras.frames_a_call(extractor)
     todo, going, turn = iter(videos), list[_Going](), threading.Lock()
     try:
         while True:
@@ -426,7 +427,7 @@ class _Rows:
                                                     for c in extractor.declaration.counts}
         self.lists: dict[str, list[np.ndarray | None]] = {c: [None] * n
                                                           for c in extractor.declaration.lists}
-        self.size = int(getattr(extractor, "batch_size", 1) or 1)
+        self.size = EstimatorExtras.frames_a_call(extractor)
         self.pending: list[tuple[int, np.ndarray, int]] = []  # (frame, rgb, row in out)
         self.owed = 0  # frames to report done once their batch has run
 
@@ -461,7 +462,7 @@ class _Rows:
 
     def _run(self) -> list[tuple[dict, str | None]]:
         est = self.extractor
-        return _each([rgb for _, rgb, _ in self.pending], getattr(est, "process_batch", None),
+        return _each([rgb for _, rgb, _ in self.pending], EstimatorExtras.process_batch(est),
                      est.process, est.start_video)
 
 

@@ -31,6 +31,7 @@ import numpy as np
 import pyarrow as pa
 
 from phoenix_keypoints.extract import sources
+from phoenix_keypoints.extract.keypoints.contract import EstimatorExtras
 from phoenix_keypoints.extract.keypoints.estimator import (
     RUNTIME,
     ModelFileError,
@@ -122,7 +123,7 @@ class ChunkWorker:
         self.extractor = open_estimator(settings, num_threads=1)
         self.versions = value_versions(estimator_name(settings))  # as this process has them
         # how its values are computed (a batching family's device, provider, batch shape)
-        self.execution = dict(getattr(self.extractor, "execution", None) or {})
+        self.execution = EstimatorExtras.execution(self.extractor)
 
     def run(self, task: ChunkTask, send: Callable[[Event], None]
             ) -> Committed | WriteFailed | Refused:
@@ -190,12 +191,12 @@ class ChunkWorker:
 
     def _runtime(self) -> dict | None:
         """How this worker's estimator runs (run.json `extraction.runtime`), where it batches."""
-        size = getattr(self.extractor, "batch_size", None)
+        size = EstimatorExtras.batch_size(self.extractor)
         if size is None:
             return None
         asked = self.extractor_settings.get("runtime", {})
         return {"batch_size": size, "device": asked.get("device", "auto"),
-                "providers": list(getattr(self.extractor, "providers", [])),
+                "providers": EstimatorExtras.providers(self.extractor),
                 **{k: asked[k] for k in ("gpu_memory", "chosen") if k in asked},
                 "execution": self.execution}
 
